@@ -1,0 +1,208 @@
+"""The shared measuring harness: `Benchmark`, `Measurement`, `measure`, `environment`.
+
+MXNet runs operators asynchronously: Python queues work and returns at once. Every
+timed region here therefore ends in `mx.nd.waitall()` before the clock stops, so
+what is reported is how long the work took, not how fast Python queued it.
+"""
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import mxnet as mx
+
+from .memory import MemorySampler, MemoryUsage
+
+# A result whose interquartile range exceeds this fraction of its median is flagged noisy.
+NOISY_SPREAD = 0.10
+
+
+def sync():
+    """Wait until every operation MXNet has queued (on every context) has finished."""
+    mx.nd.waitall()
+
+
+class Benchmark:
+    """Time a block of code up to the point where MXNet has finished its work.
+
+        with Benchmark('hybridized') as b:
+            for _ in range(1000):
+                net(x)
+        b.seconds
+
+    As in the book, `Benchmark('label', verbose=True)` prints `label time: 0.1234 sec`.
+    With `memory=True` a background sampler records peak RSS (and device memory of
+    the GPU contexts in `contexts`) during the block: `b.memory` is a MemoryUsage.
+    """
+
+    def __init__(self, description="Done", verbose=False, memory=False, contexts=(), interval=0.002):
+        self.description = description
+        self.verbose = verbose
+        self.seconds: Optional[float] = None
+        self.memory: Optional[MemoryUsage] = None
+        self._sampler = MemorySampler(contexts, interval) if memory else None
+
+    def __enter__(self):
+        sync()  # work queued before the block must not be billed to it
+        if self._sampler:
+            self._sampler.start()
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            sync()
+        finally:
+            self.seconds = time.perf_counter() - self._start
+            if self._sampler:
+                self.memory = self._sampler.stop()
+        if self.verbose and exc_type is None:
+            print("%s time: %.4f sec" % (self.description, self.seconds))
+        return False
+
+
+def _quartiles(samples):
+    if len(samples) < 2:
+        return samples[0], samples[0]
+    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    return q1, q3
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Seconds per call, one sample per repeat; statistics are computed from the samples."""
+    label: str
+    samples: Tuple[float, ...]
+    number: int = 1
+    peak_rss: Optional[int] = None
+
+    def __post_init__(self):
+        if not self.samples:
+            raise ValueError("a Measurement needs at least one sample")
+
+    @property
+    def median(self):
+        return statistics.median(self.samples)
+
+    @property
+    def mean(self):
+        return statistics.fmean(self.samples)
+
+    @property
+    def min(self):
+        return min(self.samples)
+
+    @property
+    def max(self):
+        return max(self.samples)
+
+    @property
+    def iqr(self):
+        q1, q3 = _quartiles(self.samples)
+        return q3 - q1
+
+    @property
+    def spread(self):
+        """IQR relative to the median."""
+        return self.iqr / self.median if self.median > 0 else 0.0
+
+    @property
+    def noisy(self):
+        return self.spread > NOISY_SPREAD
+
+    def summary(self):
+        """Flat record fields: times in seconds per call."""
+        row = {
+            "median_s": self.median,
+            "mean_s": self.mean,
+            "min_s": self.min,
+            "max_s": self.max,
+            "iqr_s": self.iqr,
+            "repeats": len(self.samples),
+            "number": self.number,
+            "noisy": self.noisy,
+        }
+        if self.peak_rss is not None:
+            row["rss_peak_bytes"] = self.peak_rss
+        return row
+
+
+def measure(fn, label="", warmup=1, repeat=5, number=1, memory=False, contexts=(), progress=None):
+    """Run `fn` `warmup` times, then `repeat` timed repeats of `number` calls each.
+
+    Each repeat is one `Benchmark` region (so it ends in a sync); the sample is the
+    region's time divided by `number`.
+    """
+    return measure_interleaved({label: fn}, warmup, repeat, number, memory, contexts, progress)[label]
+
+
+def measure_interleaved(fns, warmup=1, repeat=5, number=1, memory=False, contexts=(), progress=None):
+    """Measure several callables in one run, interleaved repeat by repeat.
+
+    `fns` maps labels to callables. Interleaving (and rotating which goes first)
+    means a change of machine load during the run hits every variant alike.
+    `progress`, if given, is called with no argument after each timed region
+    (outside it), e.g. a progress bar's update. Returns {label: Measurement}.
+    """
+    if repeat < 1 or number < 1 or warmup < 0:
+        raise ValueError("repeat and number must be >= 1 and warmup >= 0")
+    labels = list(fns)
+    for label in labels:
+        for _ in range(warmup):
+            fns[label]()
+        sync()
+    samples = {label: [] for label in labels}
+    peaks = {label: 0 for label in labels}
+    for r in range(repeat):
+        order = labels[r % len(labels):] + labels[:r % len(labels)]
+        for label in order:
+            fn = fns[label]
+            with Benchmark(label, memory=memory, contexts=contexts) as b:
+                for _ in range(number):
+                    fn()
+            samples[label].append(b.seconds / number)
+            if memory:
+                peaks[label] = max(peaks[label], b.memory.rss_peak)
+            if progress is not None:
+                progress()
+    return {
+        label: Measurement(label, tuple(samples[label]), number, peaks[label] if memory else None)
+        for label in labels
+    }
+
+
+def _gpu_names():
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def environment(contexts=()):
+    """What a result depends on: MXNet build, contexts, threads, machine."""
+    features = mx.runtime.Features()
+    return {
+        "mxnet": mx.__version__,
+        "features": sorted(name for name in features.keys() if features.is_enabled(name)),
+        "contexts": [str(c) for c in contexts],
+        "num_gpus": mx.context.num_gpus(),
+        "gpus": _gpu_names(),
+        "cpu_count": os.cpu_count(),
+        "env": {
+            k: v for k, v in sorted(os.environ.items())
+            if k.startswith(("MXNET_", "DMLC_", "KMP_")) or k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+        },
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+    }

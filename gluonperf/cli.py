@@ -1,0 +1,108 @@
+"""What every gluonperf command line shares: common flags, error handling, output.
+
+CLIs parse arguments, call an experiment, and hand its records here; they never
+compute. Bad input is one line on stderr and a non-zero exit, never a traceback.
+"""
+import argparse
+import os
+import sys
+
+import mxnet as mx
+from tqdm import tqdm
+
+from . import UserError
+from .benchmark import environment
+from .contexts import parse_contexts
+from .report import format_table, write_csv, write_jsonl
+
+
+def common_parser(ctx_default="cpu"):
+    """Flags shared by every subcommand: --ctx, --json, --csv."""
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--ctx", default=ctx_default,
+                   help="contexts: cpu, cpu0,cpu1, gpu (all GPUs), gpu0,gpu1 or gpu:0 (default: %(default)s)")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON lines, with the environment")
+    p.add_argument("--csv", metavar="PATH", help="also write the results as CSV")
+    return p
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a whole number" % text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("%r must be at least 1" % text)
+    return value
+
+
+def non_negative_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a whole number" % text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("%r must be 0 or more" % text)
+    return value
+
+
+def contexts(args):
+    return parse_contexts(args.ctx)
+
+
+def check_output_path(path, flag):
+    """Refuse an output path that cannot be written, before any work is done."""
+    if path is None:
+        return
+    if os.path.isdir(path):
+        raise UserError("%s %s is a directory; give a file path" % (flag, path))
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+        raise UserError("%s %s cannot be written (%s is not a writable directory)" % (flag, path, parent))
+
+
+def check_outputs(args):
+    check_output_path(getattr(args, "json", None), "--json")
+    check_output_path(getattr(args, "csv", None), "--csv")
+
+
+def emit(results, args, ctxs=(), title=None, columns=None, out=None):
+    """Print the table and write --json / --csv files."""
+    out = out or sys.stdout
+    print(format_table(results, columns=columns, title=title), file=out)
+    if getattr(args, "json", None):
+        write_jsonl(results, args.json, environment(ctxs))
+    if getattr(args, "csv", None):
+        write_csv(results, args.csv)
+
+
+def progress_bar(total, desc):
+    """A tqdm bar on a terminal, silent when stderr is piped or redirected."""
+    return tqdm(total=total, desc=desc, leave=False, disable=not sys.stderr.isatty())
+
+
+def note(message):
+    """A remark for the person at the terminal (stderr, so stdout stays the table)."""
+    print(message, file=sys.stderr)
+
+
+def run(main, prog, argv=None):
+    """Run `main(argv)`, turning bad input and MXNet errors into one line and an exit code."""
+    try:
+        code = main(argv)
+    except UserError as e:
+        print("%s: error: %s" % (prog, e), file=sys.stderr)
+        code = 2
+    except mx.base.MXNetError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print("%s: MXNet error: %s" % (prog, first), file=sys.stderr)
+        code = 1
+    except KeyboardInterrupt:
+        print("%s: interrupted" % prog, file=sys.stderr)
+        code = 130
+    except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    sys.exit(code or 0)

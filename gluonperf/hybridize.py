@@ -1,0 +1,153 @@
+"""Imperative vs hybridized execution of the same Gluon block.
+
+Three copies of one model hold the same initial weights and get the same input:
+run imperatively, after `hybridize()`, and after
+`hybridize(static_alloc=True, static_shape=True)`. Each copy is wrapped in
+`Counted`, which shows the chapter's point: once hybridized, the Python
+`hybrid_forward` runs only while the graph is built, not on every call.
+"""
+import os
+import warnings
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+from mxnet.gluon import nn
+
+from . import UserError
+from .benchmark import measure_interleaved
+from .models import get_model, input_shape
+from .report import result
+
+MODES = {
+    "imperative": None,
+    "hybrid": {},
+    "static": {"static_alloc": True, "static_shape": True},
+}
+
+
+class Counted(nn.HybridBlock):
+    """Wraps a block: `runs` counts calls of the block, `calls` how often Python
+    executed its `hybrid_forward`."""
+
+    def __init__(self, net, **kwargs):
+        super().__init__(**kwargs)
+        self.net = net
+        self.runs = 0
+        self.calls = 0
+
+    def __call__(self, *args):
+        self.runs += 1
+        return super().__call__(*args)
+
+    def hybrid_forward(self, F, x):
+        self.calls += 1
+        return self.net(x)
+
+
+def build_variants(model, ctx, batch_size, classes=None, seed=0):
+    """{mode: Counted(net)} with identical weights, plus the input batch and labels."""
+    classes = classes or (2 if model == "mlp" else 10)
+    mx.random.seed(seed)
+    rng = np.random.RandomState(seed)
+    x = mx.nd.array(rng.normal(size=(batch_size,) + input_shape(model)).astype("float32"), ctx=ctx)
+    y = mx.nd.array(rng.randint(0, classes, size=batch_size), ctx=ctx)
+    reference = None
+    variants = {}
+    for mode, flags in MODES.items():
+        net = get_model(model, classes)
+        net.initialize(mx.init.Xavier(), ctx=ctx)
+        net(x)  # finish deferred initialisation, imperatively
+        params = net._collect_params_with_prefix()
+        if reference is None:
+            reference = {k: p.data(ctx).copy() for k, p in params.items()}
+        else:
+            for k, p in params.items():
+                p.set_data(reference[k])
+        wrapped = Counted(net)
+        if flags is not None:
+            wrapped.hybridize(**flags)
+        variants[mode] = wrapped
+    return variants, x, y
+
+
+def check_outputs(variants, x, tolerance):
+    """Largest absolute difference of each mode's output from the imperative one.
+
+    Raises UserError when it exceeds `tolerance` (relative to the output's scale)."""
+    ref = variants["imperative"](x).asnumpy()
+    scale = max(1.0, float(np.abs(ref).max()))
+    diffs = {}
+    for mode, net in variants.items():
+        diffs[mode] = float(np.abs(net(x).asnumpy() - ref).max())
+        if diffs[mode] > tolerance * scale:
+            raise UserError("%s outputs differ from imperative ones by %.3g (tolerance %.3g): "
+                            "hybridization changed the result" % (mode, diffs[mode], tolerance * scale))
+    return ref, diffs
+
+
+def export_and_import(net, x, directory, name, ctx):
+    """Export a hybridized block (symbol JSON + params) and load it back as a SymbolBlock.
+
+    Returns (symbol_file, params_file, outputs of the imported block)."""
+    os.makedirs(directory, exist_ok=True)
+    prefix = os.path.join(directory, name)
+    net.export(prefix)
+    symbol_file, params_file = prefix + "-symbol.json", prefix + "-0000.params"
+    with warnings.catch_warnings():  # MXNet warns that it cannot infer the input's dtype
+        warnings.simplefilter("ignore", UserWarning)
+        imported = gluon.SymbolBlock.imports(symbol_file, ["data"], params_file, ctx=ctx)
+    return symbol_file, params_file, imported(x)
+
+
+def _forward(net, x):
+    return lambda: net(x)
+
+
+def _train_step(net, x, y):
+    loss = gluon.loss.SoftmaxCrossEntropyLoss()
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01})
+
+    def step():
+        with autograd.record():
+            l = loss(net(x), y)
+        l.backward()
+        trainer.step(x.shape[0])
+    return step
+
+
+def compare_modes(model="mlp", batch_size=1, ctx=None, repeat=5, number=1000, warmup=1,
+                  train=False, export_dir=None, tolerance=1e-4, progress=None):
+    """Time `model` imperatively and hybridized (plain and static), interleaved.
+
+    Returns one Result per mode (per-call time statistics, speedup over imperative,
+    largest output difference, how often Python's hybrid_forward ran), plus one
+    'export' Result when `export_dir` is given.
+    """
+    ctx = ctx or mx.cpu()
+    variants, x, y = build_variants(model, ctx, batch_size)
+    ref, diffs = check_outputs(variants, x, tolerance)
+    make = _train_step if train else (lambda net, x, y: _forward(net, x))
+    fns = {mode: make(net, x, y) for mode, net in variants.items()}
+    measurements = measure_interleaved(fns, warmup=warmup, repeat=repeat, number=number, progress=progress)
+    base = measurements["imperative"].median
+    task = "train_step" if train else "forward"
+    results = []
+    for mode, m in measurements.items():
+        results.append(result(
+            "hybridize", mode, m,
+            model=model, task=task, batch_size=batch_size, ctx=str(ctx),
+            samples_per_s=batch_size / m.median,
+            speedup=base / m.median,
+            max_abs_diff=diffs[mode],
+            hybrid_forward_calls=variants[mode].calls,
+            calls=variants[mode].runs,
+        ))
+    if export_dir is not None:
+        symbol_file, params_file, out = export_and_import(variants["hybrid"], x, export_dir, model, ctx)
+        diff = float(np.abs(out.asnumpy() - ref).max())
+        if diff > tolerance * max(1.0, float(np.abs(ref).max())):
+            raise UserError("the exported model's outputs differ from the original by %.3g" % diff)
+        results.append(result("hybridize", "export", model=model, symbol_file=symbol_file,
+                              params_file=params_file, max_abs_diff=diff))
+    return results

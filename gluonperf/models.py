@@ -1,0 +1,127 @@
+"""The book's models (MLP, LeNet, ResNet-18 for 28x28 inputs) and GluonCV's model zoo.
+
+`get_model(name, classes)` builds any of them by name; `input_shape(name)` is the
+shape of one sample it expects; `list_models()` is what `--model` accepts.
+"""
+import re
+
+from mxnet.gluon import nn
+
+from . import UserError
+
+BUILTIN = {
+    "mlp": "the book's MLP for the hybridize chapter: 512 -> 256 -> 128 -> 2 (ReLU)",
+    "lenet": "LeNet as in the multi-GPU chapter: 2 conv + 2 dense layers, 28x28 grey input",
+    "resnet18": "the book's ResNet-18 for 28x28 inputs: 3x3 stride-1 stem, no max-pool",
+}
+
+# GluonCV zoo entries that are not image classifiers (detection, segmentation, pose,
+# video, depth, tracking) or need extra arguments; they cannot stand in for `--model`.
+_NOT_CLASSIFIER = re.compile(
+    r"ssd|yolo|rcnn|fcn_|psp_|deeplab|icnet|fastscnn|danet|pose|center_net|siamrpn|monodepth"
+    r"|kinetics|ucf101|hmdb51|sthsthv2|custom|int8|c3d|p3d|r2plus1d|i3d|slowfast|hrnet_.*_s$")
+
+
+def mlp(classes=2):
+    """The chapter's MLP: Dense(256) -> Dense(128) -> Dense(classes); input 512 features."""
+    net = nn.HybridSequential()
+    net.add(nn.Dense(256, activation="relu"),
+            nn.Dense(128, activation="relu"),
+            nn.Dense(classes))
+    return net
+
+
+def lenet(classes=10):
+    """LeNet as in the chapter's from-scratch multi-GPU section, as a HybridBlock."""
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(20, kernel_size=3, activation="relu"),
+            nn.AvgPool2D(pool_size=2, strides=2),
+            nn.Conv2D(50, kernel_size=5, activation="relu"),
+            nn.AvgPool2D(pool_size=2, strides=2),
+            nn.Flatten(),
+            nn.Dense(128, activation="relu"),
+            nn.Dense(classes))
+    return net
+
+
+class Residual(nn.HybridBlock):
+    """The book's residual block: two 3x3 convolutions, optional 1x1 projection."""
+
+    def __init__(self, num_channels, use_1x1conv=False, strides=1, **kwargs):
+        super().__init__(**kwargs)
+        self.conv1 = nn.Conv2D(num_channels, kernel_size=3, padding=1, strides=strides)
+        self.conv2 = nn.Conv2D(num_channels, kernel_size=3, padding=1)
+        self.conv3 = nn.Conv2D(num_channels, kernel_size=1, strides=strides) if use_1x1conv else None
+        self.bn1 = nn.BatchNorm()
+        self.bn2 = nn.BatchNorm()
+
+    def hybrid_forward(self, F, X):
+        Y = F.relu(self.bn1(self.conv1(X)))
+        Y = self.bn2(self.conv2(Y))
+        if self.conv3 is not None:
+            X = self.conv3(X)
+        return F.relu(Y + X)
+
+
+def resnet_block(num_channels, num_residuals, first_block=False):
+    blk = nn.HybridSequential()
+    for i in range(num_residuals):
+        if i == 0 and not first_block:
+            blk.add(Residual(num_channels, use_1x1conv=True, strides=2))
+        else:
+            blk.add(Residual(num_channels))
+    return blk
+
+
+def resnet18(num_classes=10):
+    """The book's ResNet-18 variant for small (28x28) images."""
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(64, kernel_size=3, strides=1, padding=1),
+            nn.BatchNorm(), nn.Activation("relu"))
+    net.add(resnet_block(64, 2, first_block=True),
+            resnet_block(128, 2),
+            resnet_block(256, 2),
+            resnet_block(512, 2))
+    net.add(nn.GlobalAvgPool2D(), nn.Dense(num_classes))
+    return net
+
+
+def _zoo_names():
+    from gluoncv.model_zoo import get_model_list
+    return [n for n in get_model_list() if not _NOT_CLASSIFIER.search(n)]
+
+
+def list_models():
+    """{name: description} of every name `get_model` accepts."""
+    out = dict(BUILTIN)
+    for name in _zoo_names():
+        out[name] = "GluonCV model zoo (random init), input %s" % "x".join(map(str, input_shape(name)))
+    return out
+
+
+def input_shape(name):
+    """Shape of one input sample (without the batch axis)."""
+    if name == "mlp":
+        return (512,)
+    if name in ("lenet", "resnet18"):
+        return (1, 28, 28)
+    if name.startswith("cifar_"):
+        return (3, 32, 32)
+    if "inception" in name or "xception" in name:
+        return (3, 299, 299)
+    return (3, 224, 224)
+
+
+def get_model(name, classes=10):
+    """Build a model by name, uninitialised. Raises UserError for an unknown name."""
+    if name == "mlp":
+        return mlp(classes)
+    if name == "lenet":
+        return lenet(classes)
+    if name == "resnet18":
+        return resnet18(classes)
+    if name not in _zoo_names():
+        raise UserError("unknown model %r; run with --list-models to see the %d names --model accepts"
+                        % (name, len(BUILTIN) + len(_zoo_names())))
+    from gluoncv.model_zoo import get_model as zoo_get_model
+    return zoo_get_model(name, classes=classes, pretrained=False)

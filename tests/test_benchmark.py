@@ -1,0 +1,118 @@
+import statistics
+import time
+
+import mxnet as mx
+import numpy as np
+import pytest
+
+from gluonperf.benchmark import Benchmark, Measurement, environment, measure, measure_interleaved
+from gluonperf.memory import MemorySampler
+
+
+def test_timer_includes_queued_work():
+    x = mx.nd.random.uniform(shape=(1500, 1500))
+    mx.nd.waitall()
+    # How long the work takes, timed independently to a sync point.
+    start = time.perf_counter()
+    mx.nd.dot(x, x).wait_to_read()
+    work = time.perf_counter() - start
+    # A region that only queues the same work must still be billed for it.
+    with Benchmark("queued") as b:
+        queue_start = time.perf_counter()
+        y = mx.nd.dot(x, x)
+        queued = time.perf_counter() - queue_start
+    assert queued < work / 2, "nd.dot did not return before finishing; the test cannot tell"
+    assert b.seconds >= 0.5 * work
+    assert b.seconds > queued * 2
+    assert y.shape == (1500, 1500)
+
+
+def test_benchmark_excludes_work_queued_before_the_block():
+    x = mx.nd.random.uniform(shape=(1500, 1500))
+    mx.nd.waitall()
+    start = time.perf_counter()
+    for _ in range(4):
+        mx.nd.dot(x, x).wait_to_read()
+    work = time.perf_counter() - start
+    for _ in range(4):
+        mx.nd.dot(x, x)  # queued, not waited for
+    with Benchmark("empty") as b:
+        pass
+    assert b.seconds < work / 4
+
+
+def test_verbose_prints_like_the_book(capsys):
+    with Benchmark("Workloads are queued.", verbose=True):
+        pass
+    out = capsys.readouterr().out
+    assert out.startswith("Workloads are queued. time: ") and out.rstrip().endswith(" sec")
+
+
+def test_statistics_match_the_samples():
+    samples = (0.5, 0.1, 0.3, 0.2, 0.4, 0.9)
+    m = Measurement("m", samples, number=10)
+    assert m.median == statistics.median(samples)
+    assert m.mean == pytest.approx(np.mean(samples))
+    assert m.min == 0.1 and m.max == 0.9
+    q1, q3 = np.percentile(samples, [25, 75])
+    assert m.iqr == pytest.approx(q3 - q1)
+    assert m.noisy  # the spread is far over 10% of the median
+    summary = m.summary()
+    assert summary["median_s"] == m.median and summary["repeats"] == 6 and summary["number"] == 10
+
+
+def test_tight_samples_are_not_noisy():
+    m = Measurement("m", (1.0, 1.01, 0.99, 1.0, 1.02))
+    assert not m.noisy
+    assert Measurement("one", (2.0,)).iqr == 0
+
+
+def test_measure_counts_warmup_repeats_and_number():
+    calls = []
+    m = measure(lambda: calls.append(1), warmup=2, repeat=3, number=4)
+    assert len(calls) == 2 + 3 * 4
+    assert len(m.samples) == 3 and m.number == 4
+
+
+def test_measure_reports_per_call_time():
+    m = measure(lambda: time.sleep(0.01), repeat=3, number=3, warmup=0)
+    assert 0.009 <= m.median < 0.05
+
+
+def test_interleaved_measures_every_variant():
+    seen = []
+    ticks = []
+    out = measure_interleaved({"a": lambda: seen.append("a"), "b": lambda: seen.append("b")},
+                              warmup=0, repeat=4, number=1, progress=lambda: ticks.append(1))
+    assert set(out) == {"a", "b"} and len(ticks) == 8
+    assert seen[:2] == ["a", "b"] and seen[2:4] == ["b", "a"]  # order rotates between repeats
+
+
+def test_memory_sampler_sees_an_allocation_freed_inside_the_region():
+    size = 300 * 2 ** 20
+    with Benchmark("alloc", memory=True) as b:
+        block = np.ones(size // 8)  # touched, so resident
+        time.sleep(0.1)
+        del block
+    usage = b.memory
+    assert usage.rss_growth >= 0.8 * size
+    assert usage.rss_after - usage.rss_before < 0.5 * size  # it was freed before the end
+    assert usage.samples >= 10
+
+
+def test_memory_sampler_sees_mxnet_allocation():
+    sampler = MemorySampler(interval=0.001).start()
+    a = mx.nd.ones((64, 2 ** 20))  # 256 MiB
+    a.wait_to_read()
+    time.sleep(0.05)
+    usage = sampler.stop()
+    assert usage.rss_growth >= 200 * 2 ** 20
+    del a
+
+
+def test_environment_records_the_build():
+    env = environment([mx.cpu(0), mx.cpu(1)])
+    assert env["mxnet"] == mx.__version__
+    assert env["contexts"] == ["cpu(0)", "cpu(1)"]
+    assert "MKLDNN" in env["features"] or env["features"]
+    assert env["cpu_count"] >= 1 and isinstance(env["env"], dict)
