@@ -65,10 +65,11 @@ def assert_nothing_left(token):
     assert not left, "processes left behind: %s" % [(p.pid, p.cmdline()) for p in left]
 
 
-def test_two_workers_train_to_identical_parameters(tmp_path):
+@pytest.mark.parametrize("kvstore, servers", [("dist_sync", "1"), ("dist_device_sync", "2")])
+def test_two_workers_train_to_identical_parameters(tmp_path, kvstore, servers):
     token = uuid.uuid4().hex
-    done, _ = launch(["-n", "2", "-s", "1", "--timeout", "80", "--",
-                      sys.executable, WORKER, str(tmp_path), "--steps", "6"], token)
+    done, _ = launch(["-n", "2", "-s", servers, "--timeout", "80", "--", sys.executable, WORKER,
+                      str(tmp_path), "--steps", "6", "--kvstore", kvstore], token)
     assert done.returncode == 0, done.stdout + done.stderr
     # every line is prefixed with its role and number; ps-lite numbers the ranks itself
     assert "[worker 0] rank " in done.stdout and "[worker 1] rank " in done.stdout
