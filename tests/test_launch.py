@@ -210,3 +210,56 @@ def test_help_explains_every_flag():
     for flag in ("--num-workers", "--num-servers", "--timeout", "--hostfile", "--host-ip",
                  "--port", "--python", "--env", "--dry-run"):
         assert flag in done.stdout
+
+
+FAKE_SSH = """#!/bin/sh
+# stands in for ssh: drops the options and the host, runs the remote command here
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -tt) shift ;;
+    -o|-p) shift 2 ;;
+    *) break ;;
+  esac
+done
+echo "$1" >> "$FAKE_SSH_LOG"
+shift
+exec sh -c "$1"
+"""
+
+
+def test_hostfile_run_goes_through_ssh(tmp_path):
+    """The --hostfile path end to end, with a stand-in `ssh` that runs the remote command on
+    this machine: the quoting and environment of the ssh command line really work."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ssh").write_text(FAKE_SSH)
+    (bin_dir / "ssh").chmod(0o755)
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("127.0.0.1\n127.0.0.1:2222\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    token = uuid.uuid4().hex
+    env = dict(os.environ, PYTHONPATH=ROOT, GLUONPERF_TEST_TOKEN=token,
+               PATH="%s%s%s" % (bin_dir, os.pathsep, os.environ["PATH"]),
+               FAKE_SSH_LOG=str(tmp_path / "ssh.log"))
+    done = subprocess.run([sys.executable, "-m", "gluonperf.launch", "-n", "2", "--hostfile",
+                           str(hostfile), "--timeout", "80", "--", sys.executable, WORKER,
+                           str(out), "--steps", "3"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # 2 servers (one per host) and 2 workers went through ssh; the scheduler ran here
+    assert sorted((tmp_path / "ssh.log").read_text().split()) == ["127.0.0.1"] * 4
+    assert "scheduler at 127.0.0.1:" in done.stderr
+    a, b = np.load(out / "params-rank0.npz"), np.load(out / "params-rank1.npz")
+    for name in a.files:
+        if name != "losses":
+            np.testing.assert_array_equal(a[name], b[name])
+    assert_nothing_left(token)
+
+
+def test_worker_killed_by_a_signal_is_named():
+    token = uuid.uuid4().hex
+    done, _ = launch(["-n", "1", "--timeout", "30", "--", "sh", "-c", "kill -KILL $$"], token)
+    assert done.returncode == 128 + signal.SIGKILL, done.stderr
+    assert "worker 0 failed with signal SIGKILL; stopped the others" in done.stderr
+    assert_nothing_left(token)
