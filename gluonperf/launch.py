@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 from . import UserError
 
 PROG = "python -m gluonperf.launch"
-ROLES = ("scheduler", "server", "worker")
 
 # Environment variables passed on to processes started over ssh (locally every process
 # inherits the whole environment).
@@ -487,6 +486,10 @@ def main(argv=None):
     if args.dry_run:
         print(describe(nodes))
         return 0
+    if not os.path.isfile(os.path.join(EXIT_GUARD, "sitecustomize.py")):
+        print("launch: warning: %s/sitecustomize.py is missing (install gluonperf with "
+              "pip install -e); a failing worker will hang until --timeout" % EXIT_GUARD,
+              file=sys.stderr)
     where = "127.0.0.1" if not hosts else nodes[0].env["DMLC_PS_ROOT_URI"]
     print("launch: 1 scheduler, %d server(s), %d worker(s); scheduler at %s:%s%s"
           % (servers, args.num_workers, where, nodes[0].env["DMLC_PS_ROOT_PORT"],
