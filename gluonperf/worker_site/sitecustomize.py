@@ -5,7 +5,7 @@ destructor). A worker that fails while the others wait for its gradients therefo
 exits: the job hangs. This guard notes a failure (an uncaught exception, or sys.exit with a
 non-zero code) and, after the atexit handlers have run, leaves with os._exit(code), skipping
 that barrier, so the launcher sees the failure at once and stops the job. A successful exit
-is untouched. Limits: `raise SystemExit(n)` (not sys.exit) and a sys.exit(n) that the program
+is untouched; on a failure, files the program left open and unflushed are not flushed. Limits: `raise SystemExit(n)` (not sys.exit) and a sys.exit(n) that the program
 catches and survives are not told apart; the launcher's --timeout still bounds such jobs.
 Any other sitecustomize on the path is loaded afterwards, as if this one were not here.
 """
