@@ -31,9 +31,9 @@ HYBRIDIZE = {"none": None, "hybrid": {}, "static": {"static_alloc": True, "stati
 OPTIMIZERS = ("sgd", "nag")
 LR_DECAYS = ("cosine", "step", "none")
 KVSTORES = ("device", "local", "nccl", "dist_sync", "dist_device_sync")
-# Fields a resumed run must share with the checkpoint it continues.
-RESUME_KEYS = ("model", "dataset", "limit", "batch_size", "seed", "optimizer", "lr", "lr_scale",
-               "momentum", "wd", "warmup_epochs", "lr_decay")
+# Fields a resumed run must share with the checkpoint it continues. The learning-rate
+# settings may change (e.g. resume with a lower --lr after the loss became NaN).
+RESUME_KEYS = ("model", "dataset", "limit", "batch_size", "seed", "optimizer", "momentum")
 LATEST = "latest"
 
 
@@ -266,7 +266,8 @@ def fit(config, contexts, progress=None, log=None):
     if checkpoint:
         net.load_parameters(os.path.join(checkpoint, "params"), ctx=contexts)
         trainer.load_states(os.path.join(checkpoint, "states"))
-        trainer.optimizer.lr_scheduler = schedule  # the schedule of this run's --epochs
+        optimizer = trainer.optimizer  # unpickled from the states: give it this run's settings
+        optimizer.lr_scheduler, optimizer.wd = schedule, config.wd
         first = meta["epoch"]
         history = [Result(r["bench"], r["name"], {k: v for k, v in r.items() if k not in ("bench", "name")})
                    for r in meta.get("history", [])]
