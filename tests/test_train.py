@@ -214,3 +214,51 @@ def test_scaling_reports_t1_t2_speedup_and_efficiency():
         assert m["t1_s"] > 0 and m["t2_s"] >= 0 and m["step_s"] > 0
         assert m["overlap_model_s"] <= m["serial_model_s"]
         assert m["images_per_s"] == pytest.approx(m["batch_size"] / m["step_s"])
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_dist_sync_workers_train_equal_parts_and_only_rank_0_reports(tmp_path):
+    """Scheduler, one server and two workers on loopback with the DMLC_* environment that
+    gluonperf.launch sets: both workers finish (equal batch counts, or dist_sync would
+    hang), end with the same parameters (same test accuracy), and only rank 0 writes."""
+    import re
+    import subprocess
+    import sys
+    from conftest import ROOT
+    env = dict(os.environ, PYTHONPATH=ROOT, DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=str(free_port()),
+               DMLC_NUM_SERVER="1", DMLC_NUM_WORKER="2")
+    # --limit 203: an odd number of samples, split into two equal parts of 101
+    train = [sys.executable, "-m", "gluonperf.train", "--kvstore", "dist_sync", "--dataset", "digits",
+             "--model", "lenet", "--limit", "203", "--batch-size", "10", "--epochs", "2", "--workers", "0",
+             "--log-interval", "0"]
+    procs = [subprocess.Popen([sys.executable, "-c", "import mxnet"], env=dict(env, DMLC_ROLE=role),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for role in ("scheduler", "server")]
+    outs = [str(tmp_path / ("out%d.jsonl" % i)) for i in range(2)]
+    workers = [subprocess.Popen(train + ["--json", outs[i], "--save", str(tmp_path / ("ckpt%d" % i))],
+                                env=dict(env, DMLC_ROLE="worker"), cwd=ROOT, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(2)]
+    try:
+        results = [w.communicate(timeout=120) for w in workers]
+        for p in procs:
+            p.wait(timeout=30)
+    finally:
+        for p in procs + workers:
+            if p.poll() is None:
+                p.kill()
+    assert [w.returncode for w in workers] == [0, 0], [err for _, err in results]
+    written = [i for i in range(2) if os.path.exists(outs[i])]
+    assert len(written) == 1  # rank 0 only (which process gets rank 0 is the scheduler's choice)
+    assert os.path.isdir(str(tmp_path / ("ckpt%d" % written[0])))
+    assert not os.path.exists(str(tmp_path / ("ckpt%d" % (1 - written[0]))))
+    assert sum("train_images_per_s" in out for out, _ in results) == 1
+    records = read_jsonl(outs[written[0]])
+    assert [r.metrics["num_workers"] for r, _ in records] == [2, 2]
+    accuracies = [re.findall(r"test top-1 ([0-9.]+)", err) for _, err in results]
+    assert len(accuracies[0]) == 2 and accuracies[0] == accuracies[1]
