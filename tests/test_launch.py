@@ -4,6 +4,7 @@ Every launched process inherits a unique GLUONPERF_TEST_TOKEN, so the tests can 
 process of a job (scheduler, servers, workers and anything they started) with psutil and
 check that none is left once the launcher has exited.
 """
+import json
 import os
 import signal
 import subprocess
@@ -262,4 +263,23 @@ def test_worker_killed_by_a_signal_is_named():
     done, _ = launch(["-n", "1", "--timeout", "30", "--", "sh", "-c", "kill -KILL $$"], token)
     assert done.returncode == 128 + signal.SIGKILL, done.stderr
     assert "worker 0 failed with signal SIGKILL; stopped the others" in done.stderr
+    assert_nothing_left(token)
+
+
+def test_launch_runs_gluonperf_train_on_two_workers(tmp_path):
+    """The whole path: gluonperf.launch starting gluonperf.train with --kvstore dist_sync."""
+    token = uuid.uuid4().hex
+    results = tmp_path / "train.jsonl"
+    done, _ = launch(["-n", "2", "-s", "1", "--timeout", "300", "--", sys.executable, "-m",
+                      "gluonperf.train", "--kvstore", "dist_sync", "--model", "lenet",
+                      "--dataset", "synthetic", "--limit", "256", "--batch-size", "32",
+                      "--epochs", "1", "--workers", "0", "--json", str(results)], token)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # only rank 0 prints the table, which reports the 2 workers; both log their epochs
+    assert done.stdout.count("(2 workers), kvstore dist_sync") == 1
+    assert "[worker 0] epoch 1:" in done.stderr and "[worker 1] epoch 1:" in done.stderr
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [(r["bench"], r["num_workers"], r["rank"], r["kvstore"]) for r in records] == \
+        [("train", 2, 0, "dist_sync")]
+    assert records[0]["train_images_per_s"] > 0
     assert_nothing_left(token)
