@@ -283,3 +283,57 @@ def test_launch_runs_gluonperf_train_on_two_workers(tmp_path):
         [("train", 2, 0, "dist_sync")]
     assert records[0]["train_images_per_s"] > 0
     assert_nothing_left(token)
+
+
+GUARDED = """
+import sys, time
+class Barrier:  # stands in for the dist kvstore, which waits for the others at exit
+    def __del__(self):
+        print("finalized", flush=True)
+        time.sleep(60)
+barrier = Barrier()
+how = sys.argv[1]
+if how == "raise":
+    raise RuntimeError("boom")
+if how == "exit":
+    sys.exit(3)
+barrier.__class__.__del__ = lambda self: print("finalized", flush=True)  # a clean exit
+"""
+
+
+@pytest.mark.parametrize("how, code, finalized", [("raise", 1, False), ("exit", 3, False),
+                                                  ("ok", 0, True)])
+def test_exit_guard_skips_the_exit_barrier_only_on_failure(tmp_path, how, code, finalized):
+    from gluonperf.launch import EXIT_GUARD
+    other = tmp_path / "site"
+    other.mkdir()  # a sitecustomize the guard shadows still runs
+    (other / "sitecustomize.py").write_text("print('other sitecustomize', flush=True)\n")
+    script = tmp_path / "w.py"
+    script.write_text(GUARDED)
+    env = dict(os.environ, DMLC_ROLE="worker", PYTHONPATH=os.pathsep.join([EXIT_GUARD, str(other)]))
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, str(script), how], env=env, capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == code, done.stderr
+    assert time.monotonic() - start < 20  # did not wait in the "barrier"
+    assert "other sitecustomize" in done.stdout
+    assert ("finalized" in done.stdout) == finalized
+    if how == "raise":
+        assert "RuntimeError: boom" in done.stderr  # the traceback is still printed
+
+
+def test_dry_run_passes_environment_to_hosts(tmp_path):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("node1\n")
+    env = dict(os.environ, PYTHONPATH=ROOT, MXNET_ENGINE_TYPE="NaiveEngine", MY_SETTING="a b")
+    args = [sys.executable, "-m", "gluonperf.launch", "-n", "1", "--hostfile", str(hostfile),
+            "--host-ip", "127.0.0.1", "--dry-run"]
+    done = subprocess.run(args + ["--env", "MY_SETTING", "--", "python", "w.py"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    worker = done.stdout.splitlines()[-1]
+    assert "MXNET_ENGINE_TYPE=NaiveEngine" in worker
+    assert "MY_SETTING=" in worker and "a b" in worker  # quoted for the remote shell
+    done = subprocess.run(args + ["--env", "NOT_SET_ANYWHERE", "--", "python", "w.py"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and "NOT_SET_ANYWHERE" in done.stderr
