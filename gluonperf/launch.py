@@ -294,9 +294,6 @@ class Job:
         with self.lock:
             print("launch: %s" % message, file=self.err, flush=True)
 
-    def pids(self):
-        return {name: p.pid for name, p in self.procs.items()}
-
     def wait(self, timeout=None, shutdown_grace=15.0, poll=0.05):
         """Wait for the job; return 0 when every worker succeeds. When any process exits
         non-zero or time runs out, stop everything and raise JobFailed.
