@@ -178,16 +178,28 @@ def test_bench_scratch_cli(run):
     assert "images_per_s" in p.stdout and "test_acc" in p.stdout and "cpu(0),cpu(1)" in p.stdout
 
 
-def test_bench_cli_bad_input(run, tmp_path):
+def _in_process_error(capsys, *argv):
+    """Run the CLI in this process (MXNet is already imported, so it is fast)."""
+    from gluonperf import bench, cli
+    with pytest.raises(SystemExit) as exit:
+        cli.run(bench.main, bench.PROG, list(argv))
+    err = capsys.readouterr().err
+    assert exit.value.code != 0 and "Traceback" not in err
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert lines and "error" in lines[-1], err
+    return lines[-1]
+
+
+def test_bench_cli_bad_input(run, tmp_path, capsys):
     assert "unknown --methods item 'nope'" in _one_line_error(
         run("gluonperf.bench", "allreduce", "--methods", "book,nope"))
-    assert "more than the 2 contexts" in _one_line_error(
-        run("gluonperf.bench", "allreduce", "--ctx", "cpu0,cpu1", "--num-ctx", "3"))
-    assert "needs at least 2" in _one_line_error(run("gluonperf.bench", "allreduce", "--ctx", "cpu1"))
-    assert "is not a size" in _one_line_error(run("gluonperf.bench", "allreduce", "--sizes", "4X"))
-    assert "unknown allreduce method 'nope'" in _one_line_error(
-        run("gluonperf.bench", "scratch", "--method", "nope"))
-    assert "smaller than the 2 contexts" in _one_line_error(
-        run("gluonperf.bench", "scratch", "--ctx", "cpu0,cpu1", "--batch-size", "1"))
-    assert "is a directory" in _one_line_error(
-        run("gluonperf.bench", "scratch", "--json", str(tmp_path)))
+    assert "more than the 2 contexts" in _in_process_error(
+        capsys, "allreduce", "--ctx", "cpu0,cpu1", "--num-ctx", "3")
+    assert "needs at least 2" in _in_process_error(capsys, "allreduce", "--ctx", "cpu1")
+    assert "is not a size" in _in_process_error(capsys, "allreduce", "--sizes", "4X")
+    assert "at least 2 contexts" in _in_process_error(capsys, "allreduce", "--num-ctx", "1,2")
+    assert "unknown allreduce method 'nope'" in _in_process_error(capsys, "scratch", "--method", "nope")
+    assert "smaller than the 2 contexts" in _in_process_error(
+        capsys, "scratch", "--ctx", "cpu0,cpu1", "--batch-size", "1")
+    assert "smaller than --batch-size" in _in_process_error(capsys, "scratch", "--train-size", "10")
+    assert "is a directory" in _in_process_error(capsys, "scratch", "--json", str(tmp_path))
