@@ -116,9 +116,9 @@ def add_allreduce(sub, common):
                    help="numbers of contexts to allreduce over (default: 2,3,4, up to the number of --ctx)")
     p.add_argument("--methods", default=",".join(METHODS + KVSTORES),
                    help="comma-separated variants (default: %(default)s); the copyto ceiling always runs")
-    p.add_argument("--repeat", type=cli.positive_int, default=5, help="timed repeats per variant (default: %(default)s)")
+    p.add_argument("--repeat", type=cli.positive_int, default=7, help="timed repeats per variant (default: %(default)s)")
     p.add_argument("--number", type=cli.positive_int, default=None,
-                   help="calls per repeat (default: enough for about 30 ms per repeat)")
+                   help="calls per repeat (default: enough for about 50 ms per repeat of the slowest variant)")
     p.add_argument("--warmup", type=cli.non_negative_int, default=1,
                    help="untimed calls per variant before timing (default: %(default)s)")
     p.set_defaults(run=run_allreduce)

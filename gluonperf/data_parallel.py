@@ -267,7 +267,7 @@ def train(ctx, train_iter, test_iter, epochs=4, lr=0.2, method="book", params=No
 # --- synthetic Fashion-MNIST-shaped data ---------------------------------------
 
 
-def synthetic_fashion(num_train=6000, num_test=1000, classes=10, seed=0, noise=0.3):
+def synthetic_fashion(num_train=6000, num_test=1000, classes=10, seed=0, noise=0.5):
     """Learnable synthetic data shaped like Fashion-MNIST: (train_set, test_set) ArrayDatasets.
 
     Samples are (1, 28, 28) float32 in [0, 1] with int32 labels. Each class has a
@@ -343,7 +343,7 @@ KVSTORES = ["kv-device", "kv-local"]
 
 
 def allreduce_bandwidth(ctxs, sizes, counts=(2, 3, 4), methods=None, repeat=5, warmup=1,
-                        number=None, target_s=0.03, progress=None):
+                        number=None, target_s=0.05, progress=None):
     """Allreduce bandwidth per method, tensor size (bytes, float32) and number of contexts.
 
     `methods` are names from METHODS and KVSTORES (default: all). Every group (size,
