@@ -121,6 +121,9 @@ def add_allreduce(sub, common):
                    help="calls per repeat (default: enough for about 50 ms per repeat of the slowest variant)")
     p.add_argument("--warmup", type=cli.non_negative_int, default=1,
                    help="untimed calls per variant before timing (default: %(default)s)")
+    p.add_argument("--reuse-buffers", action="store_true",
+                   help="let book/ring/tree keep one receive buffer per context between calls instead of "
+                        "a fresh temporary per transfer (as the book does)")
     p.set_defaults(run=run_allreduce)
 
 
@@ -148,7 +151,8 @@ def run_allreduce(args):
     total = len(counts) * len(args.sizes) * (len(methods) + 1) * args.repeat
     with cli.progress_bar(total, "allreduce") as bar:
         results = allreduce_bandwidth(ctxs, args.sizes, counts, methods, repeat=args.repeat,
-                                      warmup=args.warmup, number=args.number, progress=bar.update)
+                                      warmup=args.warmup, number=args.number, reuse_buffers=args.reuse_buffers,
+                                      progress=bar.update)
     cli.emit(results, args, ctxs,
              title="allreduce of one float32 tensor over k of %s (median of %d repeats); GB/s counts the "
                    "2(k-1)/k x size each context receives; ceiling = copyto %s -> %s%s"
@@ -162,6 +166,10 @@ def run_allreduce(args):
     if any(r.metrics.get("noisy") for r in results):
         cli.note("note: some results are noisy (IQR above 10% of the median); "
                  "close other work or raise --repeat")
+    if not args.reuse_buffers and max(args.sizes) >= 32 * 2 ** 20 and ctxs[0].device_type == "cpu":
+        cli.note("note: on CPU every temporary of 32 MiB or more is freshly mapped memory (glibc malloc; "
+                 "MXNet does not pool CPU memory), so methods that receive whole tensors pay for it; "
+                 "compare with --reuse-buffers")
     return 0
 
 

@@ -20,14 +20,18 @@ def _arrays(k, shape, seed=0):
 @pytest.mark.parametrize("method", dp.METHODS)
 @pytest.mark.parametrize("k", [2, 3, 4])
 def test_allreduce_exact_sum_on_every_context(method, k):
+    buffers = {}  # reused across shapes (growing and sliced), as with --reuse-buffers
     for shape in SHAPES:
-        values, arrays = _arrays(k, shape)
-        out = dp.allreduce(arrays, method=method)
-        assert out is arrays
-        expected = np.sum(values, axis=0)
-        for i, a in enumerate(arrays):
-            assert a.context == mx.cpu(i) and a.shape == shape
-            np.testing.assert_array_equal(a.asnumpy(), expected, err_msg="%s k=%d %s" % (method, k, shape))
+        for reuse in (None, buffers):
+            values, arrays = _arrays(k, shape)
+            out = dp.allreduce(arrays, method=method, buffers=reuse)
+            assert out is arrays
+            expected = np.sum(values, axis=0)
+            for i, a in enumerate(arrays):
+                assert a.context == mx.cpu(i) and a.shape == shape
+                np.testing.assert_array_equal(a.asnumpy(), expected,
+                                              err_msg="%s k=%d %s buffers=%s" % (method, k, shape, reuse is not None))
+    assert {ctx for ctx, _ in buffers} <= {mx.cpu(i) for i in range(k)} and buffers
 
 
 def test_allreduce_gradients_in_place_and_one_context():
@@ -162,13 +166,14 @@ def _one_line_error(p):
 def test_bench_allreduce_cli(run, tmp_path):
     out = tmp_path / "a.json"
     p = run("gluonperf.bench", "allreduce", "--sizes", "4K,64K", "--num-ctx", "2,3", "--repeat", "2",
-            "--number", "2", "--json", str(out))
+            "--number", "2", "--reuse-buffers", "--json", str(out))
     assert p.returncode == 0, p.stderr
     assert "share one memory system" in p.stdout and "kv-device" in p.stdout and "copyto" in p.stdout
     rows = [json.loads(line) for line in open(out)]
     assert len(rows) == 2 * 2 * 6
     assert {r["size"] for r in rows} == {"4 KiB", "64 KiB"} and {r["contexts"] for r in rows} == {2, 3}
     assert rows[0]["env"]["contexts"] == ["cpu(0)", "cpu(1)", "cpu(2)"]
+    assert rows[0]["reuse_buffers"] is True and all(r["max_abs_err"] == 0 for r in rows)
 
 
 def test_bench_scratch_cli(run):
