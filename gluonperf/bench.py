@@ -213,7 +213,7 @@ def run_scratch(args):
         raise UserError("--lr and --init-scale must be positive numbers")
     cli.check_outputs(args)
     train_set, test_set = synthetic_fashion(args.train_size, args.test_size, seed=args.seed)
-    train_iter, test_iter = loaders(train_set, test_set, args.batch_size, len(ctxs))
+    train_iter, test_iter = loaders(train_set, test_set, args.batch_size, len(ctxs), seed=args.seed)
     with cli.progress_bar(args.epochs * len(train_iter), "scratch") as bar:
         results = train(ctxs, train_iter, test_iter, epochs=args.epochs, lr=args.lr, method=args.method,
                         params=init_params(scale=args.init_scale, seed=args.seed), progress=bar.update)

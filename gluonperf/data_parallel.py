@@ -315,11 +315,27 @@ def synthetic_fashion(num_train=6000, num_test=1000, classes=10, seed=0, noise=0
     return make(num_train), make(num_test)
 
 
-def loaders(train_set, test_set, batch_size, num_contexts=1):
-    """DataLoaders over the sets; the last, short training batch is dropped if it has fewer
-    samples than contexts (it could not give each context one)."""
-    last = "keep" if len(train_set) % batch_size == 0 or len(train_set) % batch_size >= num_contexts else "discard"
-    return (gluon.data.DataLoader(train_set, batch_size, shuffle=True, last_batch=last),
+class Shuffled(gluon.data.Sampler):
+    """Indices 0..n-1 in a new random order every epoch, from a generator of its own (seeded)."""
+
+    def __init__(self, length, seed=0):
+        self._length = length
+        self._rng = np.random.RandomState(seed)
+
+    def __iter__(self):
+        return iter(self._rng.permutation(self._length).tolist())
+
+    def __len__(self):
+        return self._length
+
+
+def loaders(train_set, test_set, batch_size, num_contexts=1, seed=0):
+    """DataLoaders over the sets, the training one shuffled reproducibly from `seed`. The last,
+    short training batch is dropped if it has fewer samples than contexts (it could not give
+    each context one)."""
+    rest = len(train_set) % batch_size
+    last = "discard" if 0 < rest < num_contexts else "keep"
+    return (gluon.data.DataLoader(train_set, batch_size, sampler=Shuffled(len(train_set), seed), last_batch=last),
             gluon.data.DataLoader(test_set, batch_size, shuffle=False))
 
 
