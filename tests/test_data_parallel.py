@@ -208,3 +208,15 @@ def test_bench_cli_bad_input(run, tmp_path, capsys):
         capsys, "scratch", "--ctx", "cpu0,cpu1", "--batch-size", "1")
     assert "smaller than --batch-size" in _in_process_error(capsys, "scratch", "--train-size", "10")
     assert "is a directory" in _in_process_error(capsys, "scratch", "--json", str(tmp_path))
+
+
+def test_loaders_give_every_context_a_sample_and_repeat_with_a_seed():
+    train_set, test_set = dp.synthetic_fashion(10, 5, seed=1)
+    short, _ = dp.loaders(train_set, test_set, 4, num_contexts=3)  # 4 + 4 + a last batch of 2 < 3
+    assert [x.shape[0] for x, _ in short] == [4, 4]
+    kept, _ = dp.loaders(train_set, test_set, 4, num_contexts=2)
+    assert [x.shape[0] for x, _ in kept] == [4, 4, 2]
+    first = [y.asnumpy().tolist() for _, y in dp.loaders(train_set, test_set, 4, seed=7)[0]]
+    again = [y.asnumpy().tolist() for _, y in dp.loaders(train_set, test_set, 4, seed=7)[0]]
+    assert first == again
+    assert sorted(sum(first, [])) == sorted(int(train_set[i][1]) for i in range(10))
