@@ -426,8 +426,12 @@ def build_parser():
         description="Run COMMAND as the workers of a job on MXNet's parameter-server kvstore "
                     "(kvstore dist_sync / dist_device_sync), with 1 scheduler and -s servers "
                     "(python -c 'import mxnet' with DMLC_ROLE=scheduler/server). Every output "
-                    "line is prefixed with [role number]. Exits with the workers' status; when "
-                    "any process fails, the others are stopped and the exit is non-zero.",
+                    "line is prefixed with [role number] (the launcher's numbering; ps-lite assigns "
+                    "kv.rank). Exits with the workers' status; when any process fails, the "
+                    "others are stopped and the exit is non-zero (a worker's own code, 128+N for "
+                    "signal N, 124 on --timeout, 130 on Ctrl-C). Workers get an exit guard on "
+                    "PYTHONPATH so that a failing worker exits instead of waiting for ever in "
+                    "the kvstore's exit barrier.",
         epilog="example: %(prog)s -n 2 -s 1 -- python -m gluonperf.train --kvstore dist_sync "
                "--model lenet --dataset digits")
     p.add_argument("-n", "--num-workers", type=positive_int, required=True,
