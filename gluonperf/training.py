@@ -35,6 +35,7 @@ KVSTORES = ("device", "local", "nccl", "dist_sync", "dist_device_sync")
 # settings may change (e.g. resume with a lower --lr after the loss became NaN).
 RESUME_KEYS = ("model", "dataset", "limit", "batch_size", "seed", "optimizer", "momentum")
 LATEST = "latest"
+DMLC_ENV = ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_WORKER", "DMLC_NUM_SERVER")
 
 
 @dataclass
@@ -46,8 +47,8 @@ class TrainConfig:
     data_dir: Optional[str] = None
     limit: Optional[int] = None
     workers: int = 2
-    batch_size: int = 128
-    epochs: int = 5
+    batch_size: int = 64
+    epochs: int = 4
     lr: float = 0.1
     lr_scale: str = "none"
     optimizer: str = "sgd"
@@ -73,6 +74,11 @@ def create_kvstore(config):
     """A dist kvstore object (created before data is loaded, so rank and number of
     workers are known), or the kvstore name for gluon.Trainer to create locally."""
     if config.kvstore.startswith("dist"):
+        missing = [v for v in DMLC_ENV if v not in os.environ]
+        if missing:
+            raise UserError("--kvstore %s needs the DMLC_* environment of a distributed job (%s not set); "
+                            "start it with python -m gluonperf.launch -n 2 -- python -m gluonperf.train "
+                            "--kvstore %s ..." % (config.kvstore, ", ".join(missing), config.kvstore))
         return mx.kv.create(config.kvstore)
     return config.kvstore
 
@@ -167,6 +173,7 @@ def save_checkpoint(directory, epoch, net, trainer, meta, keep=2):
     name = "epoch-%04d" % epoch
     tmp = tempfile.mkdtemp(dir=directory, prefix=".tmp-" + name)
     try:
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private
         net.save_parameters(os.path.join(tmp, "params"))
         trainer.save_states(os.path.join(tmp, "states"))
         with open(os.path.join(tmp, "meta.json"), "w") as f:

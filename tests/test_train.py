@@ -74,11 +74,15 @@ def test_help_explains_every_flag(run):
     (["--limit", "512", "--batch-size", "32", "--lr", "1e6"], "loss became nan at epoch 1, batch"),
     (["--save", __file__], "is a file"),
     (["--batch-size", "100"], "larger than this worker's 64 training samples"),
+    (["--kvstore", "dist_sync"], "python -m gluonperf.launch"),
+    (["--kvstore", "nccl"], "GPUs only"),
 ])
 def test_errors_are_one_line(args, words, capsys, monkeypatch):
     """Run in this process (cli.run, as `python -m gluonperf.train` does) to keep it fast."""
     from gluonperf import cli, data, train
     monkeypatch.setattr(data, "_online", lambda url: False)  # as offline as this machine
+    for name in ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_NUM_WORKER"):
+        monkeypatch.delenv(name, raising=False)
     with pytest.raises(SystemExit) as e:
         cli.run(train.main, train.PROG, ["--dataset", "digits", "--model", "lenet", "--limit", "64",
                                          "--epochs", "1", "--workers", "0", "--log-interval", "0", *args])
