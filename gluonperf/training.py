@@ -300,9 +300,8 @@ def fit(config, contexts, progress=None, log=None):
             if not math.isfinite(batch_loss):
                 kept = (" (last good checkpoint: %s, epoch %d)" % (save_dir, epoch)
                         if save_dir and epoch > 0 and rank == 0 else "")
-                raise Diverged("loss became %s at epoch %d, batch %d of %d; lower --lr (now %g) or add "
-                               "--warmup-epochs%s" % (batch_loss, epoch + 1, i + 1, batches,
-                                                     trainer.learning_rate, kept))
+                raise Diverged("loss became %s at epoch %d, batch %d of %d (learning rate %.4g); lower "
+                               "--lr%s" % (batch_loss, epoch + 1, i + 1, batches, trainer.learning_rate, kept))
             loss_sum += batch_loss * x.shape[0]
             images += x.shape[0]
             top1.update(ys, outputs)
