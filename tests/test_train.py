@@ -256,13 +256,15 @@ def test_dist_sync_workers_train_equal_parts_and_only_rank_0_reports(tmp_path):
         for p in procs + workers:
             if p.poll() is None:
                 p.kill()
-    assert [w.returncode for w in workers] == [0, 0], [err for _, err in results]
+    logs = "\n".join("worker %d (exit %s):\n%s%s" % (i, w.returncode, out, err)
+                     for i, (w, (out, err)) in enumerate(zip(workers, results)))
+    assert [w.returncode for w in workers] == [0, 0], logs
     written = [i for i in range(2) if os.path.exists(outs[i])]
-    assert len(written) == 1  # rank 0 only (which process gets rank 0 is the scheduler's choice)
+    assert len(written) == 1, logs  # rank 0 only (which process gets rank 0 is the scheduler's choice)
     assert os.path.isdir(str(tmp_path / ("ckpt%d" % written[0])))
     assert not os.path.exists(str(tmp_path / ("ckpt%d" % (1 - written[0]))))
-    assert sum("train_images_per_s" in out for out, _ in results) == 1
+    assert sum("train_images_per_s" in out for out, _ in results) == 1, logs
     records = read_jsonl(outs[written[0]])
     assert [r.metrics["num_workers"] for r, _ in records] == [2, 2]
     accuracies = [re.findall(r"test top-1 ([0-9.]+)", err) for _, err in results]
-    assert len(accuracies[0]) == 2 and accuracies[0] == accuracies[1]
+    assert len(accuracies[0]) == 2 and accuracies[0] == accuracies[1], logs
