@@ -268,3 +268,23 @@ def test_dist_sync_workers_train_equal_parts_and_only_rank_0_reports(tmp_path):
     assert [r.metrics["num_workers"] for r, _ in records] == [2, 2]
     accuracies = [re.findall(r"test top-1 ([0-9.]+)", err) for _, err in results]
     assert len(accuracies[0]) == 2 and accuracies[0] == accuracies[1], logs
+
+
+def test_a_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    ckpt = str(tmp_path / "ckpt")
+    real, calls = mx.gluon.Trainer.save_states, []
+
+    def save_states(trainer, fname):
+        calls.append(fname)
+        if len(calls) == 2:  # the second epoch's checkpoint dies half-way
+            open(fname, "wb").write(b"half")
+            raise OSError("disk full")
+        real(trainer, fname)
+    monkeypatch.setattr(mx.gluon.Trainer, "save_states", save_states)
+    with pytest.raises(OSError, match="disk full"):
+        fit(small(epochs=2, save=ckpt), [mx.cpu(0)])
+    path, meta = read_checkpoint(ckpt)
+    assert meta["epoch"] == 1 and path.endswith("epoch-0001")
+    assert sorted(os.listdir(ckpt)) == ["epoch-0001", "latest"]  # nothing half-written left behind
+    monkeypatch.setattr(mx.gluon.Trainer, "save_states", real)
+    assert [r.name for r in fit(small(epochs=2, resume=ckpt), [mx.cpu(0)])] == ["epoch 1", "epoch 2"]
