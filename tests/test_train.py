@@ -1,5 +1,5 @@
 """python -m gluonperf.train and gluonperf.training: learning, equivalence, resume, errors."""
-import json
+import math
 import os
 
 import mxnet as mx
@@ -288,3 +288,10 @@ def test_a_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeypat
     assert sorted(os.listdir(ckpt)) == ["epoch-0001", "latest"]  # nothing half-written left behind
     monkeypatch.setattr(mx.gluon.Trainer, "save_states", real)
     assert [r.name for r in fit(small(epochs=2, resume=ckpt), [mx.cpu(0)])] == ["epoch 1", "epoch 2"]
+
+
+def test_linear_lr_scale_nag_and_imperative_mode():
+    records = fit(small(epochs=1, limit=64, lr_scale="linear", lr_decay="none", optimizer="nag",
+                        hybridize="none"), TWO)
+    assert records[0].metrics["lr"] == pytest.approx(0.05 * 2)  # x the number of devices
+    assert records[0].metrics["hybridize"] == "none" and math.isfinite(records[0].metrics["loss"])
