@@ -226,6 +226,45 @@ def check_resumable(config, meta, directory):
                         % (directory, meta["epoch"], meta["epoch"]))
 
 
+class EpochStats:
+    """Running loss and train top-1/top-5 of one epoch."""
+
+    def __init__(self):
+        self.top1, self.top5 = mx.metric.Accuracy(), mx.metric.TopKAccuracy(top_k=5)
+        self.loss_sum, self.images = 0.0, 0
+
+    @property
+    def loss(self):
+        return self.loss_sum / self.images
+
+    def add(self, n, losses, outputs, labels):
+        """Add one batch of `n` samples; returns its mean loss (this waits for the batch)."""
+        batch_loss = sum(l.sum().asscalar() for l in losses) / n
+        if math.isfinite(batch_loss):
+            self.loss_sum += batch_loss * n
+            self.images += n
+            self.top1.update(labels, outputs)
+            self.top5.update(labels, outputs)
+        return batch_loss
+
+
+def train_steps(net, trainer, loss_fn, data, contexts, num_workers=1):
+    """Run one epoch's training steps; yield (index, size, losses, outputs, labels) of
+    each batch one batch late, so that reading a loss (which waits for its batch)
+    happens while the next batch is already queued: the devices never wait for
+    Python, and a NaN is still pinned to the batch that produced it."""
+    pending = None
+    for i, (x, y) in enumerate(data):
+        xs, ys = split(x, contexts), split(y, contexts)
+        outputs, losses = forward_backward(net, loss_fn, xs, ys)
+        trainer.step(x.shape[0] * num_workers)  # gradients are summed over all workers' samples
+        if pending:
+            yield pending
+        pending = (i, x.shape[0], losses, outputs, ys)
+    if pending:
+        yield pending
+
+
 def _epoch_seed(seed, epoch):
     return seed * 100003 + epoch + 1
 
@@ -288,38 +327,31 @@ def fit(config, contexts, progress=None, log=None):
     for epoch in range(first, config.epochs):
         mx.random.seed(_epoch_seed(config.seed, epoch))
         train_data.sampler.set_epoch(epoch)
-        top1, top5 = mx.metric.Accuracy(), mx.metric.TopKAccuracy(top_k=5)
-        loss_sum, images = 0.0, 0
+        stats = EpochStats()
         sync()
         start = time.perf_counter()
-        for i, (x, y) in enumerate(train_data):
-            xs, ys = split(x, contexts), split(y, contexts)
-            outputs, losses = forward_backward(net, loss_fn, xs, ys)
-            trainer.step(x.shape[0] * num_workers)
-            batch_loss = sum(l.sum().asscalar() for l in losses) / x.shape[0]
+        for i, n, losses, outputs, labels in train_steps(net, trainer, loss_fn, train_data, contexts,
+                                                          num_workers):
+            batch_loss = stats.add(n, losses, outputs, labels)
             if not math.isfinite(batch_loss):
                 kept = (" (last good checkpoint: %s, epoch %d)" % (save_dir, epoch)
                         if save_dir and epoch > 0 and rank == 0 else "")
                 raise Diverged("loss became %s at epoch %d, batch %d of %d (learning rate %.4g); lower "
                                "--lr%s" % (batch_loss, epoch + 1, i + 1, batches, trainer.learning_rate, kept))
-            loss_sum += batch_loss * x.shape[0]
-            images += x.shape[0]
-            top1.update(ys, outputs)
-            top5.update(ys, outputs)
             if progress:
                 progress(epoch + 1, i + 1, batches, batch_loss)
             if log and config.log_interval and (i + 1) % config.log_interval == 0:
                 log("epoch %d batch %d/%d: loss %.4f, train top-1 %.4f, %.1f images/s"
-                    % (epoch + 1, i + 1, batches, loss_sum / images, top1.get()[1],
-                       images * num_workers / (time.perf_counter() - start)))
+                    % (epoch + 1, i + 1, batches, stats.loss, stats.top1.get()[1],
+                       stats.images * num_workers / (time.perf_counter() - start)))
         sync()
         train_s = time.perf_counter() - start
         test_top1, test_top5 = evaluate(net, test_data, contexts)
         epoch_s = time.perf_counter() - start
-        record = result("train", "epoch %d" % (epoch + 1), epoch=epoch + 1, loss=loss_sum / images,
-                        train_top1=top1.get()[1], train_top5=top5.get()[1],
+        record = result("train", "epoch %d" % (epoch + 1), epoch=epoch + 1, loss=stats.loss,
+                        train_top1=stats.top1.get()[1], train_top5=stats.top5.get()[1],
                         test_top1=test_top1, test_top5=test_top5, epoch_s=epoch_s, train_s=train_s,
-                        train_images_per_s=images * num_workers / train_s, lr=trainer.learning_rate,
+                        train_images_per_s=stats.images * num_workers / train_s, lr=trainer.learning_rate,
                         **common)
         history.append(record)
         if log:
