@@ -265,6 +265,11 @@ def train_steps(net, trainer, loss_fn, data, contexts, num_workers=1):
         yield pending
 
 
+def param_checksum(net, ctx):
+    """Sum of |w| over every parameter on `ctx`: equal on workers that hold equal weights."""
+    return float(sum(p.data(ctx).abs().sum().asscalar() for p in net.collect_params().values()))
+
+
 def _epoch_seed(seed, epoch):
     return seed * 100003 + epoch + 1
 
@@ -352,12 +357,13 @@ def fit(config, contexts, progress=None, log=None):
                         train_top1=stats.top1.get()[1], train_top5=stats.top5.get()[1],
                         test_top1=test_top1, test_top5=test_top5, epoch_s=epoch_s, train_s=train_s,
                         train_images_per_s=stats.images * num_workers / train_s, lr=trainer.learning_rate,
-                        **common)
+                        param_checksum=param_checksum(net, contexts[0]), **common)
         history.append(record)
         if log:
-            log("epoch %d: loss %.4f, train top-1 %.4f, test top-1 %.4f, %.1f s, %.1f images/s"
-                % (epoch + 1, record.metrics["loss"], record.metrics["train_top1"], test_top1,
-                   epoch_s, record.metrics["train_images_per_s"]))
+            log("epoch %d: loss %.4f, train top-1 %.4f, test top-1 %.4f, %.1f s, %.1f images/s, "
+                "param checksum %.10g" % (epoch + 1, record.metrics["loss"], record.metrics["train_top1"],
+                                          test_top1, epoch_s, record.metrics["train_images_per_s"],
+                                          record.metrics["param_checksum"]))
         if save_dir and rank == 0:
             save_checkpoint(save_dir, epoch + 1, net, trainer,
                             {"epoch": epoch + 1, "config": asdict(config),
