@@ -44,16 +44,21 @@ def _dataset(x, y):
 
 def read_idx(images_gz, labels_gz):
     """Read a pair of gzipped IDX files -> (images float32 (N,1,28,28) in [0,1], labels int32)."""
-    with gzip.open(labels_gz, "rb") as f:
-        magic, n = struct.unpack(">II", f.read(8))
-        if magic != 2049:
-            raise UserError("%s is not an IDX label file (magic %d, expected 2049)" % (labels_gz, magic))
-        labels = np.frombuffer(f.read(), dtype=np.uint8)
-    with gzip.open(images_gz, "rb") as f:
-        magic, m, rows, cols = struct.unpack(">IIII", f.read(16))
-        if magic != 2051:
-            raise UserError("%s is not an IDX image file (magic %d, expected 2051)" % (images_gz, magic))
-        images = np.frombuffer(f.read(), dtype=np.uint8)
+    try:
+        with gzip.open(labels_gz, "rb") as f:
+            magic, n = struct.unpack(">II", f.read(8))
+            labels = np.frombuffer(f.read(), dtype=np.uint8) if magic == 2049 else None
+        with gzip.open(images_gz, "rb") as f:
+            header = struct.unpack(">IIII", f.read(16))
+            images = np.frombuffer(f.read(), dtype=np.uint8) if header[0] == 2051 else None
+    except (OSError, EOFError, struct.error) as e:
+        raise UserError("cannot read %s / %s (%s); replace them with the standard Fashion-MNIST files"
+                        % (images_gz, labels_gz, e))
+    if labels is None:
+        raise UserError("%s is not an IDX label file (magic %d, expected 2049)" % (labels_gz, magic))
+    if images is None:
+        raise UserError("%s is not an IDX image file (magic %d, expected 2051)" % (images_gz, header[0]))
+    _, m, rows, cols = header
     if len(labels) != n or m != n or images.size != n * rows * cols or (rows, cols) != (28, 28):
         raise UserError("%s and %s do not hold matching 28x28 images and labels" % (images_gz, labels_gz))
     return images.reshape(n, 1, rows, cols).astype(np.float32) / 255.0, labels.astype(np.int32)

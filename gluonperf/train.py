@@ -115,6 +115,11 @@ def check(args, ctxs):
     if args.batch_size < len(ctxs):
         raise UserError("--batch-size %d is smaller than the number of contexts (%d); every context "
                         "needs at least one sample per batch" % (args.batch_size, len(ctxs)))
+    if args.kvstore == "nccl" and any(c.device_type != "gpu" for c in ctxs):
+        raise UserError("--kvstore nccl sums gradients between GPUs only; with --ctx %s use device or local"
+                        % args.ctx)
+    if args.kvstore.startswith("dist") and args.scaling:
+        raise UserError("--scaling compares the contexts of one machine; use --kvstore device or local")
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
     for flag, path in (("--save", args.save),):
@@ -131,6 +136,7 @@ def plot(results, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
     epochs = [r.metrics["epoch"] for r in results]
     fig, (acc, speed) = plt.subplots(2, 1, sharex=True, figsize=(6, 5))
     acc.plot(epochs, [r.metrics["test_top1"] for r in results], "o-", label="test top-1")
@@ -140,6 +146,7 @@ def plot(results, path):
     speed.plot(epochs, [r.metrics["train_images_per_s"] for r in results], "o-")
     speed.set_ylabel("training images/s")
     speed.set_xlabel("epoch")
+    speed.xaxis.set_major_locator(MaxNLocator(integer=True))
     first = results[0].metrics
     fig.suptitle("%s on %s, %s" % (first["model"], first["dataset"], first["contexts"]))
     fig.tight_layout()

@@ -35,6 +35,7 @@ KVSTORES = ("device", "local", "nccl", "dist_sync", "dist_device_sync")
 # settings may change (e.g. resume with a lower --lr after the loss became NaN).
 RESUME_KEYS = ("model", "dataset", "limit", "batch_size", "seed", "optimizer", "momentum")
 LATEST = "latest"
+DMLC_ENV = ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_WORKER", "DMLC_NUM_SERVER")
 
 
 @dataclass
@@ -46,8 +47,8 @@ class TrainConfig:
     data_dir: Optional[str] = None
     limit: Optional[int] = None
     workers: int = 2
-    batch_size: int = 128
-    epochs: int = 5
+    batch_size: int = 64
+    epochs: int = 4
     lr: float = 0.1
     lr_scale: str = "none"
     optimizer: str = "sgd"
@@ -73,6 +74,11 @@ def create_kvstore(config):
     """A dist kvstore object (created before data is loaded, so rank and number of
     workers are known), or the kvstore name for gluon.Trainer to create locally."""
     if config.kvstore.startswith("dist"):
+        missing = [v for v in DMLC_ENV if v not in os.environ]
+        if missing:
+            raise UserError("--kvstore %s needs the DMLC_* environment of a distributed job (%s not set); "
+                            "start it with python -m gluonperf.launch -n 2 -- python -m gluonperf.train "
+                            "--kvstore %s ..." % (config.kvstore, ", ".join(missing), config.kvstore))
         return mx.kv.create(config.kvstore)
     return config.kvstore
 
@@ -167,6 +173,7 @@ def save_checkpoint(directory, epoch, net, trainer, meta, keep=2):
     name = "epoch-%04d" % epoch
     tmp = tempfile.mkdtemp(dir=directory, prefix=".tmp-" + name)
     try:
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private
         net.save_parameters(os.path.join(tmp, "params"))
         trainer.save_states(os.path.join(tmp, "states"))
         with open(os.path.join(tmp, "meta.json"), "w") as f:
@@ -217,6 +224,50 @@ def check_resumable(config, meta, directory):
     if meta["epoch"] >= config.epochs:
         raise UserError("--resume %s already finished %d epochs; pass --epochs above %d to train on"
                         % (directory, meta["epoch"], meta["epoch"]))
+
+
+class EpochStats:
+    """Running loss and train top-1/top-5 of one epoch."""
+
+    def __init__(self):
+        self.top1, self.top5 = mx.metric.Accuracy(), mx.metric.TopKAccuracy(top_k=5)
+        self.loss_sum, self.images = 0.0, 0
+
+    @property
+    def loss(self):
+        return self.loss_sum / self.images
+
+    def add(self, n, losses, outputs, labels):
+        """Add one batch of `n` samples; returns its mean loss (this waits for the batch)."""
+        batch_loss = sum(l.sum().asscalar() for l in losses) / n
+        if math.isfinite(batch_loss):
+            self.loss_sum += batch_loss * n
+            self.images += n
+            self.top1.update(labels, outputs)
+            self.top5.update(labels, outputs)
+        return batch_loss
+
+
+def train_steps(net, trainer, loss_fn, data, contexts, num_workers=1):
+    """Run one epoch's training steps; yield (index, size, losses, outputs, labels) of
+    each batch one batch late, so that reading a loss (which waits for its batch)
+    happens while the next batch is already queued: the devices never wait for
+    Python, and a NaN is still pinned to the batch that produced it."""
+    pending = None
+    for i, (x, y) in enumerate(data):
+        xs, ys = split(x, contexts), split(y, contexts)
+        outputs, losses = forward_backward(net, loss_fn, xs, ys)
+        trainer.step(x.shape[0] * num_workers)  # gradients are summed over all workers' samples
+        if pending:
+            yield pending
+        pending = (i, x.shape[0], losses, outputs, ys)
+    if pending:
+        yield pending
+
+
+def param_checksum(net, ctx):
+    """Sum of |w| over every parameter on `ctx`: equal on workers that hold equal weights."""
+    return float(sum(p.data(ctx).abs().sum().asscalar() for p in net.collect_params().values()))
 
 
 def _epoch_seed(seed, epoch):
@@ -281,45 +332,38 @@ def fit(config, contexts, progress=None, log=None):
     for epoch in range(first, config.epochs):
         mx.random.seed(_epoch_seed(config.seed, epoch))
         train_data.sampler.set_epoch(epoch)
-        top1, top5 = mx.metric.Accuracy(), mx.metric.TopKAccuracy(top_k=5)
-        loss_sum, images = 0.0, 0
+        stats = EpochStats()
         sync()
         start = time.perf_counter()
-        for i, (x, y) in enumerate(train_data):
-            xs, ys = split(x, contexts), split(y, contexts)
-            outputs, losses = forward_backward(net, loss_fn, xs, ys)
-            trainer.step(x.shape[0] * num_workers)
-            batch_loss = sum(l.sum().asscalar() for l in losses) / x.shape[0]
+        for i, n, losses, outputs, labels in train_steps(net, trainer, loss_fn, train_data, contexts,
+                                                          num_workers):
+            batch_loss = stats.add(n, losses, outputs, labels)
             if not math.isfinite(batch_loss):
                 kept = (" (last good checkpoint: %s, epoch %d)" % (save_dir, epoch)
                         if save_dir and epoch > 0 and rank == 0 else "")
-                raise Diverged("loss became %s at epoch %d, batch %d of %d; lower --lr (now %g) or add "
-                               "--warmup-epochs%s" % (batch_loss, epoch + 1, i + 1, batches,
-                                                     trainer.learning_rate, kept))
-            loss_sum += batch_loss * x.shape[0]
-            images += x.shape[0]
-            top1.update(ys, outputs)
-            top5.update(ys, outputs)
+                raise Diverged("loss became %s at epoch %d, batch %d of %d (learning rate %.4g); lower "
+                               "--lr%s" % (batch_loss, epoch + 1, i + 1, batches, trainer.learning_rate, kept))
             if progress:
                 progress(epoch + 1, i + 1, batches, batch_loss)
             if log and config.log_interval and (i + 1) % config.log_interval == 0:
                 log("epoch %d batch %d/%d: loss %.4f, train top-1 %.4f, %.1f images/s"
-                    % (epoch + 1, i + 1, batches, loss_sum / images, top1.get()[1],
-                       images * num_workers / (time.perf_counter() - start)))
+                    % (epoch + 1, i + 1, batches, stats.loss, stats.top1.get()[1],
+                       stats.images * num_workers / (time.perf_counter() - start)))
         sync()
         train_s = time.perf_counter() - start
         test_top1, test_top5 = evaluate(net, test_data, contexts)
         epoch_s = time.perf_counter() - start
-        record = result("train", "epoch %d" % (epoch + 1), epoch=epoch + 1, loss=loss_sum / images,
-                        train_top1=top1.get()[1], train_top5=top5.get()[1],
+        record = result("train", "epoch %d" % (epoch + 1), epoch=epoch + 1, loss=stats.loss,
+                        train_top1=stats.top1.get()[1], train_top5=stats.top5.get()[1],
                         test_top1=test_top1, test_top5=test_top5, epoch_s=epoch_s, train_s=train_s,
-                        train_images_per_s=images * num_workers / train_s, lr=trainer.learning_rate,
-                        **common)
+                        train_images_per_s=stats.images * num_workers / train_s, lr=trainer.learning_rate,
+                        param_checksum=param_checksum(net, contexts[0]), **common)
         history.append(record)
         if log:
-            log("epoch %d: loss %.4f, train top-1 %.4f, test top-1 %.4f, %.1f s, %.1f images/s"
-                % (epoch + 1, record.metrics["loss"], record.metrics["train_top1"], test_top1,
-                   epoch_s, record.metrics["train_images_per_s"]))
+            log("epoch %d: loss %.4f, train top-1 %.4f, test top-1 %.4f, %.1f s, %.1f images/s, "
+                "param checksum %.10g" % (epoch + 1, record.metrics["loss"], record.metrics["train_top1"],
+                                          test_top1, epoch_s, record.metrics["train_images_per_s"],
+                                          record.metrics["param_checksum"]))
         if save_dir and rank == 0:
             save_checkpoint(save_dir, epoch + 1, net, trainer,
                             {"epoch": epoch + 1, "config": asdict(config),

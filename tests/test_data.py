@@ -112,6 +112,16 @@ def test_a_corrupt_idx_file_is_refused(idx_dir):
         data.load("fashion-mnist", data_dir=str(root))
 
 
+def test_a_truncated_gzip_file_is_refused_in_one_line(idx_dir):
+    root, _ = idx_dir
+    path = os.path.join(str(root), "t10k-images-idx3-ubyte.gz")
+    blob = open(path, "rb").read()
+    open(path, "wb").write(blob[:len(blob) // 2])
+    with pytest.raises(UserError, match="cannot read .*t10k-images-idx3-ubyte.gz") as e:
+        data.load("fashion-mnist", data_dir=str(root))
+    assert "\n" not in str(e.value)
+
+
 def test_parts_are_disjoint_equal_and_reshuffled_per_epoch():
     dataset = mx.gluon.data.ArrayDataset(np.arange(101, dtype=np.float32), np.arange(101))
     parts = [data.loader(dataset, 10, shuffle=True, num_parts=3, part_index=i, last_batch="discard")

@@ -1,5 +1,5 @@
 """python -m gluonperf.train and gluonperf.training: learning, equivalence, resume, errors."""
-import json
+import math
 import os
 
 import mxnet as mx
@@ -74,11 +74,15 @@ def test_help_explains_every_flag(run):
     (["--limit", "512", "--batch-size", "32", "--lr", "1e6"], "loss became nan at epoch 1, batch"),
     (["--save", __file__], "is a file"),
     (["--batch-size", "100"], "larger than this worker's 64 training samples"),
+    (["--kvstore", "dist_sync"], "python -m gluonperf.launch"),
+    (["--kvstore", "nccl"], "GPUs only"),
 ])
 def test_errors_are_one_line(args, words, capsys, monkeypatch):
     """Run in this process (cli.run, as `python -m gluonperf.train` does) to keep it fast."""
     from gluonperf import cli, data, train
     monkeypatch.setattr(data, "_online", lambda url: False)  # as offline as this machine
+    for name in ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_NUM_WORKER"):
+        monkeypatch.delenv(name, raising=False)
     with pytest.raises(SystemExit) as e:
         cli.run(train.main, train.PROG, ["--dataset", "digits", "--model", "lenet", "--limit", "64",
                                          "--epochs", "1", "--workers", "0", "--log-interval", "0", *args])
@@ -226,7 +230,7 @@ def free_port():
 def test_dist_sync_workers_train_equal_parts_and_only_rank_0_reports(tmp_path):
     """Scheduler, one server and two workers on loopback with the DMLC_* environment that
     gluonperf.launch sets: both workers finish (equal batch counts, or dist_sync would
-    hang), end with the same parameters (same test accuracy), and only rank 0 writes."""
+    hang), end with the same parameters (same checksum), and only rank 0 writes."""
     import re
     import subprocess
     import sys
@@ -252,13 +256,43 @@ def test_dist_sync_workers_train_equal_parts_and_only_rank_0_reports(tmp_path):
         for p in procs + workers:
             if p.poll() is None:
                 p.kill()
-    assert [w.returncode for w in workers] == [0, 0], [err for _, err in results]
+    logs = "\n".join("worker %d (exit %s):\n%s%s" % (i, w.returncode, out, err)
+                     for i, (w, (out, err)) in enumerate(zip(workers, results)))
+    assert [w.returncode for w in workers] == [0, 0], logs
     written = [i for i in range(2) if os.path.exists(outs[i])]
-    assert len(written) == 1  # rank 0 only (which process gets rank 0 is the scheduler's choice)
+    assert len(written) == 1, logs  # rank 0 only (which process gets rank 0 is the scheduler's choice)
     assert os.path.isdir(str(tmp_path / ("ckpt%d" % written[0])))
     assert not os.path.exists(str(tmp_path / ("ckpt%d" % (1 - written[0]))))
-    assert sum("train_images_per_s" in out for out, _ in results) == 1
+    assert sum("train_images_per_s" in out for out, _ in results) == 1, logs
     records = read_jsonl(outs[written[0]])
     assert [r.metrics["num_workers"] for r, _ in records] == [2, 2]
-    accuracies = [re.findall(r"test top-1 ([0-9.]+)", err) for _, err in results]
-    assert len(accuracies[0]) == 2 and accuracies[0] == accuracies[1]
+    checksums = [re.findall(r"param checksum ([0-9.e+-]+)", err) for _, err in results]
+    assert len(checksums[0]) == 2 and checksums[0] == checksums[1], logs  # the same weights
+    assert checksums[0][0] != checksums[0][1]  # which did change in epoch 2
+
+
+def test_a_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    ckpt = str(tmp_path / "ckpt")
+    real, calls = mx.gluon.Trainer.save_states, []
+
+    def save_states(trainer, fname):
+        calls.append(fname)
+        if len(calls) == 2:  # the second epoch's checkpoint dies half-way
+            open(fname, "wb").write(b"half")
+            raise OSError("disk full")
+        real(trainer, fname)
+    monkeypatch.setattr(mx.gluon.Trainer, "save_states", save_states)
+    with pytest.raises(OSError, match="disk full"):
+        fit(small(epochs=2, save=ckpt), [mx.cpu(0)])
+    path, meta = read_checkpoint(ckpt)
+    assert meta["epoch"] == 1 and path.endswith("epoch-0001")
+    assert sorted(os.listdir(ckpt)) == ["epoch-0001", "latest"]  # nothing half-written left behind
+    monkeypatch.setattr(mx.gluon.Trainer, "save_states", real)
+    assert [r.name for r in fit(small(epochs=2, resume=ckpt), [mx.cpu(0)])] == ["epoch 1", "epoch 2"]
+
+
+def test_linear_lr_scale_nag_and_imperative_mode():
+    records = fit(small(epochs=1, limit=64, lr_scale="linear", lr_decay="none", optimizer="nag",
+                        hybridize="none"), TWO)
+    assert records[0].metrics["lr"] == pytest.approx(0.05 * 2)  # x the number of devices
+    assert records[0].metrics["hybridize"] == "none" and math.isfinite(records[0].metrics["loss"])
