@@ -21,6 +21,7 @@ import io
 import json
 import os
 import queue
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -118,86 +119,107 @@ def blocking_calls(ctx, size=2000, repeat=5, trace=_NO_TRACE):
 
 # --- sync-per-op loop vs async loop, over sizes ------------------------------------
 
-def _loops(x, iterations, frontend):
+OPS = {
+    "add": ("y = x + 1", lambda x: x + 1),        # the chapter's loop
+    "dot": ("y = nd.dot(x, x)", lambda x: nd.dot(x, x)),
+}
+
+
+def _loops(x, iterations, frontend, op="add"):
+    f = OPS[op][1]
+
     def synchronous():
         for _ in range(iterations):
-            y = x + 1
+            y = f(x)
             y.wait_to_read()
 
     def asynchronous():
         start = time.perf_counter()
         for _ in range(iterations):
-            y = x + 1
+            y = f(x)
         frontend.append(time.perf_counter() - start)  # queued, not yet done: the front end's time
         nd.waitall()
     return synchronous, asynchronous
 
 
-def _iterations_for(x, budget, low=20, high=1000):
+def _iterations_for(x, budget, op="add", low=20, high=1000):
     """How many iterations make one synchronous loop last about `budget` seconds."""
+    f = OPS[op][1]
+    f(x).wait_to_read()
     with Benchmark() as b:
         for _ in range(10):
-            (x + 1).wait_to_read()
+            f(x).wait_to_read()
     return int(min(high, max(low, round(budget * 10 / max(b.seconds, 1e-9)))))
 
 
 def estimate_t1_t2_t3(sync_s, async_s, frontend_s, iterations):
-    """Solve the chapter's model for per-iteration costs.
+    """Solve the chapter's model for per-iteration costs (seconds).
 
     synchronous: N (t1 + t2 + t3) = N sync_s;  asynchronous: t1 + N t2 + t3 = N async_s.
-    Subtracting gives t2 = (N async_s - sync_s) / (N - 1); t1 is measured directly as the
-    front end's queuing time per iteration, and t3 is what remains of sync_s. The model
-    assumes the back end is the bottleneck (t2 > t1); when it is not, the asynchronous loop
-    runs at the front end's pace, t2 is only bounded above, and `bound` says 'front-end'.
+    t1 is measured directly: the front end's time to queue one iteration. Subtracting the
+    two equations gives t2 = (N async_s - sync_s) / (N - 1), and t3 = sync_s - t1 - t2.
+    The model assumes the back end is the bottleneck (t2 > t1). When it is not, the
+    asynchronous loop runs at the front end's pace (async_s close to t1), t2 and t3 cannot
+    be told apart, and only their sum t2 + t3 = sync_s - t1 is reported; `bound` says which
+    side set the pace of the asynchronous loop.
     """
     n = iterations
-    t2 = (n * async_s - sync_s) / (n - 1) if n > 1 else async_s
     t1 = frontend_s
-    t3 = sync_s - t1 - t2
-    bound = "back-end" if t2 > 1.1 * t1 else "front-end"
-    return {"t1_s": t1, "t2_s": t2, "t3_s": t3, "bound": bound}
+    row = {"t1_s": t1, "t2_s": None, "t3_s": None, "t2_plus_t3_s": sync_s - t1}
+    if async_s > 1.1 * t1:
+        t2 = (n * async_s - sync_s) / (n - 1) if n > 1 else async_s
+        row.update(t2_s=t2, t3_s=sync_s - t1 - t2, bound="back-end")
+    else:
+        row["bound"] = "front-end"
+    return row
 
 
-def sync_vs_async(ctx, sizes=(10, 32, 100, 316, 1000, 2000), repeat=5, iterations=None,
+def sync_vs_async(ctx, sizes=(10, 32, 100, 316, 1000, 2000), repeat=5, iterations=None, op="add",
                   budget=0.15, gain=0.10, trace=_NO_TRACE, progress=None):
-    """For each size n, a loop of `y = x + 1` on an n x n `x` that calls `y.wait_to_read()`
-    every iteration (synchronous) against one that calls `nd.waitall()` once (asynchronous),
-    interleaved repeat by repeat. `iterations` per loop (default: as many as make one
-    synchronous loop last about `budget` seconds, between 20 and 1000).
+    """For each size n, a loop of `y = x + 1` (op='add', the chapter's; or op='dot':
+    `y = nd.dot(x, x)`) on an n x n `x` that calls `y.wait_to_read()` every iteration
+    (synchronous) against one that calls `nd.waitall()` once (asynchronous), interleaved
+    repeat by repeat. `iterations` per loop (default: as many as make one synchronous loop
+    last about `budget` seconds, between 20 and 1000).
 
-    Returns one Result per size (per-iteration medians, speedup, t1/t2/t3 estimates) and a
-    final 'crossover' Result: the smallest size from which the asynchronous loop gains less
-    than `gain` (10%) for every larger size in the sweep.
+    Returns one Result per size (per-iteration medians, speedup, the median of the
+    per-repeat speedups, t1/t2/t3 estimates) and a final 'crossover' Result: `size`, the
+    smallest size from which the asynchronous loop gains less than `gain` (10%) for every
+    larger size swept, and `backend_bound_from`, the smallest size from which the back end
+    (the operator) rather than the Python front end sets the asynchronous loop's pace.
     """
     out = []
     for size in sizes:
         x = _random((size, size), ctx)
-        n = iterations or _iterations_for(x, budget)
+        n = iterations or _iterations_for(x, budget, op)
         frontend = []
-        synchronous, asynchronous = _loops(x, n, frontend)
+        synchronous, asynchronous = _loops(x, n, frontend, op)
         with trace:
             m = measure_interleaved({"sync": synchronous, "async": asynchronous},
                                     warmup=1, repeat=repeat, number=1, progress=progress)
         front = Measurement("frontend", tuple(frontend[1:]))  # the first is the warm-up
         s, a = m["sync"].median / n, m["async"].median / n
-        row = {"size": size, "iterations": n, "sync_s": s, "async_s": a, "speedup": s / a,
+        paired = statistics.median(p / q for p, q in zip(m["sync"].samples, m["async"].samples))
+        row = {"op": OPS[op][0], "size": size, "iterations": n, "sync_s": s, "async_s": a,
+               "speedup": s / a, "paired_speedup": paired,
                "sync_iqr_s": m["sync"].iqr / n, "async_iqr_s": m["async"].iqr / n,
                "noisy": m["sync"].noisy or m["async"].noisy}
         row.update(estimate_t1_t2_t3(s, a, front.median / n, n))
         out.append(result("async", "%dx%d" % (size, size), ctx=str(ctx), **row))
-    out.append(result("async", "crossover", ctx=str(ctx), size=crossover(out, gain), gain_below=gain))
+    out.append(result("async", "crossover", ctx=str(ctx), op=OPS[op][0], gain_below=gain,
+                      size=_smallest_from(out, lambda m: m["speedup"] < 1 + gain),
+                      backend_bound_from=_smallest_from(out, lambda m: m["bound"] == "back-end")))
     return out
 
 
-def crossover(rows, gain=0.10):
-    """The smallest size from which every larger size gains less than `gain` from async
-    (speedup < 1 + gain); None when even the largest size gains more."""
+def _smallest_from(rows, holds):
+    """The smallest size from which `holds(metrics)` is true for every larger size swept
+    (sizes in sweep order); None when it is false for the largest."""
     found = None
     for r in reversed(rows):
-        if r.metrics["speedup"] < 1 + gain:
-            found = r.metrics["size"]
-        else:
+        if not holds(r.metrics):
             break
+        found = r.metrics["size"]
     return found
 
 

@@ -16,10 +16,14 @@ import tempfile
 
 import mxnet as mx
 
+# MXNet's profiler can be configured only until it has dumped once in a process.
+_DUMPED = False
+
 
 class Trace:
     """Profile the regions entered with `with trace:`; `dump()` writes the Chrome-trace JSON.
 
+    One Trace per process: MXNet's profiler cannot be configured again after it dumped.
     The trace is written to a temporary file beside `path` and renamed into place
     only once it has been read back as JSON with a `traceEvents` list, so a failed
     run never leaves a half-written trace behind.
@@ -35,6 +39,9 @@ class Trace:
         return self.path is not None
 
     def _configure(self):
+        if _DUMPED:
+            raise RuntimeError("MXNet's profiler cannot be configured again after a dump in the same "
+                               "process; trace one run per process")
         directory = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(directory, exist_ok=True)
         fd, self._tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
@@ -63,7 +70,9 @@ class Trace:
         if not self._configured:
             with self:  # an empty trace is still a valid file
                 pass
+        global _DUMPED
         try:
+            _DUMPED = True
             mx.profiler.dump()
             data = load_trace(self._tmp)
             os.replace(self._tmp, self.path)
