@@ -10,6 +10,8 @@ says which devices it ran on (`devices`, `stand_in`).
 Every function takes contexts and sizes and returns a list of `Result`; the same code
 runs on `mx.gpu(i)` contexts.
 """
+import statistics
+
 import mxnet as mx
 from mxnet import nd
 
@@ -20,9 +22,10 @@ from .report import result
 _NO_TRACE = Trace(None)
 
 
-def run(x, n=10):
-    """The chapter's workload: `n` matrix products of `x` with itself."""
-    return [nd.dot(x, x) for _ in range(n)]
+def run(x, n=10, w=None):
+    """The chapter's workload: `n` matrix products of `x` with itself (or with `w`)."""
+    w = x if w is None else w
+    return [nd.dot(x, w) for _ in range(n)]
 
 
 def copy_to(ys, ctx):
@@ -30,8 +33,8 @@ def copy_to(ys, ctx):
     return [y.copyto(ctx) for y in ys]
 
 
-def _uniform(size, ctx):
-    return nd.random.uniform(shape=(size, size), ctx=ctx)
+def _uniform(size, ctx, cols=None):
+    return nd.random.uniform(shape=(size, cols or size), ctx=ctx)
 
 
 def is_stand_in(contexts):
@@ -106,24 +109,34 @@ def concurrency(ctx_a, ctx_b, size_a=1000, size_b=1000, n=10, repeat=7, warmup=1
     return out
 
 
-def overlap(ctx, dest, size=1000, n=10, repeat=7, warmup=1, trace=_NO_TRACE, progress=None):
+def overlap(ctx, dest, size=1000, n=10, repeat=7, warmup=1, inner=None, trace=_NO_TRACE, progress=None):
     """Compute `run` on `ctx`; copy precomputed results to `dest`; then both pipelined
     (queue `y[i]`, then the copy of `y[i-1]`), interleaved repeat by repeat. The 'both' row
     carries `hidden_s = t_compute + t_copy - t_both` and the overlap
-    `hidden_s / min(t_compute, t_copy)` (1 = the shorter one is fully hidden, 0 = none)."""
-    x = _uniform(size, ctx)
-    done = run(x, n)
+    `hidden_s / min(t_compute, t_copy)` (1 = the shorter one is fully hidden, 0 = none),
+    from the medians, and `paired_overlap`, the median of the same ratio per repeat.
+
+    Each y is a size x size product; with `inner` K it is x (size x K) times w (K x size),
+    which costs K/size of the book's x times x for the same bytes to copy: on a CPU a full
+    product takes so much longer than copying its result that the overlap is lost in noise.
+    """
+    if inner is None or inner == size:
+        x, w = _uniform(size, ctx), None
+    else:
+        x, w = _uniform(size, ctx, inner), _uniform(inner, ctx, size)
+    done = run(x, n, w)
+    rhs = x if w is None else w
 
     def pipelined():
         ys = []
         for i in range(n):
-            ys.append(nd.dot(x, x))
+            ys.append(nd.dot(x, rhs))
             if i:
                 ys[i - 1].copyto(dest)
         ys[-1].copyto(dest)
 
     fns = {
-        "compute on %s" % ctx: lambda: run(x, n),
+        "compute on %s" % ctx: lambda: run(x, n, w),
         "copy to %s" % dest: lambda: copy_to(done, dest),
         "compute and copy": pipelined,
     }
@@ -133,10 +146,12 @@ def overlap(ctx, dest, size=1000, n=10, repeat=7, warmup=1, trace=_NO_TRACE, pro
     labels = list(fns)
     t_c, t_copy, t_both = (m[label].median for label in labels)
     hidden = t_c + t_copy - t_both
+    paired = statistics.median((c + p - b) / min(c, p) for c, p, b in zip(*(m[label].samples for label in labels)))
     common = {"devices": "%s->%s" % (ctx, dest), "stand_in": is_stand_in((ctx, dest)),
-              "n": n, "size": size, "copy_bytes": n * size * size * 4}
+              "n": n, "size": size, "inner": inner or size, "copy_bytes": n * size * size * 4}
     out = []
     for label in labels:
-        extra = {"hidden_s": hidden, "overlap": hidden / min(t_c, t_copy)} if label == "compute and copy" else {}
+        extra = ({"hidden_s": hidden, "overlap": hidden / min(t_c, t_copy), "paired_overlap": paired}
+                 if label == "compute and copy" else {})
         out.append(result("overlap", label, m[label], **common, **extra, **peaks[label]))
     return out
