@@ -3,6 +3,7 @@ import json
 import mxnet as mx
 import pytest
 
+from gluonperf import bench, cli
 from gluonperf.async_compute import (_smallest_from, blocking_calls, estimate_t1_t2_t3, memory_cost,
                                      queue_vs_finish, sync_vs_async, train_with_sync)
 from gluonperf.profiling import event_names, load_trace
@@ -82,11 +83,12 @@ def test_train_with_sync_every_k_limits_how_far_the_producer_runs_ahead():
     assert row["loss_sum"] > 0  # three losses were read back
 
 
-def _one_line_error(p):
-    assert p.returncode != 0
-    assert "Traceback" not in p.stderr
-    lines = [l for l in p.stderr.splitlines() if l.strip()]
-    assert lines and "error" in lines[-1]
+def _one_line_error(capsys, *argv):
+    with pytest.raises(SystemExit) as exit:
+        cli.run(bench.main, bench.PROG, list(argv))
+    assert exit.value.code == 2
+    lines = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+    assert "error:" in lines[-1] and not [l for l in lines[:-1] if "error" in l], lines
     return lines[-1]
 
 
@@ -115,10 +117,11 @@ def test_bench_memory_plot_json_and_trace(run, tmp_path):
     assert "FullyConnected" in event_names(load_trace(trace))
 
 
-def test_bad_input_is_one_line(run, tmp_path):
-    assert "at least 1" in _one_line_error(run("gluonperf.bench", "memory", "--every", "0"))
-    assert "not a whole number" in _one_line_error(run("gluonperf.bench", "async", "--sizes", "10,x"))
-    assert "is a directory" in _one_line_error(run("gluonperf.bench", "async", "--trace", str(tmp_path)))
-    assert "is a directory" in _one_line_error(run("gluonperf.bench", "memory", "--plot", str(tmp_path)))
-    assert "MXNet sees none" in _one_line_error(run("gluonperf.bench", "memory", "--ctx", "gpu0"))
+def test_bad_input_is_one_line(capsys, tmp_path):
+    assert "at least 1" in _one_line_error(capsys, "memory", "--every", "0")
+    assert "not a whole number" in _one_line_error(capsys, "async", "--sizes", "10,x")
+    assert "whole numbers separated by commas" in _one_line_error(capsys, "async", "--sizes", "10,,20")
+    assert "is a directory" in _one_line_error(capsys, "async", "--trace", str(tmp_path))
+    assert "is a directory" in _one_line_error(capsys, "memory", "--plot", str(tmp_path))
+    assert "MXNet sees none" in _one_line_error(capsys, "memory", "--ctx", "gpu0")
     assert not list(tmp_path.iterdir())

@@ -4,6 +4,7 @@ import mxnet as mx
 import numpy as np
 import pytest
 
+from gluonperf import bench, cli
 from gluonperf.parallel import (concurrency, copy_to, is_stand_in, overlap, pick_pair,
                                 pick_source_and_destination, run, size_for)
 from gluonperf.profiling import event_names, load_trace
@@ -71,10 +72,12 @@ def test_bench_overlap_json_and_trace_show_the_copies(run, tmp_path):
     assert {"dot", "CopyCPU2CPU"} <= event_names(load_trace(trace))
 
 
-def test_bad_input_is_one_line(run, tmp_path):
-    for args in (("parallel", "--ctx", "gpu0"), ("overlap", "--products", "0"),
-                 ("overlap", "--json", str(tmp_path))):
-        p = run("gluonperf.bench", *args)
-        assert p.returncode == 2 and "Traceback" not in p.stderr
-        lines = [l for l in p.stderr.splitlines() if l.strip()]
-        assert "error:" in lines[-1] and not [l for l in lines if "error" in l][:-1], p.stderr
+def test_bad_input_is_one_line(capsys, tmp_path):
+    for argv in (["parallel", "--ctx", "gpu0"], ["overlap", "--products", "0"],
+                 ["overlap", "--json", str(tmp_path)], ["parallel", "--trace", str(tmp_path)]):
+        with pytest.raises(SystemExit) as exit:
+            cli.run(bench.main, bench.PROG, argv)
+        assert exit.value.code == 2
+        lines = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+        assert "error:" in lines[-1] and not [l for l in lines[:-1] if "error" in l], lines
+    assert not list(tmp_path.iterdir())
