@@ -384,21 +384,28 @@ def memory_cost(ctx, num_batches=150, every=(1, 5, 25), batch_size=1024, feature
             if tmpdir:
                 params["trace"] = os.path.join(tmpdir, "every%d.json" % k)
                 traces.append(params["trace"])
-            rows.append(run_memory_variant(params))
+            try:
+                rows.append(run_memory_variant(params))
+            except (RuntimeError, subprocess.TimeoutExpired) as e:  # e.g. out of memory: keep the others
+                rows.append({"every": k, "error": str(e)})
             if progress is not None:
                 progress()
         if trace_path:
-            merge_traces(traces, trace_path)
+            merge_traces([t for t in traces if os.path.exists(t)], trace_path)
     finally:
         if tmpdir:
             for path in traces:
                 if os.path.exists(path):
                     os.unlink(path)
             os.rmdir(tmpdir)
-    base = rows[0]
+    done = [row for row in rows if "error" not in row]
+    base = done[0] if done else None
     out = []
     for row in rows:
         row = dict(row)
+        if "error" in row:
+            out.append(result("memory", _variant_name(row["every"]), **row))
+            continue
         row["time_vs_first"] = row["seconds_s"] / base["seconds_s"]
         row["growth_vs_first"] = row["rss_growth_bytes"] / max(base["rss_growth_bytes"], 1)
         out.append(result("memory", _variant_name(row["every"]), **row))
@@ -407,6 +414,7 @@ def memory_cost(ctx, num_batches=150, every=(1, 5, 25), batch_size=1024, feature
 
 def plot_memory_tradeoff(results, path, title=None):
     """Draw peak RSS growth against time for the memory variants, one labelled point each."""
+    results = [r for r in results if "error" not in r.metrics]
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -224,6 +224,8 @@ def run_memory(args):
                "ran_ahead_batches", "max_in_flight", "time_vs_first", "growth_vs_first"]
     if ctx.device_type == "gpu":
         columns.insert(5, "device_peak_bytes")
+    if any("error" in r.metrics for r in results):
+        columns.append("error")
     cli.emit(results, args, ctxs[:1], columns=columns,
              title="the chapter's MLP, %d batches of %dx%d (%s data) on %s, one fresh process per variant"
                    % (args.batches, args.batch_size, args.features, args.data, ctx))
