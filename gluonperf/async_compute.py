@@ -161,7 +161,10 @@ def estimate_t1_t2_t3(sync_s, async_s, frontend_s, iterations):
     The model assumes the back end is the bottleneck (t2 > t1). When it is not, the
     asynchronous loop runs at the front end's pace (async_s close to t1), t2 and t3 cannot
     be told apart, and only their sum t2 + t3 = sync_s - t1 is reported; `bound` says which
-    side set the pace of the asynchronous loop.
+    side set the pace of the asynchronous loop. `model_fits` is False when the estimate of t3
+    comes out negative: the synchronous loop itself overlapped front and back end (the
+    operator finished while Python was still returning from the call), which the model
+    does not allow.
     """
     n = iterations
     t1 = frontend_s
@@ -171,6 +174,7 @@ def estimate_t1_t2_t3(sync_s, async_s, frontend_s, iterations):
         row.update(t2_s=t2, t3_s=sync_s - t1 - t2, bound="back-end")
     else:
         row["bound"] = "front-end"
+    row["model_fits"] = row["t2_plus_t3_s"] >= 0 and (row["t3_s"] is None or row["t3_s"] >= 0)
     return row
 
 
@@ -413,19 +417,27 @@ def memory_cost(ctx, num_batches=150, every=(1, 5, 25), batch_size=1024, feature
 
 
 def plot_memory_tradeoff(results, path, title=None):
-    """Draw peak RSS growth against time for the memory variants, one labelled point each."""
+    """The trade-off as a curve over the sync interval (every 1, k, ..., never): peak RSS
+    growth during the loop (left axis) and the loop's time (right axis)."""
     results = [r for r in results if "error" not in r.metrics]
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    times = [r.metrics["seconds_s"] for r in results]
+    labels = [r.name.replace("sync every batch", "every 1").replace("sync ", "") for r in results]
+    xs = range(len(results))
     growth = [r.metrics["rss_growth_bytes"] / 2 ** 20 for r in results]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(times, growth, "o-")
-    for r, t, g in zip(results, times, growth):
-        ax.annotate(r.name, (t, g), textcoords="offset points", xytext=(5, 5), fontsize=8)
-    ax.set_xlabel("time for the loop (s)")
-    ax.set_ylabel("peak RSS above start of loop (MiB)")
+    times = [r.metrics["seconds_s"] for r in results]
+    fig, ax = plt.subplots(figsize=(6.4, 4))
+    ax.plot(xs, growth, "o-", color="tab:red", label="peak RSS growth")
+    ax.set_ylabel("peak RSS above start of loop (MiB)", color="tab:red")
+    ax.set_ylim(bottom=0)
+    other = ax.twinx()
+    other.plot(xs, times, "s--", color="tab:blue", label="time")
+    other.set_ylabel("time for the loop (s)", color="tab:blue")
+    other.set_ylim(bottom=0)
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(labels)
+    ax.set_xlabel("l.mean().asscalar() called ...")
     ax.set_title(title or "memory cost of running ahead")
     ax.grid(True, alpha=0.3)
     fig.tight_layout()

@@ -164,7 +164,7 @@ def run_async(args):
          "(left); a call blocks when nothing is left", calls, ["name", "median_s", "left_s", "blocks"]),
         ("%s per iteration on %s: wait_to_read() every iteration (sync) vs waitall() once "
          "(async); t1 front end, t2 back end, t3 return, per iteration" % (cross.metrics["op"], ctx), rows,
-         ["name", "iterations", "sync_s", "async_s", "speedup", "paired_speedup", "t1_s", "t2_s", "t3_s", "t2_plus_t3_s", "bound", "noisy"]),
+         ["name", "iterations", "sync_s", "async_s", "speedup", "paired_speedup", "t1_s", "t2_s", "t3_s", "t2_plus_t3_s", "bound", "model_fits", "noisy"]),
     ], args, ctxs[:1], extra=[cross])
     print()
     m = cross.metrics

@@ -51,12 +51,14 @@ def test_t1_t2_t3_recovered_from_the_chapters_model():
     sync_s = t1 + t2 + t3
     async_s = (t1 + n * t2 + t3) / n
     est = estimate_t1_t2_t3(sync_s, async_s, t1, n)
-    assert est["bound"] == "back-end"
+    assert est["bound"] == "back-end" and est["model_fits"]
     assert est["t2_s"] == pytest.approx(t2, rel=1e-9) and est["t3_s"] == pytest.approx(t3, rel=1e-6)
     # front-end bound: the async loop runs at the front end's pace; only t2 + t3 is known
     est = estimate_t1_t2_t3(sync_s=50e-6, async_s=40e-6, frontend_s=40e-6, iterations=n)
     assert est["bound"] == "front-end" and est["t2_s"] is None
-    assert est["t2_plus_t3_s"] == pytest.approx(10e-6)
+    assert est["t2_plus_t3_s"] == pytest.approx(10e-6) and est["model_fits"]
+    # a sync loop faster than front end plus back end: the model does not fit
+    assert not estimate_t1_t2_t3(sync_s=60e-6, async_s=55e-6, frontend_s=30e-6, iterations=n)["model_fits"]
 
 
 def test_crossover_is_the_smallest_size_from_which_it_holds_for_every_larger_one():
