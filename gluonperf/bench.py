@@ -79,10 +79,11 @@ def positive_int_list(text):
     return [cli.positive_int(t) for t in items]
 
 
-def _add_trace(p):
+def _add_trace(p, what="one more run of the measured code, untimed, so the profiler's overhead stays "
+                        "out of the timings"):
     p.add_argument("--trace", metavar="PATH",
-                   help="also write an MXNet profiler trace of the measured region (Chrome trace "
-                        "JSON: open in ui.perfetto.dev or chrome://tracing)")
+                   help="also write an MXNet profiler trace (Chrome trace JSON: open in ui.perfetto.dev or "
+                        "chrome://tracing) of %s" % what)
 
 
 def _emit_sections(sections, args, ctxs, extra=()):
@@ -206,7 +207,8 @@ def add_memory(sub, common):
                         "takes memory as soon as it is produced (default); engine: made by nd.random.normal "
                         "as in the book, which takes no memory until the engine runs it")
     p.add_argument("--plot", metavar="PNG", help="also draw the memory/time trade-off to this PNG file")
-    _add_trace(p)
+    _add_trace(p, "each variant's training loop (its process's trace merged into one file; times then "
+                  "include the profiler's small overhead)")
     p.set_defaults(run=run_memory)
 
 
