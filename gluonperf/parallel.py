@@ -125,7 +125,9 @@ def overlap(ctx, dest, size=1000, n=10, repeat=7, warmup=1, inner=None, trace=_N
     (queue `y[i]`, then the copy of `y[i-1]`), interleaved repeat by repeat. The 'both' row
     carries `hidden_s = t_compute + t_copy - t_both` and the overlap
     `hidden_s / min(t_compute, t_copy)` (1 = the shorter one is fully hidden, 0 = none),
-    from the medians, and `paired_overlap`, the median of the same ratio per repeat.
+    from the medians, and `paired_overlap`, the median of the same ratio per repeat;
+    `overlap_lost_in_noise` is True when the spread (IQR) of any variant exceeds half the
+    shorter time, so that the ratio cannot be trusted.
 
     Each y is a size x size product; with `inner` K it is x (size x K) times w (K x size),
     which costs K/size of the book's x times x for the same bytes to copy: on a CPU a full
@@ -160,9 +162,13 @@ def overlap(ctx, dest, size=1000, n=10, repeat=7, warmup=1, inner=None, trace=_N
     paired = statistics.median((c + p - b) / min(c, p) for c, p, b in zip(*(m[label].samples for label in labels)))
     common = {"devices": "%s->%s" % (ctx, dest), "stand_in": is_stand_in((ctx, dest)),
               "n": n, "size": size, "inner": inner or size, "copy_bytes": n * size * size * 4}
+    # The ratio divides by the shorter of the two: when the runs' spread is of that order,
+    # the overlap is noise, whatever its value (even above 1, which cannot happen).
+    unresolved = max(m[label].iqr for label in labels) > 0.5 * min(t_c, t_copy)
     out = []
     for label in labels:
-        extra = ({"hidden_s": hidden, "overlap": hidden / min(t_c, t_copy), "paired_overlap": paired}
+        extra = ({"hidden_s": hidden, "overlap": hidden / min(t_c, t_copy), "paired_overlap": paired,
+                  "overlap_lost_in_noise": unresolved}
                  if label == "compute and copy" else {})
         out.append(result("overlap", label, m[label], **common, **extra, **peaks[label]))
     return out

@@ -43,6 +43,7 @@ def test_overlap_reports_hidden_time_and_ratio():
     hidden = m[0]["median_s"] + m[1]["median_s"] - m[2]["median_s"]
     assert m[2]["hidden_s"] == pytest.approx(hidden)
     assert m[2]["overlap"] == pytest.approx(hidden / min(m[0]["median_s"], m[1]["median_s"]))
+    assert isinstance(m[2]["overlap_lost_in_noise"], bool)
     assert m[2]["devices"] == "cpu(0)->cpu(1)" and m[2]["copy_bytes"] == 3 * 64 * 64 * 4 and m[2]["inner"] == 8
 
 
