@@ -10,17 +10,16 @@ functions here measure that from the outside:
 - `sync_vs_async`: a loop that waits on every result against one that waits once, over a
   sweep of sizes, with the chapter's model `N (t1 + t2 + t3)` vs `t1 + N t2 + t3` solved
   for the front-end cost t1, the back-end cost t2 and the return cost t3.
-With a `Trace`, each experiment runs its measured code once more, untimed, inside the
-trace, so the profiler's overhead never reaches the timings (`memory_cost` traces its
-training loop itself: there the overhead is small beside a batch).
-
 - `memory_cost`: the book's MLP trained with a sync every batch, every k batches, or
   never, each in a fresh process (`run_memory_variant`), reporting peak RSS, time and
   how far the data producer ran ahead of the computation.
 
+With a `Trace`, each experiment runs its measured code once more, untimed, inside the
+trace, so the profiler's overhead never reaches the timings (`memory_cost` traces its
+training loop itself: there the overhead is small beside a batch).
+
 Every function returns a list of `Result`; nothing here parses arguments or prints.
 """
-import contextlib
 import io
 import json
 import os
@@ -95,7 +94,7 @@ BLOCKING_CALLS = {
 
 def blocking_calls(ctx, size=2000, repeat=5, trace=_NO_TRACE):
     """For each call in BLOCKING_CALLS: queue `y = nd.dot(x, x)`, make the call, and time
-    it (`call_s`); then time an `nd.waitall()` right after (`left_s`, the work the call
+    both (the Measurement, `median_s`); then time an `nd.waitall()` right after (`left_s`, the work the call
     did not wait for). A call blocks when almost nothing is left after it returns.
     """
     x = _random((size, size), ctx)
