@@ -92,10 +92,63 @@ BLOCKING_CALLS = {
 }
 
 
+# A gate: a custom operator whose forward waits until its threading.Event is set, so the
+# array it produces is certainly not ready until we say so. Whether a call blocks is then
+# a matter of fact (does it return while the gate is shut?), not of timing.
+_GATES = {}
+
+
+class _Gate(mx.operator.CustomOp):
+    def __init__(self, key):
+        super().__init__()
+        self.key = key
+
+    def forward(self, is_train, req, in_data, out_data, aux):
+        _GATES[self.key].wait(600)
+        self.assign(out_data[0], req[0], in_data[0])
+
+    def backward(self, req, out_grad, in_data, out_data, in_grad, aux):
+        self.assign(in_grad[0], req[0], out_grad[0])
+
+
+@mx.operator.register("gluonperf_gate")
+class _GateProp(mx.operator.CustomOpProp):
+    def __init__(self, key):
+        super().__init__(need_top_grad=True)
+        self.key = key
+
+    def infer_shape(self, in_shape):
+        return in_shape, [in_shape[0]], []
+
+    def create_operator(self, ctx, shapes, dtypes):
+        return _Gate(self.key)
+
+
+def call_blocks(call, ctx, patience=1.0):
+    """True when `call(y)` waits for `y` to be computed: `y = nd.dot(gate(x), x)` is held
+    back by a shut gate, the call runs on a thread, and it blocks if it has not returned
+    after `patience` seconds (a call that only queues returns in microseconds)."""
+    key = str(len(_GATES))
+    _GATES[key] = threading.Event()
+    x = nd.ones((4, 4), ctx=ctx)
+    y = nd.dot(nd.Custom(x, key=key, op_type="gluonperf_gate"), x)
+    worker = threading.Thread(target=call, args=(y,), daemon=True)
+    try:
+        worker.start()
+        worker.join(patience)
+        return worker.is_alive()
+    finally:
+        _GATES[key].set()
+        worker.join()
+        nd.waitall()
+        del _GATES[key]
+
+
 def blocking_calls(ctx, size=2000, repeat=5, trace=_NO_TRACE):
     """For each call in BLOCKING_CALLS: queue `y = nd.dot(x, x)`, make the call, and time
-    both (the Measurement, `median_s`); then time an `nd.waitall()` right after (`left_s`, the work the call
-    did not wait for). A call blocks when almost nothing is left after it returns.
+    both (the Measurement, `median_s`); then time an `nd.waitall()` right after (`left_s`,
+    the work the call did not wait for). `blocks` is decided apart from the timings, by
+    `call_blocks`: whether the call returns while its input is held back by a gate.
     """
     x = _random((size, size), ctx)
     nd.dot(x, x).wait_to_read()
@@ -120,7 +173,7 @@ def blocking_calls(ctx, size=2000, repeat=5, trace=_NO_TRACE):
     for name in BLOCKING_CALLS:
         c, l = Measurement(name, tuple(calls[name])), Measurement(name, tuple(left[name]))
         out.append(result("async", name, c, size=size, ctx=str(ctx), left_s=l.median,
-                          blocks=l.median < 0.1 * (c.median + l.median)))
+                          blocks=call_blocks(BLOCKING_CALLS[name], ctx)))
     return out
 
 

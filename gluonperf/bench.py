@@ -123,8 +123,9 @@ def add_async(sub, common):
         help="asynchronous execution: queued vs finished, blocking calls, sync vs async loops",
         description="The chapter's asynchronous-execution experiments on the first context of --ctx: "
                     "(1) how long y = nd.dot(x, x).sum() takes to be queued versus to finish; "
-                    "(2) which calls block (wait_to_read, waitall, asnumpy, asscalar, print), judged by "
-                    "how much work is left after each returns; (3) a loop of y = x + 1 that waits on every "
+                    "(2) which calls block (wait_to_read, waitall, asnumpy, asscalar, print): each is timed "
+                    "with the work it leaves behind, and checked against an input held back by a gate "
+                    "(a custom operator that waits until released); (3) a loop of y = x + 1 that waits on every "
                     "result versus one that waits once, over a sweep of sizes, with the crossover size "
                     "where async stops paying and the chapter's model N(t1+t2+t3) vs t1+N*t2+t3 solved "
                     "for the front-end cost t1, back-end cost t2 and return cost t3 per iteration.")
@@ -161,8 +162,9 @@ def run_async(args):
         ("y = nd.dot(x, x).sum() with x %dx%d on %s: queued vs finished (median of %d)"
          % (args.demo_size, args.demo_size, ctx, args.repeat), demo,
          ["name", "median_s", "iqr_s", "ratio_to_queued"]),
-        ("which calls block: queue y = nd.dot(x, x), make the call (call), then time nd.waitall() "
-         "(left); a call blocks when nothing is left", calls, ["name", "median_s", "left_s", "blocks"]),
+        ("which calls block: queue y = nd.dot(x, x) and make the call (median_s), then time "
+         "nd.waitall() (left_s); blocks: does the call wait while y's input is held back", calls,
+         ["name", "median_s", "left_s", "blocks"]),
         ("%s per iteration on %s: wait_to_read() every iteration (sync) vs waitall() once "
          "(async); t1 front end, t2 back end, t3 return, per iteration" % (cross.metrics["op"], ctx), rows,
          ["name", "iterations", "sync_s", "async_s", "speedup", "paired_speedup", "t1_s", "t2_s", "t3_s", "t2_plus_t3_s", "bound", "model_fits", "noisy"]),
