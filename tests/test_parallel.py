@@ -82,3 +82,21 @@ def test_bad_input_is_one_line(capsys, tmp_path):
         lines = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
         assert "error:" in lines[-1] and not [l for l in lines[:-1] if "error" in l], lines
     assert not list(tmp_path.iterdir())
+
+
+def test_trace_helpers(tmp_path):
+    from gluonperf.profiling import Trace, merge_traces
+    off = Trace(None)
+    with off:
+        pass
+    assert not off and off.dump() is None
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"events": []}))
+    with pytest.raises(ValueError, match="not a Chrome trace"):
+        load_trace(str(bad))
+    for i in range(2):
+        (tmp_path / ("t%d.json" % i)).write_text(json.dumps(
+            {"traceEvents": [{"name": "dot", "ph": "B", "pid": 0, "tid": 1, "ts": i}]}))
+    merged = merge_traces([str(tmp_path / "t0.json"), str(tmp_path / "t1.json")], str(tmp_path / "m.json"))
+    assert [e["pid"] for e in load_trace(str(tmp_path / "m.json"))["traceEvents"]] == [0, 1000]
+    assert event_names(merged) == {"dot"}
