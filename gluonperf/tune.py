@@ -39,6 +39,7 @@ class Candidate:
     name: str
     env: Tuple[Tuple[str, str], ...] = ()
     flags: Tuple[Tuple[str, str], ...] = ()
+    runner: Optional["Runner"] = None  # None: the sweep's runner
 
     def with_env(self, name, **env):
         merged = dict(self.env)
@@ -47,12 +48,12 @@ class Candidate:
                 merged.pop(k, None)
             else:
                 merged[k] = str(v)
-        return Candidate(name, tuple(sorted(merged.items())), self.flags)
+        return Candidate(name, tuple(sorted(merged.items())), self.flags, self.runner)
 
     def with_flags(self, name, **flags):
         merged = dict(self.flags)
         merged.update({k: str(v) for k, v in flags.items()})
-        return Candidate(name, self.env, tuple(sorted(merged.items())))
+        return Candidate(name, self.env, tuple(sorted(merged.items())), self.runner)
 
     def flag(self, key, default=None):
         return dict(self.flags).get(key, default)
@@ -60,7 +61,8 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Runner:
-    """How a candidate is run: `python -m <module>` with its flags, figure read from its output.
+    """How a candidate is run: `python -m <module>` (or `python <script>.py`) with its flags,
+    figure read from its output.
 
     `steprate` (gluonperf.steprate) prints one JSON line with images_per_s;
     `train` (gluonperf.train --dataset synthetic) writes --json records with
@@ -71,7 +73,8 @@ class Runner:
     steps_flag: Optional[str] = "--steps"
 
     def argv(self, candidate, steps, json_path=None):
-        args = [sys.executable, "-m", self.module, *self.fixed]
+        head = [self.module] if self.module.endswith(".py") else ["-m", self.module]
+        args = [sys.executable, *head, *self.fixed]
         for k, v in candidate.flags:
             args += ["--" + k.replace("_", "-"), v]
         if self.module == "gluonperf.train":
@@ -132,6 +135,8 @@ def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=
     rounds of (its images/s / the baseline's images/s in the same round).
     Returns one Result per candidate, best first."""
     names = [c.name for c in candidates]
+    if len(set(names)) != len(names):
+        raise ValueError("candidate names must differ: %s" % names)
     figures = {c.name: [] for c in candidates}
     errors = {}
     for r in range(rounds):
@@ -140,7 +145,7 @@ def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=
             if c.name in errors:
                 figures[c.name].append(None)
             else:
-                value, error = measure_candidate(runner, c, steps, timeout)
+                value, error = measure_candidate(c.runner or runner, c, steps, timeout)
                 figures[c.name].append(value)
                 if error:
                     errors[c.name] = error
@@ -158,7 +163,7 @@ def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=
                    "ratio": statistics.median(ratios) if ratios else None,
                    "ratio_min": min(ratios) if ratios else None, "ratio_max": max(ratios) if ratios else None,
                    "rounds": len(ok), "env": dict(c.env), "flags": dict(c.flags),
-                   "command": runner.command_line(c, steps)}
+                   "command": (c.runner or runner).command_line(c, steps)}
         if c.name in errors:
             metrics["error"] = errors[c.name]
         out.append(Result("tune", c.name, metrics))
