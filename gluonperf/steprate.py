@@ -50,10 +50,24 @@ def build(model, contexts, hybridize="none", kvstore="device", lr=0.1, seed=0, c
     return net, trainer, gluon.loss.SoftmaxCrossEntropyLoss()
 
 
-def train_steps(net, trainer, loss, batches, contexts, steps):
-    """The book's loop body over `steps` batches (cycling through `batches`), no sync."""
+def loader_batches(model, batch_size, count, workers, classes=10, seed=0):
+    """An endless iterator over a shuffled DataLoader with `workers` processes (as training uses)."""
+    rng = np.random.RandomState(seed)
+    x = rng.uniform(size=(batch_size * count,) + input_shape(model)).astype("float32")
+    y = rng.randint(0, classes, size=batch_size * count).astype("float32")
+    data = gluon.data.DataLoader(gluon.data.ArrayDataset(x, y), batch_size, shuffle=True,
+                                 num_workers=workers, last_batch="discard")
+    while True:
+        for batch in data:
+            yield batch
+
+
+def train_steps(net, trainer, loss, batches, contexts, steps, per_step_sync=False):
+    """The book's loop body over `steps` batches, no sync unless `per_step_sync`
+    (then each step reads its loss back with asscalar(), as a loop that logs every step does).
+    `batches`: a list to cycle through, or an iterator."""
     for i in range(steps):
-        X, y = batches[i % len(batches)]
+        X, y = batches[i % len(batches)] if isinstance(batches, list) else next(batches)
         Xs = gluon.utils.split_and_load(X, contexts)
         ys = gluon.utils.split_and_load(y, contexts)
         with autograd.record():
@@ -61,29 +75,35 @@ def train_steps(net, trainer, loss, batches, contexts, steps):
         for l in ls:
             l.backward()
         trainer.step(X.shape[0])
+        if per_step_sync:
+            sum(l.sum().asscalar() for l in ls)
 
 
 def step_rate(model="resnet18", contexts=None, batch_size=64, hybridize="none", kvstore="device",
-              steps=10, warmup=2, repeat=1):
+              steps=10, warmup=2, repeat=1, per_step_sync=False, loader_workers=None):
     """Images/s of the book's loop with these settings: a dict of the figures."""
     contexts = contexts or [mx.cpu()]
     if batch_size < len(contexts):
         raise ValueError("batch size %d is smaller than the %d contexts" % (batch_size, len(contexts)))
     net, trainer, loss = build(model, contexts, hybridize, kvstore)
-    batches = synthetic_batches(model, batch_size, 4)
-    train_steps(net, trainer, loss, batches, contexts, warmup)
+    if loader_workers is None:
+        batches = synthetic_batches(model, batch_size, 4)
+    else:
+        batches = loader_batches(model, batch_size, 8, loader_workers)
+    train_steps(net, trainer, loss, batches, contexts, warmup, per_step_sync)
     mx.nd.waitall()
     samples = []
     for _ in range(repeat):
         start = time.perf_counter()
-        train_steps(net, trainer, loss, batches, contexts, steps)
+        train_steps(net, trainer, loss, batches, contexts, steps, per_step_sync)
         mx.nd.waitall()
         samples.append(time.perf_counter() - start)
     seconds = float(np.median(samples))
     return {"images_per_s": batch_size * steps / seconds, "step_s": seconds / steps,
             "samples_s": samples, "steps": steps, "batch_size": batch_size,
             "contexts": ",".join("%s%d" % (c.device_type, c.device_id) for c in contexts),
-            "hybridize": hybridize, "kvstore": kvstore, "model": model}
+            "hybridize": hybridize, "kvstore": kvstore, "model": model,
+            "per_step_sync": per_step_sync, "loader_workers": loader_workers}
 
 
 def build_parser():
@@ -97,6 +117,11 @@ def build_parser():
     p.add_argument("--kvstore", default="device", help="Trainer kvstore (default: %(default)s)")
     p.add_argument("--steps", type=positive_int, default=10, help="timed steps per repeat (default: %(default)s)")
     p.add_argument("--warmup", type=non_negative_int, default=2, help="untimed steps first (default: %(default)s)")
+    p.add_argument("--per-step-sync", action="store_true",
+                   help="read each step's loss back with asscalar() (a sync per step, as a loop that logs every step)")
+    p.add_argument("--loader-workers", type=non_negative_int, default=None,
+                   help="feed batches from a shuffled DataLoader with this many worker processes "
+                        "(default: batches already in memory)")
     p.add_argument("--repeat", type=positive_int, default=1, help="timed repeats; median reported (default: %(default)s)")
     return p
 
@@ -105,7 +130,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     ctxs = parse_contexts(args.ctx)
     figures = step_rate(args.model, ctxs, args.batch_size, args.hybridize, args.kvstore,
-                        args.steps, args.warmup, args.repeat)
+                        args.steps, args.warmup, args.repeat, args.per_step_sync, args.loader_workers)
     print(json.dumps(figures))
     sys.stdout.flush()
     return 0

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
 from . import UserError
-from .advice import idle_warnings, physical_cores
+from .advice import idle_warnings, load_warning, physical_cores
 from .report import Result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -92,7 +92,7 @@ class Runner:
 
 
 STEPRATE = Runner("gluonperf.steprate", ("--warmup", "2"))
-TRAIN = Runner("gluonperf.train", ("--dataset", "synthetic", "--epochs", "2", "--workers", "0"), None)
+TRAIN = Runner("gluonperf.train", ("--dataset", "synthetic", "--epochs", "2"), None)
 
 
 def default_runner():
@@ -173,7 +173,7 @@ def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=
     return out
 
 
-def levers(base, contexts, batch_sizes, kvstores, cores=None):
+def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
     """The lever stages: (lever name, function best_candidate -> [candidates])."""
     cores = cores or physical_cores()
     n = len(contexts)
@@ -182,6 +182,9 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None):
         b.with_env("OMP_NUM_THREADS=1", OMP_NUM_THREADS=1)] if cores > 1 else [b])]
     stages.append(("hybridize", lambda b: [b] + [b.with_flags("hybridize=%s" % m, hybridize=m)
                                                  for m in ("hybrid", "static") if b.flag("hybridize") != m]))
+    if runner is not None and runner.module == "gluonperf.train":
+        stages.append(("data", lambda b: [b] + [b.with_flags("workers=%d" % w, workers=w)
+                                               for w in sorted({0, 1, cores}) if b.flag("workers") != str(w)]))
     stages.append(("engine", lambda b: [b, b.with_env("MXNET_ENGINE_TYPE=ThreadedEngine",
                                                       MXNET_ENGINE_TYPE="ThreadedEngine")]))
     stages.append(("onednn", lambda b: [b, b.with_env("MXNET_MKLDNN_ENABLED=0", MXNET_MKLDNN_ENABLED=0)]))
@@ -218,7 +221,7 @@ def tune(model="resnet18", contexts=("cpu",), batch_sizes=(64,), steps=10, round
         flags = {"model": model, "batch_size": batch, "ctx": contexts[0], "hybridize": "none"}
         best = Candidate("book defaults", (), tuple(sorted((k, str(v)) for k, v in flags.items())))
         speedup = 1.0
-        for lever, make in levers(best, contexts, batch_sizes, kvstores):
+        for lever, make in levers(best, contexts, batch_sizes, kvstores, runner=runner):
             if only and lever not in only:
                 continue
             cands = _unique(make(best))
@@ -247,11 +250,11 @@ def _unique(cands):
     return out
 
 
-def count_runs(model, contexts, batch_sizes, rounds, kvstores, only=None):
+def count_runs(model, contexts, batch_sizes, rounds, kvstores, only=None, runner=None):
     """How many subprocess runs `tune` will make (for the progress bar)."""
     base = Candidate("b", (), (("ctx", contexts[0]), ("hybridize", "none")))
     total = 0
-    for lever, make in levers(base, contexts, batch_sizes, kvstores):
+    for lever, make in levers(base, contexts, batch_sizes, kvstores, runner=runner):
         if only and lever not in only:
             continue
         n = len(_unique(make(base)))
@@ -277,8 +280,8 @@ def build_parser():
                    help="interleaved rounds per lever; more rounds, less noise (default: %(default)s)")
     p.add_argument("--kvstore", default="device", help="comma-separated kvstores to try with several contexts "
                                                        "(default: %(default)s)")
-    p.add_argument("--levers", help="only these levers, comma-separated: threads,hybridize,engine,onednn,contexts "
-                                    "(default: all)")
+    p.add_argument("--levers", help="only these levers, comma-separated: threads,hybridize,data (DataLoader "
+                                    "workers, train runner only),engine,onednn,contexts (default: all)")
     p.add_argument("--runner", choices=("auto", "train", "steprate"), default="auto",
                    help="what runs a candidate: gluonperf.train --dataset synthetic, or the small "
                         "gluonperf.steprate worker (default: train when it exists)")
@@ -288,7 +291,7 @@ def build_parser():
     return p
 
 
-LEVER_NAMES = ("threads", "hybridize", "engine", "onednn", "contexts")
+LEVER_NAMES = ("threads", "hybridize", "data", "engine", "onednn", "contexts")
 
 
 def parse_args(argv):
@@ -328,8 +331,12 @@ def main(argv=None):
     from .cli import emit, note, progress_bar
     args = parse_args(argv)
     for line in idle_warnings(args.contexts, dict(os.environ)):
-        note("warning: " + line)
-    total = count_runs(args.model, args.contexts, args.batch_sizes, args.rounds, args.kvstores, args.only)
+        note("warning: this shell's settings: " + line)
+    busy = load_warning()
+    if busy:
+        note("note: " + busy)
+    total = count_runs(args.model, args.contexts, args.batch_sizes, args.rounds, args.kvstores, args.only,
+                       args.runner_obj)
     note("tune: %d runs of %s, each in a fresh process" % (total, args.runner_obj.module))
     bar = progress_bar(total, "tune")
     try:
