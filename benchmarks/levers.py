@@ -41,6 +41,9 @@ def candidates(batch_size, model="resnet18"):
         static2.with_flags("cpu0,cpu1 + OMP_NUM_THREADS=1 + static", ctx="cpu0,cpu1")
                .with_env("cpu0,cpu1 + OMP_NUM_THREADS=1 + static", OMP_NUM_THREADS=1),
         static2.with_env("OMP_NUM_THREADS=2 + static + MXNET_MKLDNN_ENABLED=0", MXNET_MKLDNN_ENABLED=0),
+        static2.with_flags("OMP_NUM_THREADS=2 + static + sync every step", per_step_sync=""),
+        static2.with_flags("OMP_NUM_THREADS=2 + static + DataLoader 2 workers", loader_workers=2),
+        static2.with_flags("OMP_NUM_THREADS=2 + static + DataLoader 0 workers", loader_workers=0),
     ]
     return out
 
@@ -57,7 +60,8 @@ def main(argv=None):
     if args.only:
         keep = {0} | {int(i) for i in args.only.split(",")}
         cands = [c for i, c in enumerate(cands) if i in keep]
-    results = sweep(cands, STEPRATE, args.steps, args.rounds, lever="levers")
+    results = sweep(cands, STEPRATE, args.steps, args.rounds, lever="levers",
+                    log=lambda m: print(m, file=sys.stderr, flush=True))
     for r in results:
         r.metrics.update(bench_batch=args.batch_size)
     print(format_table(results, title="levers at batch %d: images/s and ratio to the book's loop "

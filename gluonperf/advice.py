@@ -111,3 +111,26 @@ def load_warning(cores=None, own=1.0):
                 "so figures are noisy and all-core thread settings lose more than on an idle machine"
                 % (load, cores))
     return None
+
+
+def recommended_threads(contexts=1, cores=None):
+    """OpenMP threads per operator that keep every core busy without oversubscribing:
+    the cores shared among the CPU contexts that run operators at the same time."""
+    cores = cores or physical_cores()
+    return max(1, cores // max(1, contexts))
+
+
+def apply_thread_defaults(contexts=1, environ=None):
+    """Set OMP_NUM_THREADS to `recommended_threads` when the user has not set it.
+
+    Must run before MXNet is imported (MXNet reads it once, at start-up): call it at
+    the top of a CLI module, before `import mxnet`. Returns a one-line note saying
+    what was set, or None when nothing was (already set, or MXNet already loaded)."""
+    import sys
+    environ = os.environ if environ is None else environ
+    if "OMP_NUM_THREADS" in environ or "MXNET_OMP_MAX_THREADS" in environ or "mxnet" in sys.modules:
+        return None
+    threads = recommended_threads(contexts)
+    environ["OMP_NUM_THREADS"] = str(threads)
+    return ("OMP_NUM_THREADS was unset, so gluonperf set it to %d (one thread per core); MXNet's own default "
+            "would use half the processors" % threads)

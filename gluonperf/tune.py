@@ -75,8 +75,8 @@ class Runner:
     def argv(self, candidate, steps, json_path=None):
         head = [self.module] if self.module.endswith(".py") else ["-m", self.module]
         args = [sys.executable, *head, *self.fixed]
-        for k, v in candidate.flags:
-            args += ["--" + k.replace("_", "-"), v]
+        for k, v in candidate.flags:  # an empty value is a switch (store_true flag)
+            args += ["--" + k.replace("_", "-")] + ([v] if v != "" else [])
         if self.module == "gluonperf.train":
             batch = int(candidate.flag("batch_size", 64))
             args += ["--limit", str(batch * steps), "--json", json_path]
@@ -128,11 +128,12 @@ def measure_candidate(runner, candidate, steps, timeout=900):
             return None, "no throughput figure in the output of %s" % runner.module
 
 
-def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=900):
+def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=900, log=None):
     """Measure candidates interleaved, `rounds` times in rotating order.
 
     The first candidate is the baseline. Each candidate's score is the median over
     rounds of (its images/s / the baseline's images/s in the same round).
+    `log(message)`, if given, hears of every run as it ends.
     Returns one Result per candidate, best first."""
     names = [c.name for c in candidates]
     if len(set(names)) != len(names):
@@ -149,6 +150,8 @@ def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=
                 figures[c.name].append(value)
                 if error:
                     errors[c.name] = error
+                if log:
+                    log("%s round %d: %s: %s" % (lever, r + 1, c.name, error or "%.2f images/s" % value))
             if progress:
                 progress()
     base = figures[names[0]]

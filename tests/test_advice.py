@@ -32,3 +32,24 @@ def test_engine_and_onednn_traps():
 def test_gpu_contexts_get_no_cpu_thread_warning():
     assert idle_warnings(["gpu0", "gpu1"], {}, cores=2, logical=2) == []
     assert all("\n" not in line for line in idle_warnings(["cpu0"], {}, cores=16, logical=16))
+
+
+def test_apply_thread_defaults_only_fills_an_unset_variable_before_mxnet_loads():
+    import os
+    import subprocess
+    import sys
+
+    import mxnet  # noqa: F401  (loaded: too late to change anything)
+    from gluonperf.advice import apply_thread_defaults, recommended_threads
+    assert recommended_threads(2, cores=8) == 4 and recommended_threads(3, cores=2) == 1
+    env = {"OMP_NUM_THREADS": "3"}
+    assert apply_thread_defaults(environ=env) is None and env["OMP_NUM_THREADS"] == "3"
+    env = {}
+    assert apply_thread_defaults(environ=env) is None and env == {}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    clean = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MXNET_OMP_MAX_THREADS")}
+    code = ("import os; from gluonperf.advice import apply_thread_defaults as a, recommended_threads as r; "
+            "note = a(); print(os.environ['OMP_NUM_THREADS'] == str(r()), 'OMP_NUM_THREADS' in note)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=dict(clean, PYTHONPATH=root),
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["True", "True"], out.stderr
