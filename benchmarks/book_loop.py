@@ -77,6 +77,48 @@ def train(net, train_iter, ctx, batch_size, lr, warmup_steps=0):
     return images, time.time() - start
 
 
+def serve(batch_size=64, warmup_steps=2, contexts=None, lr=0.1, workers=None, seed=0):
+    """Warm up, then answer `run N` lines on stdin with one JSON line each: the book's
+    loop body over the next N batches of an endless DataLoader, ended by nd.waitall()
+    (as gluonperf.steprate --serve does, so tune can interleave them)."""
+    ctx = contexts or [mx.cpu()]
+    mx.random.seed(seed)
+    net = resnet18(10)
+    net.initialize(init=init.Normal(sigma=0.01), ctx=ctx, force_reinit=True)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
+    loss = gloss.SoftmaxCrossEntropyLoss()
+    train_iter = load_data(synthetic_dataset(batch_size * 16, seed), batch_size, workers)
+
+    def batches():
+        while True:
+            for batch in train_iter:
+                yield batch
+    source = batches()
+
+    def steps(n):
+        for _ in range(n):
+            X, y = next(source)
+            gpu_Xs = gutils.split_and_load(X, ctx)
+            gpu_ys = gutils.split_and_load(y, ctx)
+            with autograd.record():
+                ls = [loss(net(gpu_X), gpu_y) for gpu_X, gpu_y in zip(gpu_Xs, gpu_ys)]
+            for l in ls:
+                l.backward()
+            trainer.step(batch_size)
+        nd.waitall()
+    steps(warmup_steps)
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        parts = line.split()
+        if not parts or parts[0] != "run":
+            break
+        start = time.time()
+        steps(int(parts[1]))
+        seconds = time.time() - start
+        print(json.dumps({"images_per_s": batch_size * int(parts[1]) / seconds, "seconds": seconds,
+                          "images": batch_size * int(parts[1])}), flush=True)
+
+
 def run(batch_size=64, steps=20, warmup_steps=2, contexts=None, lr=0.1, workers=None, seed=0):
     ctx = contexts or [mx.cpu()]
     mx.random.seed(seed)
@@ -97,10 +139,14 @@ def main(argv=None):
     p.add_argument("--gpus", type=int, default=0, help="0: one CPU context as in the book's single-device run; "
                                                       "N>0: cpu(0)..cpu(N-1) standing in for N GPUs")
     p.add_argument("--workers", type=int, default=None, help="DataLoader workers (default: the book's 4)")
+    p.add_argument("--serve", action="store_true",
+                   help="after warm-up, answer 'run N' lines on stdin with one JSON line each (for tune/levers)")
     args = p.parse_args(argv)
     if args.batch_size < 1 or args.steps < 1 or args.warmup < 0:
         p.error("--batch-size and --steps must be >= 1, --warmup >= 0")
     ctx = [mx.cpu(i) for i in range(args.gpus)] if args.gpus else [mx.cpu()]
+    if args.serve:
+        return serve(args.batch_size, args.warmup, ctx, workers=args.workers)
     print(json.dumps(run(args.batch_size, args.steps, args.warmup, ctx, workers=args.workers)))
 
 

@@ -2,10 +2,11 @@
 
     python benchmarks/levers.py --batch-size 64 --rounds 3 --steps 6 --json levers64.json
 
-Every candidate is a fresh process (environment variables are read when MXNet
-starts); candidates run interleaved, round after round in rotating order, and
-each is scored by the median over rounds of its images/s divided by the book
-loop's images/s in the same round. The baseline is benchmarks/book_loop.py (the
+Every candidate is its own process (environment variables are read when MXNet
+starts), started and warmed up once, then asked to run --steps training steps
+per round while the others wait idle (tune.paired_sweep); rounds rotate the
+order, and each candidate is scored by the median over rounds of its images/s
+divided by the book loop's images/s in the same round. The baseline is benchmarks/book_loop.py (the
 chapter's concise ResNet-18 loop, imperative, DataLoader with 4 workers, default
 environment); the others are gluonperf.steprate (the same loop on in-memory
 batches) with one or more levers changed. See LEVERS.md for what they gave.
@@ -17,9 +18,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gluonperf.benchmark import environment  # noqa: E402
 from gluonperf.report import format_table, write_jsonl  # noqa: E402
-from gluonperf.tune import STEPRATE, Candidate, Runner, sweep  # noqa: E402
+from gluonperf.tune import STEPRATE, Candidate, Runner, paired_sweep  # noqa: E402
 
-BOOK = Runner("benchmarks/book_loop.py", ("--warmup", "2"))
+BOOK = Runner("benchmarks/book_loop.py", ("--warmup", "2"), serves=True)
 
 
 def candidates(batch_size, model="resnet18"):
@@ -51,8 +52,8 @@ def candidates(batch_size, model="resnet18"):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--batch-size", type=int, default=64, help="global batch size (default: %(default)s)")
-    p.add_argument("--steps", type=int, default=6, help="timed steps per run (default: %(default)s)")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: %(default)s)")
+    p.add_argument("--steps", type=int, default=3, help="timed steps per candidate per round (default: %(default)s)")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default: %(default)s)")
     p.add_argument("--only", help="comma-separated candidate numbers to run (0 = book loop, always run)")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")
     args = p.parse_args(argv)
@@ -60,7 +61,7 @@ def main(argv=None):
     if args.only:
         keep = {0} | {int(i) for i in args.only.split(",")}
         cands = [c for i, c in enumerate(cands) if i in keep]
-    results = sweep(cands, STEPRATE, args.steps, args.rounds, lever="levers",
+    results = paired_sweep(cands, STEPRATE, args.steps, args.rounds, lever="levers",
                     log=lambda m: print(m, file=sys.stderr, flush=True))
     for r in results:
         r.metrics.update(bench_batch=args.batch_size)

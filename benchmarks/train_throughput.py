@@ -26,7 +26,7 @@ from gluonperf.benchmark import environment  # noqa: E402
 from gluonperf.report import format_table, write_jsonl  # noqa: E402
 from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, default_runner, sweep  # noqa: E402
 
-BOOK = Runner("benchmarks/book_loop.py", ("--warmup", "2"))
+BOOK = Runner("benchmarks/book_loop.py", ("--warmup", "2"), serves=True)
 
 
 def candidates(batch_size, runner, model="resnet18"):

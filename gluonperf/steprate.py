@@ -79,9 +79,9 @@ def train_steps(net, trainer, loss, batches, contexts, steps, per_step_sync=Fals
             sum(l.sum().asscalar() for l in ls)
 
 
-def step_rate(model="resnet18", contexts=None, batch_size=64, hybridize="none", kvstore="device",
-              steps=10, warmup=2, repeat=1, per_step_sync=False, loader_workers=None):
-    """Images/s of the book's loop with these settings: a dict of the figures."""
+def session(model="resnet18", contexts=None, batch_size=64, hybridize="none", kvstore="device",
+            warmup=2, per_step_sync=False, loader_workers=None):
+    """Build and warm up one configuration; returns `timed(steps) -> seconds` (to a sync)."""
     contexts = contexts or [mx.cpu()]
     if batch_size < len(contexts):
         raise ValueError("batch size %d is smaller than the %d contexts" % (batch_size, len(contexts)))
@@ -92,12 +92,39 @@ def step_rate(model="resnet18", contexts=None, batch_size=64, hybridize="none", 
         batches = loader_batches(model, batch_size, 8, loader_workers)
     train_steps(net, trainer, loss, batches, contexts, warmup, per_step_sync)
     mx.nd.waitall()
-    samples = []
-    for _ in range(repeat):
+
+    def timed(steps):
         start = time.perf_counter()
         train_steps(net, trainer, loss, batches, contexts, steps, per_step_sync)
         mx.nd.waitall()
-        samples.append(time.perf_counter() - start)
+        return time.perf_counter() - start
+    return timed
+
+
+def serve(timed, batch_size, stdin=None, stdout=None):
+    """Answer `run N` lines on stdin with one JSON line {images_per_s, seconds, images} each.
+
+    A warmed-up worker that waits (idle) between requests lets a coordinator
+    interleave several configurations step-block by step-block, each in its own
+    process with its own environment. Prints {"ready": true} first; stops at EOF."""
+    stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
+    print(json.dumps({"ready": True}), file=stdout, flush=True)
+    for line in stdin:
+        parts = line.split()
+        if not parts or parts[0] != "run":
+            break
+        steps = int(parts[1])
+        seconds = timed(steps)
+        print(json.dumps({"images_per_s": batch_size * steps / seconds, "seconds": seconds,
+                          "images": batch_size * steps}), file=stdout, flush=True)
+
+
+def step_rate(model="resnet18", contexts=None, batch_size=64, hybridize="none", kvstore="device",
+              steps=10, warmup=2, repeat=1, per_step_sync=False, loader_workers=None):
+    """Images/s of the book's loop with these settings: a dict of the figures."""
+    contexts = contexts or [mx.cpu()]
+    timed = session(model, contexts, batch_size, hybridize, kvstore, warmup, per_step_sync, loader_workers)
+    samples = [timed(steps) for _ in range(repeat)]
     seconds = float(np.median(samples))
     return {"images_per_s": batch_size * steps / seconds, "step_s": seconds / steps,
             "samples_s": samples, "steps": steps, "batch_size": batch_size,
@@ -122,6 +149,8 @@ def build_parser():
     p.add_argument("--loader-workers", type=non_negative_int, default=None,
                    help="feed batches from a shuffled DataLoader with this many worker processes "
                         "(default: batches already in memory)")
+    p.add_argument("--serve", action="store_true",
+                   help="after warm-up, answer 'run N' lines on stdin with one JSON line each (used by tune)")
     p.add_argument("--repeat", type=positive_int, default=1, help="timed repeats; median reported (default: %(default)s)")
     return p
 
@@ -129,6 +158,10 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     ctxs = parse_contexts(args.ctx)
+    if args.serve:
+        serve(session(args.model, ctxs, args.batch_size, args.hybridize, args.kvstore, args.warmup,
+                      args.per_step_sync, args.loader_workers), args.batch_size)
+        return 0
     figures = step_rate(args.model, ctxs, args.batch_size, args.hybridize, args.kvstore,
                         args.steps, args.warmup, args.repeat, args.per_step_sync, args.loader_workers)
     print(json.dumps(figures))

@@ -71,8 +71,9 @@ class Runner:
     module: str
     fixed: Tuple[str, ...] = ()
     steps_flag: Optional[str] = "--steps"
+    serves: bool = False  # answers `run N` on stdin after `--serve` (see steprate.serve)
 
-    def argv(self, candidate, steps, json_path=None):
+    def argv(self, candidate, steps, json_path=None, serve=False):
         head = [self.module] if self.module.endswith(".py") else ["-m", self.module]
         args = [sys.executable, *head, *self.fixed]
         for k, v in candidate.flags:  # an empty value is a switch (store_true flag)
@@ -80,6 +81,8 @@ class Runner:
         if self.module == "gluonperf.train":
             batch = int(candidate.flag("batch_size", 64))
             args += ["--limit", str(batch * steps), "--json", json_path]
+        elif serve:
+            args += ["--serve"]
         elif self.steps_flag:
             args += [self.steps_flag, str(steps)]
         return args
@@ -91,7 +94,7 @@ class Runner:
         return (env + " " if env else "") + " ".join(shlex.quote(a) for a in argv)
 
 
-STEPRATE = Runner("gluonperf.steprate", ("--warmup", "2"))
+STEPRATE = Runner("gluonperf.steprate", ("--warmup", "2"), serves=True)
 TRAIN = Runner("gluonperf.train", ("--dataset", "synthetic", "--epochs", "2"), None)
 
 
@@ -100,13 +103,19 @@ def default_runner():
     return TRAIN if os.path.exists(os.path.join(ROOT, "gluonperf", "train.py")) else STEPRATE
 
 
-def measure_candidate(runner, candidate, steps, timeout=900):
-    """Run one candidate in a fresh process: (images_per_s, None) or (None, one-line error)."""
+def candidate_env(candidate):
+    """This environment without MXNet/OpenMP settings (the candidate says them all), plus the candidate's."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("MXNET_", "OMP_", "KMP_", "GOMP_"))}  # the candidate says them all
+           if not k.startswith(("MXNET_", "OMP_", "KMP_", "GOMP_"))}
     env.update(dict(candidate.env))
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
+    return env
+
+
+def measure_candidate(runner, candidate, steps, timeout=900):
+    """Run one candidate in a fresh process: (images_per_s, None) or (None, one-line error)."""
+    env = candidate_env(candidate)
     with tempfile.TemporaryDirectory(prefix="gluonperf-tune-") as tmp:
         json_path = os.path.join(tmp, "out.json")
         try:
@@ -154,7 +163,12 @@ def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=
                     log("%s round %d: %s: %s" % (lever, r + 1, c.name, error or "%.2f images/s" % value))
             if progress:
                 progress()
-    base = figures[names[0]]
+    return summarize(candidates, figures, errors, runner, steps, lever)
+
+
+def summarize(candidates, figures, errors, runner, steps, lever):
+    """Results from {name: [images/s per round]}: median, range, ratio to the first candidate."""
+    base = figures[candidates[0].name]
     out = []
     for c in candidates:
         vals = figures[c.name]
@@ -174,6 +188,84 @@ def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=
     for rank, r in enumerate(out, 1):
         r.metrics["rank"] = rank
     return out
+
+
+class Worker:
+    """A warmed-up candidate process that runs N steps when asked (`--serve`)."""
+
+    def __init__(self, runner, candidate, timeout):
+        self.candidate, self.timeout = candidate, timeout
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(runner.argv(candidate, 0, serve=True), env=candidate_env(candidate),
+                                     cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.err, text=True, bufsize=1)
+        self.error = None
+        self._read()  # {"ready": true} after warm-up
+
+    def _read(self):
+        line = self.proc.stdout.readline() if self.error is None else ""
+        if not line:
+            self.proc.wait()
+            self.err.seek(0)
+            lines = [l for l in self.err.read().strip().splitlines() if l.strip()]
+            self.error = self.error or "exit %s: %s" % (self.proc.returncode, lines[-1] if lines else "no message")
+            return None
+        try:
+            return json.loads(line)
+        except ValueError:
+            self.error = "unexpected output: %s" % line.strip()[:200]
+            return None
+
+    def run(self, steps):
+        """(images_per_s, None) or (None, error)."""
+        if self.error:
+            return None, self.error
+        try:
+            self.proc.stdin.write("run %d\n" % steps)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+        row = self._read()
+        return (float(row["images_per_s"]), None) if row else (None, self.error)
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        self.err.close()
+
+
+def paired_sweep(candidates, runner, steps, rounds=5, lever="", progress=None, timeout=900, log=None):
+    """Like `sweep`, but each candidate is ONE warmed-up process (started once, with its
+    own environment) that runs `steps` steps per round when asked while the others wait
+    idle. Rounds are short, so a change of machine load hits all candidates alike;
+    start-up and warm-up are paid once and never timed."""
+    names = [c.name for c in candidates]
+    if len(set(names)) != len(names):
+        raise ValueError("candidate names must differ: %s" % names)
+    figures = {c.name: [] for c in candidates}
+    errors, workers = {}, {}
+    try:
+        for c in candidates:  # one at a time, so warm-ups do not compete
+            workers[c.name] = Worker(c.runner or runner, c, timeout)
+        for r in range(rounds):
+            order = candidates[r % len(candidates):] + candidates[:r % len(candidates)]
+            for c in order:
+                value, error = workers[c.name].run(steps)
+                figures[c.name].append(value)
+                if error:
+                    errors[c.name] = error
+                if log:
+                    log("%s round %d: %s: %s" % (lever, r + 1, c.name, error or "%.2f images/s" % value))
+                if progress:
+                    progress()
+    finally:
+        for w in workers.values():
+            w.close()
+    return summarize(candidates, figures, errors, runner, steps, lever)
 
 
 def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
@@ -230,7 +322,8 @@ def tune(model="resnet18", contexts=("cpu",), batch_sizes=(64,), steps=10, round
             cands = _unique(make(best))
             if len(cands) < 2:
                 continue
-            results = sweep(cands, runner, steps, rounds, lever, progress, timeout)
+            measure = paired_sweep if runner.serves else sweep
+            results = measure(cands, runner, steps, rounds, lever, progress, timeout)
             out.extend(results)
             winner = results[0]
             if winner.metrics.get("ratio") and winner.name != cands[0].name and winner.metrics["ratio"] > 1:

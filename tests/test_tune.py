@@ -5,14 +5,21 @@ import pytest
 
 from gluonperf import UserError
 
-from gluonperf.tune import STEPRATE, Candidate, Runner, count_runs, parse_args, sweep
+from gluonperf.tune import STEPRATE, Candidate, Runner, count_runs, paired_sweep, parse_args, sweep
 
 FAKE = textwrap.dedent("""
     import json, os, sys
     if os.environ.get("FAKE_FAIL"):
         sys.exit("fake worker: told to fail")
     rate = float(os.environ.get("FAKE_RATE", "10"))
-    print(json.dumps({"images_per_s": rate, "argv": sys.argv[1:]}))
+    if "--serve" in sys.argv:
+        print(json.dumps({"ready": True}), flush=True)
+        for n, line in enumerate(sys.stdin):
+            if os.environ.get("FAKE_DIE_AFTER") and n >= int(os.environ["FAKE_DIE_AFTER"]):
+                sys.exit("fake worker: died")
+            print(json.dumps({"images_per_s": rate * (1 + n)}), flush=True)
+    else:
+        print(json.dumps({"images_per_s": rate, "argv": sys.argv[1:]}))
 """)
 
 
@@ -30,6 +37,24 @@ def test_sweep_ranks_by_ratio_and_records_failures(tmp_path):
     assert "told to fail" in by["broken"]["error"] and by["broken"]["ratio"] is None
     assert by["fast"]["command"].startswith("FAKE_RATE=25 ")
     assert by["fast"]["env"]["FAKE_RATE"] == "25"
+
+
+def test_paired_sweep_keeps_one_process_per_candidate(tmp_path):
+    (tmp_path / "fake_worker.py").write_text(FAKE)
+    runner = Runner("fake_worker", serves=True)
+    base = Candidate("base", (("FAKE_RATE", "10"), ("PYTHONPATH", str(tmp_path))), (("batch_size", "8"),))
+    fast = base.with_env("fast", FAKE_RATE=30)
+    dies = base.with_env("dies", FAKE_DIE_AFTER=1)
+    broken = base.with_env("broken", FAKE_FAIL=1)
+    seen = []
+    out = paired_sweep([base, fast, dies, broken], runner, steps=1, rounds=3, log=seen.append)
+    by = {r.name: r.metrics for r in out}
+    # each worker's rate grows with the requests it answered: one process served all rounds
+    assert by["base"]["images_per_s"] == 20 and by["fast"]["ratio"] == 3.0
+    assert by["fast"]["rank"] == 1 and by["base"]["rounds"] == 3
+    assert by["dies"]["rounds"] == 1 and "died" in by["dies"]["error"]
+    assert "told to fail" in by["broken"]["error"] and by["broken"]["rounds"] == 0
+    assert len(seen) == 12
 
 
 def test_candidate_command_line_has_env_and_flags():
