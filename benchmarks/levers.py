@@ -45,6 +45,12 @@ def candidates(batch_size, model="resnet18"):
         static2.with_flags("OMP_NUM_THREADS=2 + static + sync every step", per_step_sync=""),
         static2.with_flags("OMP_NUM_THREADS=2 + static + DataLoader 2 workers", loader_workers=2),
         static2.with_flags("OMP_NUM_THREADS=2 + static + DataLoader 0 workers", loader_workers=0),
+        base.with_flags("", hybridize="static").with_env(
+            "static + MXNET_CPU_WORKER_NTHREADS=2 (default threads)", MXNET_CPU_WORKER_NTHREADS=2),
+        base.with_flags("", hybridize="static").with_env(
+            "static + OMP_NUM_THREADS=1 + MXNET_CPU_WORKER_NTHREADS=2", MXNET_CPU_WORKER_NTHREADS=2, OMP_NUM_THREADS=1),
+        base.with_flags("static + DataLoader 2 workers (default threads)", hybridize="static", loader_workers=2),
+        base.with_flags("static + sync every step (default threads)", hybridize="static", per_step_sync=""),
     ]
     return out
 

@@ -166,14 +166,18 @@ def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=
     return summarize(candidates, figures, errors, runner, steps, lever)
 
 
-def summarize(candidates, figures, errors, runner, steps, lever):
-    """Results from {name: [images/s per round]}: median, range, ratio to the first candidate."""
+def summarize(candidates, figures, errors, runner, steps, lever, paired_ratios=None):
+    """Results from {name: [images/s per round]}: median, range, ratio to the first candidate
+    (per round, or the given {name: [ratios]})."""
     base = figures[candidates[0].name]
     out = []
     for c in candidates:
         vals = figures[c.name]
         ok = [v for v in vals if v]
-        ratios = [v / b for v, b in zip(vals, base) if v and b]
+        if paired_ratios is not None:
+            ratios = paired_ratios[c.name]
+        else:
+            ratios = [v / b for v, b in zip(vals, base) if v and b]
         metrics = {"lever": lever, "batch_size": int(c.flag("batch_size", 0)) or None,
                    "images_per_s": statistics.median(ok) if ok else None,
                    "min_per_s": min(ok) if ok else None, "max_per_s": max(ok) if ok else None,
@@ -240,32 +244,49 @@ class Worker:
 
 def paired_sweep(candidates, runner, steps, rounds=5, lever="", progress=None, timeout=900, log=None):
     """Like `sweep`, but each candidate is ONE warmed-up process (started once, with its
-    own environment) that runs `steps` steps per round when asked while the others wait
-    idle. Rounds are short, so a change of machine load hits all candidates alike;
-    start-up and warm-up are paid once and never timed."""
+    own environment) that runs `steps` steps when asked while the others wait idle.
+
+    Every measurement of a candidate is sandwiched between two measurements of the
+    baseline (the first candidate): B c1 B c2 B ... per round, order rotating, and its
+    ratio is its images/s over the mean of the two baseline figures around it. A
+    change of machine load (other people's jobs) then hits both sides of a ratio
+    alike; start-up and warm-up are paid once and never timed."""
     names = [c.name for c in candidates]
     if len(set(names)) != len(names):
         raise ValueError("candidate names must differ: %s" % names)
+    base, others = candidates[0], candidates[1:]
     figures = {c.name: [] for c in candidates}
+    ratios = {c.name: [] for c in candidates}
     errors, workers = {}, {}
+
+    def measure(c, r):
+        value, error = workers[c.name].run(steps)
+        figures[c.name].append(value)
+        if error:
+            errors[c.name] = error
+        if log:
+            log("%s round %d: %s: %s" % (lever, r + 1, c.name, error or "%.2f images/s" % value))
+        if progress:
+            progress()
+        return value
     try:
         for c in candidates:  # one at a time, so warm-ups do not compete
             workers[c.name] = Worker(c.runner or runner, c, timeout)
         for r in range(rounds):
-            order = candidates[r % len(candidates):] + candidates[:r % len(candidates)]
+            before = measure(base, r)
+            order = others[r % len(others):] + others[:r % len(others)] if others else []
             for c in order:
-                value, error = workers[c.name].run(steps)
-                figures[c.name].append(value)
-                if error:
-                    errors[c.name] = error
-                if log:
-                    log("%s round %d: %s: %s" % (lever, r + 1, c.name, error or "%.2f images/s" % value))
-                if progress:
-                    progress()
+                value = measure(c, r)
+                after = measure(base, r)
+                if value and before and after:
+                    ratios[c.name].append(value / ((before + after) / 2))
+                before = after
+            if before:
+                ratios[base.name].append(1.0)
     finally:
         for w in workers.values():
             w.close()
-    return summarize(candidates, figures, errors, runner, steps, lever)
+    return summarize(candidates, figures, errors, runner, steps, lever, ratios)
 
 
 def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
@@ -354,7 +375,8 @@ def count_runs(model, contexts, batch_sizes, rounds, kvstores, only=None, runner
         if only and lever not in only:
             continue
         n = len(_unique(make(base)))
-        total += n * rounds if n > 1 else 0
+        if n > 1:  # paired: the baseline also runs between candidates
+            total += (2 * n - 1 if runner is not None and runner.serves else n) * rounds
     return total * len(batch_sizes)
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from gluonperf import UserError
 
-from gluonperf.tune import STEPRATE, Candidate, Runner, count_runs, paired_sweep, parse_args, sweep
+from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, count_runs, paired_sweep, parse_args, sweep
 
 FAKE = textwrap.dedent("""
     import json, os, sys
@@ -13,11 +13,13 @@ FAKE = textwrap.dedent("""
         sys.exit("fake worker: told to fail")
     rate = float(os.environ.get("FAKE_RATE", "10"))
     if "--serve" in sys.argv:
+        with open(os.environ["FAKE_STARTS"], "a") as f:
+            print("start", file=f)
         print(json.dumps({"ready": True}), flush=True)
         for n, line in enumerate(sys.stdin):
             if os.environ.get("FAKE_DIE_AFTER") and n >= int(os.environ["FAKE_DIE_AFTER"]):
                 sys.exit("fake worker: died")
-            print(json.dumps({"images_per_s": rate * (1 + n)}), flush=True)
+            print(json.dumps({"images_per_s": rate}), flush=True)
     else:
         print(json.dumps({"images_per_s": rate, "argv": sys.argv[1:]}))
 """)
@@ -42,19 +44,22 @@ def test_sweep_ranks_by_ratio_and_records_failures(tmp_path):
 def test_paired_sweep_keeps_one_process_per_candidate(tmp_path):
     (tmp_path / "fake_worker.py").write_text(FAKE)
     runner = Runner("fake_worker", serves=True)
-    base = Candidate("base", (("FAKE_RATE", "10"), ("PYTHONPATH", str(tmp_path))), (("batch_size", "8"),))
+    starts = tmp_path / "starts"
+    base = Candidate("base", (("FAKE_RATE", "10"), ("FAKE_STARTS", str(starts)), ("PYTHONPATH", str(tmp_path))),
+                     (("batch_size", "8"),))
     fast = base.with_env("fast", FAKE_RATE=30)
     dies = base.with_env("dies", FAKE_DIE_AFTER=1)
     broken = base.with_env("broken", FAKE_FAIL=1)
     seen = []
     out = paired_sweep([base, fast, dies, broken], runner, steps=1, rounds=3, log=seen.append)
     by = {r.name: r.metrics for r in out}
-    # each worker's rate grows with the requests it answered: one process served all rounds
-    assert by["base"]["images_per_s"] == 20 and by["fast"]["ratio"] == 3.0
-    assert by["fast"]["rank"] == 1 and by["base"]["rounds"] == 3
+    assert starts.read_text().count("start") == 3  # one process per candidate that starts at all
+    assert by["fast"]["ratio"] == 3.0 and by["fast"]["rank"] == 1 and by["fast"]["rounds"] == 3
+    # the baseline ran before and after every other candidate: 1 + 3 per round
+    assert by["base"]["ratio"] == 1.0 and by["base"]["rounds"] == 12
     assert by["dies"]["rounds"] == 1 and "died" in by["dies"]["error"]
     assert "told to fail" in by["broken"]["error"] and by["broken"]["rounds"] == 0
-    assert len(seen) == 12
+    assert len(seen) == 3 * 7
 
 
 def test_candidate_command_line_has_env_and_flags():
@@ -65,10 +70,12 @@ def test_candidate_command_line_has_env_and_flags():
 
 
 def test_count_runs():
-    # hybridize: none/hybrid/static = 3 candidates x 2 rounds x 2 batch sizes
-    assert count_runs("mlp", ["cpu0"], [8, 16], 2, ["device"], only=["hybridize"]) == 12
+    # hybridize: none/hybrid/static = 3 candidates x 2 rounds x 2 batch sizes, fresh process per run
+    assert count_runs("mlp", ["cpu0"], [8, 16], 2, ["device"], only=["hybridize"], runner=TRAIN) == 12
+    # paired: B h B s B = 5 runs per round
+    assert count_runs("mlp", ["cpu0"], [8, 16], 2, ["device"], only=["hybridize"], runner=STEPRATE) == 20
     # contexts with two kvstores: cpu0, cpu0,cpu1+device, cpu0,cpu1+local
-    assert count_runs("mlp", ["cpu0", "cpu1"], [8], 1, ["device", "local"], only=["contexts"]) == 3
+    assert count_runs("mlp", ["cpu0", "cpu1"], [8], 1, ["device", "local"], only=["contexts"], runner=TRAIN) == 3
 
 
 def test_tune_cli_tiny_model(tmp_path, run):
