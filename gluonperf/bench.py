@@ -69,7 +69,437 @@ def run_hybridize(args):
     return 0
 
 
-COMMANDS = [add_hybridize]
+# --- data parallelism from scratch: allreduce, scratch ------------------------
+
+def _size_list(text):
+    """'4K,256K,4M,32M' -> bytes (K = KiB, M = MiB; a plain number is bytes)."""
+    import re
+    out = []
+    for item in text.split(","):
+        m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)(?:i?[bB])?\s*$", item)
+        if not m:
+            raise argparse.ArgumentTypeError("%r is not a size; use e.g. 4K,256K,4M,32M" % item)
+        value = float(m.group(1)) * {"": 1, "k": 2 ** 10, "m": 2 ** 20}[m.group(2).lower()]
+        if value < 4:
+            raise argparse.ArgumentTypeError("size %r is below one float32 (4 bytes)" % item)
+        out.append(int(value))
+    return out
+
+
+def _count_list(text):
+    try:
+        counts = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a comma-separated list of whole numbers" % text)
+    if any(c < 2 for c in counts):
+        raise argparse.ArgumentTypeError("%r: an allreduce needs at least 2 contexts" % text)
+    return counts
+
+
+def add_allreduce(sub, common):
+    from .data_parallel import KVSTORES, METHODS
+    p = sub.add_parser(
+        "allreduce", parents=[common],
+        help="allreduce bandwidth: book / ring / tree vs kvstore device / local vs plain copyto",
+        description="Bandwidth of summing one float32 tensor over k contexts and leaving the sum on "
+                    "each: the book's reduce-then-broadcast, a ring (reduce-scatter + all-gather) and a "
+                    "binomial tree, side by side with MXNet's kvstore ('device' and 'local') push+pull, "
+                    "and a plain copyto between two contexts as the ceiling. GB/s counts the bytes each "
+                    "context must receive, 2(k-1)/k x size (NCCL's 'bus bandwidth'), so a perfect allreduce "
+                    "reaches the copy's rate; of_ceiling is that fraction. max_recv is the most any one "
+                    "context receives under the schedule, in tensor sizes. With --ctx cpu (the default) "
+                    "cpu0..cpu3 stand in for devices; they share one memory system, so this measures "
+                    "engine and memcpy costs, not links.")
+    p.add_argument("--sizes", type=_size_list, default=_size_list("4K,256K,4M,32M"),
+                   help="tensor sizes in bytes, K = KiB, M = MiB (default: 4K,256K,4M,32M)")
+    p.add_argument("--num-ctx", type=_count_list, default=None,
+                   help="numbers of contexts to allreduce over (default: 2,3,4, up to the number of --ctx)")
+    p.add_argument("--methods", default=",".join(METHODS + KVSTORES),
+                   help="comma-separated variants (default: %(default)s); the copyto ceiling always runs")
+    p.add_argument("--repeat", type=cli.positive_int, default=7, help="timed repeats per variant (default: %(default)s)")
+    p.add_argument("--number", type=cli.positive_int, default=None,
+                   help="calls per repeat (default: enough for about 50 ms per repeat of the slowest variant)")
+    p.add_argument("--warmup", type=cli.non_negative_int, default=1,
+                   help="untimed calls per variant before timing (default: %(default)s)")
+    p.add_argument("--reuse-buffers", action="store_true",
+                   help="let book/ring/tree keep one receive buffer per context between calls instead of "
+                        "a fresh temporary per transfer (as the book does)")
+    p.set_defaults(run=run_allreduce)
+
+
+def run_allreduce(args):
+    import mxnet as mx
+    from . import UserError
+    from .data_parallel import KVSTORES, METHODS, allreduce_bandwidth
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    for m in methods:
+        if m not in METHODS + KVSTORES:
+            raise UserError("unknown --methods item %r; choose from %s" % (m, ",".join(METHODS + KVSTORES)))
+    if not methods:
+        raise UserError("--methods is empty; choose from %s" % ",".join(METHODS + KVSTORES))
+    if args.ctx.strip().lower() == "cpu":  # one CPU: cpu(i) contexts stand in for devices
+        ctxs = [mx.cpu(i) for i in range(max(args.num_ctx or [4]))]
+    else:
+        ctxs = cli.contexts(args)
+    if len(ctxs) < 2:
+        raise UserError("--ctx %s is one context; an allreduce needs at least 2 (e.g. --ctx cpu0,cpu1)" % args.ctx)
+    counts = args.num_ctx or [k for k in (2, 3, 4) if k <= len(ctxs)]
+    for k in counts:
+        if k > len(ctxs):
+            raise UserError("--num-ctx %d is more than the %d contexts of --ctx %s" % (k, len(ctxs), args.ctx))
+    cli.check_outputs(args)
+    total = len(counts) * len(args.sizes) * (len(methods) + 1) * args.repeat
+    with cli.progress_bar(total, "allreduce") as bar:
+        results = allreduce_bandwidth(ctxs, args.sizes, counts, methods, repeat=args.repeat,
+                                      warmup=args.warmup, number=args.number, reuse_buffers=args.reuse_buffers,
+                                      progress=bar.update)
+    cli.emit(results, args, ctxs,
+             title="allreduce of one float32 tensor over k of %s (median of %d repeats); GB/s counts the "
+                   "2(k-1)/k x size each context receives; ceiling = copyto %s -> %s%s"
+                   % (",".join(map(str, ctxs)), args.repeat, ctxs[0], ctxs[1],
+                      "; all cpu(i) share one memory system" if all(c.device_type == "cpu" for c in ctxs) else ""),
+             columns=["contexts", "size", "name", "median_s", "iqr_s", "bus_GBps", "of_ceiling",
+                      "max_recv", "noisy", "max_abs_err"])
+    bad = [r for r in results if r.metrics["max_abs_err"] > 0]
+    if bad:
+        raise UserError("%s gave a wrong sum (error %g)" % (bad[0].name, bad[0].metrics["max_abs_err"]))
+    if any(r.metrics.get("noisy") for r in results):
+        cli.note("note: some results are noisy (IQR above 10% of the median); "
+                 "close other work or raise --repeat")
+    if not args.reuse_buffers and max(args.sizes) >= 32 * 2 ** 20 and ctxs[0].device_type == "cpu":
+        cli.note("note: on CPU every temporary of 32 MiB or more is freshly mapped memory (glibc malloc; "
+                 "MXNet does not pool CPU memory), so methods that receive whole tensors pay for it; "
+                 "compare with --reuse-buffers")
+    return 0
+
+
+def add_scratch(sub, common):
+    from .data_parallel import METHODS
+    p = sub.add_parser(
+        "scratch", parents=[common],
+        help="the book's LeNet trained data-parallel from scratch (get_params, allreduce, split_and_load)",
+        description="Train the chapter's NDArray LeNet data-parallel over the contexts of --ctx with the "
+                    "from-scratch helpers (get_params, split_and_load, allreduce, train_batch), on synthetic "
+                    "Fashion-MNIST-shaped data (1x28x28, 10 classes, learnable class patterns plus noise). "
+                    "Reports per-epoch training time (each batch ends in a sync, as in the book), images/s, "
+                    "mean training loss and test accuracy (on the first context).")
+    p.add_argument("--epochs", type=cli.positive_int, default=4, help="epochs (default: %(default)s)")
+    p.add_argument("--batch-size", type=cli.positive_int, default=256,
+                   help="global batch size, split over the contexts (default: %(default)s)")
+    p.add_argument("--lr", type=float, default=0.2, help="SGD learning rate (default: %(default)s, as in the book)")
+    p.add_argument("--method", default="book", help="allreduce method: %s (default: %%(default)s)" % ", ".join(METHODS))
+    p.add_argument("--init-scale", type=float, default=0.1,
+                   help="std of the normal initial weights (default: %(default)s; the book's 0.01 needs "
+                        "hundreds of steps to leave chance level, more than the default data gives)")
+    p.add_argument("--train-size", type=cli.positive_int, default=6000,
+                   help="synthetic training images (default: %(default)s)")
+    p.add_argument("--test-size", type=cli.positive_int, default=1000, help="synthetic test images (default: %(default)s)")
+    p.add_argument("--seed", type=cli.non_negative_int, default=0, help="seed for data and weights (default: %(default)s)")
+    p.set_defaults(run=run_scratch)
+
+
+def run_scratch(args):
+    import math
+    from . import UserError
+    from .data_parallel import check_method, init_params, loaders, synthetic_fashion, train
+    check_method(args.method)
+    ctxs = cli.contexts(args)
+    if args.batch_size < len(ctxs):
+        raise UserError("--batch-size %d is smaller than the %d contexts; each needs at least one sample"
+                        % (args.batch_size, len(ctxs)))
+    if args.train_size < args.batch_size:
+        raise UserError("--train-size %d is smaller than --batch-size %d" % (args.train_size, args.batch_size))
+    if not (args.lr > 0 and math.isfinite(args.lr)) or not (args.init_scale > 0 and math.isfinite(args.init_scale)):
+        raise UserError("--lr and --init-scale must be positive numbers")
+    cli.check_outputs(args)
+    train_set, test_set = synthetic_fashion(args.train_size, args.test_size, seed=args.seed)
+    train_iter, test_iter = loaders(train_set, test_set, args.batch_size, len(ctxs), seed=args.seed)
+    with cli.progress_bar(args.epochs * len(train_iter), "scratch") as bar:
+        results = train(ctxs, train_iter, test_iter, epochs=args.epochs, lr=args.lr, method=args.method,
+                        params=init_params(scale=args.init_scale, seed=args.seed), progress=bar.update)
+    cli.emit(results, args, ctxs,
+             title="LeNet from scratch on %s, synthetic Fashion-MNIST-shaped data (%d train / %d test), "
+                   "batch %d, lr %g, allreduce %s"
+                   % (",".join(map(str, ctxs)), args.train_size, args.test_size, args.batch_size, args.lr, args.method),
+             columns=["epoch", "time_s", "images_per_s", "train_loss", "test_acc"])
+    return 0
+
+
+# --- async, memory, parallel, overlap (issue 3) -------------------------------------
+
+def positive_int_list(text):
+    """'10,100,1000' -> [10, 100, 1000]; every item a whole number >= 1."""
+    items = [t.strip() for t in text.split(",")]
+    if not items or not all(items):
+        raise argparse.ArgumentTypeError("%r: give whole numbers separated by commas, e.g. 10,100,1000" % text)
+    return [cli.positive_int(t) for t in items]
+
+
+def _add_trace(p, what="one more run of the measured code, untimed, so the profiler's overhead stays "
+                        "out of the timings"):
+    p.add_argument("--trace", metavar="PATH",
+                   help="also write an MXNet profiler trace (Chrome trace JSON: open in ui.perfetto.dev or "
+                        "chrome://tracing) of %s" % what)
+
+
+def _emit_sections(sections, args, ctxs, extra=()):
+    """Print one table per (title, results, columns) section; write every record, and the
+    `extra` records not shown as tables, to --json / --csv once."""
+    from .benchmark import environment
+    from .report import write_csv, write_jsonl
+    quiet = argparse.Namespace(**dict(vars(args), json=None, csv=None))
+    everything = []
+    for number, (title, results, columns) in enumerate(sections):
+        if number:
+            print()
+        cli.emit(results, quiet, ctxs, title=title, columns=columns)
+        everything.extend(results)
+    everything.extend(extra)
+    if args.json:
+        write_jsonl(everything, args.json, environment(ctxs))
+    if args.csv:
+        write_csv(everything, args.csv)
+
+
+def _dump_trace(trace):
+    if trace:
+        trace.dump()
+        cli.note("wrote profiler trace %s (open in ui.perfetto.dev or chrome://tracing)" % trace.path)
+
+
+def _warn_noisy(results):
+    if any(r.metrics.get("noisy") for r in results):
+        cli.note("note: some results are noisy (IQR above 10% of the median); "
+                 "close other work or raise --repeat")
+
+
+def add_async(sub, common):
+    p = sub.add_parser(
+        "async", parents=[common],
+        help="asynchronous execution: queued vs finished, blocking calls, sync vs async loops",
+        description="The chapter's asynchronous-execution experiments on the first context of --ctx: "
+                    "(1) how long y = nd.dot(x, x).sum() takes to be queued versus to finish; "
+                    "(2) which calls block (wait_to_read, waitall, asnumpy, asscalar, print): each is timed "
+                    "with the work it leaves behind, and checked against an input held back by a gate "
+                    "(a custom operator that waits until released); (3) a loop of y = x + 1 that waits on every "
+                    "result versus one that waits once, over a sweep of sizes, with the crossover size "
+                    "where async stops paying and the chapter's model N(t1+t2+t3) vs t1+N*t2+t3 solved "
+                    "for the front-end cost t1, back-end cost t2 and return cost t3 per iteration.")
+    p.add_argument("--demo-size", type=cli.positive_int, default=2000,
+                   help="n of the n x n matrix in parts 1 and 2 (default: %(default)s, as in the chapter)")
+    p.add_argument("--sizes", type=positive_int_list, default=[10, 32, 100, 316, 1000, 2000],
+                   help="comma-separated n of the n x n tensors swept in part 3 (default: 10,32,100,316,1000,2000)")
+    p.add_argument("--iterations", type=cli.positive_int, default=None,
+                   help="loop iterations per timed loop in part 3 (default: as many as make a synchronous "
+                        "loop last about 0.15 s, between 20 and 1000)")
+    p.add_argument("--op", choices=["add", "dot"], default="add",
+                   help="the loop's operator in part 3: add (y = x + 1, the chapter's) or dot "
+                        "(y = nd.dot(x, x)) (default: %(default)s)")
+    p.add_argument("--repeat", type=cli.positive_int, default=5,
+                   help="timed repeats of each measurement, interleaved (default: %(default)s)")
+    _add_trace(p)
+    p.set_defaults(run=run_async)
+
+
+def run_async(args):
+    from .async_compute import blocking_calls, queue_vs_finish, sync_vs_async
+    from .profiling import Trace
+    ctxs = cli.contexts(args)
+    cli.check_outputs(args)
+    cli.check_output_path(args.trace, "--trace")
+    ctx, trace = ctxs[0], Trace(args.trace)
+    with cli.progress_bar(2 * args.repeat * len(args.sizes), "async") as bar:
+        demo = queue_vs_finish(ctx, args.demo_size, args.repeat, trace)
+        calls = blocking_calls(ctx, args.demo_size, args.repeat, trace)
+        sweep = sync_vs_async(ctx, args.sizes, args.repeat, args.iterations, args.op, trace=trace,
+                              progress=bar.update)
+    rows, cross = sweep[:-1], sweep[-1]
+    _emit_sections([
+        ("y = nd.dot(x, x).sum() with x %dx%d on %s: queued vs finished (median of %d)"
+         % (args.demo_size, args.demo_size, ctx, args.repeat), demo,
+         ["name", "median_s", "iqr_s", "ratio_to_queued"]),
+        ("which calls block: queue y = nd.dot(x, x) and make the call (median_s), then time "
+         "nd.waitall() (left_s); blocks: does the call wait while y's input is held back", calls,
+         ["name", "median_s", "left_s", "blocks"]),
+        ("%s per iteration on %s: wait_to_read() every iteration (sync) vs waitall() once "
+         "(async); t1 front end, t2 back end, t3 return, per iteration" % (cross.metrics["op"], ctx), rows,
+         ["name", "iterations", "sync_s", "async_s", "speedup", "paired_speedup", "t1_s", "t2_s", "t3_s", "t2_plus_t3_s", "bound", "model_fits", "noisy"]),
+    ], args, ctxs[:1], extra=[cross])
+    print()
+    m = cross.metrics
+    if m["backend_bound_from"] is None:
+        print("front end vs back end: the Python front end set the async loop's pace at every size swept")
+    else:
+        print("front end vs back end: from %dx%d up the operator (t2), not Python (t1), sets the async "
+              "loop's pace" % (m["backend_bound_from"], m["backend_bound_from"]))
+    if m["size"] is None:
+        print("crossover: async still gains %d%% or more at the largest size swept"
+              % (100 * m["gain_below"]))
+    else:
+        print("crossover: from %dx%d up, async gains less than %d%%" % (m["size"], m["size"], 100 * m["gain_below"]))
+    _dump_trace(trace)
+    _warn_noisy(rows)
+    return 0
+
+
+def add_memory(sub, common):
+    p = sub.add_parser(
+        "memory", parents=[common],
+        help="memory cost of running ahead: sync every batch, every k batches, or never",
+        description="Train the chapter's MLP (Dense 2048 relu, Dense 512 relu, Dense 1; L2 loss; SGD) "
+                    "on batches of 1024x512, calling l.mean().asscalar() every batch, every k batches, or "
+                    "never. Each variant runs in a fresh process, so allocator warm-up and order do not "
+                    "decide the result. Reports the loop's time, peak RSS sampled during the loop (and its "
+                    "growth over the start of the loop), on GPU contexts the peak device memory, and how far "
+                    "the data producer ran ahead: batches produced before the first had finished, and the "
+                    "most batches in flight. Runs on the first context of --ctx.")
+    p.add_argument("--batches", type=cli.positive_int, default=100,
+                   help="batches per variant (default: %(default)s)")
+    p.add_argument("--every", type=positive_int_list, default=[1, 5, 25],
+                   help="comma-separated k: sync every k batches, one variant each; a no-sync variant is "
+                        "always added (default: 1,5,25)")
+    p.add_argument("--batch-size", type=cli.positive_int, default=1024, help="samples per batch (default: %(default)s)")
+    p.add_argument("--features", type=cli.positive_int, default=512, help="input features (default: %(default)s)")
+    p.add_argument("--data", choices=["host", "engine"], default="host",
+                   help="host: batches made in host memory and copied in, as a data loader does, so a batch "
+                        "takes memory as soon as it is produced (default); engine: made by nd.random.normal "
+                        "as in the book, which takes no memory until the engine runs it")
+    p.add_argument("--plot", metavar="PNG", help="also draw the memory/time trade-off to this PNG file")
+    _add_trace(p, "each variant's training loop (its process's trace merged into one file; times then "
+                  "include the profiler's small overhead)")
+    p.set_defaults(run=run_memory)
+
+
+def run_memory(args):
+    from .async_compute import memory_cost, plot_memory_tradeoff
+    ctxs = cli.contexts(args)
+    cli.check_outputs(args)
+    cli.check_output_path(args.trace, "--trace")
+    cli.check_output_path(args.plot, "--plot")
+    ctx = ctxs[0]
+    with cli.progress_bar(len(set(args.every) | {0}), "memory") as bar:
+        results = memory_cost(ctx, args.batches, args.every, args.batch_size, args.features, args.data,
+                              trace_path=args.trace, progress=bar.update)
+    columns = ["name", "seconds_s", "per_batch_s", "rss_peak_bytes", "rss_growth_bytes",
+               "ran_ahead_batches", "max_in_flight", "time_vs_first", "growth_vs_first"]
+    if ctx.device_type == "gpu":
+        columns.insert(5, "device_peak_bytes")
+    if any("error" in r.metrics for r in results):
+        columns.append("error")
+    cli.emit(results, args, ctxs[:1], columns=columns,
+             title="the chapter's MLP, %d batches of %dx%d (%s data) on %s, one fresh process per variant"
+                   % (args.batches, args.batch_size, args.features, args.data, ctx))
+    if args.plot:
+        plot_memory_tradeoff(results, args.plot, title="memory cost of running ahead (%s, %d batches)"
+                                                        % (ctx, args.batches))
+        cli.note("wrote plot %s" % args.plot)
+    if args.trace:
+        cli.note("wrote profiler trace %s (one process per variant; open in ui.perfetto.dev)" % args.trace)
+    return 0
+
+
+def _add_device_sizes(p, repeat):
+    p.add_argument("--cpu-size", type=cli.positive_int, default=1000,
+                   help="n of the n x n matrix on a CPU context (default: %(default)s)")
+    p.add_argument("--gpu-size", type=cli.positive_int, default=6000,
+                   help="n of the n x n matrix on a GPU context (default: %(default)s, as in the chapter)")
+    p.add_argument("--products", type=cli.positive_int, default=10,
+                   help="matrix products per run (default: %(default)s, as in the chapter)")
+    p.add_argument("--repeat", type=cli.positive_int, default=repeat,
+                   help="timed repeats of each variant, interleaved (default: %(default)s)")
+    _add_trace(p)
+
+
+def _stand_in_note(stand_in):
+    return " [no GPU: two CPU contexts stand in for two devices; they share the same cores]" if stand_in else ""
+
+
+def add_parallel(sub, common):
+    p = sub.add_parser(
+        "parallel", parents=[common],
+        help="CPU and GPU at once: 10 matrix products on each alone, then both queued together",
+        description="The chapter's 10 matrix products on two devices: each alone, then both queued "
+                    "together with no sync in between; reports the concurrency gain (t_a + t_b) / t_both. "
+                    "Devices: the first two of --ctx; a single GPU is paired with cpu0 (the book's CPU + GPU); "
+                    "a single CPU context with the next one (cpu0 and cpu1 have separate engine workers), "
+                    "labelled as a stand-in.")
+    _add_device_sizes(p, repeat=7)
+    p.set_defaults(run=run_parallel)
+
+
+def run_parallel(args):
+    from .parallel import concurrency, pick_pair, size_for
+    from .profiling import Trace
+    ctxs = cli.contexts(args)
+    cli.check_outputs(args)
+    cli.check_output_path(args.trace, "--trace")
+    a, b = pick_pair(ctxs)
+    trace = Trace(args.trace)
+    with cli.progress_bar(3 * args.repeat, "parallel") as bar:
+        results = concurrency(a, b, size_for(a, args.cpu_size, args.gpu_size), size_for(b, args.cpu_size, args.gpu_size),
+                              args.products, args.repeat, trace=trace, progress=bar.update)
+    columns = ["name", "median_s", "iqr_s", "noisy", "gain"]
+    if not results[0].metrics["stand_in"]:
+        columns += [k for k in results[-1].metrics if k.startswith("device_peak_bytes")]
+    cli.emit(results, args, [a, b], columns=columns,
+             title="%d products of x with itself on %s (%s) and %s (%s), median of %d%s"
+                   % (args.products, a, "x %dx%d" % ((results[0].metrics["size_a"],) * 2), b,
+                      "x %dx%d" % ((results[0].metrics["size_b"],) * 2), args.repeat,
+                      _stand_in_note(results[0].metrics["stand_in"])))
+    _dump_trace(trace)
+    _warn_noisy(results)
+    return 0
+
+
+def add_overlap(sub, common):
+    p = sub.add_parser(
+        "overlap", parents=[common],
+        help="computation and communication: compute, copy, then both pipelined",
+        description="Compute 10 matrix products on a device, copy the results to another, then both "
+                    "pipelined (copy y[i-1] while y[i] computes); reports the time hidden, "
+                    "t_compute + t_copy - t_both, and the overlap: that divided by min(t_compute, t_copy). "
+                    "Devices: the first two of --ctx (compute, destination); a single GPU copies to cpu0 "
+                    "(the book); a single CPU context copies to the next CPU context, labelled as a stand-in.")
+    _add_device_sizes(p, repeat=30)
+    p.add_argument("--inner", type=cli.positive_int, default=None,
+                   help="compute each y as x (n x K) times w (K x n) instead of x times x: the same bytes "
+                        "to copy for K/n of the work (default: the book's x times x on a GPU, K=16 on a CPU, "
+                        "where a full product dwarfs the copy of its result)")
+    p.set_defaults(run=run_overlap)
+
+
+def run_overlap(args):
+    from .parallel import overlap, pick_source_and_destination, size_for
+    from .profiling import Trace
+    ctxs = cli.contexts(args)
+    cli.check_outputs(args)
+    cli.check_output_path(args.trace, "--trace")
+    src, dest = pick_source_and_destination(ctxs)
+    size = size_for(src, args.cpu_size, args.gpu_size)
+    inner = args.inner or (None if src.device_type == "gpu" else min(16, size))
+    trace = Trace(args.trace)
+    with cli.progress_bar(3 * args.repeat, "overlap") as bar:
+        results = overlap(src, dest, size, args.products, args.repeat, inner=inner, trace=trace,
+                          progress=bar.update)
+    columns = ["name", "median_s", "iqr_s", "noisy", "hidden_s", "overlap", "paired_overlap",
+               "overlap_lost_in_noise"]
+    if not results[0].metrics["stand_in"]:
+        columns += [k for k in results[-1].metrics if k.startswith("device_peak_bytes")]
+    cli.emit(results, args, [src, dest], columns=columns,
+             title="%d products %s on %s, copied to %s (%.1f MiB), median of %d%s"
+                   % (args.products, "x times x, x %dx%d" % (size, size) if not inner or inner == size
+                      else "x (%dx%d) times w (%dx%d)" % (size, inner, inner, size),
+                      src, dest, results[0].metrics["copy_bytes"] / 2 ** 20,
+                      args.repeat, _stand_in_note(results[0].metrics["stand_in"])))
+    if results[-1].metrics["overlap_lost_in_noise"]:
+        cli.note("note: the runs' spread is larger than half the shorter of compute and copy, so the "
+                 "overlap ratio is noise; raise --repeat, or balance them with --inner")
+    _dump_trace(trace)
+    _warn_noisy(results)
+    return 0
+
+
+COMMANDS = [add_hybridize, add_async, add_memory, add_parallel, add_overlap, add_allreduce, add_scratch]
 
 
 def build_parser():

@@ -1,0 +1,197 @@
+"""Data sets for training: Fashion-MNIST, scikit-learn's digits (offline), synthetic.
+
+`load(name, ...)` returns `(train_set, test_set)`, gluon Datasets of `(x, y)` with
+x a float32 array of shape (1, 28, 28) in [0, 1] and y an integer label.
+`loader(...)` wraps one in a DataLoader over this worker's part of the data, with
+a shuffle that is seeded per epoch (so a resumed run sees the same batches).
+"""
+import gzip
+import os
+import socket
+import struct
+from urllib.parse import urlparse
+
+import mxnet as mx
+import numpy as np
+from mxnet import gluon
+
+from . import UserError
+
+DATASETS = {
+    "fashion-mnist": "Zalando's Fashion-MNIST (60000 + 10000 28x28 images), read from --data-dir",
+    "digits": "scikit-learn's handwritten digits (1797 8x8 images) resized to 28x28; offline",
+    "synthetic": "random images whose label is learnable, for throughput",
+}
+CLASSES = 10
+
+# The standard Fashion-MNIST file names and the SHA-1 sums MXNet's FashionMNIST checks.
+FASHION_FILES = {
+    "train-images-idx3-ubyte.gz": "0cf37b0d40ed5169c6b3aba31069a9770ac9043d",
+    "train-labels-idx1-ubyte.gz": "236021d52f1e40852b06a4c3008d8de8aef1e40b",
+    "t10k-images-idx3-ubyte.gz": "626ed6a7c06dd17c0eec72fa3be1740f146a2863",
+    "t10k-labels-idx1-ubyte.gz": "17f9ab60e7257a1620f4ad76bbbaf857c3920701",
+}
+DEFAULT_DATA_DIR = os.path.join(mx.base.data_dir(), "datasets", "fashion-mnist")
+ONLINE_TIMEOUT_S = 3.0
+
+
+def _dataset(x, y):
+    """numpy images and labels -> a gluon Dataset of (x, y) pairs."""
+    return gluon.data.ArrayDataset(x.astype(np.float32), y.astype(np.int32))
+
+
+# --- Fashion-MNIST ------------------------------------------------------------
+
+def read_idx(images_gz, labels_gz):
+    """Read a pair of gzipped IDX files -> (images float32 (N,1,28,28) in [0,1], labels int32)."""
+    try:
+        with gzip.open(labels_gz, "rb") as f:
+            magic, n = struct.unpack(">II", f.read(8))
+            labels = np.frombuffer(f.read(), dtype=np.uint8) if magic == 2049 else None
+        with gzip.open(images_gz, "rb") as f:
+            header = struct.unpack(">IIII", f.read(16))
+            images = np.frombuffer(f.read(), dtype=np.uint8) if header[0] == 2051 else None
+    except (OSError, EOFError, struct.error) as e:
+        raise UserError("cannot read %s / %s (%s); replace them with the standard Fashion-MNIST files"
+                        % (images_gz, labels_gz, e))
+    if labels is None:
+        raise UserError("%s is not an IDX label file (magic %d, expected 2049)" % (labels_gz, magic))
+    if images is None:
+        raise UserError("%s is not an IDX image file (magic %d, expected 2051)" % (images_gz, header[0]))
+    _, m, rows, cols = header
+    if len(labels) != n or m != n or images.size != n * rows * cols or (rows, cols) != (28, 28):
+        raise UserError("%s and %s do not hold matching 28x28 images and labels" % (images_gz, labels_gz))
+    return images.reshape(n, 1, rows, cols).astype(np.float32) / 255.0, labels.astype(np.int32)
+
+
+def _online(url, timeout=ONLINE_TIMEOUT_S):
+    """Can we open a TCP connection to the download host within `timeout` seconds?"""
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection((parsed.hostname, parsed.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _missing_fashion(root):
+    return [name for name in FASHION_FILES if not os.path.isfile(os.path.join(root, name))]
+
+
+def _official(root):
+    from mxnet.gluon.utils import check_sha1
+    return all(check_sha1(os.path.join(root, name), sha1) for name, sha1 in FASHION_FILES.items())
+
+
+def fashion_mnist(data_dir=None):
+    """Fashion-MNIST arrays ((x_train, y_train), (x_test, y_test)) from `data_dir`: MXNet's FashionMNIST reads (and, when the files are
+    absent and the machine is online, downloads) the official files; a copy whose
+    checksums differ from the official ones is read directly from its IDX files."""
+    root = os.path.expanduser(data_dir or DEFAULT_DATA_DIR)
+    missing = _missing_fashion(root)
+    if missing:
+        from mxnet.gluon.utils import _get_repo_url
+        if not _online(_get_repo_url()):
+            raise UserError(
+                "Fashion-MNIST is not in %s (missing %s) and cannot be downloaded (offline); put the "
+                "four standard files (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
+                "t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz) there or pass --data-dir, "
+                "or use --dataset digits, which works offline" % (root, ", ".join(missing)))
+    if missing or _official(root):
+        sets = []
+        for train in (True, False):
+            ds = gluon.data.vision.FashionMNIST(root=root, train=train)
+            x = ds._data.asnumpy().transpose(0, 3, 1, 2).astype(np.float32) / 255.0
+            sets.append((x, np.asarray(ds._label)))
+        return tuple(sets)
+    return tuple(read_idx(os.path.join(root, "%s-images-idx3-ubyte.gz" % part),
+                           os.path.join(root, "%s-labels-idx1-ubyte.gz" % part))
+                 for part in ("train", "t10k"))
+
+
+# --- digits and synthetic -----------------------------------------------------
+
+def digits(seed=0, test_fraction=0.2):
+    """scikit-learn's 8x8 digits (values 0..16), bilinearly resized to 28x28 in [0, 1],
+    split into train and test sets once with a fixed seed (stratified)."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+    bunch = load_digits()
+    small = mx.nd.array(bunch.images.reshape(-1, 1, 8, 8) / 16.0)
+    x = mx.nd.contrib.BilinearResize2D(small, height=28, width=28).asnumpy().clip(0, 1)
+    x_train, x_test, y_train, y_test = train_test_split(
+        x, bunch.target, test_size=test_fraction, random_state=seed, stratify=bunch.target)
+    return (x_train, y_train), (x_test, y_test)
+
+
+def synthetic(train_size=4096, test_size=1024, seed=0, noise=0.3):
+    """Random 28x28 images: a fixed random template per class plus noise, so the label
+    can be learned and accuracy is meaningful; for throughput runs."""
+    rng = np.random.RandomState(seed)
+    templates = rng.uniform(size=(CLASSES, 1, 28, 28))
+
+    def draw(n):
+        y = rng.randint(0, CLASSES, size=n)
+        x = templates[y] + noise * rng.normal(size=(n, 1, 28, 28))
+        return x.clip(0, 1).astype(np.float32), y
+    return draw(train_size), draw(test_size)
+
+
+def load(name, data_dir=None, limit=None, seed=0):
+    """(train_set, test_set) of `name`; with `limit`, the first `limit` samples of each."""
+    if name == "fashion-mnist":
+        arrays = fashion_mnist(data_dir)
+    elif name == "digits":
+        arrays = digits()
+    elif name == "synthetic":
+        arrays = synthetic(seed=seed)
+    else:
+        raise UserError("unknown dataset %r; choose one of %s" % (name, ", ".join(DATASETS)))
+    return tuple(_dataset(x[:limit], y[:limit]) for x, y in arrays)
+
+
+# --- loading in batches ------------------------------------------------------
+
+class PartSampler(gluon.data.Sampler):
+    """Indices of part `part_index` of `num_parts` equal parts of a data set, shuffled
+    with a seed that depends on the epoch (`set_epoch`), like PyTorch's DistributedSampler.
+
+    Every part has the same length (the remainder is dropped), so that workers of a
+    dist_sync job run the same number of batches."""
+
+    def __init__(self, length, num_parts=1, part_index=0, shuffle=True, seed=0):
+        if not 0 <= part_index < num_parts:
+            raise ValueError("part_index %d is not in 0..%d" % (part_index, num_parts - 1))
+        self.length, self.num_parts, self.part_index = length, num_parts, part_index
+        self.shuffle, self.seed, self.epoch = shuffle, seed, 0
+        self.part_length = length // num_parts
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __iter__(self):
+        order = np.arange(self.length)
+        if self.shuffle:
+            np.random.RandomState((self.seed, self.epoch)).shuffle(order)
+        part = order[self.part_index::self.num_parts][:self.part_length]
+        return iter(part.tolist())
+
+    def __len__(self):
+        return self.part_length
+
+
+def loader(dataset, batch_size, shuffle, workers=0, num_parts=1, part_index=0,
+           last_batch="keep", seed=0, thread_pool=True):
+    """A DataLoader over part `part_index` of `num_parts` of `dataset`.
+
+    Every part yields the same number of batches. With `shuffle` the order is
+    reshuffled per epoch: call `loader.sampler.set_epoch(epoch)` first (the
+    order then depends only on `seed` and the epoch). `workers` > 0 loads batches
+    in a pool (threads by default, processes with thread_pool=False).
+    """
+    sampler = PartSampler(len(dataset), num_parts, part_index, shuffle, seed)
+    batches = gluon.data.BatchSampler(sampler, batch_size, last_batch)
+    out = gluon.data.DataLoader(dataset, batch_sampler=batches, num_workers=workers,
+                                thread_pool=thread_pool)
+    out.sampler = sampler
+    return out

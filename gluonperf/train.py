@@ -1,0 +1,212 @@
+"""python -m gluonperf.train: data-parallel training with gluon.Trainer on several contexts.
+
+Parses and checks the flags, calls `gluonperf.training.fit` (or `scaling`), and
+hands the per-epoch records to `gluonperf.cli.emit`. Nothing is computed here.
+"""
+import argparse
+import os
+import sys
+
+from . import UserError, cli
+from .data import DATASETS
+
+PROG = "python -m gluonperf.train"
+
+EPOCH_COLUMNS = ["epoch", "loss", "train_top1", "train_top5", "test_top1", "test_top5", "lr",
+                 "epoch_s", "train_images_per_s"]
+SCALING_COLUMNS = ["devices", "batch_size", "step_s", "iqr_s", "t1_s", "t2_s", "update_s",
+                   "overlap_model_s", "serial_model_s", "images_per_s", "speedup", "efficiency", "noisy"]
+
+
+def positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a number" % text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("%r must be above 0" % text)
+    return value
+
+
+def non_negative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a number" % text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError("%r must be 0 or more" % text)
+    return value
+
+
+def build_parser():
+    from .training import HYBRIDIZE, KVSTORES, LR_DECAYS, OPTIMIZERS, TrainConfig
+    d = TrainConfig()
+    p = argparse.ArgumentParser(
+        prog=PROG, parents=[cli.common_parser()],
+        description="Train a model on one or more contexts with gluon.Trainer (data parallelism: each "
+                    "batch is split over the contexts, gradients are summed over the kvstore). Prints "
+                    "one row per epoch: loss, train and test top-1/top-5 accuracy, epoch time and "
+                    "training images/s (timed to a sync point, evaluation excluded).")
+    p.add_argument("--model", default=d.model,
+                   help="resnet18 (the book's 28x28 ResNet-18), lenet, mlp, or a GluonCV model-zoo name "
+                        "(default: %(default)s; see --list-models)")
+    p.add_argument("--list-models", action="store_true", help="list the names --model accepts and exit")
+    p.add_argument("--hybridize", choices=list(HYBRIDIZE), default=d.hybridize,
+                   help="none: imperative; hybrid: hybridize(); static: hybridize(static_alloc=True, "
+                        "static_shape=True) (default: %(default)s)")
+    p.add_argument("--dataset", choices=list(DATASETS), default=d.dataset,
+                   help="fashion-mnist: the IDX files in --data-dir (downloaded when online); digits: "
+                        "scikit-learn's handwritten digits resized to 28x28, works offline; synthetic: "
+                        "random learnable images for throughput (default: %(default)s)")
+    p.add_argument("--data-dir", metavar="DIR",
+                   help="where the Fashion-MNIST .gz files are (default: $MXNET_HOME/datasets/fashion-mnist)")
+    p.add_argument("--limit", type=cli.positive_int, metavar="N",
+                   help="use only the first N training (and test) samples")
+    p.add_argument("--workers", type=cli.non_negative_int, default=d.workers,
+                   help="DataLoader worker threads (0: load in the main thread; default: %(default)s)")
+    p.add_argument("--batch-size", type=cli.positive_int, default=d.batch_size,
+                   help="GLOBAL batch size, split over the contexts (per worker in dist runs; "
+                        "default: %(default)s)")
+    p.add_argument("--epochs", type=cli.positive_int, default=d.epochs, help="epochs (default: %(default)s)")
+    p.add_argument("--lr", type=positive_float, default=d.lr, help="learning rate (default: %(default)s)")
+    p.add_argument("--lr-scale", choices=["none", "linear"], default=d.lr_scale,
+                   help="linear: multiply --lr by the number of devices (x workers), as for a batch "
+                        "that grows with them (default: %(default)s)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=d.optimizer,
+                   help="sgd or nag (Nesterov), both with momentum (default: %(default)s)")
+    p.add_argument("--momentum", type=non_negative_float, default=d.momentum, help="momentum (default: %(default)s)")
+    p.add_argument("--wd", type=non_negative_float, default=d.wd, help="weight decay (default: %(default)s)")
+    p.add_argument("--warmup-epochs", type=cli.non_negative_int, default=d.warmup_epochs,
+                   help="epochs of linear learning-rate warm-up from 0 (default: %(default)s)")
+    p.add_argument("--lr-decay", choices=LR_DECAYS, default=d.lr_decay,
+                   help="after warm-up: cosine to 0, step (x0.1 at 50%% and 75%% of the epochs) or none "
+                        "(default: %(default)s)")
+    p.add_argument("--kvstore", choices=KVSTORES, default=d.kvstore,
+                   help="how gradients are summed: device (on the devices), local (on the CPU), nccl "
+                        "(GPUs), dist_sync / dist_device_sync (across machines, started by "
+                        "python -m gluonperf.launch) (default: %(default)s)")
+    p.add_argument("--seed", type=cli.non_negative_int, default=d.seed,
+                   help="seed of initialisation and data order (default: %(default)s)")
+    p.add_argument("--log-interval", type=cli.non_negative_int, default=d.log_interval,
+                   help="print a progress line every N batches on stderr (0: never; default: %(default)s)")
+    p.add_argument("--plot", metavar="PNG", help="plot test accuracy and throughput per epoch into PNG")
+    p.add_argument("--save", metavar="DIR",
+                   help="checkpoint (parameters, trainer states, epoch) into DIR after every epoch")
+    p.add_argument("--resume", metavar="DIR",
+                   help="continue the run checkpointed in DIR (and keep saving there unless --save)")
+    p.add_argument("--scaling", action="store_true",
+                   help="instead of training: time --steps steps on 1, 2, ... N of the contexts with the "
+                        "same per-device batch (--batch-size / N); report speedup, efficiency and each "
+                        "step split into compute t1 and communication t2")
+    p.add_argument("--steps", type=cli.positive_int, default=d.steps,
+                   help="timed steps per device count for --scaling (default: %(default)s)")
+    return p
+
+
+def config_from(args):
+    from .training import TrainConfig, config_fields
+    return TrainConfig(**{name: getattr(args, name) for name in config_fields()})
+
+
+def check(args, ctxs):
+    """Refuse bad input before any long work starts."""
+    from .models import get_model
+    get_model(args.model)  # unknown names fail here
+    if args.batch_size < len(ctxs):
+        raise UserError("--batch-size %d is smaller than the number of contexts (%d); every context "
+                        "needs at least one sample per batch" % (args.batch_size, len(ctxs)))
+    if args.kvstore == "nccl" and any(c.device_type != "gpu" for c in ctxs):
+        raise UserError("--kvstore nccl sums gradients between GPUs only; with --ctx %s use device or local"
+                        % args.ctx)
+    if args.kvstore.startswith("dist") and args.scaling:
+        raise UserError("--scaling compares the contexts of one machine; use --kvstore device or local")
+    cli.check_outputs(args)
+    cli.check_output_path(args.plot, "--plot")
+    for flag, path in (("--save", args.save),):
+        if path and os.path.exists(path) and not os.path.isdir(path):
+            raise UserError("%s %s is a file; give a directory" % (flag, path))
+    if args.resume:
+        from .training import check_resumable, read_checkpoint
+        _, meta = read_checkpoint(args.resume)
+        check_resumable(config_from(args), meta, args.resume)
+
+
+def plot(results, path):
+    """Test top-1 accuracy and training images/s per epoch, one above the other."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+    epochs = [r.metrics["epoch"] for r in results]
+    fig, (acc, speed) = plt.subplots(2, 1, sharex=True, figsize=(6, 5))
+    acc.plot(epochs, [r.metrics["test_top1"] for r in results], "o-", label="test top-1")
+    acc.plot(epochs, [r.metrics["train_top1"] for r in results], "s--", label="train top-1")
+    acc.set_ylabel("accuracy")
+    acc.legend()
+    speed.plot(epochs, [r.metrics["train_images_per_s"] for r in results], "o-")
+    speed.set_ylabel("training images/s")
+    speed.set_xlabel("epoch")
+    speed.xaxis.set_major_locator(MaxNLocator(integer=True))
+    first = results[0].metrics
+    fig.suptitle("%s on %s, %s" % (first["model"], first["dataset"], first["contexts"]))
+    fig.tight_layout()
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, ".tmp-" + os.path.basename(path))
+    fig.savefig(tmp, format="png")
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    if args.list_models:
+        from .models import list_models
+        for name, description in list_models().items():
+            print("%-28s %s" % (name, description))
+        return 0
+    from .training import fit, scaling
+    ctxs = cli.contexts(args)
+    check(args, ctxs)
+    config = config_from(args)
+    if args.scaling:
+        with cli.progress_bar(len(ctxs) * args.steps, "scaling") as bar:
+            results = scaling(config, ctxs, args.steps, progress=bar.update)
+        cli.emit(results, args, ctxs, columns=SCALING_COLUMNS,
+                 title="%s, %d images per device, %d steps per device count (kvstore %s): t1 compute, "
+                       "t2 communication; a step costs ~max(t1,t2) when they overlap, t1+t2 when not"
+                       % (args.model, results[0].metrics["per_device_batch"], args.steps, args.kvstore))
+        return 0
+
+    bar = cli.progress_bar(None, "train")
+
+    def progress(epoch, batch, batches, loss):
+        if bar.total != batches:
+            bar.reset(total=batches)
+        bar.set_description("epoch %d" % epoch)
+        bar.set_postfix(loss="%.4f" % loss, refresh=False)
+        bar.update(1)
+        if batch == batches:
+            bar.reset(total=batches)
+
+    def log(message):
+        if bar.disable:
+            cli.note(message)
+        else:
+            bar.write(message, file=sys.stderr)
+    with bar:
+        results = fit(config, ctxs, progress=progress, log=log)
+    first = results[0].metrics
+    if first["rank"] != 0:  # in a dist run only worker 0 reports and writes files
+        return 0
+    cli.emit(results, args, ctxs, columns=EPOCH_COLUMNS,
+             title="%s on %s, global batch %d on %s (%d worker%s), kvstore %s, hybridize %s"
+                   % (args.model, args.dataset, args.batch_size * first["num_workers"], first["contexts"],
+                      first["num_workers"], "s" if first["num_workers"] > 1 else "", args.kvstore,
+                      args.hybridize))
+    if args.plot:
+        plot(results, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    cli.run(main, PROG)

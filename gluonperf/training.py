@@ -1,0 +1,465 @@
+"""Trainer-based data-parallel training on several contexts (the chapter's concise version).
+
+Each batch is split over the contexts with `split_and_load`; every context runs
+forward and backward on its slice; `gluon.Trainer` sums the gradients over the
+kvstore and updates the parameters. `fit` trains and evaluates, epoch by epoch,
+with checkpoints that a later run can resume from; `scaling` times fixed steps
+on 1, 2, ... N contexts and splits each step into compute (t1) and gradient
+communication (t2). Neither parses arguments nor prints: they return Results.
+"""
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, fields
+from typing import Optional
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+
+from . import UserError
+from .benchmark import Benchmark, Measurement, sync
+from .contexts import describe
+from .data import CLASSES, load, loader
+from .models import get_model
+from .report import Result, _atomic_write, result
+
+HYBRIDIZE = {"none": None, "hybrid": {}, "static": {"static_alloc": True, "static_shape": True}}
+OPTIMIZERS = ("sgd", "nag")
+LR_DECAYS = ("cosine", "step", "none")
+KVSTORES = ("device", "local", "nccl", "dist_sync", "dist_device_sync")
+# Fields a resumed run must share with the checkpoint it continues. The learning-rate
+# settings may change (e.g. resume with a lower --lr after the loss became NaN).
+RESUME_KEYS = ("model", "dataset", "limit", "batch_size", "seed", "optimizer", "momentum")
+LATEST = "latest"
+DMLC_ENV = ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_WORKER", "DMLC_NUM_SERVER")
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run depends on; field names match the CLI flags."""
+    model: str = "resnet18"
+    hybridize: str = "static"
+    dataset: str = "fashion-mnist"
+    data_dir: Optional[str] = None
+    limit: Optional[int] = None
+    workers: int = 2
+    batch_size: int = 64
+    epochs: int = 4
+    lr: float = 0.1
+    lr_scale: str = "none"
+    optimizer: str = "sgd"
+    momentum: float = 0.9
+    wd: float = 5e-4
+    warmup_epochs: int = 1
+    lr_decay: str = "cosine"
+    kvstore: str = "device"
+    seed: int = 0
+    log_interval: int = 50
+    save: Optional[str] = None
+    resume: Optional[str] = None
+    steps: int = 20
+
+
+class Diverged(UserError):
+    """The loss became NaN or infinite."""
+
+
+# --- pieces --------------------------------------------------------------------
+
+def create_kvstore(config):
+    """A dist kvstore object (created before data is loaded, so rank and number of
+    workers are known), or the kvstore name for gluon.Trainer to create locally."""
+    if config.kvstore.startswith("dist"):
+        missing = [v for v in DMLC_ENV if v not in os.environ]
+        if missing:
+            raise UserError("--kvstore %s needs the DMLC_* environment of a distributed job (%s not set); "
+                            "start it with python -m gluonperf.launch -n 2 -- python -m gluonperf.train "
+                            "--kvstore %s ..." % (config.kvstore, ", ".join(missing), config.kvstore))
+        return mx.kv.create(config.kvstore)
+    return config.kvstore
+
+
+def build_net(config, contexts):
+    """The model, initialised on every context with the same (seeded) weights."""
+    net = get_model(config.model, CLASSES)
+    net.initialize(mx.init.Xavier(), ctx=contexts)
+    flags = HYBRIDIZE[config.hybridize]
+    if flags is not None:
+        net.hybridize(**flags)
+    return net
+
+
+def scaled_lr(config, devices, num_workers=1):
+    """--lr, times the number of devices (x workers) with --lr-scale linear."""
+    return config.lr * devices * num_workers if config.lr_scale == "linear" else config.lr
+
+
+def lr_schedule(config, lr, iters_per_epoch):
+    """Linear warm-up over --warmup-epochs, then cosine / step (x0.1 at 50% and 75%) /
+    constant: GluonCV's LRScheduler pieces joined by LRSequential."""
+    from gluoncv.utils import LRScheduler, LRSequential
+    warmup = min(config.warmup_epochs, config.epochs)
+    rest = config.epochs - warmup
+    parts = []
+    if warmup * iters_per_epoch > 1:
+        parts.append(LRScheduler("linear", base_lr=0.0, target_lr=lr, nepochs=warmup,
+                                 iters_per_epoch=iters_per_epoch))
+    if rest > 0 or not parts:
+        nepochs = max(rest, 1)
+        mode = config.lr_decay if nepochs * iters_per_epoch > 1 else "none"
+        if mode == "cosine":
+            parts.append(LRScheduler("cosine", base_lr=lr, target_lr=0.0, nepochs=nepochs,
+                                     iters_per_epoch=iters_per_epoch))
+        elif mode == "step":
+            parts.append(LRScheduler("step", base_lr=lr, nepochs=nepochs, iters_per_epoch=iters_per_epoch,
+                                     step_epoch=[nepochs * 0.5, nepochs * 0.75], step_factor=0.1))
+        else:
+            parts.append(LRScheduler("constant", base_lr=lr, nepochs=nepochs, iters_per_epoch=iters_per_epoch))
+    schedule = LRSequential(parts)
+    schedule.base_lr = lr  # what the optimizer compares --lr with
+    return schedule
+
+
+def make_trainer(net, config, lr, schedule=None, kvstore="device"):
+    """gluon.Trainer over `kvstore`. update_on_kvstore=False: gradients are all-reduced
+    over the kvstore and every context applies the update, which lets `scaling` time
+    allreduce_grads() and update() apart and keeps trainer states savable in dist runs."""
+    params = {"learning_rate": lr, "momentum": config.momentum, "wd": config.wd}
+    if schedule is not None:
+        params["lr_scheduler"] = schedule
+    return gluon.Trainer(net.collect_params(), config.optimizer, params,
+                         kvstore=kvstore, update_on_kvstore=False)
+
+
+def sync_initial_weights(net, trainer, contexts, sample_shape):
+    """For dist kvstores: put rank 0's weights on the servers and pull them to every
+    worker before the first gradient is pushed.
+
+    MXNet 1.9.1 otherwise does this lazily inside the first `Trainer.step`, where the
+    pull of the initial weights and the push of the first gradients (same key, with
+    update_on_kvstore=False) are independent operations: when the gradients reach the
+    server first, a worker receives the gradient sum as its weights and the workers
+    diverge. Seen in 4 of 9 two-worker runs under load; 0 of 6 with this fix.
+    """
+    for ctx in contexts:  # finish deferred initialisation, so every parameter is known
+        net(mx.nd.zeros((1,) + tuple(sample_shape), ctx=ctx))
+    trainer._init_kvstore()   # private, but the only way to order init before the first push
+    trainer._init_params()
+    mx.nd.waitall()
+
+
+def split(batch, contexts):
+    """split_and_load that never hands a context an empty slice (a last batch smaller
+    than the number of contexts goes to the first contexts only)."""
+    use = contexts[:min(len(contexts), batch.shape[0])]
+    return gluon.utils.split_and_load(batch, use, even_split=False)
+
+
+def forward_backward(net, loss_fn, xs, ys):
+    """Forward and backward on every context's slice; returns outputs and losses."""
+    with autograd.record():
+        outputs = [net(x) for x in xs]
+        losses = [loss_fn(o, y) for o, y in zip(outputs, ys)]
+    autograd.backward(losses)
+    return outputs, losses
+
+
+def evaluate(net, data, contexts):
+    """Top-1 and top-5 accuracy of `net` on a DataLoader."""
+    top1, top5 = mx.metric.Accuracy(), mx.metric.TopKAccuracy(top_k=5)
+    for x, y in data:
+        xs, ys = split(x, contexts), split(y, contexts)
+        outputs = [net(x) for x in xs]
+        top1.update(ys, outputs)
+        top5.update(ys, outputs)
+    return top1.get()[1], top5.get()[1]
+
+
+# --- checkpoints ---------------------------------------------------------------
+
+def save_checkpoint(directory, epoch, net, trainer, meta, keep=2):
+    """Write parameters, trainer states and meta.json for `epoch` into
+    DIR/epoch-NNNN, then point DIR/latest at it. Every file is first written into
+    a temporary directory that is renamed into place, and `latest` is replaced
+    last, so a crash at any moment leaves the previous checkpoint intact."""
+    os.makedirs(directory, exist_ok=True)
+    name = "epoch-%04d" % epoch
+    tmp = tempfile.mkdtemp(dir=directory, prefix=".tmp-" + name)
+    try:
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private
+        net.save_parameters(os.path.join(tmp, "params"))
+        trainer.save_states(os.path.join(tmp, "states"))
+        with open(os.path.join(tmp, "meta.json"), "w") as f:
+            json.dump(meta, f, indent=1, default=str)
+        final = os.path.join(directory, name)
+        if os.path.exists(final):  # an older run's epoch of the same number: move it aside
+            os.replace(final, tempfile.mkdtemp(dir=directory, prefix=".old-") + "/x")
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _atomic_write(os.path.join(directory, LATEST), name + "\n")
+    kept = sorted(d for d in os.listdir(directory) if d.startswith("epoch-"))[:-keep]
+    for old in kept + [d for d in os.listdir(directory) if d.startswith((".old-", ".tmp-"))]:
+        path = os.path.join(directory, old)
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+    return os.path.join(directory, name)
+
+
+def read_checkpoint(directory):
+    """(path of the latest checkpoint in `directory`, its meta dict); UserError if there is none."""
+    pointer = os.path.join(directory, LATEST)
+    if not os.path.isdir(directory):
+        raise UserError("--resume %s is not a directory; give the --save directory of an earlier run" % directory)
+    if not os.path.isfile(pointer):
+        raise UserError("--resume %s holds no checkpoint (no '%s' file); give the --save directory "
+                        "of an earlier run" % (directory, LATEST))
+    with open(pointer) as f:
+        path = os.path.join(directory, f.read().strip())
+    try:
+        with open(os.path.join(path, "meta.json")) as f:
+            meta = json.load(f)
+        for part in ("params", "states"):
+            if not os.path.isfile(os.path.join(path, part)):
+                raise OSError("no %s file" % part)
+    except (OSError, ValueError) as e:
+        raise UserError("--resume %s: checkpoint %s is unreadable (%s)" % (directory, path, e))
+    return path, meta
+
+
+def check_resumable(config, meta, directory):
+    saved = meta.get("config", {})
+    for key in RESUME_KEYS:
+        if key in saved and saved[key] != getattr(config, key):
+            raise UserError("--resume %s was trained with --%s %s, not %s; use the same settings to continue"
+                            % (directory, key.replace("_", "-"), saved[key], getattr(config, key)))
+    if meta["epoch"] >= config.epochs:
+        raise UserError("--resume %s already finished %d epochs; pass --epochs above %d to train on"
+                        % (directory, meta["epoch"], meta["epoch"]))
+
+
+class EpochStats:
+    """Running loss and train top-1/top-5 of one epoch."""
+
+    def __init__(self):
+        self.top1, self.top5 = mx.metric.Accuracy(), mx.metric.TopKAccuracy(top_k=5)
+        self.loss_sum, self.images = 0.0, 0
+
+    @property
+    def loss(self):
+        return self.loss_sum / self.images
+
+    def add(self, n, losses, outputs, labels):
+        """Add one batch of `n` samples; returns its mean loss (this waits for the batch)."""
+        batch_loss = sum(l.sum().asscalar() for l in losses) / n
+        if math.isfinite(batch_loss):
+            self.loss_sum += batch_loss * n
+            self.images += n
+            self.top1.update(labels, outputs)
+            self.top5.update(labels, outputs)
+        return batch_loss
+
+
+def train_steps(net, trainer, loss_fn, data, contexts, num_workers=1):
+    """Run one epoch's training steps; yield (index, size, losses, outputs, labels) of
+    each batch one batch late, so that reading a loss (which waits for its batch)
+    happens while the next batch is already queued: the devices never wait for
+    Python, and a NaN is still pinned to the batch that produced it."""
+    pending = None
+    for i, (x, y) in enumerate(data):
+        xs, ys = split(x, contexts), split(y, contexts)
+        outputs, losses = forward_backward(net, loss_fn, xs, ys)
+        trainer.step(x.shape[0] * num_workers)  # gradients are summed over all workers' samples
+        if pending:
+            yield pending
+        pending = (i, x.shape[0], losses, outputs, ys)
+    if pending:
+        yield pending
+
+
+def param_checksum(net, ctx):
+    """Sum of |w| over every parameter on `ctx`: equal on workers that hold equal weights."""
+    return float(sum(p.data(ctx).abs().sum().asscalar() for p in net.collect_params().values()))
+
+
+def _epoch_seed(seed, epoch):
+    return seed * 100003 + epoch + 1
+
+
+# --- the training loop -----------------------------------------------------------
+
+def fit(config, contexts, progress=None, log=None):
+    """Train `config.model` on `contexts` for `config.epochs` epochs.
+
+    Returns one Result per epoch (bench='train', name='epoch N') with loss, train
+    and test top-1/top-5, epoch time and training images/s (timed to a sync point,
+    evaluation excluded). `progress(epoch, batch, batches, loss)` is called after
+    every training batch, `log(message)` every `log_interval` batches and after
+    each epoch. Raises `Diverged` (a UserError) when the loss becomes NaN or
+    infinite, leaving the last good checkpoint in place.
+    """
+    contexts = list(contexts)
+    kvstore = create_kvstore(config)  # before data loading: dist workers need their rank
+    rank, num_workers = (kvstore.rank, kvstore.num_workers) if not isinstance(kvstore, str) else (0, 1)
+    if config.batch_size < len(contexts):
+        raise UserError("--batch-size %d is smaller than the number of contexts (%d); every context "
+                        "needs at least one sample per batch" % (config.batch_size, len(contexts)))
+    checkpoint, meta = (read_checkpoint(config.resume) if config.resume else (None, None))
+    if meta:
+        check_resumable(config, meta, config.resume)
+    save_dir = config.save or config.resume
+
+    train_set, test_set = load(config.dataset, config.data_dir, config.limit, config.seed)
+    train_data = loader(train_set, config.batch_size, shuffle=True, workers=config.workers,
+                        num_parts=num_workers, part_index=rank, last_batch="discard", seed=config.seed)
+    test_data = loader(test_set, config.batch_size, shuffle=False, workers=config.workers)
+    batches = len(train_data)
+    if batches == 0:
+        raise UserError("--batch-size %d is larger than this worker's %d training samples; lower it "
+                        "or raise --limit" % (config.batch_size, len(train_data.sampler)))
+
+    mx.random.seed(config.seed)
+    np.random.seed(config.seed)
+    net = build_net(config, contexts)
+    lr = scaled_lr(config, len(contexts), num_workers)
+    schedule = lr_schedule(config, lr, batches)
+    trainer = make_trainer(net, config, lr, schedule, kvstore)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    first, history = 0, []
+    if checkpoint:
+        net.load_parameters(os.path.join(checkpoint, "params"), ctx=contexts)
+        trainer.load_states(os.path.join(checkpoint, "states"))
+        optimizer = trainer.optimizer  # unpickled from the states: give it this run's settings
+        optimizer.lr_scheduler, optimizer.wd = schedule, config.wd
+        first = meta["epoch"]
+        history = [Result(r["bench"], r["name"], {k: v for k, v in r.items() if k not in ("bench", "name")})
+                   for r in meta.get("history", [])]
+        if log:
+            log("resumed from %s after epoch %d" % (checkpoint, first))
+
+    if num_workers > 1 or not isinstance(kvstore, str):
+        sync_initial_weights(net, trainer, contexts, train_set[0][0].shape)
+    global_batch = config.batch_size * num_workers
+    common = dict(model=config.model, dataset=config.dataset, batch_size=config.batch_size,
+                  contexts=describe(contexts), devices=len(contexts), num_workers=num_workers, rank=rank,
+                  hybridize=config.hybridize, kvstore=config.kvstore, workers=config.workers)
+    for epoch in range(first, config.epochs):
+        mx.random.seed(_epoch_seed(config.seed, epoch))
+        train_data.sampler.set_epoch(epoch)
+        stats = EpochStats()
+        sync()
+        start = time.perf_counter()
+        for i, n, losses, outputs, labels in train_steps(net, trainer, loss_fn, train_data, contexts,
+                                                          num_workers):
+            batch_loss = stats.add(n, losses, outputs, labels)
+            if not math.isfinite(batch_loss):
+                kept = (" (last good checkpoint: %s, epoch %d)" % (save_dir, epoch)
+                        if save_dir and epoch > 0 and rank == 0 else "")
+                raise Diverged("loss became %s at epoch %d, batch %d of %d (learning rate %.4g); lower "
+                               "--lr%s" % (batch_loss, epoch + 1, i + 1, batches, trainer.learning_rate, kept))
+            if progress:
+                progress(epoch + 1, i + 1, batches, batch_loss)
+            if log and config.log_interval and (i + 1) % config.log_interval == 0:
+                log("epoch %d batch %d/%d: loss %.4f, train top-1 %.4f, %.1f images/s"
+                    % (epoch + 1, i + 1, batches, stats.loss, stats.top1.get()[1],
+                       stats.images * num_workers / (time.perf_counter() - start)))
+        sync()
+        train_s = time.perf_counter() - start
+        test_top1, test_top5 = evaluate(net, test_data, contexts)
+        epoch_s = time.perf_counter() - start
+        record = result("train", "epoch %d" % (epoch + 1), epoch=epoch + 1, loss=stats.loss,
+                        train_top1=stats.top1.get()[1], train_top5=stats.top5.get()[1],
+                        test_top1=test_top1, test_top5=test_top5, epoch_s=epoch_s, train_s=train_s,
+                        train_images_per_s=stats.images * num_workers / train_s, lr=trainer.learning_rate,
+                        param_checksum=param_checksum(net, contexts[0]), **common)
+        history.append(record)
+        if log:
+            log("epoch %d: loss %.4f, train top-1 %.4f, test top-1 %.4f, %.1f s, %.1f images/s, "
+                "param checksum %.10g" % (epoch + 1, record.metrics["loss"], record.metrics["train_top1"],
+                                          test_top1, epoch_s, record.metrics["train_images_per_s"],
+                                          record.metrics["param_checksum"]))
+        if save_dir and rank == 0:
+            save_checkpoint(save_dir, epoch + 1, net, trainer,
+                            {"epoch": epoch + 1, "config": asdict(config),
+                             "history": [r.row() for r in history]})
+    return history
+
+
+# --- scaling ------------------------------------------------------------------
+
+def scaling(config, contexts, steps=None, progress=None):
+    """Fixed training steps on 1, 2, ... N of `contexts` with the same per-device batch.
+
+    Per device count: the measured step time (forward, backward, Trainer.step, to a
+    sync), and the step split into t1 = compute (forward + backward, to a sync),
+    t2 = gradient communication (trainer.allreduce_grads(), to a sync) and the
+    update; the seeds' model says a step costs about max(t1, t2) when
+    communication overlaps compute and t1 + t2 when it does not. Speedup and
+    parallel efficiency are relative to one device. Returns Results, bench='scaling'.
+    """
+    contexts = list(contexts)
+    steps = steps or config.steps
+    per_device = config.batch_size // len(contexts)
+    if per_device < 1:
+        raise UserError("--batch-size %d is smaller than the number of contexts (%d)"
+                        % (config.batch_size, len(contexts)))
+    if config.kvstore.startswith("dist"):
+        raise UserError("--scaling runs on the contexts of one machine; use --kvstore device or local")
+    train_set, _ = load(config.dataset, config.data_dir, config.limit, config.seed)
+    need = per_device * len(contexts)
+    index = np.arange(need) % len(train_set)
+    x_all = mx.nd.array(np.stack([train_set[i][0] for i in index]))
+    y_all = mx.nd.array(np.array([train_set[i][1] for i in index]))
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    results, base = [], None
+    for n in range(1, len(contexts) + 1):
+        ctxs = contexts[:n]
+        mx.random.seed(config.seed)
+        net = build_net(config, ctxs)
+        trainer = make_trainer(net, config, scaled_lr(config, n), kvstore=config.kvstore)
+        batch = per_device * n
+        xs = gluon.utils.split_and_load(x_all[:batch], ctxs)
+        ys = gluon.utils.split_and_load(y_all[:batch], ctxs)
+
+        def step():
+            forward_backward(net, loss_fn, xs, ys)
+            trainer.step(batch)
+        for _ in range(2):  # warm-up: deferred init, graph building, kvstore init
+            step()
+        samples = {"step": [], "t1": [], "t2": [], "update": []}
+        for _ in range(steps):
+            with Benchmark() as b:
+                step()
+            samples["step"].append(b.seconds)
+            with Benchmark() as b:
+                forward_backward(net, loss_fn, xs, ys)
+            samples["t1"].append(b.seconds)
+            with Benchmark() as b:
+                trainer.allreduce_grads()
+            samples["t2"].append(b.seconds)
+            with Benchmark() as b:
+                trainer.update(batch)
+            samples["update"].append(b.seconds)
+            if progress:
+                progress()
+        m = {k: Measurement(k, tuple(v)) for k, v in samples.items()}
+        t1, t2, upd = m["t1"].median, m["t2"].median, m["update"].median
+        rate = batch / m["step"].median
+        base = base or rate
+        results.append(result(
+            "scaling", "%d device%s" % (n, "s" if n > 1 else ""), m["step"],
+            devices=n, contexts=describe(ctxs), per_device_batch=per_device, batch_size=batch,
+            model=config.model, kvstore=config.kvstore, steps=steps,
+            step_s=m["step"].median, t1_s=t1, t2_s=t2, update_s=upd,
+            overlap_model_s=max(t1, t2) + upd, serial_model_s=t1 + t2 + upd,
+            images_per_s=rate, speedup=rate / base, efficiency=rate / base / n))
+    return results
+
+
+def config_fields():
+    return [f.name for f in fields(TrainConfig)]

@@ -1,0 +1,55 @@
+"""Exit guard for workers started by `python -m gluonperf.launch` (put first on PYTHONPATH).
+
+MXNet's dist kvstore waits at interpreter exit in a barrier for all workers (the KVStoreDist
+destructor). A worker that fails while the others wait for its gradients therefore never
+exits: the job hangs. This guard notes a failure (an uncaught exception, or sys.exit with a
+non-zero code) and, after the atexit handlers have run, leaves with os._exit(code), skipping
+that barrier, so the launcher sees the failure at once and stops the job. A successful exit
+is untouched; on a failure, files the program left open and unflushed are not flushed. Limits: `raise SystemExit(n)` (not sys.exit) and a sys.exit(n) that the program
+catches and survives are not told apart; the launcher's --timeout still bounds such jobs.
+Any other sitecustomize on the path is loaded afterwards, as if this one were not here.
+"""
+import atexit
+import importlib.machinery
+import importlib.util
+import os
+import sys
+
+_failure = []          # the exit code of a failure, once one is seen
+_exit = sys.exit
+_excepthook = sys.excepthook
+
+
+def _note_exit(code=None):
+    if code not in (None, 0):
+        _failure[:] = [code if isinstance(code, int) else 1]
+    _exit(code)
+
+
+def _note_exception(kind, value, tb):
+    _failure[:] = [1]
+    _excepthook(kind, value, tb)
+
+
+def _leave_without_barrier():
+    if _failure:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(_failure[0])
+
+
+if os.environ.get("DMLC_ROLE") == "worker":
+    atexit.register(_leave_without_barrier)  # registered first: runs after all other handlers
+    sys.exit = _note_exit
+    sys.excepthook = _note_exception
+
+# chain to the sitecustomize this one shadows, if any
+_here = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.machinery.PathFinder.find_spec(
+    "sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here])
+if _spec is not None and _spec.loader is not None:
+    _module = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_module)

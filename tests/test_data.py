@@ -1,0 +1,151 @@
+"""gluonperf.data: the three data sets and the per-part, per-epoch-seeded loader."""
+import gzip
+import hashlib
+import os
+import struct
+import time
+
+import mxnet as mx
+import numpy as np
+import pytest
+
+from gluonperf import UserError, data
+
+
+def write_idx(root, part, images, labels):
+    """Write images (N,28,28) uint8 and labels (N,) as the standard gzipped IDX files."""
+    with gzip.open(os.path.join(root, "%s-images-idx3-ubyte.gz" % part), "wb") as f:
+        f.write(struct.pack(">IIII", 2051, len(images), 28, 28) + images.astype(np.uint8).tobytes())
+    with gzip.open(os.path.join(root, "%s-labels-idx1-ubyte.gz" % part), "wb") as f:
+        f.write(struct.pack(">II", 2049, len(labels)) + labels.astype(np.uint8).tobytes())
+
+
+@pytest.fixture
+def idx_dir(tmp_path):
+    rng = np.random.RandomState(0)
+    sets = {}
+    for part, n in (("train", 12), ("t10k", 5)):
+        images = rng.randint(0, 256, size=(n, 28, 28))
+        labels = rng.randint(0, 10, size=n)
+        write_idx(str(tmp_path), part, images, labels)
+        sets[part] = images, labels
+    return tmp_path, sets
+
+
+def test_digits_are_28x28_in_unit_range_with_a_fixed_split():
+    (xa, ya), (xb, yb) = data.digits()
+    assert xa.shape == (1437, 1, 28, 28) and xb.shape == (360, 1, 28, 28)
+    assert xa.min() >= 0 and xa.max() <= 1 and xa.max() > 0.9
+    assert set(ya) == set(range(10)) and set(yb) == set(range(10))
+    (xc, _), _ = data.digits()
+    assert np.array_equal(xa, xc)  # the split does not change between runs
+
+
+def test_load_gives_datasets_of_samples_and_honours_limit():
+    train, test = data.load("digits", limit=100)
+    assert len(train) == 100 and len(test) == 100
+    x, y = train[0]
+    assert x.shape == (1, 28, 28) and x.dtype == np.float32 and 0 <= int(y) < 10
+    train, test = data.load("synthetic", limit=50)
+    assert len(train) == 50 and train[0][0].shape == (1, 28, 28)
+    with pytest.raises(UserError, match="unknown dataset"):
+        data.load("cifar")
+
+
+def test_fashion_mnist_reads_a_local_copy_of_the_idx_files(idx_dir, monkeypatch):
+    root, sets = idx_dir
+    monkeypatch.setattr(data, "_online", lambda url: pytest.fail("must not try to download"))
+    train, test = data.load("fashion-mnist", data_dir=str(root))
+    assert len(train) == 12 and len(test) == 5
+    x, y = train[3]
+    assert x.shape == (1, 28, 28)
+    assert np.allclose(x[0], sets["train"][0][3] / 255.0) and int(y) == sets["train"][1][3]
+
+
+def test_official_files_go_through_mxnets_fashion_mnist_class(idx_dir, monkeypatch):
+    """When the checksums match, MXNet's own FashionMNIST reads the files; here a
+    subclass accepts the test files' checksums instead of the official ones."""
+    root, sets = idx_dir
+    sums = {name: hashlib.sha1(open(os.path.join(str(root), name), "rb").read()).hexdigest()
+            for name in data.FASHION_FILES}
+    monkeypatch.setattr(data, "FASHION_FILES", sums)
+    used = []
+
+    class TestFashion(mx.gluon.data.vision.FashionMNIST):
+        def __init__(self, root, train=True):
+            used.append(train)
+            self._train = train
+            self._train_data = ("train-images-idx3-ubyte.gz", sums["train-images-idx3-ubyte.gz"])
+            self._train_label = ("train-labels-idx1-ubyte.gz", sums["train-labels-idx1-ubyte.gz"])
+            self._test_data = ("t10k-images-idx3-ubyte.gz", sums["t10k-images-idx3-ubyte.gz"])
+            self._test_label = ("t10k-labels-idx1-ubyte.gz", sums["t10k-labels-idx1-ubyte.gz"])
+            self._namespace = "fashion-mnist"
+            mx.gluon.data.dataset._DownloadedDataset.__init__(self, root, None)
+    monkeypatch.setattr(mx.gluon.data.vision, "FashionMNIST", TestFashion)
+    train, test = data.load("fashion-mnist", data_dir=str(root))
+    assert used == [True, False]
+    x, y = test[4]
+    assert x.shape == (1, 28, 28) and np.allclose(x[0], sets["t10k"][0][4] / 255.0)
+    assert int(y) == sets["t10k"][1][4]
+
+
+def test_missing_fashion_mnist_offline_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(data, "_online", lambda url: False)
+    with pytest.raises(UserError) as e:
+        data.load("fashion-mnist", data_dir=str(tmp_path / "none"))
+    message = str(e.value)
+    assert "\n" not in message and str(tmp_path / "none") in message
+    assert "train-images-idx3-ubyte.gz" in message and "--dataset digits" in message
+
+
+def test_offline_check_fails_fast():
+    start = time.perf_counter()
+    assert not data._online("https://127.0.0.1:9/", timeout=2)  # nothing listens on port 9
+    assert time.perf_counter() - start < 5
+
+
+def test_a_corrupt_idx_file_is_refused(idx_dir):
+    root, _ = idx_dir
+    with gzip.open(os.path.join(str(root), "train-labels-idx1-ubyte.gz"), "wb") as f:
+        f.write(struct.pack(">II", 1234, 12) + bytes(12))
+    with pytest.raises(UserError, match="not an IDX label file"):
+        data.load("fashion-mnist", data_dir=str(root))
+
+
+def test_a_truncated_gzip_file_is_refused_in_one_line(idx_dir):
+    root, _ = idx_dir
+    path = os.path.join(str(root), "t10k-images-idx3-ubyte.gz")
+    blob = open(path, "rb").read()
+    open(path, "wb").write(blob[:len(blob) // 2])
+    with pytest.raises(UserError, match="cannot read .*t10k-images-idx3-ubyte.gz") as e:
+        data.load("fashion-mnist", data_dir=str(root))
+    assert "\n" not in str(e.value)
+
+
+def test_parts_are_disjoint_equal_and_reshuffled_per_epoch():
+    dataset = mx.gluon.data.ArrayDataset(np.arange(101, dtype=np.float32), np.arange(101))
+    parts = [data.loader(dataset, 10, shuffle=True, num_parts=3, part_index=i, last_batch="discard")
+             for i in range(3)]
+    seen = []
+    for part in parts:
+        part.sampler.set_epoch(0)
+        batches = [x.asnumpy() for x, _ in part]
+        assert len(batches) == len(parts[0]) == 3  # 33 samples each -> 3 full batches
+        seen.extend(np.concatenate(batches).tolist())
+    assert len(seen) == len(set(seen))  # no sample in two parts
+    one = parts[0]
+    one.sampler.set_epoch(1)
+    epoch1 = np.concatenate([x.asnumpy() for x, _ in one])
+    one.sampler.set_epoch(1)
+    again = np.concatenate([x.asnumpy() for x, _ in one])
+    one.sampler.set_epoch(2)
+    epoch2 = np.concatenate([x.asnumpy() for x, _ in one])
+    assert np.array_equal(epoch1, again) and not np.array_equal(epoch1, epoch2)
+
+
+def test_loader_with_worker_threads_gives_the_same_batches():
+    train, _ = data.load("digits", limit=64)
+    plain = data.loader(train, 16, shuffle=True, workers=0)
+    pooled = data.loader(train, 16, shuffle=True, workers=2)
+    for a, b in zip(plain, pooled):
+        assert np.array_equal(a[0].asnumpy(), b[0].asnumpy())

@@ -1,0 +1,298 @@
+"""python -m gluonperf.train and gluonperf.training: learning, equivalence, resume, errors."""
+import math
+import os
+
+import mxnet as mx
+import numpy as np
+import pytest
+
+from gluonperf import UserError
+from gluonperf.report import read_jsonl
+from gluonperf.training import Diverged, TrainConfig, fit, lr_schedule, read_checkpoint, scaling
+
+TWO = [mx.cpu(0), mx.cpu(1)]
+
+
+def small(**kw):
+    """A tiny, deterministic configuration: LeNet (no BatchNorm, no dropout) on digits."""
+    base = dict(model="lenet", dataset="digits", limit=256, batch_size=32, epochs=2, lr=0.05,
+                warmup_epochs=0, lr_decay="cosine", workers=0, log_interval=0)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def params_of(directory):
+    path, meta = read_checkpoint(directory)
+    return mx.nd.load(os.path.join(path, "params")), meta
+
+
+# --- the command line ----------------------------------------------------------
+
+def test_digits_on_two_contexts_learns(run, tmp_path):
+    out = tmp_path / "train.jsonl"
+    p = run("gluonperf.train", "--dataset", "digits", "--ctx", "cpu0,cpu1", "--model", "lenet",
+            "--epochs", "3", "--batch-size", "64", "--json", str(out), "--log-interval", "5")
+    assert p.returncode == 0, p.stderr
+    records = read_jsonl(str(out))
+    assert [r.name for r, _ in records] == ["epoch 1", "epoch 2", "epoch 3"]
+    last, env = records[-1]
+    assert last.metrics["test_top1"] > 0.5  # chance is 0.1
+    assert last.metrics["test_top5"] >= last.metrics["test_top1"]
+    assert last.metrics["contexts"] == "cpu0,cpu1" and last.metrics["devices"] == 2
+    assert all(r.metrics["train_images_per_s"] > 0 for r, _ in records)
+    assert records[0][0].metrics["loss"] > last.metrics["loss"]
+    assert env["contexts"] == ["cpu(0)", "cpu(1)"]
+    assert [line.split()[0] for line in p.stdout.splitlines()[3:]] == ["1", "2", "3"]  # the table
+    assert "epoch 1 batch 5/" in p.stderr  # the --log-interval line
+
+
+def test_synthetic_runs_with_limit(run):
+    p = run("gluonperf.train", "--dataset", "synthetic", "--ctx", "cpu0,cpu1", "--model", "mlp",
+            "--limit", "128", "--epochs", "1", "--batch-size", "32", "--workers", "0")
+    assert p.returncode == 0, p.stderr
+    assert "train_images_per_s" in p.stdout
+    assert [line.split()[0] for line in p.stdout.splitlines()[3:]] == ["1"]
+
+
+def test_help_explains_every_flag(run):
+    p = run("gluonperf.train", "--help")
+    assert p.returncode == 0
+    for flag in ("--ctx", "--model", "--hybridize", "--dataset", "--data-dir", "--limit", "--workers",
+                 "--batch-size", "--epochs", "--lr", "--lr-scale", "--optimizer", "--momentum", "--wd",
+                 "--warmup-epochs", "--lr-decay", "--kvstore", "--seed", "--log-interval", "--json",
+                 "--csv", "--plot", "--save", "--resume", "--scaling", "--steps"):
+        assert flag in p.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--ctx", "tpu0"], "not a context"),
+    (["--ctx", "gpu0"], "GPU"),
+    (["--ctx", "cpu0,cpu1,cpu2", "--batch-size", "2"], "smaller than the number of contexts"),
+    (["--model", "no_such_net"], "unknown model"),
+    (["--dataset", "fashion-mnist", "--data-dir", "/nonexistent/fmnist"], "--dataset digits"),
+    (["--resume", "/nonexistent/ckpt"], "--resume"),
+    (["--limit", "512", "--batch-size", "32", "--lr", "1e6"], "loss became nan at epoch 1, batch"),
+    (["--save", __file__], "is a file"),
+    (["--batch-size", "100"], "larger than this worker's 64 training samples"),
+    (["--kvstore", "dist_sync"], "python -m gluonperf.launch"),
+    (["--kvstore", "nccl"], "GPUs only"),
+])
+def test_errors_are_one_line(args, words, capsys, monkeypatch):
+    """Run in this process (cli.run, as `python -m gluonperf.train` does) to keep it fast."""
+    from gluonperf import cli, data, train
+    monkeypatch.setattr(data, "_online", lambda url: False)  # as offline as this machine
+    for name in ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_NUM_WORKER"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(SystemExit) as e:
+        cli.run(train.main, train.PROG, ["--dataset", "digits", "--model", "lenet", "--limit", "64",
+                                         "--epochs", "1", "--workers", "0", "--log-interval", "0", *args])
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("python -m gluonperf.train: error: ") and words in lines[0]
+
+
+def test_an_error_in_a_real_process_is_one_line_and_exit_2(run):
+    p = run("gluonperf.train", "--ctx", "cpu0,gpu7", timeout=60)
+    assert p.returncode == 2 and p.stdout == ""
+    assert len(p.stderr.strip().splitlines()) == 1 and "GPU" in p.stderr
+
+
+def test_save_resume_and_plot_from_the_command_line(run, tmp_path):
+    ckpt, png, out = tmp_path / "ckpt", tmp_path / "acc.png", tmp_path / "r.jsonl"
+    args = ["gluonperf.train", "--dataset", "digits", "--ctx", "cpu0,cpu1", "--model", "mlp", "--limit", "128",
+            "--batch-size", "32", "--workers", "0"]
+    p = run(*args, "--epochs", "1", "--save", str(ckpt))
+    assert p.returncode == 0, p.stderr
+    assert (ckpt / "latest").read_text().strip() == "epoch-0001"
+    p = run(*args, "--epochs", "2", "--resume", str(ckpt), "--plot", str(png), "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "resumed from" in p.stderr
+    assert [r.name for r, _ in read_jsonl(str(out))] == ["epoch 1", "epoch 2"]
+    assert (ckpt / "latest").read_text().strip() == "epoch-0002"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_scaling_from_the_command_line(run):
+    p = run("gluonperf.train", "--dataset", "digits", "--ctx", "cpu0,cpu1", "--model", "lenet",
+            "--limit", "64", "--batch-size", "16", "--scaling", "--steps", "2")
+    assert p.returncode == 0, p.stderr
+    rows = [line.split() for line in p.stdout.splitlines()[3:]]
+    assert [row[0] for row in rows] == ["1", "2"]
+    assert "max(t1,t2)" in p.stdout
+
+
+# --- the experiment ---------------------------------------------------------------
+
+def losses_of(config, contexts):
+    curve = []
+    fit(config, contexts, progress=lambda epoch, batch, batches, loss: curve.append(loss))
+    return np.array(curve)
+
+
+def test_one_and_two_contexts_give_the_same_loss_curve():
+    """Data parallelism changes where the work runs, not the result: same global batch,
+    same seed, a model without BatchNorm -> the same losses batch by batch."""
+    one = losses_of(small(), [mx.cpu(0)])
+    two = losses_of(small(), TWO)
+    assert len(one) == 2 * (256 // 32)
+    assert one[-1] < one[0]
+    np.testing.assert_allclose(one, two, rtol=0, atol=1e-4)
+
+
+class Crash(Exception):
+    pass
+
+
+def test_resume_after_a_crash_equals_an_uninterrupted_run(tmp_path):
+    whole, broken = str(tmp_path / "whole"), str(tmp_path / "broken")
+    expected = fit(small(epochs=3, save=whole), TWO)
+
+    def crash(epoch, batch, batches, loss):
+        if epoch == 3 and batch == 4:
+            raise Crash()
+    with pytest.raises(Crash):
+        fit(small(epochs=3, save=broken), TWO, progress=crash)
+    _, meta = read_checkpoint(broken)
+    assert meta["epoch"] == 2
+    resumed = fit(small(epochs=3, resume=broken), TWO)
+
+    assert [r.name for r in resumed] == ["epoch 1", "epoch 2", "epoch 3"]
+    for a, b in zip(expected, resumed):
+        assert abs(a.metrics["loss"] - b.metrics["loss"]) < 1e-6
+        assert a.metrics["test_top1"] == b.metrics["test_top1"]
+    (p_whole, m_whole), (p_resumed, m_resumed) = params_of(whole), params_of(broken)
+    assert m_whole["epoch"] == m_resumed["epoch"] == 3
+    assert p_whole.keys() == p_resumed.keys()
+    for key in p_whole:
+        np.testing.assert_allclose(p_whole[key].asnumpy(), p_resumed[key].asnumpy(), rtol=0, atol=1e-6)
+    assert sorted(d for d in os.listdir(broken) if d.startswith("epoch-")) == ["epoch-0002", "epoch-0003"]
+    assert not [d for d in os.listdir(broken) if d.startswith(".")]  # no temporary leftovers
+
+
+def test_nan_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    fit(small(epochs=1, save=ckpt), TWO)
+    good, _ = params_of(ckpt)
+    with pytest.raises(Diverged) as e:
+        fit(small(epochs=3, lr=1e5, resume=ckpt), TWO)  # a huge lr after a good epoch
+    message = str(e.value)
+    assert "\n" not in message and "epoch 2, batch" in message and ckpt in message
+    after, meta = params_of(ckpt)
+    assert meta["epoch"] == 1
+    for key in good:
+        assert np.array_equal(good[key].asnumpy(), after[key].asnumpy())
+
+
+def test_resume_refuses_a_different_run(tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    fit(small(epochs=1, save=ckpt), [mx.cpu(0)])
+    with pytest.raises(UserError, match="--batch-size"):
+        fit(small(epochs=2, batch_size=16, resume=ckpt), [mx.cpu(0)])
+    with pytest.raises(UserError, match="already finished 1 epochs"):
+        fit(small(epochs=1, resume=ckpt), [mx.cpu(0)])
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="no checkpoint"):
+        fit(small(resume=str(tmp_path / "empty")), [mx.cpu(0)])
+
+
+def test_warmup_then_cosine_schedule():
+    schedule = lr_schedule(small(epochs=4, warmup_epochs=1, lr=0.4), 0.4, iters_per_epoch=10)
+    rates = [schedule(i) for i in range(40)]
+    assert rates[0] == 0 and abs(rates[9] - 0.4) < 1e-9  # linear warm-up over the first epoch
+    assert abs(rates[10] - 0.4) < 1e-9 and rates[39] < 1e-9  # cosine down to 0
+    assert all(a >= b for a, b in zip(rates[10:], rates[11:]))
+    step = lr_schedule(small(epochs=4, warmup_epochs=0, lr_decay="step", lr=1.0), 1.0, iters_per_epoch=10)
+    assert [step(i) for i in (0, 19, 20, 29, 30, 39)] == pytest.approx([1, 1, 0.1, 0.1, 0.01, 0.01])
+
+
+def test_scaling_reports_t1_t2_speedup_and_efficiency():
+    results = scaling(small(batch_size=16), TWO, steps=2)
+    assert [r.metrics["devices"] for r in results] == [1, 2]
+    one, two = (r.metrics for r in results)
+    assert one["per_device_batch"] == two["per_device_batch"] == 8
+    assert one["batch_size"] == 8 and two["batch_size"] == 16
+    assert one["speedup"] == 1.0 and two["efficiency"] == pytest.approx(two["speedup"] / 2)
+    for m in (one, two):
+        assert m["t1_s"] > 0 and m["t2_s"] >= 0 and m["step_s"] > 0
+        assert m["overlap_model_s"] <= m["serial_model_s"]
+        assert m["images_per_s"] == pytest.approx(m["batch_size"] / m["step_s"])
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_dist_sync_workers_train_equal_parts_and_only_rank_0_reports(tmp_path):
+    """Scheduler, one server and two workers on loopback with the DMLC_* environment that
+    gluonperf.launch sets: both workers finish (equal batch counts, or dist_sync would
+    hang), end with the same parameters (same checksum), and only rank 0 writes."""
+    import re
+    import subprocess
+    import sys
+    from conftest import ROOT
+    env = dict(os.environ, PYTHONPATH=ROOT, DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=str(free_port()),
+               DMLC_NUM_SERVER="1", DMLC_NUM_WORKER="2")
+    # --limit 203: an odd number of samples, split into two equal parts of 101
+    train = [sys.executable, "-m", "gluonperf.train", "--kvstore", "dist_sync", "--dataset", "digits",
+             "--model", "lenet", "--limit", "203", "--batch-size", "10", "--epochs", "2", "--workers", "0",
+             "--log-interval", "0"]
+    procs = [subprocess.Popen([sys.executable, "-c", "import mxnet"], env=dict(env, DMLC_ROLE=role),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for role in ("scheduler", "server")]
+    outs = [str(tmp_path / ("out%d.jsonl" % i)) for i in range(2)]
+    workers = [subprocess.Popen(train + ["--json", outs[i], "--save", str(tmp_path / ("ckpt%d" % i))],
+                                env=dict(env, DMLC_ROLE="worker"), cwd=ROOT, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(2)]
+    try:
+        results = [w.communicate(timeout=120) for w in workers]
+        for p in procs:
+            p.wait(timeout=30)
+    finally:
+        for p in procs + workers:
+            if p.poll() is None:
+                p.kill()
+    logs = "\n".join("worker %d (exit %s):\n%s%s" % (i, w.returncode, out, err)
+                     for i, (w, (out, err)) in enumerate(zip(workers, results)))
+    assert [w.returncode for w in workers] == [0, 0], logs
+    written = [i for i in range(2) if os.path.exists(outs[i])]
+    assert len(written) == 1, logs  # rank 0 only (which process gets rank 0 is the scheduler's choice)
+    assert os.path.isdir(str(tmp_path / ("ckpt%d" % written[0])))
+    assert not os.path.exists(str(tmp_path / ("ckpt%d" % (1 - written[0]))))
+    assert sum("train_images_per_s" in out for out, _ in results) == 1, logs
+    records = read_jsonl(outs[written[0]])
+    assert [r.metrics["num_workers"] for r, _ in records] == [2, 2]
+    checksums = [re.findall(r"param checksum ([0-9.e+-]+)", err) for _, err in results]
+    assert len(checksums[0]) == 2 and checksums[0] == checksums[1], logs  # the same weights
+    assert checksums[0][0] != checksums[0][1]  # which did change in epoch 2
+
+
+def test_a_crash_while_saving_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    ckpt = str(tmp_path / "ckpt")
+    real, calls = mx.gluon.Trainer.save_states, []
+
+    def save_states(trainer, fname):
+        calls.append(fname)
+        if len(calls) == 2:  # the second epoch's checkpoint dies half-way
+            open(fname, "wb").write(b"half")
+            raise OSError("disk full")
+        real(trainer, fname)
+    monkeypatch.setattr(mx.gluon.Trainer, "save_states", save_states)
+    with pytest.raises(OSError, match="disk full"):
+        fit(small(epochs=2, save=ckpt), [mx.cpu(0)])
+    path, meta = read_checkpoint(ckpt)
+    assert meta["epoch"] == 1 and path.endswith("epoch-0001")
+    assert sorted(os.listdir(ckpt)) == ["epoch-0001", "latest"]  # nothing half-written left behind
+    monkeypatch.setattr(mx.gluon.Trainer, "save_states", real)
+    assert [r.name for r in fit(small(epochs=2, resume=ckpt), [mx.cpu(0)])] == ["epoch 1", "epoch 2"]
+
+
+def test_linear_lr_scale_nag_and_imperative_mode():
+    records = fit(small(epochs=1, limit=64, lr_scale="linear", lr_decay="none", optimizer="nag",
+                        hybridize="none"), TWO)
+    assert records[0].metrics["lr"] == pytest.approx(0.05 * 2)  # x the number of devices
+    assert records[0].metrics["hybridize"] == "none" and math.isfinite(records[0].metrics["loss"])
