@@ -51,6 +51,10 @@ def candidates(batch_size, model="resnet18"):
             "static + OMP_NUM_THREADS=1 + MXNET_CPU_WORKER_NTHREADS=2", MXNET_CPU_WORKER_NTHREADS=2, OMP_NUM_THREADS=1),
         base.with_flags("static + DataLoader 2 workers (default threads)", hybridize="static", loader_workers=2),
         base.with_flags("static + sync every step (default threads)", hybridize="static", per_step_sync=""),
+        static2.with_env("OMP_NUM_THREADS=2 + static + GOMP_SPINCOUNT=10000", GOMP_SPINCOUNT=10000),
+        static2.with_env("OMP_NUM_THREADS=2 + static + GOMP_SPINCOUNT=infinite", GOMP_SPINCOUNT="infinite"),
+        static2.with_flags("OMP_NUM_THREADS=2 + static + sync every step", per_step_sync="", loader_workers=2)
+               .with_env("OMP_NUM_THREADS=2 + static + DataLoader 2 workers + sync every step"),
     ]
     return out
 
