@@ -138,32 +138,55 @@ def measure_candidate(runner, candidate, steps, timeout=900):
 
 
 def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=900, log=None):
-    """Measure candidates interleaved, `rounds` times in rotating order.
+    """Measure candidates, each run in a fresh process, interleaved with the baseline.
 
-    The first candidate is the baseline. Each candidate's score is the median over
-    rounds of (its images/s / the baseline's images/s in the same round).
+    The first candidate is the baseline; every other candidate's run is sandwiched
+    between two baseline runs (B c1 B c2 B ... per round, order rotating) and its
+    ratio is its images/s over the mean of the two baseline figures around it, so a
+    change of machine load during the sweep hits both sides of each ratio alike.
     `log(message)`, if given, hears of every run as it ends.
     Returns one Result per candidate, best first."""
+    def measure(c):
+        return measure_candidate(c.runner or runner, c, steps, timeout)
+    figures, ratios, errors = _sandwich(candidates, measure, rounds, lever, progress, log)
+    return summarize(candidates, figures, errors, runner, steps, lever, ratios)
+
+
+def _sandwich(candidates, measure, rounds, lever, progress, log):
+    """Run B c1 B c2 B ... `rounds` times; ({name: [images/s]}, {name: [ratios]}, {name: error})."""
     names = [c.name for c in candidates]
     if len(set(names)) != len(names):
         raise ValueError("candidate names must differ: %s" % names)
+    base, others = candidates[0], candidates[1:]
     figures = {c.name: [] for c in candidates}
+    ratios = {c.name: [] for c in candidates}
     errors = {}
+
+    def one(c, r):
+        if c.name in errors:
+            value, error = None, errors[c.name]
+        else:
+            value, error = measure(c)
+            if log:
+                log("%s round %d: %s: %s" % (lever, r + 1, c.name, error or "%.2f images/s" % value))
+        figures[c.name].append(value)
+        if error:
+            errors[c.name] = error
+        if progress:
+            progress()
+        return value
     for r in range(rounds):
-        order = candidates[r % len(candidates):] + candidates[:r % len(candidates)]
+        before = one(base, r)
+        order = others[r % len(others):] + others[:r % len(others)] if others else []
         for c in order:
-            if c.name in errors:
-                figures[c.name].append(None)
-            else:
-                value, error = measure_candidate(c.runner or runner, c, steps, timeout)
-                figures[c.name].append(value)
-                if error:
-                    errors[c.name] = error
-                if log:
-                    log("%s round %d: %s: %s" % (lever, r + 1, c.name, error or "%.2f images/s" % value))
-            if progress:
-                progress()
-    return summarize(candidates, figures, errors, runner, steps, lever)
+            value = one(c, r)
+            after = one(base, r)
+            if value and before and after:
+                ratios[c.name].append(value / ((before + after) / 2))
+            before = after
+        if before:
+            ratios[base.name].append(1.0)
+    return figures, ratios, errors
 
 
 def summarize(candidates, figures, errors, runner, steps, lever, paired_ratios=None):
@@ -243,46 +266,16 @@ class Worker:
 
 
 def paired_sweep(candidates, runner, steps, rounds=5, lever="", progress=None, timeout=900, log=None):
-    """Like `sweep`, but each candidate is ONE warmed-up process (started once, with its
-    own environment) that runs `steps` steps when asked while the others wait idle.
-
-    Every measurement of a candidate is sandwiched between two measurements of the
-    baseline (the first candidate): B c1 B c2 B ... per round, order rotating, and its
-    ratio is its images/s over the mean of the two baseline figures around it. A
-    change of machine load (other people's jobs) then hits both sides of a ratio
-    alike; start-up and warm-up are paid once and never timed."""
-    names = [c.name for c in candidates]
-    if len(set(names)) != len(names):
-        raise ValueError("candidate names must differ: %s" % names)
-    base, others = candidates[0], candidates[1:]
-    figures = {c.name: [] for c in candidates}
-    ratios = {c.name: [] for c in candidates}
-    errors, workers = {}, {}
-
-    def measure(c, r):
-        value, error = workers[c.name].run(steps)
-        figures[c.name].append(value)
-        if error:
-            errors[c.name] = error
-        if log:
-            log("%s round %d: %s: %s" % (lever, r + 1, c.name, error or "%.2f images/s" % value))
-        if progress:
-            progress()
-        return value
+    """Like `sweep` (same sandwich B c1 B c2 B ...), but each candidate is ONE warmed-up
+    process (started once, with its own environment) that runs `steps` steps when asked
+    while the others wait idle: rounds are short, and start-up and warm-up are paid
+    once and never timed."""
+    workers = {}
     try:
         for c in candidates:  # one at a time, so warm-ups do not compete
             workers[c.name] = Worker(c.runner or runner, c, timeout)
-        for r in range(rounds):
-            before = measure(base, r)
-            order = others[r % len(others):] + others[:r % len(others)] if others else []
-            for c in order:
-                value = measure(c, r)
-                after = measure(base, r)
-                if value and before and after:
-                    ratios[c.name].append(value / ((before + after) / 2))
-                before = after
-            if before:
-                ratios[base.name].append(1.0)
+        figures, ratios, errors = _sandwich(candidates, lambda c: workers[c.name].run(steps),
+                                            rounds, lever, progress, log)
     finally:
         for w in workers.values():
             w.close()
@@ -375,8 +368,8 @@ def count_runs(model, contexts, batch_sizes, rounds, kvstores, only=None, runner
         if only and lever not in only:
             continue
         n = len(_unique(make(base)))
-        if n > 1:  # paired: the baseline also runs between candidates
-            total += (2 * n - 1 if runner is not None and runner.serves else n) * rounds
+        if n > 1:  # the baseline also runs between candidates: B c1 B c2 B
+            total += (2 * n - 1) * rounds
     return total * len(batch_sizes)
 
 

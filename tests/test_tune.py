@@ -35,7 +35,7 @@ def test_sweep_ranks_by_ratio_and_records_failures(tmp_path):
     by = {r.name: r.metrics for r in out}
     assert [r.name for r in out][:2] == ["fast", "base"]
     assert by["fast"]["ratio"] == 2.5 and by["fast"]["rank"] == 1 and by["fast"]["rounds"] == 2
-    assert by["base"]["ratio"] == 1.0
+    assert by["base"]["ratio"] == 1.0 and by["base"]["rounds"] == 6  # B f B x B, twice
     assert "told to fail" in by["broken"]["error"] and by["broken"]["ratio"] is None
     assert by["fast"]["command"].startswith("FAKE_RATE=25 ")
     assert by["fast"]["env"]["FAKE_RATE"] == "25"
@@ -59,7 +59,7 @@ def test_paired_sweep_keeps_one_process_per_candidate(tmp_path):
     assert by["base"]["ratio"] == 1.0 and by["base"]["rounds"] == 12
     assert by["dies"]["rounds"] == 1 and "died" in by["dies"]["error"]
     assert "told to fail" in by["broken"]["error"] and by["broken"]["rounds"] == 0
-    assert len(seen) == 3 * 7
+    assert len(seen) == 7 + 6 + 5  # a failed candidate is not asked again
 
 
 def test_candidate_command_line_has_env_and_flags():
@@ -71,11 +71,10 @@ def test_candidate_command_line_has_env_and_flags():
 
 def test_count_runs():
     # hybridize: none/hybrid/static = 3 candidates x 2 rounds x 2 batch sizes, fresh process per run
-    assert count_runs("mlp", ["cpu0"], [8, 16], 2, ["device"], only=["hybridize"], runner=TRAIN) == 12
-    # paired: B h B s B = 5 runs per round
+    # hybridize: none/hybrid/static, run as B h B s B = 5 runs per round, x 2 rounds x 2 batch sizes
     assert count_runs("mlp", ["cpu0"], [8, 16], 2, ["device"], only=["hybridize"], runner=STEPRATE) == 20
-    # contexts with two kvstores: cpu0, cpu0,cpu1+device, cpu0,cpu1+local
-    assert count_runs("mlp", ["cpu0", "cpu1"], [8], 1, ["device", "local"], only=["contexts"], runner=TRAIN) == 3
+    # contexts with two kvstores: cpu0 (baseline), cpu0,cpu1+device, cpu0,cpu1+local
+    assert count_runs("mlp", ["cpu0", "cpu1"], [8], 1, ["device", "local"], only=["contexts"], runner=TRAIN) == 5
 
 
 def test_tune_cli_tiny_model(tmp_path, run):
