@@ -8,8 +8,11 @@ For each batch size, in fresh processes, interleaved round by round:
     environment) - the yardstick, ratio 1.0;
   - `gluonperf.train`: `python -m gluonperf.train --dataset synthetic` as a user
     runs it, with its defaults;
-  - `gluonperf.train tuned`: the same with the settings benchmarks/LEVERS.md
-    found (OMP_NUM_THREADS = cores, --hybridize static).
+  - `gluonperf.train OMP_NUM_THREADS=<cores>`: the same with the lever
+    benchmarks/LEVERS.md found (one OpenMP thread per core; --hybridize static,
+    already train's default).
+Every gluonperf run is sandwiched between two book-loop runs (tune.sweep), and
+its ratio is to the mean of those two.
 Until gluonperf.train exists in this checkout, gluonperf.steprate (the same loop
 on in-memory batches) stands in for it, and the records say so (`runner`).
 Each record holds images/s (median over rounds) and the median of the per-round
@@ -36,8 +39,8 @@ def candidates(batch_size, runner, model="resnet18"):
     if runner is STEPRATE:
         flags += (("hybridize", "none"),)
     ours = Candidate(runner.module, (), flags, runner)
-    tuned = ours.with_flags(runner.module + " tuned", hybridize="static").with_env(
-        runner.module + " tuned", OMP_NUM_THREADS=cores)
+    tuned = ours.with_flags("", hybridize="static").with_env(
+        "%s OMP_NUM_THREADS=%d" % (runner.module, cores), OMP_NUM_THREADS=cores)
     return [book, ours, tuned]
 
 
@@ -47,7 +50,8 @@ def run(batch_sizes, rounds, steps, runner=None, progress=None):
     for b in batch_sizes:
         cands = candidates(b, runner)
         modules = {c.name: c.runner.module for c in cands}
-        results = sweep(cands, runner, steps, rounds, lever="train_throughput", progress=progress)
+        results = sweep(cands, runner, steps, rounds, lever="train_throughput b%d" % b, progress=progress,
+                        log=lambda m: print(m, file=sys.stderr, flush=True))
         for r in results:
             r.metrics.update(batch_size=b, runner=modules[r.name])
         out.extend(results)

@@ -206,7 +206,7 @@ def summarize(candidates, figures, errors, runner, steps, lever, paired_ratios=N
                    "min_per_s": min(ok) if ok else None, "max_per_s": max(ok) if ok else None,
                    "ratio": statistics.median(ratios) if ratios else None,
                    "ratio_min": min(ratios) if ratios else None, "ratio_max": max(ratios) if ratios else None,
-                   "rounds": len(ok), "env": dict(c.env), "flags": dict(c.flags),
+                   "rounds": len(ok), "env_vars": dict(c.env), "flags": dict(c.flags),
                    "command": (c.runner or runner).command_line(c, steps)}
         if c.name in errors:
             metrics["error"] = errors[c.name]
@@ -344,7 +344,7 @@ def tune(model="resnet18", contexts=("cpu",), batch_sizes=(64,), steps=10, round
                 best = next(c for c in cands if c.name == winner.name)
                 speedup *= winner.metrics["ratio"]
         out.append(Result("tune", "best", {
-            "lever": "all", "batch_size": batch, "speedup": speedup, "env": dict(best.env),
+            "lever": "all", "batch_size": batch, "speedup": speedup, "env_vars": dict(best.env),
             "flags": dict(best.flags), "command": runner.command_line(best, steps),
             "warnings": idle_warnings(best.flag("ctx", "cpu").split(","), dict(best.env))}))
     return out

@@ -38,7 +38,7 @@ def test_sweep_ranks_by_ratio_and_records_failures(tmp_path):
     assert by["base"]["ratio"] == 1.0 and by["base"]["rounds"] == 6  # B f B x B, twice
     assert "told to fail" in by["broken"]["error"] and by["broken"]["ratio"] is None
     assert by["fast"]["command"].startswith("FAKE_RATE=25 ")
-    assert by["fast"]["env"]["FAKE_RATE"] == "25"
+    assert by["fast"]["env_vars"]["FAKE_RATE"] == "25"
 
 
 def test_paired_sweep_keeps_one_process_per_candidate(tmp_path):
@@ -90,7 +90,7 @@ def test_tune_cli_tiny_model(tmp_path, run):
     assert sorted(r["rank"] for r in cands) == [1, 2]
     assert {r["lever"] for r in cands} == {"engine"}
     best = [r for r in rows if r["name"] == "best"][0]
-    assert best["speedup"] >= 1.0 and "env" in rows[0]
+    assert best["speedup"] >= 1.0 and "env" in rows[0] and "env_vars" in best
 
 
 @pytest.mark.parametrize("args, message", [
