@@ -55,6 +55,9 @@ def candidates(batch_size, model="resnet18"):
         static2.with_env("OMP_NUM_THREADS=2 + static + GOMP_SPINCOUNT=infinite", GOMP_SPINCOUNT="infinite"),
         static2.with_flags("OMP_NUM_THREADS=2 + static + sync every step", per_step_sync="", loader_workers=2)
                .with_env("OMP_NUM_THREADS=2 + static + DataLoader 2 workers + sync every step"),
+        static2.with_env("OMP_NUM_THREADS=2 + static + NaiveEngine", MXNET_ENGINE_TYPE="NaiveEngine"),
+        static2.with_flags("", loader_workers=0).with_env(
+            "OMP_NUM_THREADS=2 + static + NaiveEngine + DataLoader 0 workers", MXNET_ENGINE_TYPE="NaiveEngine"),
     ]
     return out
 

@@ -134,3 +134,16 @@ def apply_thread_defaults(contexts=1, environ=None):
     environ["OMP_NUM_THREADS"] = str(threads)
     return ("OMP_NUM_THREADS was unset, so gluonperf set it to %d (one thread per core); MXNet's own default "
             "would use half the processors" % threads)
+
+
+def cpu_contexts_in_argv(argv):
+    """How many CPU contexts a command line's --ctx names (1 when absent), read before
+    argparse and MXNet, so `apply_thread_defaults` can share the cores among them."""
+    spec = "cpu"
+    for i, arg in enumerate(argv):
+        if arg == "--ctx" and i + 1 < len(argv):
+            spec = argv[i + 1]
+        elif arg.startswith("--ctx="):
+            spec = arg.split("=", 1)[1]
+    items = [s.strip().lower() for s in spec.split(",") if s.strip()]
+    return max(1, sum(1 for s in items if s.startswith("cpu")))

@@ -53,3 +53,10 @@ def test_apply_thread_defaults_only_fills_an_unset_variable_before_mxnet_loads()
     out = subprocess.run([sys.executable, "-c", code], cwd=root, env=dict(clean, PYTHONPATH=root),
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["True", "True"], out.stderr
+
+
+def test_cpu_contexts_in_argv():
+    from gluonperf.advice import cpu_contexts_in_argv
+    assert cpu_contexts_in_argv([]) == 1
+    assert cpu_contexts_in_argv(["--ctx", "cpu0,cpu1", "--epochs", "1"]) == 2
+    assert cpu_contexts_in_argv(["--ctx=gpu0,gpu1"]) == 1
