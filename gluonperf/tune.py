@@ -23,8 +23,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple
+from dataclasses import dataclass
+from typing import Optional, Tuple
 
 from . import UserError
 from .advice import idle_warnings, load_warning, physical_cores
