@@ -1,0 +1,154 @@
+"""The yardstick: the chapter's concise ResNet-18 training loop, as the book writes it.
+
+From "8.5 多GPU计算的简洁实现" (seed 002): ResNet-18 for 28x28 inputs, run
+imperatively (not hybridized), initialised with Normal(0.01) on the contexts,
+`gluon.Trainer(..., 'sgd', {'learning_rate': lr})`, a DataLoader the way
+`d2l.load_data_fashion_mnist` builds it (shuffle, 4 worker processes on Linux),
+`split_and_load` of each batch, one `backward()` per context, `trainer.step`,
+and no sync inside the loop: the only `nd.waitall()` is after it, before the
+clock stops. The default environment is left alone (no OMP_NUM_THREADS etc.):
+this is what a reader of the chapter runs.
+
+    python benchmarks/book_loop.py --batch-size 64 --steps 20
+
+prints one JSON line with images/s. benchmarks/train_throughput.py runs it side
+by side with `python -m gluonperf.train`, each in a fresh process.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon, init, nd
+from mxnet.gluon import data as gdata, loss as gloss, utils as gutils
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gluonperf.models import resnet18  # noqa: E402  (the book's 28x28 ResNet-18, run imperatively)
+
+
+def synthetic_dataset(size, seed=0, classes=10):
+    """Random 28x28 grey images with labels, the shape of Fashion-MNIST samples after ToTensor.
+
+    Uses gluonperf.data's synthetic set when it exists (the same data
+    `gluonperf.train --dataset synthetic` trains on), else an equivalent array set."""
+    try:
+        from gluonperf.data import load
+        train_set, _ = load("synthetic", limit=size, seed=seed)
+        return train_set
+    except ImportError:
+        rng = np.random.RandomState(seed)
+        x = rng.uniform(size=(size, 1, 28, 28)).astype("float32")
+        y = rng.randint(0, classes, size=size).astype("int32")
+        return gdata.ArrayDataset(x, y)
+
+
+def load_data(dataset, batch_size, num_workers=None):
+    """As d2l.load_data_fashion_mnist: shuffled DataLoader, 4 workers except on Windows."""
+    if num_workers is None:
+        num_workers = 0 if sys.platform.startswith("win32") else 4
+    return gdata.DataLoader(dataset, batch_size, shuffle=True, num_workers=num_workers)
+
+
+def train(net, train_iter, ctx, batch_size, lr, warmup_steps=0):
+    """The book's `train` body for one pass over train_iter.
+
+    The first `warmup_steps` batches (graph building, first allocations) are run
+    and synced before the clock starts; returns (images timed, seconds)."""
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
+    loss = gloss.SoftmaxCrossEntropyLoss()
+    images, start = 0, None
+    for i, (X, y) in enumerate(train_iter):
+        if i == warmup_steps:
+            nd.waitall()
+            start = time.time()
+        gpu_Xs = gutils.split_and_load(X, ctx)
+        gpu_ys = gutils.split_and_load(y, ctx)
+        with autograd.record():
+            ls = [loss(net(gpu_X), gpu_y) for gpu_X, gpu_y in zip(gpu_Xs, gpu_ys)]
+        for l in ls:
+            l.backward()
+        trainer.step(batch_size)
+        if i >= warmup_steps:
+            images += X.shape[0]
+    nd.waitall()
+    return images, time.time() - start
+
+
+def serve(batch_size=64, warmup_steps=2, contexts=None, lr=0.1, workers=None, seed=0):
+    """Warm up, then answer `run N` lines on stdin with one JSON line each: the book's
+    loop body over the next N batches of an endless DataLoader, ended by nd.waitall()
+    (as gluonperf.steprate --serve does, so tune can interleave them)."""
+    ctx = contexts or [mx.cpu()]
+    mx.random.seed(seed)
+    net = resnet18(10)
+    net.initialize(init=init.Normal(sigma=0.01), ctx=ctx, force_reinit=True)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
+    loss = gloss.SoftmaxCrossEntropyLoss()
+    train_iter = load_data(synthetic_dataset(batch_size * 16, seed), batch_size, workers)
+
+    def batches():
+        while True:
+            for batch in train_iter:
+                yield batch
+    source = batches()
+
+    def steps(n):
+        for _ in range(n):
+            X, y = next(source)
+            gpu_Xs = gutils.split_and_load(X, ctx)
+            gpu_ys = gutils.split_and_load(y, ctx)
+            with autograd.record():
+                ls = [loss(net(gpu_X), gpu_y) for gpu_X, gpu_y in zip(gpu_Xs, gpu_ys)]
+            for l in ls:
+                l.backward()
+            trainer.step(batch_size)
+        nd.waitall()
+    steps(warmup_steps)
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        parts = line.split()
+        if not parts or parts[0] != "run":
+            break
+        start = time.time()
+        steps(int(parts[1]))
+        seconds = time.time() - start
+        print(json.dumps({"images_per_s": batch_size * int(parts[1]) / seconds, "seconds": seconds,
+                          "images": batch_size * int(parts[1])}), flush=True)
+
+
+def run(batch_size=64, steps=20, warmup_steps=2, contexts=None, lr=0.1, workers=None, seed=0):
+    ctx = contexts or [mx.cpu()]
+    mx.random.seed(seed)
+    net = resnet18(10)
+    net.initialize(init=init.Normal(sigma=0.01), ctx=ctx, force_reinit=True)
+    dataset = synthetic_dataset(batch_size * (steps + warmup_steps), seed)
+    train_iter = load_data(dataset, batch_size, workers)
+    images, seconds = train(net, train_iter, ctx, batch_size, lr, warmup_steps)
+    return {"images_per_s": images / seconds, "seconds": seconds, "images": images,
+            "batch_size": batch_size, "steps": steps, "contexts": ",".join(str(c) for c in ctx)}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="The book's concise ResNet-18 loop; prints one JSON line.")
+    p.add_argument("--batch-size", type=int, default=64, help="global batch size (default: %(default)s)")
+    p.add_argument("--steps", type=int, default=20, help="timed steps (default: %(default)s)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: %(default)s)")
+    p.add_argument("--gpus", type=int, default=0, help="0: one CPU context as in the book's single-device run; "
+                                                      "N>0: cpu(0)..cpu(N-1) standing in for N GPUs")
+    p.add_argument("--workers", type=int, default=None, help="DataLoader workers (default: the book's 4)")
+    p.add_argument("--serve", action="store_true",
+                   help="after warm-up, answer 'run N' lines on stdin with one JSON line each (for tune/levers)")
+    args = p.parse_args(argv)
+    if args.batch_size < 1 or args.steps < 1 or args.warmup < 0:
+        p.error("--batch-size and --steps must be >= 1, --warmup >= 0")
+    ctx = [mx.cpu(i) for i in range(args.gpus)] if args.gpus else [mx.cpu()]
+    if args.serve:
+        return serve(args.batch_size, args.warmup, ctx, workers=args.workers)
+    print(json.dumps(run(args.batch_size, args.steps, args.warmup, ctx, workers=args.workers)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""gluonperf's hybridize modes against the book's plain benchmark, in one run.
+
+    python benchmarks/hybridize_suite.py --json hybridize.json
+
+The yardstick is the chapter's own experiment: `get_net()` (Dense 256 -> 128 -> 2
+in a HybridSequential, not hybridized) called 1000 times on a (1, 512) input,
+then `nd.waitall()`. It runs interleaved with gluonperf.hybridize's three copies
+of the same net (same weights): imperative, hybridize(), and
+hybridize(static_alloc=True, static_shape=True). A second configuration does the
+same for ResNet-18 training steps at batch 64. Ratios are to the book's loop.
+"""
+import argparse
+import os
+import sys
+
+import mxnet as mx
+from mxnet import nd
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gluonperf.benchmark import environment, measure_interleaved  # noqa: E402
+from gluonperf.hybridize import _forward, _train_step, build_variants  # noqa: E402
+from gluonperf.report import format_table, result, write_jsonl  # noqa: E402
+
+
+def book_benchmark(net, x, number):
+    """The chapter's `benchmark(net, x)` loop body: `number` calls, no sync inside."""
+    def run():
+        for _ in range(number):
+            _ = net(x)
+    return run
+
+
+def suite(model, batch_size, train, repeat, number, ctx=None):
+    ctx = ctx or mx.cpu()
+    variants, x, y = build_variants(model, ctx, batch_size)
+    book_net = variants["imperative"].net  # the plain (not hybridized) block, same weights
+    make = _train_step if train else (lambda net, x, y: _forward(net, x))
+    fns = {"book loop": (_train_step(book_net, x, y) if train else book_benchmark(book_net, x, 1))}
+    fns.update({"gluonperf " + mode: make(net, x, y) for mode, net in variants.items()})
+    ms = measure_interleaved(fns, warmup=1, repeat=repeat, number=number)
+    base = ms["book loop"].median
+    task = "train_step" if train else "forward"
+    return [result("hybridize_suite", label, m, model=model, task=task, batch_size=batch_size,
+                   samples_per_s=batch_size / m.median, ratio=base / m.median)
+            for label, m in ms.items()]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeat", type=int, default=5, help="interleaved repeats (default: %(default)s)")
+    p.add_argument("--quick", action="store_true", help="fewer calls (for a smoke run)")
+    p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")
+    args = p.parse_args(argv)
+    results = suite("mlp", 1, False, args.repeat, 100 if args.quick else 1000)
+    results += suite("resnet18", 64, True, args.repeat, 1 if args.quick else 3)
+    print(format_table(results, title="hybridize: per-call time and ratio to the book's loop "
+                                      "(median of %d interleaved repeats)" % args.repeat,
+                       columns=["name", "model", "task", "batch_size", "median_s", "iqr_s", "noisy",
+                                "samples_per_s", "ratio"]))
+    if args.json:
+        write_jsonl(results, args.json, environment([mx.cpu()]))
+    nd.waitall()
+
+
+if __name__ == "__main__":
+    main()

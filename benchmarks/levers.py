@@ -1,0 +1,91 @@
+"""Each throughput lever against the book's loop, side by side in one run.
+
+    python benchmarks/levers.py --batch-size 64 --rounds 3 --steps 6 --json levers64.json
+
+Every candidate is its own process (environment variables are read when MXNet
+starts), started and warmed up once, then asked to run --steps training steps
+per round while the others wait idle (tune.paired_sweep); rounds rotate the
+order, and each candidate is scored by the median over rounds of its images/s
+divided by the book loop's images/s in the same round. The baseline is benchmarks/book_loop.py (the
+chapter's concise ResNet-18 loop, imperative, DataLoader with 4 workers, default
+environment); the others are gluonperf.steprate (the same loop on in-memory
+batches) with one or more levers changed. See LEVERS.md for what they gave.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gluonperf.benchmark import environment  # noqa: E402
+from gluonperf.report import format_table, write_jsonl  # noqa: E402
+from gluonperf.tune import STEPRATE, Candidate, Runner, paired_sweep  # noqa: E402
+
+BOOK = Runner("benchmarks/book_loop.py", ("--warmup", "2"), serves=True)
+
+
+def candidates(batch_size, model="resnet18"):
+    """{name: Candidate}: the book's loop, then one lever (or a stack of levers) at a time."""
+    book = Candidate("book loop", (), (("batch_size", str(batch_size)),), BOOK)
+    base = Candidate("", (), (("batch_size", str(batch_size)), ("model", model), ("hybridize", "none")), STEPRATE)
+    omp2 = base.with_env("", OMP_NUM_THREADS=2)
+    static2 = omp2.with_flags("", hybridize="static")
+    out = [
+        book,
+        base.with_env("in-memory batches (no DataLoader)"),
+        omp2.with_env("OMP_NUM_THREADS=2"),
+        omp2.with_flags("OMP_NUM_THREADS=2 + hybridize", hybridize="hybrid"),
+        static2.with_env("OMP_NUM_THREADS=2 + hybridize static"),
+        base.with_flags("hybridize static (default threads)", hybridize="static"),
+        static2.with_env("OMP_NUM_THREADS=2 + static + OMP_WAIT_POLICY=PASSIVE", OMP_WAIT_POLICY="PASSIVE"),
+        static2.with_env("OMP_NUM_THREADS=2 + static + MXNET_SUBGRAPH_BACKEND=MKLDNN", MXNET_SUBGRAPH_BACKEND="MKLDNN"),
+        static2.with_env("OMP_NUM_THREADS=2 + static + ThreadedEngine", MXNET_ENGINE_TYPE="ThreadedEngine"),
+        static2.with_flags("cpu0,cpu1 + OMP_NUM_THREADS=1 + static", ctx="cpu0,cpu1")
+               .with_env("cpu0,cpu1 + OMP_NUM_THREADS=1 + static", OMP_NUM_THREADS=1),
+        static2.with_env("OMP_NUM_THREADS=2 + static + MXNET_MKLDNN_ENABLED=0", MXNET_MKLDNN_ENABLED=0),
+        static2.with_flags("OMP_NUM_THREADS=2 + static + sync every step", per_step_sync=""),
+        static2.with_flags("OMP_NUM_THREADS=2 + static + DataLoader 2 workers", loader_workers=2),
+        static2.with_flags("OMP_NUM_THREADS=2 + static + DataLoader 0 workers", loader_workers=0),
+        base.with_flags("", hybridize="static").with_env(
+            "static + MXNET_CPU_WORKER_NTHREADS=2 (default threads)", MXNET_CPU_WORKER_NTHREADS=2),
+        base.with_flags("", hybridize="static").with_env(
+            "static + OMP_NUM_THREADS=1 + MXNET_CPU_WORKER_NTHREADS=2", MXNET_CPU_WORKER_NTHREADS=2, OMP_NUM_THREADS=1),
+        base.with_flags("static + DataLoader 2 workers (default threads)", hybridize="static", loader_workers=2),
+        base.with_flags("static + sync every step (default threads)", hybridize="static", per_step_sync=""),
+        static2.with_env("OMP_NUM_THREADS=2 + static + GOMP_SPINCOUNT=10000", GOMP_SPINCOUNT=10000),
+        static2.with_env("OMP_NUM_THREADS=2 + static + GOMP_SPINCOUNT=infinite", GOMP_SPINCOUNT="infinite"),
+        static2.with_flags("OMP_NUM_THREADS=2 + static + sync every step", per_step_sync="", loader_workers=2)
+               .with_env("OMP_NUM_THREADS=2 + static + DataLoader 2 workers + sync every step"),
+        static2.with_env("OMP_NUM_THREADS=2 + static + NaiveEngine", MXNET_ENGINE_TYPE="NaiveEngine"),
+        static2.with_flags("", loader_workers=0).with_env(
+            "OMP_NUM_THREADS=2 + static + NaiveEngine + DataLoader 0 workers", MXNET_ENGINE_TYPE="NaiveEngine"),
+    ]
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--batch-size", type=int, default=64, help="global batch size (default: %(default)s)")
+    p.add_argument("--steps", type=int, default=3, help="timed steps per candidate per round (default: %(default)s)")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default: %(default)s)")
+    p.add_argument("--only", help="comma-separated candidate numbers to run (0 = book loop, always run)")
+    p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")
+    args = p.parse_args(argv)
+    cands = candidates(args.batch_size)
+    if args.only:
+        keep = {0} | {int(i) for i in args.only.split(",")}
+        cands = [c for i, c in enumerate(cands) if i in keep]
+    results = paired_sweep(cands, STEPRATE, args.steps, args.rounds, lever="levers",
+                    log=lambda m: print(m, file=sys.stderr, flush=True))
+    for r in results:
+        r.metrics.update(bench_batch=args.batch_size)
+    print(format_table(results, title="levers at batch %d: images/s and ratio to the book's loop "
+                                      "(median of %d interleaved rounds, min..max of the per-round ratios)"
+                                      % (args.batch_size, args.rounds),
+                       columns=["rank", "name", "images_per_s", "min_per_s", "max_per_s", "ratio",
+                                "ratio_min", "ratio_max", "error"]))
+    if args.json:
+        write_jsonl(results, args.json, environment())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""gluonperf's training command against the book's loop, side by side in one run.
+
+    python benchmarks/train_throughput.py --batch-sizes 64,128 --rounds 3 --json results.json
+
+For each batch size, in fresh processes, interleaved round by round:
+  - `book loop`: benchmarks/book_loop.py, the chapter's concise ResNet-18 loop
+    (imperative, one context, DataLoader with the book's 4 workers, default
+    environment) - the yardstick, ratio 1.0;
+  - `gluonperf.train`: `python -m gluonperf.train --dataset synthetic` as a user
+    runs it, with its defaults;
+  - `gluonperf.train OMP_NUM_THREADS=<cores>`: the same with the lever
+    benchmarks/LEVERS.md found (one OpenMP thread per core; --hybridize static,
+    already train's default).
+Every gluonperf run is sandwiched between two book-loop runs (tune.sweep), and
+its ratio is to the mean of those two.
+Until gluonperf.train exists in this checkout, gluonperf.steprate (the same loop
+on in-memory batches) stands in for it, and the records say so (`runner`).
+Each record holds images/s (median over rounds) and the median of the per-round
+ratios to the book's loop; the JSON file also holds the environment, so
+`python -m gluonperf.compare OLD NEW` can compare two such files.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from gluonperf.advice import load_warning, physical_cores  # noqa: E402
+from gluonperf.benchmark import environment  # noqa: E402
+from gluonperf.report import format_table, write_jsonl  # noqa: E402
+from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, default_runner, sweep  # noqa: E402
+
+BOOK = Runner("benchmarks/book_loop.py", ("--warmup", "2"), serves=True)
+
+
+def candidates(batch_size, runner, model="resnet18"):
+    cores = physical_cores()
+    book = Candidate("book loop", (), (("batch_size", str(batch_size)),), BOOK)
+    flags = (("batch_size", str(batch_size)), ("model", model))
+    if runner is STEPRATE:
+        flags += (("hybridize", "none"),)
+    ours = Candidate(runner.module, (), flags, runner)
+    tuned = ours.with_flags("", hybridize="static").with_env(
+        "%s OMP_NUM_THREADS=%d" % (runner.module, cores), OMP_NUM_THREADS=cores)
+    return [book, ours, tuned]
+
+
+def run(batch_sizes, rounds, steps, runner=None, progress=None):
+    runner = runner or default_runner()
+    out = []
+    for b in batch_sizes:
+        cands = candidates(b, runner)
+        modules = {c.name: c.runner.module for c in cands}
+        results = sweep(cands, runner, steps, rounds, lever="train_throughput b%d" % b, progress=progress,
+                        log=lambda m: print(m, file=sys.stderr, flush=True))
+        for r in results:
+            r.metrics.update(batch_size=b, runner=modules[r.name])
+        out.extend(results)
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--batch-sizes", default="64,128", help="comma-separated (default: %(default)s)")
+    p.add_argument("--steps", type=int, default=8, help="timed steps per run (default: %(default)s)")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: %(default)s)")
+    p.add_argument("--runner", choices=("auto", "train", "steprate"), default="auto",
+                   help="what stands for gluonperf (default: gluonperf.train when it exists)")
+    p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")
+    args = p.parse_args(argv)
+    runner = {"auto": None, "train": TRAIN, "steprate": STEPRATE}[args.runner]
+    warning = load_warning()
+    if warning:
+        print("note: " + warning, file=sys.stderr)
+    results = run([int(b) for b in args.batch_sizes.split(",")], args.rounds, args.steps, runner)
+    print(format_table(results, title="training throughput vs the book's loop (median of %d interleaved rounds; "
+                                      "ratio = median of per-round ratios, min..max)" % args.rounds,
+                       columns=["batch_size", "name", "images_per_s", "min_per_s", "max_per_s", "ratio",
+                                "ratio_min", "ratio_max", "error"]))
+    if args.json:
+        write_jsonl(results, args.json, environment())
+
+
+if __name__ == "__main__":
+    main()

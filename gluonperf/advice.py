@@ -1,0 +1,149 @@
+"""Settings that silently leave a large share of the machine idle, and their fixes.
+
+`idle_warnings(contexts)` looks at the environment MXNet reads at start-up and
+returns one line per trap found. The big one on CPUs: without OMP_NUM_THREADS,
+MXNet on x86 gives each operator half the processors, assuming two hyper-threads
+per core (src/engine/openmp.cc). On a machine without hyper-threading (most cloud
+VMs) that leaves half the cores idle: on the 2-core box gluonperf was built on,
+ResNet-18 training runs at about half speed (see benchmarks/LEVERS.md).
+"""
+import os
+import platform
+
+import psutil
+
+# Fraction of the cores below which a setting counts as leaving the machine idle.
+IDLE_SHARE = 0.75
+
+
+def logical_cpus():
+    """Processors this process may run on (what OpenMP's omp_get_num_procs sees)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def physical_cores():
+    """Cores this process may use, hyper-threads not counted."""
+    logical = logical_cpus()
+    physical = psutil.cpu_count(logical=False) or logical
+    per_core = max(1, (psutil.cpu_count(logical=True) or logical) // physical)
+    return max(1, logical // per_core)
+
+
+def _kind(ctx):
+    return ctx.device_type if hasattr(ctx, "device_type") else str(ctx).rstrip("0123456789:()").lower()
+
+
+def _int(env, name):
+    try:
+        return int(env[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def omp_threads(env=None, logical=None):
+    """OpenMP threads MXNet gives each CPU operator under `env` (as MXNet 1.x decides it)."""
+    env = os.environ if env is None else env
+    logical = logical or logical_cpus()
+    if _int(env, "MXNET_OMP_MAX_THREADS") is not None:
+        return max(1, _int(env, "MXNET_OMP_MAX_THREADS"))
+    if _int(env, "OMP_NUM_THREADS") is not None:
+        return max(1, _int(env, "OMP_NUM_THREADS"))
+    halves = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
+    return max(1, logical // 2) if halves else logical
+
+
+def idle_warnings(contexts, env=None, cores=None, logical=None):
+    """One-line warnings (with the fix) about settings that leave much of the machine idle.
+
+    `contexts`: mx.Context objects or names ('cpu0', 'gpu1'); `env`: the
+    environment MXNet starts with (default os.environ); `cores`/`logical`: physical
+    cores and processors (default: this machine's)."""
+    env = dict(os.environ if env is None else env)
+    cores = cores or physical_cores()
+    logical = logical or logical_cpus()
+    cpu_contexts = sum(1 for c in contexts if _kind(c) == "cpu")
+    out = []
+    engine = env.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice")
+    if engine == "NaiveEngine":
+        out.append("MXNET_ENGINE_TYPE=NaiveEngine runs every operator one after another in the Python thread: "
+                   "no overlap between devices, copies and compute; unset it (default ThreadedEnginePerDevice)")
+    if env.get("MXNET_MKLDNN_ENABLED", "1").strip() in ("0", "false", "False"):
+        out.append("MXNET_MKLDNN_ENABLED=0 runs convolutions and batch norm on MXNet's slow reference kernels "
+                   "instead of oneDNN (about 2x slower training here); unset it")
+    if cpu_contexts and cores > 1:
+        threads = omp_threads(env, logical)
+        workers = _int(env, "MXNET_CPU_WORKER_NTHREADS") or 1
+        parallel = cpu_contexts * workers if engine != "NaiveEngine" else 1
+        busy = threads * parallel
+        best = max(1, cores // cpu_contexts)
+        if busy < IDLE_SHARE * cores:
+            why = ("OMP_NUM_THREADS=%s" % env["OMP_NUM_THREADS"] if "OMP_NUM_THREADS" in env
+                   else "MXNET_OMP_MAX_THREADS=%s" % env["MXNET_OMP_MAX_THREADS"] if "MXNET_OMP_MAX_THREADS" in env
+                   else "OMP_NUM_THREADS unset (MXNet then uses half of the %d processors, assuming "
+                        "hyper-threading)" % logical)
+            out.append("%s: %d CPU context(s) x %d OpenMP thread(s) keep %d of %d cores busy; "
+                       "set OMP_NUM_THREADS=%d before starting Python"
+                       % (why, cpu_contexts, threads, busy, cores, best))
+        elif busy > cores and cpu_contexts > 1:
+            out.append("%d CPU contexts x %d OpenMP threads = %d threads on %d cores oversubscribe them "
+                       "(threads wait on each other); set OMP_NUM_THREADS=%d"
+                       % (cpu_contexts, threads, busy, cores, best))
+    if cpu_contexts > cores:
+        out.append("%d CPU contexts on %d cores: the contexts queue for the same cores; use at most %d"
+                   % (cpu_contexts, cores, cores))
+    return out
+
+
+def load_warning(cores=None, own=1.0):
+    """A line when other processes already keep the cores busy (figures are then noisy, and
+    settings that use every core look worse than they would on an idle machine), else None.
+    `own`: the load this process itself is expected to add."""
+    cores = cores or physical_cores()
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+    if load - own > 0.5 * cores:
+        return ("the machine is busy (load average %.1f on %d cores): other processes compete for the cores, "
+                "so figures are noisy and all-core thread settings lose more than on an idle machine"
+                % (load, cores))
+    return None
+
+
+def recommended_threads(contexts=1, cores=None):
+    """OpenMP threads per operator that keep every core busy without oversubscribing:
+    the cores shared among the CPU contexts that run operators at the same time."""
+    cores = cores or physical_cores()
+    return max(1, cores // max(1, contexts))
+
+
+def apply_thread_defaults(contexts=1, environ=None):
+    """Set OMP_NUM_THREADS to `recommended_threads` when the user has not set it.
+
+    Must run before MXNet is imported (MXNet reads it once, at start-up): call it at
+    the top of a CLI module, before `import mxnet`. Returns a one-line note saying
+    what was set, or None when nothing was (already set, or MXNet already loaded)."""
+    import sys
+    environ = os.environ if environ is None else environ
+    if "OMP_NUM_THREADS" in environ or "MXNET_OMP_MAX_THREADS" in environ or "mxnet" in sys.modules:
+        return None
+    threads = recommended_threads(contexts)
+    environ["OMP_NUM_THREADS"] = str(threads)
+    return ("OMP_NUM_THREADS was unset, so gluonperf set it to %d (one thread per core); MXNet's own default "
+            "would use half the processors" % threads)
+
+
+def cpu_contexts_in_argv(argv):
+    """How many CPU contexts a command line's --ctx names (1 when absent), read before
+    argparse and MXNet, so `apply_thread_defaults` can share the cores among them."""
+    spec = "cpu"
+    for i, arg in enumerate(argv):
+        if arg == "--ctx" and i + 1 < len(argv):
+            spec = argv[i + 1]
+        elif arg.startswith("--ctx="):
+            spec = arg.split("=", 1)[1]
+    items = [s.strip().lower() for s in spec.split(",") if s.strip()]
+    return max(1, sum(1 for s in items if s.startswith("cpu")))

@@ -1,0 +1,173 @@
+"""Training-step throughput of one configuration, in this process.
+
+`tune` measures each candidate setting in a fresh process (environment variables
+such as OMP_NUM_THREADS or MXNET_ENGINE_TYPE are read once, when MXNet starts):
+`python -m gluonperf.steprate --model resnet18 --batch-size 64 --hybridize static`
+trains on synthetic in-memory batches and prints one JSON line with images/s.
+
+The loop is the book's concise multi-device loop (split_and_load, autograd,
+backward, Trainer.step, no per-step sync), with the levers tune sweeps:
+hybridize mode, batch size, contexts, kvstore. The timed region ends in
+`mx.nd.waitall()`.
+"""
+import argparse
+import json
+import sys
+import time
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+
+from .cli import positive_int, non_negative_int, run
+from .contexts import parse_contexts
+from .models import get_model, input_shape
+
+HYBRIDIZE = {
+    "none": None,
+    "hybrid": {},
+    "static": {"static_alloc": True, "static_shape": True},
+}
+
+
+def synthetic_batches(model, batch_size, count, classes=10, seed=0):
+    """`count` (X, y) batches of random images on the CPU, made before timing starts."""
+    rng = np.random.RandomState(seed)
+    shape = (batch_size,) + input_shape(model)
+    return [(mx.nd.array(rng.uniform(size=shape).astype("float32")),
+             mx.nd.array(rng.randint(0, classes, size=batch_size).astype("float32")))
+            for _ in range(count)]
+
+
+def build(model, contexts, hybridize="none", kvstore="device", lr=0.1, seed=0, classes=10):
+    """The book's setup: net initialised on every context, Trainer sgd, softmax CE loss."""
+    mx.random.seed(seed)
+    net = get_model(model, classes)
+    net.initialize(mx.init.Normal(sigma=0.01), ctx=contexts)
+    if HYBRIDIZE[hybridize] is not None:
+        net.hybridize(**HYBRIDIZE[hybridize])
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": lr}, kvstore=kvstore)
+    return net, trainer, gluon.loss.SoftmaxCrossEntropyLoss()
+
+
+def loader_batches(model, batch_size, count, workers, classes=10, seed=0):
+    """An endless iterator over a shuffled DataLoader with `workers` processes (as training uses)."""
+    rng = np.random.RandomState(seed)
+    x = rng.uniform(size=(batch_size * count,) + input_shape(model)).astype("float32")
+    y = rng.randint(0, classes, size=batch_size * count).astype("float32")
+    data = gluon.data.DataLoader(gluon.data.ArrayDataset(x, y), batch_size, shuffle=True,
+                                 num_workers=workers, last_batch="discard")
+    while True:
+        for batch in data:
+            yield batch
+
+
+def train_steps(net, trainer, loss, batches, contexts, steps, per_step_sync=False):
+    """The book's loop body over `steps` batches, no sync unless `per_step_sync`
+    (then each step reads its loss back with asscalar(), as a loop that logs every step does).
+    `batches`: a list to cycle through, or an iterator."""
+    for i in range(steps):
+        X, y = batches[i % len(batches)] if isinstance(batches, list) else next(batches)
+        Xs = gluon.utils.split_and_load(X, contexts)
+        ys = gluon.utils.split_and_load(y, contexts)
+        with autograd.record():
+            ls = [loss(net(Xi), yi) for Xi, yi in zip(Xs, ys)]
+        for l in ls:
+            l.backward()
+        trainer.step(X.shape[0])
+        if per_step_sync:
+            sum(l.sum().asscalar() for l in ls)
+
+
+def session(model="resnet18", contexts=None, batch_size=64, hybridize="none", kvstore="device",
+            warmup=2, per_step_sync=False, loader_workers=None):
+    """Build and warm up one configuration; returns `timed(steps) -> seconds` (to a sync)."""
+    contexts = contexts or [mx.cpu()]
+    if batch_size < len(contexts):
+        raise ValueError("batch size %d is smaller than the %d contexts" % (batch_size, len(contexts)))
+    net, trainer, loss = build(model, contexts, hybridize, kvstore)
+    if loader_workers is None:
+        batches = synthetic_batches(model, batch_size, 4)
+    else:
+        batches = loader_batches(model, batch_size, 8, loader_workers)
+    train_steps(net, trainer, loss, batches, contexts, warmup, per_step_sync)
+    mx.nd.waitall()
+
+    def timed(steps):
+        start = time.perf_counter()
+        train_steps(net, trainer, loss, batches, contexts, steps, per_step_sync)
+        mx.nd.waitall()
+        return time.perf_counter() - start
+    return timed
+
+
+def serve(timed, batch_size, stdin=None, stdout=None):
+    """Answer `run N` lines on stdin with one JSON line {images_per_s, seconds, images} each.
+
+    A warmed-up worker that waits (idle) between requests lets a coordinator
+    interleave several configurations step-block by step-block, each in its own
+    process with its own environment. Prints {"ready": true} first; stops at EOF."""
+    stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
+    print(json.dumps({"ready": True}), file=stdout, flush=True)
+    for line in stdin:
+        parts = line.split()
+        if not parts or parts[0] != "run":
+            break
+        steps = int(parts[1])
+        seconds = timed(steps)
+        print(json.dumps({"images_per_s": batch_size * steps / seconds, "seconds": seconds,
+                          "images": batch_size * steps}), file=stdout, flush=True)
+
+
+def step_rate(model="resnet18", contexts=None, batch_size=64, hybridize="none", kvstore="device",
+              steps=10, warmup=2, repeat=1, per_step_sync=False, loader_workers=None):
+    """Images/s of the book's loop with these settings: a dict of the figures."""
+    contexts = contexts or [mx.cpu()]
+    timed = session(model, contexts, batch_size, hybridize, kvstore, warmup, per_step_sync, loader_workers)
+    samples = [timed(steps) for _ in range(repeat)]
+    seconds = float(np.median(samples))
+    return {"images_per_s": batch_size * steps / seconds, "step_s": seconds / steps,
+            "samples_s": samples, "steps": steps, "batch_size": batch_size,
+            "contexts": ",".join("%s%d" % (c.device_type, c.device_id) for c in contexts),
+            "hybridize": hybridize, "kvstore": kvstore, "model": model,
+            "per_step_sync": per_step_sync, "loader_workers": loader_workers}
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="python -m gluonperf.steprate",
+                                description="Print one JSON line: training images/s of one configuration "
+                                            "(synthetic in-memory data, the book's loop).")
+    p.add_argument("--model", default="resnet18", help="model name (default: %(default)s)")
+    p.add_argument("--ctx", default="cpu", help="contexts, e.g. cpu or cpu0,cpu1 (default: %(default)s)")
+    p.add_argument("--batch-size", type=positive_int, default=64, help="global batch size (default: %(default)s)")
+    p.add_argument("--hybridize", choices=sorted(HYBRIDIZE), default="none", help="(default: %(default)s)")
+    p.add_argument("--kvstore", default="device", help="Trainer kvstore (default: %(default)s)")
+    p.add_argument("--steps", type=positive_int, default=10, help="timed steps per repeat (default: %(default)s)")
+    p.add_argument("--warmup", type=non_negative_int, default=2, help="untimed steps first (default: %(default)s)")
+    p.add_argument("--per-step-sync", action="store_true",
+                   help="read each step's loss back with asscalar() (a sync per step, as a loop that logs every step)")
+    p.add_argument("--loader-workers", type=non_negative_int, default=None,
+                   help="feed batches from a shuffled DataLoader with this many worker processes "
+                        "(default: batches already in memory)")
+    p.add_argument("--serve", action="store_true",
+                   help="after warm-up, answer 'run N' lines on stdin with one JSON line each (used by tune)")
+    p.add_argument("--repeat", type=positive_int, default=1, help="timed repeats; median reported (default: %(default)s)")
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    ctxs = parse_contexts(args.ctx)
+    if args.serve:
+        serve(session(args.model, ctxs, args.batch_size, args.hybridize, args.kvstore, args.warmup,
+                      args.per_step_sync, args.loader_workers), args.batch_size)
+        return 0
+    figures = step_rate(args.model, ctxs, args.batch_size, args.hybridize, args.kvstore,
+                        args.steps, args.warmup, args.repeat, args.per_step_sync, args.loader_workers)
+    print(json.dumps(figures))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    run(main, "python -m gluonperf.steprate")

@@ -1,0 +1,477 @@
+"""What settings make my model train fastest on this machine?
+
+`python -m gluonperf.tune --model resnet18 --ctx cpu0,cpu1 --batch-sizes 64,128`
+sweeps the levers one at a time, keeping the best of each before trying the next
+(coordinate search): threads (OMP_NUM_THREADS; MXNet's default on x86 is half the
+processors, assuming hyper-threading), hybridize (none / hybrid / static),
+the engine (MXNET_ENGINE_TYPE), oneDNN (MXNET_MKLDNN_ENABLED), the contexts
+(one context vs all given, with each --kvstore) and the batch size. Every
+candidate runs in a fresh process, because MXNet reads these environment
+variables once, at start-up. Candidates of one lever are measured interleaved,
+round after round in rotating order, and each is scored by its images/s ratio to
+the baseline of that round: on a machine other people use, load changes during
+the sweep hit every candidate alike.
+
+The sweep is plain functions returning Results (`sweep`, `tune`); `main` only
+parses, calls and prints.
+"""
+import argparse
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from . import UserError
+from .advice import idle_warnings, load_warning, physical_cores
+from .report import Result
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One setting to try: environment variables plus command-line flags of the runner."""
+    name: str
+    env: Tuple[Tuple[str, str], ...] = ()
+    flags: Tuple[Tuple[str, str], ...] = ()
+    runner: Optional["Runner"] = None  # None: the sweep's runner
+
+    def with_env(self, name, **env):
+        merged = dict(self.env)
+        for k, v in env.items():
+            if v is None:
+                merged.pop(k, None)
+            else:
+                merged[k] = str(v)
+        return Candidate(name, tuple(sorted(merged.items())), self.flags, self.runner)
+
+    def with_flags(self, name, **flags):
+        merged = dict(self.flags)
+        merged.update({k: str(v) for k, v in flags.items()})
+        return Candidate(name, self.env, tuple(sorted(merged.items())), self.runner)
+
+    def flag(self, key, default=None):
+        return dict(self.flags).get(key, default)
+
+
+@dataclass(frozen=True)
+class Runner:
+    """How a candidate is run: `python -m <module>` (or `python <script>.py`) with its flags,
+    figure read from its output.
+
+    `steprate` (gluonperf.steprate) prints one JSON line with images_per_s;
+    `train` (gluonperf.train --dataset synthetic) writes --json records with
+    train_images_per_s per epoch (the last epoch counts: the first one pays for
+    graph building and first allocations)."""
+    module: str
+    fixed: Tuple[str, ...] = ()
+    steps_flag: Optional[str] = "--steps"
+    serves: bool = False  # answers `run N` on stdin after `--serve` (see steprate.serve)
+
+    def argv(self, candidate, steps, json_path=None, serve=False):
+        head = [self.module] if self.module.endswith(".py") else ["-m", self.module]
+        args = [sys.executable, *head, *self.fixed]
+        for k, v in candidate.flags:  # an empty value is a switch (store_true flag)
+            args += ["--" + k.replace("_", "-")] + ([v] if v != "" else [])
+        if self.module == "gluonperf.train":
+            batch = int(candidate.flag("batch_size", 64))
+            args += ["--limit", str(batch * steps), "--json", json_path]
+        elif serve:
+            args += ["--serve"]
+        elif self.steps_flag:
+            args += [self.steps_flag, str(steps)]
+        return args
+
+    def command_line(self, candidate, steps):
+        env = " ".join("%s=%s" % (k, shlex.quote(v)) for k, v in candidate.env)
+        argv = self.argv(candidate, steps, "RESULTS.json")
+        argv[0] = "python"
+        return (env + " " if env else "") + " ".join(shlex.quote(a) for a in argv)
+
+
+STEPRATE = Runner("gluonperf.steprate", ("--warmup", "2"), serves=True)
+TRAIN = Runner("gluonperf.train", ("--dataset", "synthetic", "--epochs", "2"), None)
+
+
+def default_runner():
+    """gluonperf.train once it exists in this package, else the steprate worker."""
+    return TRAIN if os.path.exists(os.path.join(ROOT, "gluonperf", "train.py")) else STEPRATE
+
+
+def candidate_env(candidate):
+    """This environment without MXNet/OpenMP settings (the candidate says them all), plus the candidate's."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("MXNET_", "OMP_", "KMP_", "GOMP_"))}
+    env.update(dict(candidate.env))
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
+    return env
+
+
+def measure_candidate(runner, candidate, steps, timeout=900):
+    """Run one candidate in a fresh process: (images_per_s, None) or (None, one-line error)."""
+    env = candidate_env(candidate)
+    with tempfile.TemporaryDirectory(prefix="gluonperf-tune-") as tmp:
+        json_path = os.path.join(tmp, "out.json")
+        try:
+            p = subprocess.run(runner.argv(candidate, steps, json_path), env=env, cwd=ROOT,
+                               capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None, "timed out after %ds" % timeout
+        if p.returncode != 0:
+            lines = [l for l in p.stderr.strip().splitlines() if l.strip()]
+            return None, "exit %d: %s" % (p.returncode, lines[-1] if lines else "no message")
+        try:
+            if runner.module == "gluonperf.train":
+                with open(json_path) as f:
+                    rows = [json.loads(l) for l in f if l.strip()]
+                rows = [r for r in rows if r.get("train_images_per_s")]
+                return float(rows[-1]["train_images_per_s"]), None
+            return float(json.loads(p.stdout.strip().splitlines()[-1])["images_per_s"]), None
+        except (OSError, ValueError, KeyError, IndexError):
+            return None, "no throughput figure in the output of %s" % runner.module
+
+
+def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=900, log=None):
+    """Measure candidates, each run in a fresh process, interleaved with the baseline.
+
+    The first candidate is the baseline; every other candidate's run is sandwiched
+    between two baseline runs (B c1 B c2 B ... per round, order rotating) and its
+    ratio is its images/s over the mean of the two baseline figures around it, so a
+    change of machine load during the sweep hits both sides of each ratio alike.
+    `log(message)`, if given, hears of every run as it ends.
+    Returns one Result per candidate, best first."""
+    def measure(c):
+        return measure_candidate(c.runner or runner, c, steps, timeout)
+    figures, ratios, errors = _sandwich(candidates, measure, rounds, lever, progress, log)
+    return summarize(candidates, figures, errors, runner, steps, lever, ratios)
+
+
+def _sandwich(candidates, measure, rounds, lever, progress, log):
+    """Run B c1 B c2 B ... `rounds` times; ({name: [images/s]}, {name: [ratios]}, {name: error})."""
+    names = [c.name for c in candidates]
+    if len(set(names)) != len(names):
+        raise ValueError("candidate names must differ: %s" % names)
+    base, others = candidates[0], candidates[1:]
+    figures = {c.name: [] for c in candidates}
+    ratios = {c.name: [] for c in candidates}
+    errors = {}
+
+    def one(c, r):
+        if c.name in errors:
+            value, error = None, errors[c.name]
+        else:
+            value, error = measure(c)
+            if log:
+                log("%s round %d: %s: %s" % (lever, r + 1, c.name, error or "%.2f images/s" % value))
+        figures[c.name].append(value)
+        if error:
+            errors[c.name] = error
+        if progress:
+            progress()
+        return value
+    for r in range(rounds):
+        before = one(base, r)
+        order = others[r % len(others):] + others[:r % len(others)] if others else []
+        for c in order:
+            value = one(c, r)
+            after = one(base, r)
+            if value and before and after:
+                ratios[c.name].append(value / ((before + after) / 2))
+            before = after
+        if before:
+            ratios[base.name].append(1.0)
+    return figures, ratios, errors
+
+
+def summarize(candidates, figures, errors, runner, steps, lever, paired_ratios=None):
+    """Results from {name: [images/s per round]}: median, range, ratio to the first candidate
+    (per round, or the given {name: [ratios]})."""
+    base = figures[candidates[0].name]
+    out = []
+    for c in candidates:
+        vals = figures[c.name]
+        ok = [v for v in vals if v]
+        if paired_ratios is not None:
+            ratios = paired_ratios[c.name]
+        else:
+            ratios = [v / b for v, b in zip(vals, base) if v and b]
+        metrics = {"lever": lever, "batch_size": int(c.flag("batch_size", 0)) or None,
+                   "images_per_s": statistics.median(ok) if ok else None,
+                   "min_per_s": min(ok) if ok else None, "max_per_s": max(ok) if ok else None,
+                   "ratio": statistics.median(ratios) if ratios else None,
+                   "ratio_min": min(ratios) if ratios else None, "ratio_max": max(ratios) if ratios else None,
+                   "rounds": len(ok), "env_vars": dict(c.env), "flags": dict(c.flags),
+                   "command": (c.runner or runner).command_line(c, steps)}
+        if c.name in errors:
+            metrics["error"] = errors[c.name]
+        out.append(Result("tune", c.name, metrics))
+    out.sort(key=lambda r: -(r.metrics["ratio"] or 0))
+    for rank, r in enumerate(out, 1):
+        r.metrics["rank"] = rank
+    return out
+
+
+class Worker:
+    """A warmed-up candidate process that runs N steps when asked (`--serve`)."""
+
+    def __init__(self, runner, candidate, timeout):
+        self.candidate, self.timeout = candidate, timeout
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(runner.argv(candidate, 0, serve=True), env=candidate_env(candidate),
+                                     cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.err, text=True, bufsize=1)
+        self.error = None
+        self._read()  # {"ready": true} after warm-up
+
+    def _read(self):
+        line = self.proc.stdout.readline() if self.error is None else ""
+        if not line:
+            self.proc.wait()
+            self.err.seek(0)
+            lines = [l for l in self.err.read().strip().splitlines() if l.strip()]
+            self.error = self.error or "exit %s: %s" % (self.proc.returncode, lines[-1] if lines else "no message")
+            return None
+        try:
+            return json.loads(line)
+        except ValueError:
+            self.error = "unexpected output: %s" % line.strip()[:200]
+            return None
+
+    def run(self, steps):
+        """(images_per_s, None) or (None, error)."""
+        if self.error:
+            return None, self.error
+        try:
+            self.proc.stdin.write("run %d\n" % steps)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+        row = self._read()
+        return (float(row["images_per_s"]), None) if row else (None, self.error)
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        self.err.close()
+
+
+def paired_sweep(candidates, runner, steps, rounds=5, lever="", progress=None, timeout=900, log=None):
+    """Like `sweep` (same sandwich B c1 B c2 B ...), but each candidate is ONE warmed-up
+    process (started once, with its own environment) that runs `steps` steps when asked
+    while the others wait idle: rounds are short, and start-up and warm-up are paid
+    once and never timed."""
+    workers = {}
+    try:
+        for c in candidates:  # one at a time, so warm-ups do not compete
+            workers[c.name] = Worker(c.runner or runner, c, timeout)
+        figures, ratios, errors = _sandwich(candidates, lambda c: workers[c.name].run(steps),
+                                            rounds, lever, progress, log)
+    finally:
+        for w in workers.values():
+            w.close()
+    return summarize(candidates, figures, errors, runner, steps, lever, ratios)
+
+
+def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
+    """The lever stages: (lever name, function best_candidate -> [candidates])."""
+    cores = cores or physical_cores()
+    n = len(contexts)
+    stages = [("threads", lambda b: [
+        b, b.with_env("OMP_NUM_THREADS=%d" % cores, OMP_NUM_THREADS=cores),
+        b.with_env("OMP_NUM_THREADS=1", OMP_NUM_THREADS=1)] if cores > 1 else [b])]
+    stages.append(("hybridize", lambda b: [b] + [b.with_flags("hybridize=%s" % m, hybridize=m)
+                                                 for m in ("hybrid", "static") if b.flag("hybridize") != m]))
+    if runner is not None and runner.module == "gluonperf.train":
+        stages.append(("data", lambda b: [b] + [b.with_flags("workers=%d" % w, workers=w)
+                                               for w in sorted({0, 1, cores}) if b.flag("workers") != str(w)]))
+    stages.append(("engine", lambda b: [b, b.with_env("MXNET_ENGINE_TYPE=ThreadedEngine",
+                                                      MXNET_ENGINE_TYPE="ThreadedEngine")]))
+    stages.append(("onednn", lambda b: [b, b.with_env("MXNET_MKLDNN_ENABLED=0", MXNET_MKLDNN_ENABLED=0)]))
+    if n > 1:
+        all_ctx = ",".join(contexts)
+
+        def split(b):
+            out = [b]
+            if b.flag("ctx") != contexts[0]:
+                out.append(b.with_flags("ctx=%s" % contexts[0], ctx=contexts[0]))
+            for kv in kvstores:
+                if kv != b.flag("kvstore") or b.flag("ctx") != all_ctx:
+                    out.append(b.with_flags("ctx=%s kvstore=%s" % (all_ctx, kv), ctx=all_ctx, kvstore=kv)
+                               .with_env("ctx=%s kvstore=%s OMP_NUM_THREADS=%d" % (all_ctx, kv, max(1, cores // n)),
+                                         OMP_NUM_THREADS=max(1, cores // n)))
+            return out
+        stages.append(("contexts", split))
+    return stages
+
+
+def tune(model="resnet18", contexts=("cpu",), batch_sizes=(64,), steps=10, rounds=3, kvstores=("device",),
+         runner=None, only=None, progress=None, timeout=900):
+    """The whole sweep, per batch size: each lever's candidates against the best so far.
+
+    Returns every candidate's Result (bench='tune', with `lever`, `ratio` to that
+    stage's baseline and `rank` within it) plus, per batch size, a 'best' Result
+    whose `speedup` is the product of the kept levers' ratios (the chain of
+    one-lever-at-a-time wins) and whose `command` is the winning command line."""
+    runner = runner or default_runner()
+    contexts = list(contexts)
+    out = []
+    for batch in batch_sizes:
+        # the baseline is the book's run: one context, imperative, MXNet's default environment
+        flags = {"model": model, "batch_size": batch, "ctx": contexts[0], "hybridize": "none"}
+        best = Candidate("book defaults", (), tuple(sorted((k, str(v)) for k, v in flags.items())))
+        speedup = 1.0
+        for lever, make in levers(best, contexts, batch_sizes, kvstores, runner=runner):
+            if only and lever not in only:
+                continue
+            cands = _unique(make(best))
+            if len(cands) < 2:
+                continue
+            measure = paired_sweep if runner.serves else sweep
+            results = measure(cands, runner, steps, rounds, lever, progress, timeout)
+            out.extend(results)
+            winner = results[0]
+            if winner.metrics.get("ratio") and winner.name != cands[0].name and winner.metrics["ratio"] > 1:
+                best = next(c for c in cands if c.name == winner.name)
+                speedup *= winner.metrics["ratio"]
+        out.append(Result("tune", "best", {
+            "lever": "all", "batch_size": batch, "speedup": speedup, "env_vars": dict(best.env),
+            "flags": dict(best.flags), "command": runner.command_line(best, steps),
+            "warnings": idle_warnings(best.flag("ctx", "cpu").split(","), dict(best.env))}))
+    return out
+
+
+def _unique(cands):
+    seen, out = set(), []
+    for c in cands:
+        k = (c.env, c.flags)
+        if k not in seen:
+            seen.add(k)
+            out.append(c)
+    return out
+
+
+def count_runs(model, contexts, batch_sizes, rounds, kvstores, only=None, runner=None):
+    """How many subprocess runs `tune` will make (for the progress bar)."""
+    base = Candidate("b", (), (("ctx", contexts[0]), ("hybridize", "none")))
+    total = 0
+    for lever, make in levers(base, contexts, batch_sizes, kvstores, runner=runner):
+        if only and lever not in only:
+            continue
+        n = len(_unique(make(base)))
+        if n > 1:  # the baseline also runs between candidates: B c1 B c2 B
+            total += (2 * n - 1) * rounds
+    return total * len(batch_sizes)
+
+
+def build_parser():
+    from .cli import positive_int
+    p = argparse.ArgumentParser(
+        prog="python -m gluonperf.tune",
+        description="Find the settings (environment variables and flags) that train a model fastest "
+                    "here: each lever tried in fresh processes, interleaved, scored as a ratio to the "
+                    "best so far; prints a ranked table and the winning command line.")
+    p.add_argument("--model", default="resnet18", help="model to train (default: %(default)s)")
+    p.add_argument("--ctx", default="cpu", help="contexts to consider, e.g. cpu or cpu0,cpu1; with several, "
+                                                "one context vs all of them (per --kvstore) is a lever "
+                                                "(default: %(default)s)")
+    p.add_argument("--batch-sizes", default="64", help="comma-separated global batch sizes, each tuned "
+                                                       "separately (default: %(default)s)")
+    p.add_argument("--steps", type=positive_int, default=10, help="timed training steps per run (default: %(default)s)")
+    p.add_argument("--rounds", type=positive_int, default=3,
+                   help="interleaved rounds per lever; more rounds, less noise (default: %(default)s)")
+    p.add_argument("--kvstore", default="device", help="comma-separated kvstores to try with several contexts "
+                                                       "(default: %(default)s)")
+    p.add_argument("--levers", help="only these levers, comma-separated: threads,hybridize,data (DataLoader "
+                                    "workers, train runner only),engine,onednn,contexts (default: all)")
+    p.add_argument("--runner", choices=("auto", "train", "steprate"), default="auto",
+                   help="what runs a candidate: gluonperf.train --dataset synthetic, or the small "
+                        "gluonperf.steprate worker (default: train when it exists)")
+    p.add_argument("--timeout", type=positive_int, default=900, help="seconds before one run is abandoned "
+                                                                     "(default: %(default)s)")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON lines, with the environment")
+    return p
+
+
+LEVER_NAMES = ("threads", "hybridize", "data", "engine", "onednn", "contexts")
+
+
+def parse_args(argv):
+    args = build_parser().parse_args(argv)
+    from .cli import check_output_path
+    from .contexts import parse_contexts, describe
+    args.contexts = describe(parse_contexts(args.ctx)).split(",")
+    try:
+        args.batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    except ValueError:
+        raise UserError("--batch-sizes %r must be whole numbers, comma-separated, e.g. 64,128" % args.batch_sizes)
+    if any(b < len(args.contexts) for b in args.batch_sizes):
+        raise UserError("--batch-sizes must be at least the number of contexts (%d)" % len(args.contexts))
+    args.kvstores = [k.strip() for k in args.kvstore.split(",") if k.strip()]
+    known = ("device", "local", "nccl")
+    if not args.kvstores or any(k not in known for k in args.kvstores):
+        raise UserError("--kvstore %r: choose from %s, comma-separated" % (args.kvstore, ", ".join(known)))
+    args.only = None
+    if args.levers:
+        args.only = [l.strip() for l in args.levers.split(",")]
+        bad = [l for l in args.only if l not in LEVER_NAMES]
+        if bad:
+            raise UserError("--levers %s: unknown lever(s) %s; choose from %s"
+                            % (args.levers, ",".join(bad), ",".join(LEVER_NAMES)))
+    from .models import list_models
+    if args.model not in ("mlp", "lenet", "resnet18") and args.model not in list_models():
+        raise UserError("unknown model %r; see python -m gluonperf.bench --list-models" % args.model)
+    check_output_path(args.json, "--json")
+    runner = {"auto": default_runner(), "train": TRAIN, "steprate": STEPRATE}[args.runner]
+    if runner is TRAIN and not os.path.exists(os.path.join(ROOT, "gluonperf", "train.py")):
+        raise UserError("--runner train needs gluonperf/train.py, which this checkout lacks; use --runner steprate")
+    args.runner_obj = runner
+    return args
+
+
+def main(argv=None):
+    from .cli import emit, note, progress_bar
+    args = parse_args(argv)
+    for line in idle_warnings(args.contexts, dict(os.environ)):
+        note("warning: this shell's settings: " + line)
+    busy = load_warning()
+    if busy:
+        note("note: " + busy)
+    total = count_runs(args.model, args.contexts, args.batch_sizes, args.rounds, args.kvstores, args.only,
+                       args.runner_obj)
+    note("tune: %d runs of %s, each in a fresh process" % (total, args.runner_obj.module))
+    bar = progress_bar(total, "tune")
+    try:
+        results = tune(args.model, args.contexts, args.batch_sizes, args.steps, args.rounds, args.kvstores,
+                       args.runner_obj, args.only, bar.update, args.timeout)
+    finally:
+        bar.close()
+    table = [r for r in results if r.name != "best"]
+    emit(table, args, title="tune: %s on %s, images/s per candidate, ratio to the lever's baseline "
+                            "(median of %d interleaved rounds)" % (args.model, ",".join(args.contexts), args.rounds),
+         columns=["batch_size", "lever", "rank", "name", "images_per_s", "ratio", "ratio_min", "ratio_max", "error"])
+    if args.json:  # emit wrote the candidates; add the winners
+        from .report import write_jsonl
+        from .benchmark import environment
+        write_jsonl(results, args.json, environment())
+    for best in (r for r in results if r.name == "best"):
+        m = best.metrics
+        print("\nbest at batch %d: %.2fx the defaults (product of the kept levers' ratios)" % (m["batch_size"], m["speedup"]))
+        print("  " + m["command"])
+        for w in m["warnings"]:
+            print("  warning: " + w)
+    return 0
+
+
+if __name__ == "__main__":
+    from .cli import run
+    run(main, "python -m gluonperf.tune")

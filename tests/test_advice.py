@@ -1,0 +1,62 @@
+from gluonperf.advice import idle_warnings, omp_threads
+
+
+def test_default_threads_leave_half_of_a_no_smt_machine_idle():
+    w = idle_warnings(["cpu0"], {}, cores=2, logical=2)
+    assert len(w) == 1 and "OMP_NUM_THREADS unset" in w[0] and "set OMP_NUM_THREADS=2" in w[0]
+    # with hyper-threading MXNet's halving gives one thread per core: nothing idle
+    assert idle_warnings(["cpu0"], {}, cores=4, logical=8) == []
+
+
+def test_explicit_threads():
+    assert "set OMP_NUM_THREADS=8" in idle_warnings(["cpu"], {"OMP_NUM_THREADS": "1"}, cores=8, logical=8)[0]
+    assert idle_warnings(["cpu"], {"OMP_NUM_THREADS": "8"}, cores=8, logical=8) == []
+    assert omp_threads({"MXNET_OMP_MAX_THREADS": "3", "OMP_NUM_THREADS": "1"}, logical=8) == 3
+
+
+def test_contexts_times_threads_oversubscribe():
+    w = idle_warnings(["cpu0", "cpu1"], {"OMP_NUM_THREADS": "2"}, cores=2, logical=2)
+    assert len(w) == 1 and "oversubscribe" in w[0] and "OMP_NUM_THREADS=1" in w[0]
+    assert idle_warnings(["cpu0", "cpu1"], {"OMP_NUM_THREADS": "1"}, cores=2, logical=2) == []
+    w = idle_warnings(["cpu0", "cpu1", "cpu2"], {"OMP_NUM_THREADS": "1"}, cores=2, logical=2)
+    assert any("3 CPU contexts on 2 cores" in line for line in w)
+
+
+def test_engine_and_onednn_traps():
+    env = {"OMP_NUM_THREADS": "2", "MXNET_ENGINE_TYPE": "NaiveEngine", "MXNET_MKLDNN_ENABLED": "0"}
+    w = idle_warnings(["cpu0"], env, cores=2, logical=2)
+    assert any("NaiveEngine" in line for line in w)
+    assert any("MXNET_MKLDNN_ENABLED=0" in line and "unset it" in line for line in w)
+
+
+def test_gpu_contexts_get_no_cpu_thread_warning():
+    assert idle_warnings(["gpu0", "gpu1"], {}, cores=2, logical=2) == []
+    assert all("\n" not in line for line in idle_warnings(["cpu0"], {}, cores=16, logical=16))
+
+
+def test_apply_thread_defaults_only_fills_an_unset_variable_before_mxnet_loads():
+    import os
+    import subprocess
+    import sys
+
+    import mxnet  # noqa: F401  (loaded: too late to change anything)
+    from gluonperf.advice import apply_thread_defaults, recommended_threads
+    assert recommended_threads(2, cores=8) == 4 and recommended_threads(3, cores=2) == 1
+    env = {"OMP_NUM_THREADS": "3"}
+    assert apply_thread_defaults(environ=env) is None and env["OMP_NUM_THREADS"] == "3"
+    env = {}
+    assert apply_thread_defaults(environ=env) is None and env == {}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    clean = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MXNET_OMP_MAX_THREADS")}
+    code = ("import os; from gluonperf.advice import apply_thread_defaults as a, recommended_threads as r; "
+            "note = a(); print(os.environ['OMP_NUM_THREADS'] == str(r()), 'OMP_NUM_THREADS' in note)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=dict(clean, PYTHONPATH=root),
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["True", "True"], out.stderr
+
+
+def test_cpu_contexts_in_argv():
+    from gluonperf.advice import cpu_contexts_in_argv
+    assert cpu_contexts_in_argv([]) == 1
+    assert cpu_contexts_in_argv(["--ctx", "cpu0,cpu1", "--epochs", "1"]) == 2
+    assert cpu_contexts_in_argv(["--ctx=gpu0,gpu1"]) == 1

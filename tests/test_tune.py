@@ -1,0 +1,111 @@
+import json
+import textwrap
+
+import pytest
+
+from gluonperf import UserError
+
+from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, count_runs, paired_sweep, parse_args, sweep
+
+FAKE = textwrap.dedent("""
+    import json, os, sys
+    if os.environ.get("FAKE_FAIL"):
+        sys.exit("fake worker: told to fail")
+    rate = float(os.environ.get("FAKE_RATE", "10"))
+    if "--serve" in sys.argv:
+        with open(os.environ["FAKE_STARTS"], "a") as f:
+            print("start", file=f)
+        print(json.dumps({"ready": True}), flush=True)
+        for n, line in enumerate(sys.stdin):
+            if os.environ.get("FAKE_DIE_AFTER") and n >= int(os.environ["FAKE_DIE_AFTER"]):
+                sys.exit("fake worker: died")
+            print(json.dumps({"images_per_s": rate}), flush=True)
+    else:
+        print(json.dumps({"images_per_s": rate, "argv": sys.argv[1:]}))
+""")
+
+
+def test_sweep_ranks_by_ratio_and_records_failures(tmp_path):
+    (tmp_path / "fake_worker.py").write_text(FAKE)
+    runner = Runner("fake_worker")
+    base = Candidate("base", (("FAKE_RATE", "10"), ("PYTHONPATH", str(tmp_path))), (("batch_size", "8"),))
+    fast = base.with_env("fast", FAKE_RATE=25)
+    broken = base.with_env("broken", FAKE_FAIL=1)
+    out = sweep([base, fast, broken], runner, steps=1, rounds=2, lever="test")
+    by = {r.name: r.metrics for r in out}
+    assert [r.name for r in out][:2] == ["fast", "base"]
+    assert by["fast"]["ratio"] == 2.5 and by["fast"]["rank"] == 1 and by["fast"]["rounds"] == 2
+    assert by["base"]["ratio"] == 1.0 and by["base"]["rounds"] == 6  # B f B x B, twice
+    assert "told to fail" in by["broken"]["error"] and by["broken"]["ratio"] is None
+    assert by["fast"]["command"].startswith("FAKE_RATE=25 ")
+    assert by["fast"]["env_vars"]["FAKE_RATE"] == "25"
+
+
+def test_paired_sweep_keeps_one_process_per_candidate(tmp_path):
+    (tmp_path / "fake_worker.py").write_text(FAKE)
+    runner = Runner("fake_worker", serves=True)
+    starts = tmp_path / "starts"
+    base = Candidate("base", (("FAKE_RATE", "10"), ("FAKE_STARTS", str(starts)), ("PYTHONPATH", str(tmp_path))),
+                     (("batch_size", "8"),))
+    fast = base.with_env("fast", FAKE_RATE=30)
+    dies = base.with_env("dies", FAKE_DIE_AFTER=1)
+    broken = base.with_env("broken", FAKE_FAIL=1)
+    seen = []
+    out = paired_sweep([base, fast, dies, broken], runner, steps=1, rounds=3, log=seen.append)
+    by = {r.name: r.metrics for r in out}
+    assert starts.read_text().count("start") == 3  # one process per candidate that starts at all
+    assert by["fast"]["ratio"] == 3.0 and by["fast"]["rank"] == 1 and by["fast"]["rounds"] == 3
+    # the baseline ran before and after every other candidate: 1 + 3 per round
+    assert by["base"]["ratio"] == 1.0 and by["base"]["rounds"] == 12
+    assert by["dies"]["rounds"] == 1 and "died" in by["dies"]["error"]
+    assert "told to fail" in by["broken"]["error"] and by["broken"]["rounds"] == 0
+    assert len(seen) == 7 + 6 + 5  # a failed candidate is not asked again
+
+
+def test_candidate_command_line_has_env_and_flags():
+    c = Candidate("c").with_env("c", OMP_NUM_THREADS=2).with_flags("c", hybridize="static", batch_size=64)
+    line = STEPRATE.command_line(c, steps=5)
+    assert line.startswith("OMP_NUM_THREADS=2 python -m gluonperf.steprate")
+    assert "--hybridize static" in line and "--batch-size 64" in line and "--steps 5" in line
+
+
+def test_count_runs():
+    # hybridize: none/hybrid/static = 3 candidates x 2 rounds x 2 batch sizes, fresh process per run
+    # hybridize: none/hybrid/static, run as B h B s B = 5 runs per round, x 2 rounds x 2 batch sizes
+    assert count_runs("mlp", ["cpu0"], [8, 16], 2, ["device"], only=["hybridize"], runner=STEPRATE) == 20
+    # contexts with two kvstores: cpu0 (baseline), cpu0,cpu1+device, cpu0,cpu1+local
+    assert count_runs("mlp", ["cpu0", "cpu1"], [8], 1, ["device", "local"], only=["contexts"], runner=TRAIN) == 5
+
+
+def test_tune_cli_tiny_model(tmp_path, run):
+    out = tmp_path / "tune.json"
+    p = run("gluonperf.tune", "--model", "mlp", "--ctx", "cpu", "--batch-sizes", "8", "--steps", "2",
+            "--rounds", "1", "--levers", "engine", "--runner", "steprate", "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "MXNET_ENGINE_TYPE=ThreadedEngine" in p.stdout and "best at batch 8" in p.stdout
+    assert "python -m gluonperf.steprate" in p.stdout
+    rows = [json.loads(l) for l in out.read_text().splitlines()]
+    cands = [r for r in rows if r["name"] != "best"]
+    assert len(cands) == 2 and all(r["images_per_s"] > 0 for r in cands), cands
+    assert sorted(r["rank"] for r in cands) == [1, 2]
+    assert {r["lever"] for r in cands} == {"engine"}
+    best = [r for r in rows if r["name"] == "best"][0]
+    assert best["speedup"] >= 1.0 and "env" in rows[0] and "env_vars" in best
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--levers", "magic"], "unknown lever"),
+    (["--batch-sizes", "6x"], "--batch-sizes"),
+    (["--ctx", "cpu0,cpu1", "--batch-sizes", "1"], "at least the number of contexts"),
+    (["--kvstore", "bogus"], "--kvstore"),
+    (["--model", "nonesuch"], "unknown model"),
+])
+def test_tune_bad_input(args, message):
+    with pytest.raises(UserError, match=message):
+        parse_args(["--model", "mlp"] + args)
+
+
+def test_tune_cli_bad_input_is_one_line(run):
+    p = run("gluonperf.tune", "--levers", "magic")
+    assert p.returncode == 2 and "unknown lever" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
