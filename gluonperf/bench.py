@@ -4,8 +4,12 @@ Each subcommand parses its flags, calls one experiment function, and hands the
 records to `gluonperf.cli.emit`. Nothing is computed here.
 """
 import argparse
+import sys
 
 from . import cli
+
+# As a command, choose MXNet's thread count before any experiment loads MXNet.
+THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 
 PROG = "python -m gluonperf.bench"
 
@@ -524,6 +528,8 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    if not getattr(args, "list_models", False):
+        cli.advise(cli.contexts(args), THREADS_NOTE)
     return args.run(args)
 
 

@@ -72,12 +72,11 @@ def check_outputs(args):
 def emit(results, args, ctxs=(), title=None, columns=None, out=None):
     """Print the table and write --json / --csv files."""
     from .benchmark import environment
-    out = out or sys.stdout
-    print(format_table(results, columns=columns, title=title), file=out)
-    if getattr(args, "json", None):
+    if getattr(args, "json", None):  # files first: a reader that stops early (| head) loses no result
         write_jsonl(results, args.json, environment(ctxs))
     if getattr(args, "csv", None):
         write_csv(results, args.csv)
+    print(format_table(results, columns=columns, title=title), file=out or sys.stdout)
 
 
 def progress_bar(total, desc):
@@ -88,6 +87,28 @@ def progress_bar(total, desc):
 def note(message):
     """A remark for the person at the terminal (stderr, so stdout stays the table)."""
     print(message, file=sys.stderr)
+
+
+def thread_defaults(argv):
+    """For a command about to load MXNet: set OMP_NUM_THREADS to one thread per core
+    (shared among the CPU contexts of --ctx) unless the user set it. MXNet reads it
+    once, when loaded, and by default gives each operator only half the processors.
+    Returns the note to show, or None when nothing was changed."""
+    from .advice import apply_thread_defaults, cpu_contexts_in_argv
+    return apply_thread_defaults(cpu_contexts_in_argv(argv))
+
+
+def advise(ctxs, threads_note=None, prefix=""):
+    """Tell the user (stderr) about thread settings made for them, settings that leave
+    much of the machine idle (with the fix), and a machine already busy."""
+    from .advice import idle_warnings, load_warning
+    if threads_note:
+        note("note: " + threads_note)
+    for line in idle_warnings(ctxs):
+        note("warning: " + prefix + line)
+    busy = load_warning()
+    if busy:
+        note("note: " + busy)
 
 
 def run(main, prog, argv=None):

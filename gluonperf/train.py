@@ -8,7 +8,11 @@ import os
 import sys
 
 from . import UserError, cli
-from .data import DATASETS
+
+# As a command, choose MXNet's thread count before MXNet is loaded (by the imports below).
+THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else None
+
+from .data import DATASETS  # noqa: E402  (loads MXNet)
 
 PROG = "python -m gluonperf.train"
 
@@ -147,6 +151,7 @@ def main(argv=None):
     from .training import fit, scaling
     ctxs = cli.contexts(args)
     check(args, ctxs)
+    cli.advise(ctxs, THREADS_NOTE)
     config = config_from(args)
     if args.scaling:
         with cli.progress_bar(len(ctxs) * args.steps, "scaling") as bar:

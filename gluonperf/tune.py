@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from . import UserError
-from .advice import idle_warnings, load_warning, physical_cores
+from .advice import idle_warnings, physical_cores
 from .report import Result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -439,13 +439,9 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    from .cli import emit, note, progress_bar
+    from .cli import advise, emit, note, progress_bar
     args = parse_args(argv)
-    for line in idle_warnings(args.contexts, dict(os.environ)):
-        note("warning: this shell's settings: " + line)
-    busy = load_warning()
-    if busy:
-        note("note: " + busy)
+    advise(args.contexts, prefix="this shell's settings: ")
     total = count_runs(args.model, args.contexts, args.batch_sizes, args.rounds, args.kvstores, args.only,
                        args.runner_obj)
     note("tune: %d runs of %s, each in a fresh process" % (total, args.runner_obj.module))

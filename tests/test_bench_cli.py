@@ -40,3 +40,35 @@ def test_list_models(run):
     assert p.returncode == 0
     names = [line.split()[0] for line in p.stdout.splitlines()]
     assert names[:3] == ["mlp", "lenet", "resnet18"] and "resnet18_v1" in names
+
+
+def _env_without_threads():
+    import os
+    from conftest import ROOT
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MXNET_OMP_MAX_THREADS")}
+    env["PYTHONPATH"] = ROOT
+    return env
+
+
+def test_commands_use_every_core_unless_told_otherwise(tmp_path):
+    """MXNet alone gives each operator half the processors; as commands, bench and train set
+    one OpenMP thread per core (shared among CPU contexts), say so, and record it."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    from gluonperf.advice import physical_cores
+    cores = physical_cores()
+    out = tmp_path / "h.json"
+    p = subprocess.run([sys.executable, "-m", "gluonperf.bench", "hybridize", "--repeat", "1", "--number", "5",
+                        "--json", str(out)], cwd=ROOT, env=_env_without_threads(), capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "gluonperf set it to %d" % cores in p.stderr
+    assert json.loads(out.read_text().splitlines()[0])["env"]["env"]["OMP_NUM_THREADS"] == str(cores)
+    if cores > 1:  # a user's setting that idles cores is kept, with a warning and the fix
+        env = dict(_env_without_threads(), OMP_NUM_THREADS="1")
+        p = subprocess.run([sys.executable, "-m", "gluonperf.bench", "hybridize", "--repeat", "1",
+                            "--number", "5"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        assert "warning: OMP_NUM_THREADS=1" in p.stderr and "set OMP_NUM_THREADS=%d" % cores in p.stderr
+        assert "gluonperf set it" not in p.stderr
