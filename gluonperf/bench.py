@@ -174,14 +174,15 @@ def run_allreduce(args):
 
 
 def add_scratch(sub, common):
+    from .data import DATASETS
     from .data_parallel import METHODS
     p = sub.add_parser(
         "scratch", parents=[common],
         help="the book's LeNet trained data-parallel from scratch (get_params, allreduce, split_and_load)",
         description="Train the chapter's NDArray LeNet data-parallel over the contexts of --ctx with the "
-                    "from-scratch helpers (get_params, split_and_load, allreduce, train_batch), on synthetic "
-                    "Fashion-MNIST-shaped data (1x28x28, 10 classes, learnable class patterns plus noise). "
-                    "Reports per-epoch training time (each batch ends in a sync, as in the book), images/s, "
+                    "from-scratch helpers (get_params, split_and_load, allreduce, train_batch), by default on "
+                    "synthetic Fashion-MNIST-shaped data (1x28x28, 10 classes, learnable class patterns plus "
+                    "noise). Reports per-epoch training time (each batch ends in a sync, as in the book), images/s, "
                     "mean training loss and test accuracy (on the first context).")
     p.add_argument("--epochs", type=cli.positive_int, default=4, help="epochs (default: %(default)s)")
     p.add_argument("--batch-size", type=cli.positive_int, default=256,
@@ -191,9 +192,12 @@ def add_scratch(sub, common):
     p.add_argument("--init-scale", type=float, default=0.1,
                    help="std of the normal initial weights (default: %(default)s; the book's 0.01 needs "
                         "hundreds of steps to leave chance level, more than the default data gives)")
-    p.add_argument("--train-size", type=cli.positive_int, default=6000,
-                   help="synthetic training images (default: %(default)s)")
-    p.add_argument("--test-size", type=cli.positive_int, default=1000, help="synthetic test images (default: %(default)s)")
+    p.add_argument("--dataset", choices=list(DATASETS), default="synthetic",
+                   help="synthetic (6000 train / 1000 test images), digits (scikit-learn's, offline) or "
+                        "fashion-mnist (IDX files in --data-dir) (default: %(default)s)")
+    p.add_argument("--data-dir", metavar="DIR", help="where the Fashion-MNIST .gz files are")
+    p.add_argument("--limit", type=cli.positive_int, metavar="N",
+                   help="use only the first N training (and test) images")
     p.add_argument("--seed", type=cli.non_negative_int, default=0, help="seed for data and weights (default: %(default)s)")
     p.set_defaults(run=run_scratch)
 
@@ -201,26 +205,28 @@ def add_scratch(sub, common):
 def run_scratch(args):
     import math
     from . import UserError
-    from .data_parallel import check_method, init_params, loaders, synthetic_fashion, train
+    from .data import load
+    from .data_parallel import check_method, init_params, loaders, train
     check_method(args.method)
     ctxs = cli.contexts(args)
     if args.batch_size < len(ctxs):
         raise UserError("--batch-size %d is smaller than the %d contexts; each needs at least one sample"
                         % (args.batch_size, len(ctxs)))
-    if args.train_size < args.batch_size:
-        raise UserError("--train-size %d is smaller than --batch-size %d" % (args.train_size, args.batch_size))
     if not (args.lr > 0 and math.isfinite(args.lr)) or not (args.init_scale > 0 and math.isfinite(args.init_scale)):
         raise UserError("--lr and --init-scale must be positive numbers")
     cli.check_outputs(args)
-    train_set, test_set = synthetic_fashion(args.train_size, args.test_size, seed=args.seed)
+    train_set, test_set = load(args.dataset, args.data_dir, args.limit, args.seed)
+    if len(train_set) < args.batch_size:
+        raise UserError("--batch-size %d is larger than the %d training images; lower it or raise --limit"
+                        % (args.batch_size, len(train_set)))
     train_iter, test_iter = loaders(train_set, test_set, args.batch_size, len(ctxs), seed=args.seed)
     with cli.progress_bar(args.epochs * len(train_iter), "scratch") as bar:
         results = train(ctxs, train_iter, test_iter, epochs=args.epochs, lr=args.lr, method=args.method,
                         params=init_params(scale=args.init_scale, seed=args.seed), progress=bar.update)
     cli.emit(results, args, ctxs,
-             title="LeNet from scratch on %s, synthetic Fashion-MNIST-shaped data (%d train / %d test), "
-                   "batch %d, lr %g, allreduce %s"
-                   % (",".join(map(str, ctxs)), args.train_size, args.test_size, args.batch_size, args.lr, args.method),
+             title="LeNet from scratch on %s, %s (%d train / %d test), batch %d, lr %g, allreduce %s"
+                   % (",".join(map(str, ctxs)), args.dataset, len(train_set), len(test_set), args.batch_size,
+                      args.lr, args.method),
              columns=["epoch", "time_s", "images_per_s", "train_loss", "test_acc"])
     return 0
 

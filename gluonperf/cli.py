@@ -4,16 +4,17 @@ CLIs parse arguments, call an experiment, and hand its records here; they never
 compute. Bad input is one line on stderr and a non-zero exit, never a traceback.
 """
 import argparse
+import math
 import os
 import sys
 
-import mxnet as mx
 from tqdm import tqdm
 
 from . import UserError
-from .benchmark import environment
-from .contexts import parse_contexts
 from .report import format_table, write_csv, write_jsonl
+
+# MXNet is imported where it is needed, not here: the launcher uses this module
+# without loading MXNet (importing it with a DMLC_ROLE set would start a server).
 
 
 def common_parser(ctx_default="cpu"):
@@ -26,27 +27,27 @@ def common_parser(ctx_default="cpu"):
     return p
 
 
-def positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("%r is not a whole number" % text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("%r must be at least 1" % text)
-    return value
+def _checked(convert, what, ok, rule):
+    """An argparse `type` that converts with `convert` and accepts values where `ok`."""
+    def check(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError("%r is not %s" % (text, what))
+        if not ok(value):
+            raise argparse.ArgumentTypeError("%r %s" % (text, rule))
+        return value
+    return check
 
 
-def non_negative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("%r is not a whole number" % text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("%r must be 0 or more" % text)
-    return value
+positive_int = _checked(int, "a whole number", lambda v: v >= 1, "must be at least 1")
+non_negative_int = _checked(int, "a whole number", lambda v: v >= 0, "must be 0 or more")
+positive_float = _checked(float, "a number", lambda v: math.isfinite(v) and v > 0, "must be above 0")
+non_negative_float = _checked(float, "a number", lambda v: math.isfinite(v) and v >= 0, "must be 0 or more")
 
 
 def contexts(args):
+    from .contexts import parse_contexts
     return parse_contexts(args.ctx)
 
 
@@ -70,6 +71,7 @@ def check_outputs(args):
 
 def emit(results, args, ctxs=(), title=None, columns=None, out=None):
     """Print the table and write --json / --csv files."""
+    from .benchmark import environment
     out = out or sys.stdout
     print(format_table(results, columns=columns, title=title), file=out)
     if getattr(args, "json", None):
@@ -90,12 +92,13 @@ def note(message):
 
 def run(main, prog, argv=None):
     """Run `main(argv)`, turning bad input and MXNet errors into one line and an exit code."""
+    from mxnet.base import MXNetError
     try:
         code = main(argv)
     except UserError as e:
         print("%s: error: %s" % (prog, e), file=sys.stderr)
         code = 2
-    except mx.base.MXNetError as e:
+    except MXNetError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print("%s: MXNet error: %s" % (prog, first), file=sys.stderr)
         code = 1

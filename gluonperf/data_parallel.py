@@ -285,36 +285,6 @@ def train(ctx, train_iter, test_iter, epochs=4, lr=0.2, method="book", params=No
 # --- synthetic Fashion-MNIST-shaped data ---------------------------------------
 
 
-def synthetic_fashion(num_train=6000, num_test=1000, classes=10, seed=0, noise=0.5):
-    """Learnable synthetic data shaped like Fashion-MNIST: (train_set, test_set) ArrayDatasets.
-
-    Samples are (1, 28, 28) float32 in [0, 1] with int32 labels. Each class has a
-    fixed pattern of a few blurred blobs; a sample is its class pattern at a random
-    brightness, shifted by up to 2 pixels, plus Gaussian noise, clipped to [0, 1].
-    """
-    rng = np.random.RandomState(seed)
-    yy, xx = np.mgrid[0:28, 0:28]
-    templates = []
-    for _ in range(classes):
-        t = np.zeros((28, 28))
-        for _ in range(4):
-            cy, cx = rng.uniform(5, 23, size=2)
-            sy, sx = rng.uniform(1.5, 5, size=2)
-            t += np.exp(-((yy - cy) ** 2 / (2 * sy ** 2) + (xx - cx) ** 2 / (2 * sx ** 2)))
-        templates.append(t / t.max())
-    templates = np.stack(templates)
-
-    def make(count):
-        labels = rng.randint(0, classes, size=count)
-        x = templates[labels] * rng.uniform(0.5, 1.0, size=(count, 1, 1))
-        shifts = rng.randint(-2, 3, size=(count, 2))
-        x = np.stack([np.roll(img, tuple(s), axis=(0, 1)) for img, s in zip(x, shifts)])
-        x = np.clip(x + rng.normal(scale=noise, size=x.shape), 0, 1)
-        return gluon.data.ArrayDataset(x[:, None].astype("float32"), labels.astype("int32"))
-
-    return make(num_train), make(num_test)
-
-
 class Shuffled(gluon.data.Sampler):
     """Indices 0..n-1 in a new random order every epoch, from a generator of its own (seeded)."""
 

@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import UserError
+from .cli import positive_float, positive_int
 
 PROG = "python -m gluonperf.launch"
 
@@ -398,26 +399,6 @@ def run(nodes, timeout=None, out=None, err=None):
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line instead of usage + error
         raise UserError("%s (see --help)" % message)
-
-
-def positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("%r is not a whole number" % text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("%r must be at least 1" % text)
-    return value
-
-
-def positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("%r is not a number" % text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError("%r must be more than 0" % text)
-    return value
 
 
 def build_parser():

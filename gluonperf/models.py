@@ -1,5 +1,10 @@
 """The book's models (MLP, LeNet, ResNet-18 for 28x28 inputs) and GluonCV's model zoo.
 
+Layers are created inside their parent's `name_scope()`, so parameter names (and
+with them the order `gluon.Trainer` sorts parameters in, which indexes optimizer
+states) depend only on the model's structure, not on how many layers the process
+made before: a checkpoint's trainer states then load into any later instance.
+
 `get_model(name, classes)` builds any of them by name; `input_shape(name)` is the
 shape of one sample it expects; `list_models()` is what `--model` accepts.
 """
@@ -25,22 +30,24 @@ _NOT_CLASSIFIER = re.compile(
 def mlp(classes=2):
     """The chapter's MLP: Dense(256) -> Dense(128) -> Dense(classes); input 512 features."""
     net = nn.HybridSequential()
-    net.add(nn.Dense(256, activation="relu"),
-            nn.Dense(128, activation="relu"),
-            nn.Dense(classes))
+    with net.name_scope():
+        net.add(nn.Dense(256, activation="relu"),
+                nn.Dense(128, activation="relu"),
+                nn.Dense(classes))
     return net
 
 
 def lenet(classes=10):
     """LeNet as in the chapter's from-scratch multi-GPU section, as a HybridBlock."""
     net = nn.HybridSequential()
-    net.add(nn.Conv2D(20, kernel_size=3, activation="relu"),
-            nn.AvgPool2D(pool_size=2, strides=2),
-            nn.Conv2D(50, kernel_size=5, activation="relu"),
-            nn.AvgPool2D(pool_size=2, strides=2),
-            nn.Flatten(),
-            nn.Dense(128, activation="relu"),
-            nn.Dense(classes))
+    with net.name_scope():
+        net.add(nn.Conv2D(20, kernel_size=3, activation="relu"),
+                nn.AvgPool2D(pool_size=2, strides=2),
+                nn.Conv2D(50, kernel_size=5, activation="relu"),
+                nn.AvgPool2D(pool_size=2, strides=2),
+                nn.Flatten(),
+                nn.Dense(128, activation="relu"),
+                nn.Dense(classes))
     return net
 
 
@@ -49,11 +56,12 @@ class Residual(nn.HybridBlock):
 
     def __init__(self, num_channels, use_1x1conv=False, strides=1, **kwargs):
         super().__init__(**kwargs)
-        self.conv1 = nn.Conv2D(num_channels, kernel_size=3, padding=1, strides=strides)
-        self.conv2 = nn.Conv2D(num_channels, kernel_size=3, padding=1)
-        self.conv3 = nn.Conv2D(num_channels, kernel_size=1, strides=strides) if use_1x1conv else None
-        self.bn1 = nn.BatchNorm()
-        self.bn2 = nn.BatchNorm()
+        with self.name_scope():
+            self.conv1 = nn.Conv2D(num_channels, kernel_size=3, padding=1, strides=strides)
+            self.conv2 = nn.Conv2D(num_channels, kernel_size=3, padding=1)
+            self.conv3 = nn.Conv2D(num_channels, kernel_size=1, strides=strides) if use_1x1conv else None
+            self.bn1 = nn.BatchNorm()
+            self.bn2 = nn.BatchNorm()
 
     def hybrid_forward(self, F, X):
         Y = F.relu(self.bn1(self.conv1(X)))
@@ -65,24 +73,26 @@ class Residual(nn.HybridBlock):
 
 def resnet_block(num_channels, num_residuals, first_block=False):
     blk = nn.HybridSequential()
-    for i in range(num_residuals):
-        if i == 0 and not first_block:
-            blk.add(Residual(num_channels, use_1x1conv=True, strides=2))
-        else:
-            blk.add(Residual(num_channels))
+    with blk.name_scope():
+        for i in range(num_residuals):
+            if i == 0 and not first_block:
+                blk.add(Residual(num_channels, use_1x1conv=True, strides=2))
+            else:
+                blk.add(Residual(num_channels))
     return blk
 
 
 def resnet18(num_classes=10):
     """The book's ResNet-18 variant for small (28x28) images."""
     net = nn.HybridSequential()
-    net.add(nn.Conv2D(64, kernel_size=3, strides=1, padding=1),
-            nn.BatchNorm(), nn.Activation("relu"))
-    net.add(resnet_block(64, 2, first_block=True),
-            resnet_block(128, 2),
-            resnet_block(256, 2),
-            resnet_block(512, 2))
-    net.add(nn.GlobalAvgPool2D(), nn.Dense(num_classes))
+    with net.name_scope():
+        net.add(nn.Conv2D(64, kernel_size=3, strides=1, padding=1),
+                nn.BatchNorm(), nn.Activation("relu"))
+        net.add(resnet_block(64, 2, first_block=True),
+                resnet_block(128, 2),
+                resnet_block(256, 2),
+                resnet_block(512, 2))
+        net.add(nn.GlobalAvgPool2D(), nn.Dense(num_classes))
     return net
 
 

@@ -18,26 +18,6 @@ SCALING_COLUMNS = ["devices", "batch_size", "step_s", "iqr_s", "t1_s", "t2_s", "
                    "overlap_model_s", "serial_model_s", "images_per_s", "speedup", "efficiency", "noisy"]
 
 
-def positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("%r is not a number" % text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError("%r must be above 0" % text)
-    return value
-
-
-def non_negative_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("%r is not a number" % text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError("%r must be 0 or more" % text)
-    return value
-
-
 def build_parser():
     from .training import HYBRIDIZE, KVSTORES, LR_DECAYS, OPTIMIZERS, TrainConfig
     d = TrainConfig()
@@ -68,14 +48,14 @@ def build_parser():
                    help="GLOBAL batch size, split over the contexts (per worker in dist runs; "
                         "default: %(default)s)")
     p.add_argument("--epochs", type=cli.positive_int, default=d.epochs, help="epochs (default: %(default)s)")
-    p.add_argument("--lr", type=positive_float, default=d.lr, help="learning rate (default: %(default)s)")
+    p.add_argument("--lr", type=cli.positive_float, default=d.lr, help="learning rate (default: %(default)s)")
     p.add_argument("--lr-scale", choices=["none", "linear"], default=d.lr_scale,
                    help="linear: multiply --lr by the number of devices (x workers), as for a batch "
                         "that grows with them (default: %(default)s)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=d.optimizer,
                    help="sgd or nag (Nesterov), both with momentum (default: %(default)s)")
-    p.add_argument("--momentum", type=non_negative_float, default=d.momentum, help="momentum (default: %(default)s)")
-    p.add_argument("--wd", type=non_negative_float, default=d.wd, help="weight decay (default: %(default)s)")
+    p.add_argument("--momentum", type=cli.non_negative_float, default=d.momentum, help="momentum (default: %(default)s)")
+    p.add_argument("--wd", type=cli.non_negative_float, default=d.wd, help="weight decay (default: %(default)s)")
     p.add_argument("--warmup-epochs", type=cli.non_negative_int, default=d.warmup_epochs,
                    help="epochs of linear learning-rate warm-up from 0 (default: %(default)s)")
     p.add_argument("--lr-decay", choices=LR_DECAYS, default=d.lr_decay,

@@ -6,6 +6,12 @@ import pytest
 
 from gluonperf import UserError
 from gluonperf import data_parallel as dp
+from gluonperf.data import synthetic
+
+
+def _synthetic(num_train, num_test, seed):
+    return tuple(mx.gluon.data.ArrayDataset(x, y.astype("int32"))
+                 for x, y in synthetic(num_train, num_test, seed=seed))
 
 SHAPES = [(1,), (7,), (3, 5), (2, 3, 5), (1001,)]
 
@@ -122,7 +128,7 @@ def test_data_parallel_step_equals_single_context_step(method):
 
 
 def test_train_learns_synthetic_data_on_two_contexts():
-    train_set, test_set = dp.synthetic_fashion(1200, 300, seed=0)
+    train_set, test_set = _synthetic(1200, 300, seed=0)
     x, label = train_set[0]
     assert x.shape == (1, 28, 28) and x.dtype == np.float32 and 0 <= x.min() and x.max() <= 1
     train_iter, test_iter = dp.loaders(train_set, test_set, 64, 2)
@@ -177,8 +183,7 @@ def test_bench_allreduce_cli(run, tmp_path):
 
 
 def test_bench_scratch_cli(run):
-    p = run("gluonperf.bench", "scratch", "--ctx", "cpu0,cpu1", "--epochs", "1", "--train-size", "300",
-            "--test-size", "100", "--batch-size", "50", "--method", "tree")
+    p = run("gluonperf.bench", "scratch", "--ctx", "cpu0,cpu1", "--epochs", "1", "--limit", "300", "--batch-size", "50", "--method", "tree")
     assert p.returncode == 0, p.stderr
     assert "images_per_s" in p.stdout and "test_acc" in p.stdout and "cpu(0),cpu(1)" in p.stdout
 
@@ -206,12 +211,12 @@ def test_bench_cli_bad_input(run, tmp_path, capsys):
     assert "unknown allreduce method 'nope'" in _in_process_error(capsys, "scratch", "--method", "nope")
     assert "smaller than the 2 contexts" in _in_process_error(
         capsys, "scratch", "--ctx", "cpu0,cpu1", "--batch-size", "1")
-    assert "smaller than --batch-size" in _in_process_error(capsys, "scratch", "--train-size", "10")
+    assert "larger than the 10 training images" in _in_process_error(capsys, "scratch", "--limit", "10")
     assert "is a directory" in _in_process_error(capsys, "scratch", "--json", str(tmp_path))
 
 
 def test_loaders_give_every_context_a_sample_and_repeat_with_a_seed():
-    train_set, test_set = dp.synthetic_fashion(10, 5, seed=1)
+    train_set, test_set = _synthetic(10, 5, seed=1)
     short, _ = dp.loaders(train_set, test_set, 4, num_contexts=3)  # 4 + 4 + a last batch of 2 < 3
     assert [x.shape[0] for x, _ in short] == [4, 4]
     kept, _ = dp.loaders(train_set, test_set, 4, num_contexts=2)

@@ -81,3 +81,20 @@ def test_resnet18_is_the_28x28_variant():
     assert stem._kwargs["kernel"] == (3, 3) and stem._kwargs["stride"] == (1, 1)
     assert not any(type(b).__name__ == "MaxPool2D" for b in net)
     assert net(mx.nd.ones((2, 1, 28, 28))).shape == (2, 10)
+
+
+@pytest.mark.parametrize("model", ["mlp", "lenet", "resnet18"])
+def test_parameter_order_does_not_depend_on_layers_made_before(model):
+    """gluon.Trainer sorts parameters by name and indexes optimizer states by that order;
+    names built from a global layer counter (dense9 < dense10 as strings) would reorder
+    them between a run and its resume."""
+    def shapes():
+        params = get_model(model).collect_params()
+        return [params[k].shape for k in sorted(params.keys())]
+
+    def dense_counter():
+        return int(mx.gluon.nn.Dense(1).name[len("dense"):])
+    first = shapes()
+    target = 10 ** len(str(dense_counter()))  # build models until the counters pass a power of ten
+    while dense_counter() <= target:
+        assert shapes() == first

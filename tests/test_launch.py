@@ -188,7 +188,7 @@ def test_read_hostfile(tmp_path):
     (["-n", "0", "--", "true"], "must be at least 1"),
     (["-n", "2", "-s", "0", "--", "true"], "must be at least 1"),
     (["--", "true"], "required: -n"),
-    (["-n", "2", "--timeout", "-1", "--", "true"], "must be more than 0"),
+    (["-n", "2", "--timeout", "-1", "--", "true"], "must be above 0"),
     (["-n", "2", "--hostfile", "/nonexistent/hosts", "--", "true"], "does not exist"),
     (["-n", "2", "--hostfile", "EMPTY", "--", "true"], "lists no hosts"),
     (["-n", "2", "--host-ip", "127.0.0.1", "--", "true"], "only apply with --hostfile"),
