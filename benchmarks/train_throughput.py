@@ -8,9 +8,9 @@ For each batch size, in fresh processes, interleaved round by round:
     environment) - the yardstick, ratio 1.0;
   - `gluonperf.train`: `python -m gluonperf.train --dataset synthetic` as a user
     runs it, with its defaults;
-  - `gluonperf.train OMP_NUM_THREADS=<cores>`: the same with the lever
-    benchmarks/LEVERS.md found (one OpenMP thread per core; --hybridize static,
-    already train's default).
+  - `gluonperf.train OMP_NUM_THREADS=<cores> --workers 0`: the same with the
+    levers benchmarks/LEVERS.md found (one OpenMP thread per core, batches loaded
+    in the main thread; --hybridize static is already train's default).
 Every gluonperf run is sandwiched between two book-loop runs (tune.sweep), and
 its ratio is to the mean of those two.
 Until gluonperf.train exists in this checkout, gluonperf.steprate (the same loop
@@ -39,8 +39,11 @@ def candidates(batch_size, runner, model="resnet18"):
     if runner is STEPRATE:
         flags += (("hybridize", "none"),)
     ours = Candidate(runner.module, (), flags, runner)
-    tuned = ours.with_flags("", hybridize="static").with_env(
-        "%s OMP_NUM_THREADS=%d" % (runner.module, cores), OMP_NUM_THREADS=cores)
+    tuned = ours.with_flags("", hybridize="static", workers=0).with_env(
+        "%s OMP_NUM_THREADS=%d --workers 0" % (runner.module, cores), OMP_NUM_THREADS=cores)
+    if runner is STEPRATE:  # steprate has no DataLoader by default
+        tuned = ours.with_flags("", hybridize="static").with_env(
+            "%s OMP_NUM_THREADS=%d" % (runner.module, cores), OMP_NUM_THREADS=cores)
     return [book, ours, tuned]
 
 
