@@ -46,8 +46,11 @@ def build_parser():
                    help="where the Fashion-MNIST .gz files are (default: $MXNET_HOME/datasets/fashion-mnist)")
     p.add_argument("--limit", type=cli.positive_int, metavar="N",
                    help="use only the first N training (and test) samples")
-    p.add_argument("--workers", type=cli.non_negative_int, default=d.workers,
-                   help="DataLoader worker threads (0: load in the main thread; default: %(default)s)")
+    p.add_argument("--workers", type=cli.non_negative_int, default=None,
+                   help="DataLoader worker threads (0: load in the main thread). Default: 0 when every "
+                        "context is a CPU (loader threads would compete with MXNet's OpenMP threads for "
+                        "the cores: 1.02-1.11x faster without them, benchmarks/LEVERS.md), %d with GPUs"
+                        % d.workers)
     p.add_argument("--batch-size", type=cli.positive_int, default=d.batch_size,
                    help="GLOBAL batch size, split over the contexts (per worker in dist runs; "
                         "default: %(default)s)")
@@ -87,9 +90,12 @@ def build_parser():
     return p
 
 
-def config_from(args):
+def config_from(args, ctxs):
     from .training import TrainConfig, config_fields
-    return TrainConfig(**{name: getattr(args, name) for name in config_fields()})
+    values = {name: getattr(args, name) for name in config_fields()}
+    if values["workers"] is None:
+        values["workers"] = 0 if all(c.device_type == "cpu" for c in ctxs) else TrainConfig.workers
+    return TrainConfig(**values)
 
 
 def check(args, ctxs):
@@ -112,7 +118,7 @@ def check(args, ctxs):
     if args.resume:
         from .training import check_resumable, read_checkpoint
         _, meta = read_checkpoint(args.resume)
-        check_resumable(config_from(args), meta, args.resume)
+        check_resumable(config_from(args, ctxs), meta, args.resume)
 
 
 def plot(results, path):
@@ -152,7 +158,7 @@ def main(argv=None):
     ctxs = cli.contexts(args)
     check(args, ctxs)
     cli.advise(ctxs, THREADS_NOTE)
-    config = config_from(args)
+    config = config_from(args, ctxs)
     if args.scaling:
         with cli.progress_bar(len(ctxs) * args.steps, "scaling") as bar:
             results = scaling(config, ctxs, args.steps, progress=bar.update)
