@@ -52,6 +52,18 @@ def load_data(dataset, batch_size, num_workers=None):
     return gdata.DataLoader(dataset, batch_size, shuffle=True, num_workers=num_workers)
 
 
+def train_step(net, trainer, loss, X, y, ctx, batch_size):
+    """The body of the book's training loop: split the batch over the contexts, one
+    backward per context, one trainer step. No sync: the book's loop runs ahead."""
+    gpu_Xs = gutils.split_and_load(X, ctx)
+    gpu_ys = gutils.split_and_load(y, ctx)
+    with autograd.record():
+        ls = [loss(net(gpu_X), gpu_y) for gpu_X, gpu_y in zip(gpu_Xs, gpu_ys)]
+    for l in ls:
+        l.backward()
+    trainer.step(batch_size)
+
+
 def train(net, train_iter, ctx, batch_size, lr, warmup_steps=0):
     """The book's `train` body for one pass over train_iter.
 
@@ -64,13 +76,7 @@ def train(net, train_iter, ctx, batch_size, lr, warmup_steps=0):
         if i == warmup_steps:
             nd.waitall()
             start = time.time()
-        gpu_Xs = gutils.split_and_load(X, ctx)
-        gpu_ys = gutils.split_and_load(y, ctx)
-        with autograd.record():
-            ls = [loss(net(gpu_X), gpu_y) for gpu_X, gpu_y in zip(gpu_Xs, gpu_ys)]
-        for l in ls:
-            l.backward()
-        trainer.step(batch_size)
+        train_step(net, trainer, loss, X, y, ctx, batch_size)
         if i >= warmup_steps:
             images += X.shape[0]
     nd.waitall()
@@ -98,13 +104,7 @@ def serve(batch_size=64, warmup_steps=2, contexts=None, lr=0.1, workers=None, se
     def steps(n):
         for _ in range(n):
             X, y = next(source)
-            gpu_Xs = gutils.split_and_load(X, ctx)
-            gpu_ys = gutils.split_and_load(y, ctx)
-            with autograd.record():
-                ls = [loss(net(gpu_X), gpu_y) for gpu_X, gpu_y in zip(gpu_Xs, gpu_ys)]
-            for l in ls:
-                l.backward()
-            trainer.step(batch_size)
+            train_step(net, trainer, loss, X, y, ctx, batch_size)
         nd.waitall()
     steps(warmup_steps)
     print(json.dumps({"ready": True}), flush=True)

@@ -112,21 +112,26 @@ def advise(ctxs, threads_note=None, prefix=""):
 
 
 def run(main, prog, argv=None):
-    """Run `main(argv)`, turning bad input and MXNet errors into one line and an exit code."""
-    from mxnet.base import MXNetError
+    """Run `main(argv)`, turning bad input and MXNet errors into one line and an exit code.
+
+    MXNet is not imported here (compare and the launcher run without it); an MXNet
+    error can only come from a command that loaded MXNet."""
     try:
         code = main(argv)
     except UserError as e:
         print("%s: error: %s" % (prog, e), file=sys.stderr)
         code = 2
-    except MXNetError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        print("%s: MXNet error: %s" % (prog, first), file=sys.stderr)
-        code = 1
     except KeyboardInterrupt:
         print("%s: interrupted" % prog, file=sys.stderr)
         code = 130
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
+    except Exception as e:
+        base = sys.modules.get("mxnet.base")
+        if base is None or not isinstance(e, base.MXNetError):
+            raise
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print("%s: MXNet error: %s" % (prog, first), file=sys.stderr)
+        code = 1
     sys.exit(code or 0)

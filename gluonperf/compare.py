@@ -223,20 +223,6 @@ def main(argv=None):
     return 0
 
 
-def run(argv=None, prog="python -m gluonperf.compare"):
-    """Like cli.run, without importing MXNet (comparing files needs none)."""
-    try:
-        code = main(argv)
-    except UserError as e:
-        print("%s: error: %s" % (prog, e), file=sys.stderr)
-        code = 2
-    except KeyboardInterrupt:
-        code = 130
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 0
-    sys.exit(code or 0)
-
-
 if __name__ == "__main__":
-    run()
+    from . import cli  # no MXNet: cli loads it only where a command needs it
+    cli.run(main, "python -m gluonperf.compare")

@@ -480,17 +480,6 @@ def main(argv=None):
     return run(nodes, timeout=args.timeout)
 
 
-def cli_main(argv=None):
-    try:
-        code = main(argv)
-    except UserError as e:
-        print("%s: error: %s" % (PROG, e), file=sys.stderr)
-        code = 2
-    except KeyboardInterrupt:
-        print("%s: interrupted" % PROG, file=sys.stderr)
-        code = 130
-    sys.exit(code)
-
-
 if __name__ == "__main__":
-    cli_main()
+    from . import cli  # no MXNet: cli loads it only where a command needs it
+    cli.run(main, PROG)
