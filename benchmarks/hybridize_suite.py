@@ -17,9 +17,10 @@ import mxnet as mx
 from mxnet import nd
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from gluonperf.benchmark import environment, measure_interleaved  # noqa: E402
+from gluonperf import cli  # noqa: E402
+from gluonperf.benchmark import measure_interleaved  # noqa: E402
 from gluonperf.hybridize import _forward, _train_step, build_variants  # noqa: E402
-from gluonperf.report import format_table, result, write_jsonl  # noqa: E402
+from gluonperf.report import result  # noqa: E402
 
 
 def book_benchmark(net, x, number):
@@ -53,12 +54,10 @@ def main(argv=None):
     args = p.parse_args(argv)
     results = suite("mlp", 1, False, args.repeat, 100 if args.quick else 1000)
     results += suite("resnet18", 64, True, args.repeat, 1 if args.quick else 3)
-    print(format_table(results, title="hybridize: per-call time and ratio to the book's loop "
+    cli.emit(results, args, [mx.cpu()], title="hybridize: per-call time and ratio to the book's loop "
                                       "(median of %d interleaved repeats)" % args.repeat,
                        columns=["name", "model", "task", "batch_size", "median_s", "iqr_s", "noisy",
-                                "samples_per_s", "ratio"]))
-    if args.json:
-        write_jsonl(results, args.json, environment([mx.cpu()]))
+                                "samples_per_s", "ratio"])
     nd.waitall()
 
 

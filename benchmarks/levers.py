@@ -16,8 +16,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from gluonperf.benchmark import environment  # noqa: E402
-from gluonperf.report import format_table, write_jsonl  # noqa: E402
+from gluonperf import cli  # noqa: E402
 from gluonperf.tune import STEPRATE, Candidate, Runner, paired_sweep  # noqa: E402
 
 BOOK = Runner("benchmarks/book_loop.py", ("--warmup", "2"), serves=True)
@@ -78,13 +77,11 @@ def main(argv=None):
                     log=lambda m: print(m, file=sys.stderr, flush=True))
     for r in results:
         r.metrics.update(bench_batch=args.batch_size)
-    print(format_table(results, title="levers at batch %d: images/s and ratio to the book's loop "
+    cli.emit(results, args, (), title="levers at batch %d: images/s and ratio to the book's loop "
                                       "(median of %d interleaved rounds, min..max of the per-round ratios)"
                                       % (args.batch_size, args.rounds),
                        columns=["rank", "name", "images_per_s", "min_per_s", "max_per_s", "ratio",
-                                "ratio_min", "ratio_max", "error"]))
-    if args.json:
-        write_jsonl(results, args.json, environment())
+                                "ratio_min", "ratio_max", "error"])
 
 
 if __name__ == "__main__":

@@ -25,8 +25,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gluonperf.advice import load_warning, physical_cores  # noqa: E402
-from gluonperf.benchmark import environment  # noqa: E402
-from gluonperf.report import format_table, write_jsonl  # noqa: E402
+from gluonperf import cli  # noqa: E402
 from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, default_runner, sweep  # noqa: E402
 
 BOOK = Runner("benchmarks/book_loop.py", ("--warmup", "2"), serves=True)
@@ -75,12 +74,10 @@ def main(argv=None):
     if warning:
         print("note: " + warning, file=sys.stderr)
     results = run([int(b) for b in args.batch_sizes.split(",")], args.rounds, args.steps, runner)
-    print(format_table(results, title="training throughput vs the book's loop (median of %d interleaved rounds; "
+    cli.emit(results, args, (), title="training throughput vs the book's loop (median of %d interleaved rounds; "
                                       "ratio = median of per-round ratios, min..max)" % args.rounds,
                        columns=["batch_size", "name", "images_per_s", "min_per_s", "max_per_s", "ratio",
-                                "ratio_min", "ratio_max", "error"]))
-    if args.json:
-        write_jsonl(results, args.json, environment())
+                                "ratio_min", "ratio_max", "error"])
 
 
 if __name__ == "__main__":

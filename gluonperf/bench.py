@@ -255,20 +255,12 @@ def _add_trace(p, what="one more run of the measured code, untimed, so the profi
 def _emit_sections(sections, args, ctxs, extra=()):
     """Print one table per (title, results, columns) section; write every record, and the
     `extra` records not shown as tables, to --json / --csv once."""
-    from .benchmark import environment
-    from .report import write_csv, write_jsonl
-    quiet = argparse.Namespace(**dict(vars(args), json=None, csv=None))
-    everything = []
+    from .report import format_table
+    cli.write_outputs([r for _, results, _ in sections for r in results] + list(extra), args, ctxs)
     for number, (title, results, columns) in enumerate(sections):
         if number:
             print()
-        cli.emit(results, quiet, ctxs, title=title, columns=columns)
-        everything.extend(results)
-    everything.extend(extra)
-    if args.json:
-        write_jsonl(everything, args.json, environment(ctxs))
-    if args.csv:
-        write_csv(everything, args.csv)
+        print(format_table(results, columns=columns, title=title))
 
 
 def _dump_trace(trace):

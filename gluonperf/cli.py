@@ -69,13 +69,21 @@ def check_outputs(args):
     check_output_path(getattr(args, "csv", None), "--csv")
 
 
-def emit(results, args, ctxs=(), title=None, columns=None, out=None):
-    """Print the table and write --json / --csv files."""
-    from .benchmark import environment
-    if getattr(args, "json", None):  # files first: a reader that stops early (| head) loses no result
-        write_jsonl(results, args.json, environment(ctxs))
+def write_outputs(records, args, ctxs=()):
+    """Write `records` to the --json / --csv files the command was given (if any)."""
+    if getattr(args, "json", None):
+        from .benchmark import environment
+        write_jsonl(records, args.json, environment(ctxs))
     if getattr(args, "csv", None):
-        write_csv(results, args.csv)
+        write_csv(records, args.csv)
+
+
+def emit(results, args, ctxs=(), title=None, columns=None, out=None, records=None):
+    """Write --json / --csv files, then print the table of `results`.
+
+    `records` (default: `results`) is what the files get, when they hold more than the
+    table shows. Files come first: a reader that stops early (| head) loses no result."""
+    write_outputs(results if records is None else records, args, ctxs)
     print(format_table(results, columns=columns, title=title), file=out or sys.stdout)
 
 

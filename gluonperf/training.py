@@ -344,7 +344,6 @@ def fit(config, contexts, progress=None, log=None):
 
     if num_workers > 1 or not isinstance(kvstore, str):
         sync_initial_weights(net, trainer, contexts, train_set[0][0].shape)
-    global_batch = config.batch_size * num_workers
     common = dict(model=config.model, dataset=config.dataset, batch_size=config.batch_size,
                   contexts=describe(contexts), devices=len(contexts), num_workers=num_workers, rank=rank,
                   hybridize=config.hybridize, kvstore=config.kvstore, workers=config.workers)

@@ -454,11 +454,8 @@ def main(argv=None):
     table = [r for r in results if r.name != "best"]
     emit(table, args, title="tune: %s on %s, images/s per candidate, ratio to the lever's baseline "
                             "(median of %d interleaved rounds)" % (args.model, ",".join(args.contexts), args.rounds),
-         columns=["batch_size", "lever", "rank", "name", "images_per_s", "ratio", "ratio_min", "ratio_max", "error"])
-    if args.json:  # emit wrote the candidates; add the winners
-        from .report import write_jsonl
-        from .benchmark import environment
-        write_jsonl(results, args.json, environment())
+         columns=["batch_size", "lever", "rank", "name", "images_per_s", "ratio", "ratio_min", "ratio_max", "error"],
+         records=results)  # the files also get the winners ('best')
     for best in (r for r in results if r.name == "best"):
         m = best.metrics
         print("\nbest at batch %d: %.2fx the defaults (product of the kept levers' ratios)" % (m["batch_size"], m["speedup"]))
