@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gluonperf import cli  # noqa: E402
 from gluonperf.benchmark import measure_interleaved  # noqa: E402
 from gluonperf.hybridize import _forward, _train_step, build_variants  # noqa: E402
-from gluonperf.report import result  # noqa: E402
+from gluonperf.records import result  # noqa: E402
 
 
 def book_benchmark(net, x, number):

@@ -39,7 +39,7 @@ from mxnet.gluon import nn
 from .benchmark import Benchmark, Measurement, measure_interleaved, sync
 from .memory import MemorySampler
 from .profiling import Trace, merge_traces
-from .report import result
+from .records import result, save_figure
 
 _NO_TRACE = Trace(None)
 
@@ -503,16 +503,10 @@ def plot_memory_tradeoff(results, path, title=None):
     ax.set_title(title or "memory cost of running ahead")
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".png")
-    os.close(fd)
     try:
-        fig.savefig(tmp, format="png", dpi=100)
-        os.replace(tmp, path)
+        save_figure(fig, path)
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _worker(argument):

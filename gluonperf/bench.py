@@ -255,7 +255,7 @@ def _add_trace(p, what="one more run of the measured code, untimed, so the profi
 def _emit_sections(sections, args, ctxs, extra=()):
     """Print one table per (title, results, columns) section; write every record, and the
     `extra` records not shown as tables, to --json / --csv once."""
-    from .report import format_table
+    from .records import format_table
     cli.write_outputs([r for _, results, _ in sections for r in results] + list(extra), args, ctxs)
     for number, (title, results, columns) in enumerate(sections):
         if number:

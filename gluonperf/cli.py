@@ -11,7 +11,7 @@ import sys
 from tqdm import tqdm
 
 from . import UserError
-from .report import format_table, write_csv, write_jsonl
+from .records import format_table, write_csv, write_jsonl
 
 # MXNet is imported where it is needed, not here: the launcher uses this module
 # without loading MXNet (importing it with a DMLC_ROLE set would start a server).

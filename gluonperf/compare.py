@@ -13,7 +13,7 @@ import os
 import sys
 
 from . import UserError
-from .report import Result, format_table, format_value, read_jsonl, write_jsonl
+from .records import Result, format_table, format_value, read_jsonl, write_jsonl
 
 # Fields that identify what a record measured (not how fast it went).
 ID_FIELDS = ("model", "task", "batch_size", "ctx", "contexts", "hybridize", "kvstore",

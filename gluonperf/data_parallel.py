@@ -32,7 +32,7 @@ from mxnet import autograd, gluon, nd
 
 from . import UserError
 from .benchmark import Benchmark, measure_interleaved
-from .report import Result, result
+from .records import Result, result
 
 # --- the model: the book's LeNet on NDArrays ---------------------------------
 

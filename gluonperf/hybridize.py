@@ -17,7 +17,7 @@ from mxnet.gluon import nn
 from . import UserError
 from .benchmark import measure_interleaved
 from .models import get_model, input_shape
-from .report import result
+from .records import result
 
 MODES = {
     "imperative": None,

@@ -18,7 +18,7 @@ from mxnet import nd
 
 from .benchmark import Benchmark, measure_interleaved
 from .profiling import Trace
-from .report import result
+from .records import result
 
 _NO_TRACE = Trace(None)
 

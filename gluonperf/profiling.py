@@ -64,6 +64,7 @@ class Trace:
         return False
 
     def dump(self):
+        from .records import umask_mode
         """Write the trace to `path`; returns the loaded trace (dict), or None without a path."""
         if self.path is None:
             return None
@@ -75,6 +76,7 @@ class Trace:
             _DUMPED = True
             mx.profiler.dump()
             data = load_trace(self._tmp)
+            os.chmod(self._tmp, umask_mode())
             os.replace(self._tmp, self.path)
         finally:
             if os.path.exists(self._tmp):
@@ -109,6 +111,6 @@ def merge_traces(paths, out_path):
             if isinstance(event, dict) and "pid" in event:
                 event = dict(event, pid=1000 * number + int(event["pid"]))
             merged.append(event)
-    from .report import _atomic_write
+    from .records import _atomic_write
     _atomic_write(out_path, json.dumps({"traceEvents": merged, "displayTimeUnit": "ms"}))
     return {"traceEvents": merged}

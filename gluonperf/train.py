@@ -127,6 +127,8 @@ def plot(results, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
+
+    from .records import save_figure
     epochs = [r.metrics["epoch"] for r in results]
     fig, (acc, speed) = plt.subplots(2, 1, sharex=True, figsize=(6, 5))
     acc.plot(epochs, [r.metrics["test_top1"] for r in results], "o-", label="test top-1")
@@ -140,11 +142,10 @@ def plot(results, path):
     first = results[0].metrics
     fig.suptitle("%s on %s, %s" % (first["model"], first["dataset"], first["contexts"]))
     fig.tight_layout()
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, ".tmp-" + os.path.basename(path))
-    fig.savefig(tmp, format="png")
-    plt.close(fig)
-    os.replace(tmp, path)
+    try:
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)
 
 
 def main(argv=None):

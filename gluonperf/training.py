@@ -25,7 +25,7 @@ from .benchmark import Benchmark, Measurement, sync
 from .contexts import describe
 from .data import CLASSES, load, loader
 from .models import get_model
-from .report import Result, _atomic_write, result
+from .records import Result, _atomic_write, result
 
 HYBRIDIZE = {"none": None, "hybrid": {}, "static": {"static_alloc": True, "static_shape": True}}
 OPTIMIZERS = ("sgd", "nag")

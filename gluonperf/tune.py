@@ -28,7 +28,7 @@ from typing import Optional, Tuple
 
 from . import UserError
 from .advice import idle_warnings, physical_cores
-from .report import Result
+from .records import Result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

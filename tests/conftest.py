@@ -7,9 +7,19 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def clean_env(**extra):
+    """This environment without OMP_*/MXNET_*/GOMP_*/KMP_* settings, as a user's shell
+    has it, so that a command's own thread defaults apply; plus PYTHONPATH and `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_", "GOMP_", "KMP_"))}
+    env["PYTHONPATH"] = ROOT
+    env.update(extra)
+    return env
+
+
 def run_module(*args, timeout=300, env=None):
-    """Run `python -m <args>` from the project root; returns CompletedProcess (text)."""
-    full_env = dict(os.environ, PYTHONPATH=ROOT)
+    """Run `python -m <args>` from the project root in a clean environment (see
+    `clean_env`); returns CompletedProcess (text). A timeout fails the test."""
+    full_env = clean_env()
     if env:
         full_env.update(env)
     return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True,

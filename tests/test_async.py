@@ -7,7 +7,7 @@ from gluonperf import bench, cli
 from gluonperf.async_compute import (_smallest_from, blocking_calls, call_blocks, estimate_t1_t2_t3, memory_cost,
                                      queue_vs_finish, sync_vs_async, train_with_sync)
 from gluonperf.profiling import event_names, load_trace
-from gluonperf.report import result
+from gluonperf.records import result
 
 
 def test_blocking_calls_are_told_apart_from_queuing():

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gluonperf import UserError
-from gluonperf.report import read_jsonl
+from gluonperf.records import read_jsonl
 from gluonperf.training import Diverged, TrainConfig, fit, lr_schedule, read_checkpoint, scaling
 
 TWO = [mx.cpu(0), mx.cpu(1)]

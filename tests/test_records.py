@@ -2,7 +2,7 @@ import csv
 import json
 
 from gluonperf.benchmark import Measurement
-from gluonperf.report import format_table, read_jsonl, result, write_csv, write_jsonl
+from gluonperf.records import format_table, read_jsonl, result, write_csv, write_jsonl
 
 
 def _results():

@@ -83,20 +83,42 @@ def format_table(results, columns=None, title=None):
     return "\n".join(out)
 
 
+def umask_mode(mode=0o666):
+    """`mode` less the process's umask: what open() would have given a new file."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return mode & ~umask
+
+
 def _atomic_write(path, text):
     """Write `text` to `path` via a temporary file in the same directory, so a crash
-    never leaves a half-written file behind."""
+    never leaves a half-written file behind. The file gets the user's umask (mkstemp
+    creates 0600, and the mode would survive the rename)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path, data):
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
     try:
-        with os.fdopen(fd, "w", newline="") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, umask_mode())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def save_figure(fig, path, dpi=100):
+    """Save a matplotlib figure as PNG to `path`, atomically and with the user's umask."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def _json_default(value):
