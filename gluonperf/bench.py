@@ -520,6 +520,7 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    cli.guard_command(args, PROG)
     if not getattr(args, "list_models", False):
         cli.advise(cli.contexts(args), THREADS_NOTE)
     return args.run(args)

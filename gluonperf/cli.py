@@ -10,7 +10,7 @@ import sys
 
 from tqdm import tqdm
 
-from . import UserError
+from . import UserError, guard
 from .records import format_table, write_csv, write_jsonl
 
 # MXNet is imported where it is needed, not here: the launcher uses this module
@@ -24,7 +24,26 @@ def common_parser(ctx_default="cpu"):
                    help="contexts: cpu, cpu0,cpu1, gpu (all GPUs), gpu0,gpu1 or gpu:0 (default: %(default)s)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON lines, with the environment")
     p.add_argument("--csv", metavar="PATH", help="also write the results as CSV")
+    add_stall_timeout(p)
     return p
+
+
+def add_stall_timeout(p):
+    p.add_argument("--stall-timeout", type=non_negative_float, default=guard.DEFAULT_STALL_TIMEOUT, metavar="SEC",
+                   help="stop with exit code 3 when a timed region or a step makes no progress for SEC "
+                        "seconds, naming what it waited on (0: never; default: %(default)g)")
+
+
+def guard_command(args, prog, stall_timeout=None):
+    """For a long-running command, once its flags are parsed: start the stall guard
+    (--stall-timeout) and stop children / remove temporary files on SIGINT, SIGTERM, SIGHUP.
+    Only when run as a command (`run`): a library caller's process keeps its own handlers."""
+    if not _AS_COMMAND:
+        return
+    guard.install_signal_handlers(prog)
+    if stall_timeout is None:
+        stall_timeout = getattr(args, "stall_timeout", guard.DEFAULT_STALL_TIMEOUT)
+    guard.start_stall_guard(stall_timeout, prog)
 
 
 def _checked(convert, what, ok, rule):
@@ -87,9 +106,27 @@ def emit(results, args, ctxs=(), title=None, columns=None, out=None, records=Non
     print(format_table(results, columns=columns, title=title), file=out or sys.stdout)
 
 
+class _GuardedBar(tqdm):
+    """A tqdm bar whose every update counts as progress for the stall guard."""
+
+    done = 0  # counted here too: a disabled tqdm (stderr piped) does not count
+
+    def update(self, n=1):
+        self.done += n
+        guard.beat("%s (step %d of %s)" % (getattr(self, "desc", "") or "running", self.done + 1,
+                                          getattr(self, "total", None) or "?"))
+        return super().update(n)
+
+    def reset(self, total=None):
+        self.done = 0
+        return super().reset(total=total)
+
+
 def progress_bar(total, desc):
-    """A tqdm bar on a terminal, silent when stderr is piped or redirected."""
-    return tqdm(total=total, desc=desc, leave=False, disable=not sys.stderr.isatty())
+    """A tqdm bar on a terminal, silent when stderr is piped or redirected; every update
+    is progress for the stall guard (`guard_command`)."""
+    guard.beat("%s (starting)" % desc)
+    return _GuardedBar(total=total, desc=desc, leave=False, disable=not sys.stderr.isatty())
 
 
 def note(message):
@@ -119,11 +156,16 @@ def advise(ctxs, threads_note=None, prefix=""):
         note("note: " + busy)
 
 
+_AS_COMMAND = False
+
+
 def run(main, prog, argv=None):
     """Run `main(argv)`, turning bad input and MXNet errors into one line and an exit code.
 
     MXNet is not imported here (compare and the launcher run without it); an MXNet
     error can only come from a command that loaded MXNet."""
+    global _AS_COMMAND
+    _AS_COMMAND = True
     try:
         code = main(argv)
     except UserError as e:
@@ -142,4 +184,7 @@ def run(main, prog, argv=None):
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print("%s: MXNet error: %s" % (prog, first), file=sys.stderr)
         code = 1
+    finally:
+        guard.stop_stall_guard()
+        guard.cleanup()
     sys.exit(code or 0)

@@ -150,6 +150,7 @@ def plot(results, path):
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    cli.guard_command(args, PROG)
     if args.list_models:
         from .models import list_models
         for name, description in list_models().items():

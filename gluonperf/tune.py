@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from . import UserError
+from . import UserError, guard
 from .advice import idle_warnings, physical_cores
 from .records import Result
 
@@ -116,11 +116,10 @@ def candidate_env(candidate):
 def measure_candidate(runner, candidate, steps, timeout=900):
     """Run one candidate in a fresh process: (images_per_s, None) or (None, one-line error)."""
     env = candidate_env(candidate)
-    with tempfile.TemporaryDirectory(prefix="gluonperf-tune-") as tmp:
+    with guard.temp_dir(prefix="gluonperf-tune-") as tmp:
         json_path = os.path.join(tmp, "out.json")
         try:
-            p = subprocess.run(runner.argv(candidate, steps, json_path), env=env, cwd=ROOT,
-                               capture_output=True, text=True, timeout=timeout)
+            p = guard.run(runner.argv(candidate, steps, json_path), env=env, cwd=ROOT, timeout=timeout)
         except subprocess.TimeoutExpired:
             return None, "timed out after %ds" % timeout
         if p.returncode != 0:
@@ -223,9 +222,9 @@ class Worker:
     def __init__(self, runner, candidate, timeout):
         self.candidate, self.timeout = candidate, timeout
         self.err = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(runner.argv(candidate, 0, serve=True), env=candidate_env(candidate),
-                                     cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self.err, text=True, bufsize=1)
+        self.proc = guard.popen(runner.argv(candidate, 0, serve=True), env=candidate_env(candidate),
+                                cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=self.err, text=True, bufsize=1)
         self.error = None
         self._read()  # {"ready": true} after warm-up
 
@@ -260,8 +259,8 @@ class Worker:
             self.proc.stdin.close()
             self.proc.wait(timeout=60)
         except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
+            pass
+        guard.kill_group(self.proc)  # also reaps it, and anything it started
         self.err.close()
 
 
@@ -439,8 +438,10 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    from .cli import advise, emit, note, progress_bar
+    from .cli import advise, emit, guard_command, note, progress_bar
     args = parse_args(argv)
+    # each run is bounded by --timeout; the guard catches a hang of tune itself between runs
+    guard_command(args, "python -m gluonperf.tune", stall_timeout=args.timeout + 120)
     advise(args.contexts, prefix="this shell's settings: ")
     total = count_runs(args.model, args.contexts, args.batch_sizes, args.rounds, args.kvstores, args.only,
                        args.runner_obj)

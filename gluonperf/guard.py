@@ -1,0 +1,260 @@
+"""What keeps a gluonperf command from hanging silently or leaving things behind.
+
+- `StallGuard`: a watchdog thread. Commands report progress (`beat`, called by every
+  `cli.progress_bar` update); when nothing is reported for `timeout` seconds, the
+  command stops with one line naming what it was waiting on (the progress label and
+  where the main thread is blocked) and the thread settings in force, exit code 3.
+  A thread is needed because a hung MXNet call (`nd.waitall()`) never returns to Python.
+- `popen` / `run`: child processes in their own session (process group), registered, so
+  that `cleanup` can stop them and their children.
+- `temp_dir` / `temp_path`: temporary paths registered for removal.
+- `install_signal_handlers`: SIGINT, SIGTERM and SIGHUP are handled by a thread woken
+  through `signal.set_wakeup_fd`, so they work even while the main thread is blocked
+  inside MXNet: it stops every child, removes the temporary paths and exits 128 + signal.
+
+Nothing here imports MXNet.
+"""
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+STALL_EXIT = 3
+DEFAULT_STALL_TIMEOUT = 300.0
+
+_lock = threading.RLock()
+_children = set()
+_temp_paths = set()
+_guard = None
+
+
+# --- children and temporary paths -------------------------------------------------
+
+def popen(argv, **kwargs):
+    """subprocess.Popen in a new session (its own process group), registered for `cleanup`."""
+    proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
+    with _lock:
+        _children.add(proc)
+    return proc
+
+
+def kill_group(proc, grace=2.0):
+    """SIGTERM the child's process group, SIGKILL it after `grace` seconds, and reap the child."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=grace)
+            if sig == signal.SIGTERM:  # the leader is gone; grandchildren of the group may not be
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    with _lock:
+        _children.discard(proc)
+
+
+def run(argv, timeout=None, **kwargs):
+    """Like subprocess.run(capture_output=True, text=True) but the child runs in its own
+    process group, which is killed whole on a timeout, an error or a signal.
+    Raises subprocess.TimeoutExpired after killing it."""
+    proc = popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        kill_group(proc)
+        raise
+    finally:
+        with _lock:
+            _children.discard(proc)
+    # a child may have left processes of its own in the group
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+@contextlib.contextmanager
+def temp_dir(prefix="gluonperf-", **kwargs):
+    """A temporary directory removed on exit, on a signal and on a stall."""
+    path = tempfile.mkdtemp(prefix=prefix, **kwargs)
+    with temp_path(path):
+        yield path
+
+
+@contextlib.contextmanager
+def temp_path(path):
+    """Register `path` (file or directory) for removal by `cleanup`; removes it on exit."""
+    with _lock:
+        _temp_paths.add(path)
+    try:
+        yield path
+    finally:
+        _remove(path)
+        with _lock:
+            _temp_paths.discard(path)
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def cleanup():
+    """Stop every registered child (process groups) and remove every registered path."""
+    with _lock:
+        children, paths = list(_children), list(_temp_paths)
+    for proc in children:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for proc in children:
+        kill_group(proc, grace=2.0)
+    for path in paths:
+        _remove(path)
+
+
+# --- the stall guard ----------------------------------------------------------------
+
+def thread_settings():
+    """The thread settings in force, as one phrase for an error line."""
+    from .advice import omp_threads
+    names = ("OMP_NUM_THREADS", "MXNET_OMP_MAX_THREADS", "MXNET_CPU_WORKER_NTHREADS", "MXNET_ENGINE_TYPE")
+    shown = ["%s=%s" % (n, os.environ[n]) for n in names if n in os.environ]
+    return "%s (%d OpenMP thread(s) per operator)" % (", ".join(shown) or "no thread variables set",
+                                                       omp_threads())
+
+
+def where_main_waits(depth=3):
+    """'waitall (mxnet/ndarray/ndarray.py:211) from gluonperf/benchmark.py:26 sync <- ...'."""
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    if frame is None:
+        return "an unknown place"
+    ours = []
+    f = frame
+    while f is not None:
+        path = f.f_code.co_filename.replace(os.sep, "/")
+        if "/gluonperf/" in path and not path.endswith(("/gluonperf/guard.py", "/gluonperf/cli.py")):
+            ours.append("gluonperf/%s:%d %s" % (path.rsplit("/gluonperf/", 1)[1], f.f_lineno, f.f_code.co_name))
+        f = f.f_back
+    path = frame.f_code.co_filename.replace(os.sep, "/")
+    text = "%s (%s:%d)" % (frame.f_code.co_name, "/".join(path.split("/")[-3:]), frame.f_lineno)
+    if ours and "/gluonperf/" in path and ours[0].startswith("gluonperf/" + path.rsplit("/gluonperf/", 1)[1]):
+        ours = ours[1:]
+    if ours:
+        text += " from " + " <- ".join(ours[:depth])
+    return text
+
+
+class StallGuard:
+    """Exit with STALL_EXIT when `beat` has not been called for `timeout` seconds."""
+
+    def __init__(self, timeout, prog, poll=None):
+        self.timeout, self.prog = float(timeout), prog
+        self.poll = poll or min(1.0, self.timeout / 4)
+        self.what = "start-up"
+        self.last = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="gluonperf-stall-guard", daemon=True)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+
+    def beat(self, what=None):
+        self.last = time.monotonic()
+        if what:
+            self.what = what
+
+    def _watch(self):
+        while not self._stop.wait(self.poll):
+            idle = time.monotonic() - self.last
+            if idle > self.timeout:
+                message = ("%s: stalled: no progress for %.0f s while %s; the main thread waits in %s; "
+                           "thread settings: %s. Nothing was written. If a step is just slow, raise "
+                           "--stall-timeout" % (self.prog, idle, self.what, where_main_waits(), thread_settings()))
+                try:
+                    sys.stderr.write("\n" + message + "\n")
+                    sys.stderr.flush()
+                finally:
+                    cleanup()
+                    os._exit(STALL_EXIT)
+
+
+def start_stall_guard(timeout, prog):
+    """Start the process's stall guard (replacing an earlier one); timeout 0 turns it off."""
+    global _guard
+    if _guard is not None:
+        _guard.stop()
+    _guard = StallGuard(timeout, prog).start() if timeout and timeout > 0 else None
+    return _guard
+
+
+def stop_stall_guard():
+    start_stall_guard(0, "")
+
+
+def beat(what=None):
+    """Report progress to the stall guard (a no-op without one)."""
+    if _guard is not None:
+        _guard.beat(what)
+
+
+# --- signals --------------------------------------------------------------------------
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_installed = False
+
+
+def install_signal_handlers(prog):
+    """On SIGINT, SIGTERM or SIGHUP: one line, stop every child, remove temporary paths,
+    exit 128 + signal number. Works while the main thread is blocked in C code (a Python
+    handler alone would only run once it returns). Main thread only; idempotent."""
+    global _installed
+    if _installed or threading.current_thread() is not threading.main_thread():
+        return
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    for sig in _SIGNALS:
+        signal.signal(sig, lambda signum, frame: None)  # the watcher thread acts
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+
+    def watch():
+        while True:
+            data = os.read(read_fd, 1)
+            if not data:
+                return
+            signum = data[0]
+            if signum not in [int(s) for s in _SIGNALS]:
+                continue
+            name = signal.Signals(signum).name
+            try:
+                sys.stderr.write("\n%s: %s received; stopped%s\n"
+                                 % (prog, name, " its child processes too" if _children else ""))
+                sys.stderr.flush()
+            finally:
+                cleanup()
+                os._exit(128 + signum)
+
+    threading.Thread(target=watch, name="gluonperf-signals", daemon=True).start()
+    _installed = True
