@@ -132,12 +132,15 @@ def apply_thread_defaults(contexts=1, environ=None):
         return None
     threads = recommended_threads(contexts)
     environ["OMP_NUM_THREADS"] = str(threads)
-    return ("OMP_NUM_THREADS was unset, so gluonperf set it to %d (one thread per core); MXNet's own default "
-            "would use half the processors" % threads)
+    share = ("one thread per core" if contexts == 1 else
+             "the %d cores shared by the %d CPU contexts that run at once" % (physical_cores(), contexts))
+    return ("OMP_NUM_THREADS was unset, so gluonperf set it to %d (%s); MXNet's own default "
+            "would use half the processors" % (threads, share))
 
 
-def cpu_contexts_in_argv(argv):
-    """How many CPU contexts a command line's --ctx names (1 when absent), read before
+def cpu_contexts_in_argv(argv, at_least=1):
+    """How many CPU contexts a command line's --ctx names (1 when absent; at least
+    `at_least`, for experiments that run more contexts than --ctx names), read before
     argparse and MXNet, so `apply_thread_defaults` can share the cores among them."""
     spec = "cpu"
     for i, arg in enumerate(argv):
@@ -146,4 +149,4 @@ def cpu_contexts_in_argv(argv):
         elif arg.startswith("--ctx="):
             spec = arg.split("=", 1)[1]
     items = [s.strip().lower() for s in spec.split(",") if s.strip()]
-    return max(1, sum(1 for s in items if s.startswith("cpu")))
+    return max(1, at_least, sum(1 for s in items if s.startswith("cpu")))

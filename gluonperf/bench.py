@@ -8,8 +8,25 @@ import sys
 
 from . import cli
 
+# Experiments that run more CPU contexts at once than --ctx names: parallel and overlap
+# pair a single context with the next one; allreduce with --ctx cpu uses cpu0..cpuN-1.
+AT_LEAST_CONTEXTS = {"parallel": 2, "overlap": 2, "allreduce": 2}
+
+
+def contexts_at_once(argv):
+    """The fewest CPU contexts the subcommand in `argv` runs at once (read before argparse)."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    at_least = AT_LEAST_CONTEXTS.get(command, 1)
+    if command == "allreduce" and "--num-ctx" in argv[:-1]:
+        try:
+            at_least = max(int(n) for n in argv[argv.index("--num-ctx") + 1].split(","))
+        except ValueError:
+            pass  # argparse reports it
+    return at_least
+
+
 # As a command, choose MXNet's thread count before any experiment loads MXNet.
-THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else None
+THREADS_NOTE = cli.thread_defaults(sys.argv[1:], contexts_at_once(sys.argv[1:])) if __name__ == "__main__" else None
 
 PROG = "python -m gluonperf.bench"
 
@@ -128,11 +145,18 @@ def add_allreduce(sub, common):
     p.add_argument("--reuse-buffers", action="store_true",
                    help="let book/ring/tree keep one receive buffer per context between calls instead of "
                         "a fresh temporary per transfer (as the book does)")
-    p.set_defaults(run=run_allreduce)
+    p.set_defaults(run=run_allreduce, contexts_used=allreduce_contexts)
+
+
+def allreduce_contexts(args):
+    """--ctx cpu (one CPU): cpu(0).. cpu(k-1) stand in for devices; else the contexts of --ctx."""
+    import mxnet as mx
+    if args.ctx.strip().lower() == "cpu":
+        return [mx.cpu(i) for i in range(max(args.num_ctx or [4]))]
+    return cli.contexts(args)
 
 
 def run_allreduce(args):
-    import mxnet as mx
     from . import UserError
     from .data_parallel import KVSTORES, METHODS, allreduce_bandwidth
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -141,10 +165,7 @@ def run_allreduce(args):
             raise UserError("unknown --methods item %r; choose from %s" % (m, ",".join(METHODS + KVSTORES)))
     if not methods:
         raise UserError("--methods is empty; choose from %s" % ",".join(METHODS + KVSTORES))
-    if args.ctx.strip().lower() == "cpu":  # one CPU: cpu(i) contexts stand in for devices
-        ctxs = [mx.cpu(i) for i in range(max(args.num_ctx or [4]))]
-    else:
-        ctxs = cli.contexts(args)
+    ctxs = allreduce_contexts(args)
     if len(ctxs) < 2:
         raise UserError("--ctx %s is one context; an allreduce needs at least 2 (e.g. --ctx cpu0,cpu1)" % args.ctx)
     counts = args.num_ctx or [k for k in (2, 3, 4) if k <= len(ctxs)]
@@ -412,6 +433,11 @@ def _add_device_sizes(p, repeat):
     _add_trace(p)
 
 
+def _pair_used(args, pick):
+    from . import parallel
+    return list(getattr(parallel, pick)(cli.contexts(args)))
+
+
 def _stand_in_note(stand_in):
     return " [no GPU: two CPU contexts stand in for two devices; they share the same cores]" if stand_in else ""
 
@@ -426,7 +452,7 @@ def add_parallel(sub, common):
                     "a single CPU context with the next one (cpu0 and cpu1 have separate engine workers), "
                     "labelled as a stand-in.")
     _add_device_sizes(p, repeat=7)
-    p.set_defaults(run=run_parallel)
+    p.set_defaults(run=run_parallel, contexts_used=lambda args: _pair_used(args, "pick_pair"))
 
 
 def run_parallel(args):
@@ -467,7 +493,7 @@ def add_overlap(sub, common):
                    help="compute each y as x (n x K) times w (K x n) instead of x times x: the same bytes "
                         "to copy for K/n of the work (default: the book's x times x on a GPU, K=16 on a CPU, "
                         "where a full product dwarfs the copy of its result)")
-    p.set_defaults(run=run_overlap)
+    p.set_defaults(run=run_overlap, contexts_used=lambda args: _pair_used(args, "pick_source_and_destination"))
 
 
 def run_overlap(args):
@@ -522,7 +548,8 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     cli.guard_command(args, PROG)
     if not getattr(args, "list_models", False):
-        cli.advise(cli.contexts(args), THREADS_NOTE)
+        used = getattr(args, "contexts_used", cli.contexts)
+        cli.advise(used(args), THREADS_NOTE)
     return args.run(args)
 
 

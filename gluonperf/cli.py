@@ -134,13 +134,14 @@ def note(message):
     print(message, file=sys.stderr)
 
 
-def thread_defaults(argv):
-    """For a command about to load MXNet: set OMP_NUM_THREADS to one thread per core
-    (shared among the CPU contexts of --ctx) unless the user set it. MXNet reads it
-    once, when loaded, and by default gives each operator only half the processors.
+def thread_defaults(argv, at_least=1):
+    """For a command about to load MXNet: set OMP_NUM_THREADS to one thread per core,
+    shared among the CPU contexts that run at once (those of --ctx, and at least
+    `at_least`), unless the user set it. MXNet reads it once, when loaded, and by
+    default gives each operator only half the processors.
     Returns the note to show, or None when nothing was changed."""
     from .advice import apply_thread_defaults, cpu_contexts_in_argv
-    return apply_thread_defaults(cpu_contexts_in_argv(argv))
+    return apply_thread_defaults(cpu_contexts_in_argv(argv, at_least))
 
 
 def advise(ctxs, threads_note=None, prefix=""):

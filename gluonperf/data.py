@@ -92,11 +92,9 @@ def fashion_mnist(data_dir=None):
     if missing:
         from mxnet.gluon.utils import _get_repo_url
         if not _online(_get_repo_url()):
-            raise UserError(
-                "Fashion-MNIST is not in %s (missing %s) and cannot be downloaded (offline); put the "
-                "four standard files (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
-                "t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz) there or pass --data-dir, "
-                "or use --dataset digits, which works offline" % (root, ", ".join(missing)))
+            where = "put them there" if data_dir else "put them there or pass --data-dir DIR where they are"
+            raise UserError("%s lacks the Fashion-MNIST file(s) %s, and they cannot be downloaded (offline); %s, "
+                            "or use --dataset digits, which works offline" % (root, ", ".join(missing), where))
     if missing or _official(root):
         sets = []
         for train in (True, False):

@@ -17,6 +17,7 @@ import mxnet as mx
 from mxnet import nd
 
 from .benchmark import Benchmark, measure_interleaved
+from .blas import check_concurrent_products, dense
 from .profiling import Trace
 from .records import result
 
@@ -24,9 +25,12 @@ _NO_TRACE = Trace(None)
 
 
 def run(x, n=10, w=None):
-    """The chapter's workload: `n` matrix products of `x` with itself (or with `w`)."""
-    w = x if w is None else w
-    return [nd.dot(x, w) for _ in range(n)]
+    """The chapter's workload: `n` matrix products of `x` with itself (or with `w`).
+
+    The chapter's `nd.dot` would hang here on two CPU contexts at once (MXNet's bundled
+    OpenBLAS, see gluonperf.blas); FullyConnected computes the same product on oneDNN."""
+    rhs_t = nd.transpose(x if w is None else w)
+    return [dense(x, rhs_t) for _ in range(n)]
 
 
 def copy_to(ys, ctx):
@@ -100,6 +104,7 @@ def concurrency(ctx_a, ctx_b, size_a=1000, size_b=1000, n=10, repeat=7, warmup=1
     in between, interleaved repeat by repeat. The 'both' row carries the concurrency gain
     `(t_a + t_b) / t_both` (2 = perfect overlap, 1 = none, below 1 = they got in each
     other's way)."""
+    check_concurrent_products((ctx_a, ctx_b))
     xa, xb = _uniform(size_a, ctx_a), _uniform(size_b, ctx_b)
     fns = {
         "run on %s" % ctx_a: lambda: run(xa, n),
@@ -133,17 +138,18 @@ def overlap(ctx, dest, size=1000, n=10, repeat=7, warmup=1, inner=None, trace=_N
     which costs K/size of the book's x times x for the same bytes to copy: on a CPU a full
     product takes so much longer than copying its result that the overlap is lost in noise.
     """
+    check_concurrent_products((ctx, dest))
     if inner is None or inner == size:
         x, w = _uniform(size, ctx), None
     else:
         x, w = _uniform(size, ctx, inner), _uniform(inner, ctx, size)
     done = run(x, n, w)
-    rhs = x if w is None else w
 
     def pipelined():
         ys = []
+        rhs_t = nd.transpose(x if w is None else w)
         for i in range(n):
-            ys.append(nd.dot(x, rhs))
+            ys.append(dense(x, rhs_t))
             if i:
                 ys[i - 1].copyto(dest)
         ys[-1].copyto(dest)

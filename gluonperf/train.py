@@ -4,7 +4,6 @@ Parses and checks the flags, calls `gluonperf.training.fit` (or `scaling`), and
 hands the per-epoch records to `gluonperf.cli.emit`. Nothing is computed here.
 """
 import argparse
-import os
 import sys
 
 from . import UserError, cli
@@ -112,9 +111,6 @@ def check(args, ctxs):
         raise UserError("--scaling compares the contexts of one machine; use --kvstore device or local")
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
-    for flag, path in (("--save", args.save),):
-        if path and os.path.exists(path) and not os.path.isdir(path):
-            raise UserError("%s %s is a file; give a directory" % (flag, path))
     if args.resume:
         from .training import check_resumable, read_checkpoint
         _, meta = read_checkpoint(args.resume)

@@ -25,7 +25,7 @@ from .benchmark import Benchmark, Measurement, sync
 from .contexts import describe
 from .data import CLASSES, load, loader
 from .models import get_model
-from .records import Result, _atomic_write, result
+from .records import Result, _atomic_write, result, umask_mode
 
 HYBRIDIZE = {"none": None, "hybrid": {}, "static": {"static_alloc": True, "static_shape": True}}
 OPTIMIZERS = ("sgd", "nag")
@@ -181,34 +181,92 @@ def evaluate(net, data, contexts):
 
 # --- checkpoints ---------------------------------------------------------------
 
-def save_checkpoint(directory, epoch, net, trainer, meta, keep=2):
-    """Write parameters, trainer states and meta.json for `epoch` into
-    DIR/epoch-NNNN, then point DIR/latest at it. Every file is first written into
-    a temporary directory that is renamed into place, and `latest` is replaced
-    last, so a crash at any moment leaves the previous checkpoint intact."""
-    os.makedirs(directory, exist_ok=True)
-    name = "epoch-%04d" % epoch
-    tmp = tempfile.mkdtemp(dir=directory, prefix=".tmp-" + name)
-    try:
-        os.chmod(tmp, 0o755)  # mkdtemp makes it private
-        net.save_parameters(os.path.join(tmp, "params"))
-        trainer.save_states(os.path.join(tmp, "states"))
-        with open(os.path.join(tmp, "meta.json"), "w") as f:
-            json.dump(meta, f, indent=1, default=str)
-        final = os.path.join(directory, name)
-        if os.path.exists(final):  # an older run's epoch of the same number: move it aside
-            os.replace(final, tempfile.mkdtemp(dir=directory, prefix=".old-") + "/x")
-        os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    _atomic_write(os.path.join(directory, LATEST), name + "\n")
-    kept = sorted(d for d in os.listdir(directory) if d.startswith("epoch-"))[:-keep]
-    for old in kept + [d for d in os.listdir(directory) if d.startswith((".old-", ".tmp-"))]:
-        path = os.path.join(directory, old)
-        if os.path.isdir(path):
-            shutil.rmtree(path, ignore_errors=True)
-    return os.path.join(directory, name)
+class CheckpointDir:
+    """A --save directory, written by one run at a time.
+
+    Opening it takes an exclusive lock (`DIR/.lock`, released by the kernel when the
+    process dies, even by kill -9): a second run saving into it is refused with one line.
+    A directory that already holds checkpoints is refused too, unless this run resumes
+    from it, so saving never replaces or prunes another run's checkpoints.
+
+    `save` writes parameters, trainer states and meta.json for an epoch into
+    DIR/epoch-NNNN: every file goes into a temporary directory that is renamed into place,
+    and `latest` is replaced (atomically) last, so a kill at any moment leaves `latest`
+    naming a complete checkpoint. Then all but the `keep` highest epochs are removed,
+    never the one `latest` names."""
+
+    def __init__(self, directory, resuming=False, keep=2):
+        import fcntl
+        self.directory, self.keep = directory, keep
+        if os.path.exists(directory) and not os.path.isdir(directory):
+            raise UserError("--save %s is a file; give a directory" % directory)
+        os.makedirs(directory, exist_ok=True)
+        self._lock = open(os.path.join(directory, ".lock"), "a+")
+        try:
+            fcntl.flock(self._lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._lock.seek(0)
+            holder = self._lock.read().strip() or "unknown"
+            self._lock.close()
+            raise UserError("--save %s is being written by another run (pid %s); wait for it to finish or "
+                            "give another directory" % (directory, holder))
+        self._lock.seek(0)
+        self._lock.truncate()
+        self._lock.write("%d\n" % os.getpid())
+        self._lock.flush()
+        epochs = self.epochs()
+        if epochs and not resuming:
+            self.close()
+            raise UserError("--save %s already holds checkpoints of another run (%s); continue that run with "
+                            "--resume %s, or give an empty directory" % (directory, ", ".join(epochs), directory))
+        self._remove_leftovers()  # temporary directories of a run that was killed while saving
+
+    def epochs(self):
+        """Names of the checkpoints in the directory, oldest epoch first."""
+        return sorted(d for d in os.listdir(self.directory)
+                      if d.startswith("epoch-") and os.path.isdir(os.path.join(self.directory, d)))
+
+    def _remove_leftovers(self):
+        for d in os.listdir(self.directory):
+            if d.startswith((".tmp-", ".old-")):
+                shutil.rmtree(os.path.join(self.directory, d), ignore_errors=True)
+
+    def save(self, epoch, net, trainer, meta):
+        directory = self.directory
+        name = "epoch-%04d" % epoch
+        tmp = tempfile.mkdtemp(dir=directory, prefix=".tmp-" + name)
+        try:
+            os.chmod(tmp, umask_mode(0o777))  # mkdtemp makes it private
+            net.save_parameters(os.path.join(tmp, "params"))
+            trainer.save_states(os.path.join(tmp, "states"))
+            with open(os.path.join(tmp, "meta.json"), "w") as f:
+                json.dump(meta, f, indent=1, default=str)
+            for part in ("params", "states", "meta.json"):
+                os.chmod(os.path.join(tmp, part), umask_mode())
+            final = os.path.join(directory, name)
+            if os.path.exists(final):  # this run's epoch written before a kill, never pointed at: replace it
+                os.replace(final, tempfile.mkdtemp(dir=directory, prefix=".old-") + "/x")
+            os.replace(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _atomic_write(os.path.join(directory, LATEST), name + "\n")
+        for old in self.epochs()[:-self.keep]:
+            if old != name:
+                shutil.rmtree(os.path.join(directory, old), ignore_errors=True)
+        self._remove_leftovers()
+        return final
+
+    def close(self):
+        if not self._lock.closed:
+            self._lock.close()  # releases the lock
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
 
 def read_checkpoint(directory):
@@ -313,7 +371,17 @@ def fit(config, contexts, progress=None, log=None):
     if meta:
         check_resumable(config, meta, config.resume)
     save_dir = config.save or config.resume
+    saver = (CheckpointDir(save_dir, resuming=os.path.abspath(save_dir) == os.path.abspath(config.resume or ""))
+             if save_dir and rank == 0 else None)
+    try:
+        return _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_dir, saver,
+                    progress, log)
+    finally:
+        if saver:
+            saver.close()
 
+
+def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_dir, saver, progress, log):
     train_set, test_set = load(config.dataset, config.data_dir, config.limit, config.seed)
     train_data = loader(train_set, config.batch_size, shuffle=True, workers=config.workers,
                         num_parts=num_workers, part_index=rank, last_batch="discard", seed=config.seed)
@@ -382,10 +450,9 @@ def fit(config, contexts, progress=None, log=None):
                 "param checksum %.10g" % (epoch + 1, record.metrics["loss"], record.metrics["train_top1"],
                                           test_top1, epoch_s, record.metrics["train_images_per_s"],
                                           record.metrics["param_checksum"]))
-        if save_dir and rank == 0:
-            save_checkpoint(save_dir, epoch + 1, net, trainer,
-                            {"epoch": epoch + 1, "config": asdict(config),
-                             "history": [r.row() for r in history]})
+        if saver:
+            saver.save(epoch + 1, net, trainer, {"epoch": epoch + 1, "config": asdict(config),
+                                                 "history": [r.row() for r in history]})
     return history
 
 

@@ -36,6 +36,7 @@ def main():
     p.add_argument("--crash-how", choices=["exit", "raise"], default="exit",
                    help="crash with sys.exit(--exit-code) or an uncaught exception")
     args = p.parse_args()
+    os.makedirs(args.outdir, exist_ok=True)  # both workers may create it; a fresh machine has none
 
     kv = mx.kv.create(args.kvstore)
     rank, workers = kv.rank, kv.num_workers

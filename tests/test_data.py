@@ -96,6 +96,8 @@ def test_missing_fashion_mnist_offline_is_one_clear_error(tmp_path, monkeypatch)
     message = str(e.value)
     assert "\n" not in message and str(tmp_path / "none") in message
     assert "train-images-idx3-ubyte.gz" in message and "--dataset digits" in message
+    assert message.count("train-images-idx3-ubyte.gz") == 1  # each file named once
+    assert "--data-dir" not in message  # it was given
 
 
 def test_offline_check_fails_fast():
