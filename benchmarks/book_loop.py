@@ -26,7 +26,7 @@ from mxnet import autograd, gluon, init, nd
 from mxnet.gluon import data as gdata, loss as gloss, utils as gutils
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from gluonperf.models import resnet18  # noqa: E402  (the book's 28x28 ResNet-18, run imperatively)
+from gluonperf.models import get_model  # noqa: E402  (the book's 28x28 ResNet-18 by default, run imperatively)
 
 
 def synthetic_dataset(size, seed=0, classes=10):
@@ -83,13 +83,13 @@ def train(net, train_iter, ctx, batch_size, lr, warmup_steps=0):
     return images, time.time() - start
 
 
-def serve(batch_size=64, warmup_steps=2, contexts=None, lr=0.1, workers=None, seed=0):
+def serve(batch_size=64, warmup_steps=2, contexts=None, lr=0.1, workers=None, seed=0, model="resnet18"):
     """Warm up, then answer `run N` lines on stdin with one JSON line each: the book's
     loop body over the next N batches of an endless DataLoader, ended by nd.waitall()
     (as gluonperf.steprate --serve does, so tune can interleave them)."""
     ctx = contexts or [mx.cpu()]
     mx.random.seed(seed)
-    net = resnet18(10)
+    net = get_model(model, 10)
     net.initialize(init=init.Normal(sigma=0.01), ctx=ctx, force_reinit=True)
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
     loss = gloss.SoftmaxCrossEntropyLoss()
@@ -119,10 +119,10 @@ def serve(batch_size=64, warmup_steps=2, contexts=None, lr=0.1, workers=None, se
                           "images": batch_size * int(parts[1])}), flush=True)
 
 
-def run(batch_size=64, steps=20, warmup_steps=2, contexts=None, lr=0.1, workers=None, seed=0):
+def run(batch_size=64, steps=20, warmup_steps=2, contexts=None, lr=0.1, workers=None, seed=0, model="resnet18"):
     ctx = contexts or [mx.cpu()]
     mx.random.seed(seed)
-    net = resnet18(10)
+    net = get_model(model, 10)
     net.initialize(init=init.Normal(sigma=0.01), ctx=ctx, force_reinit=True)
     dataset = synthetic_dataset(batch_size * (steps + warmup_steps), seed)
     train_iter = load_data(dataset, batch_size, workers)
@@ -134,6 +134,7 @@ def run(batch_size=64, steps=20, warmup_steps=2, contexts=None, lr=0.1, workers=
 def main(argv=None):
     p = argparse.ArgumentParser(description="The book's concise ResNet-18 loop; prints one JSON line.")
     p.add_argument("--batch-size", type=int, default=64, help="global batch size (default: %(default)s)")
+    p.add_argument("--model", default="resnet18", help="a gluonperf model name (default: %(default)s, the book's)")
     p.add_argument("--steps", type=int, default=20, help="timed steps (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: %(default)s)")
     p.add_argument("--gpus", type=int, default=0, help="0: one CPU context as in the book's single-device run; "
@@ -146,8 +147,8 @@ def main(argv=None):
         p.error("--batch-size and --steps must be >= 1, --warmup >= 0")
     ctx = [mx.cpu(i) for i in range(args.gpus)] if args.gpus else [mx.cpu()]
     if args.serve:
-        return serve(args.batch_size, args.warmup, ctx, workers=args.workers)
-    print(json.dumps(run(args.batch_size, args.steps, args.warmup, ctx, workers=args.workers)))
+        return serve(args.batch_size, args.warmup, ctx, workers=args.workers, model=args.model)
+    print(json.dumps(run(args.batch_size, args.steps, args.warmup, ctx, workers=args.workers, model=args.model)))
 
 
 if __name__ == "__main__":

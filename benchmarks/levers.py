@@ -69,6 +69,7 @@ def main(argv=None):
     p.add_argument("--only", help="comma-separated candidate numbers to run (0 = book loop, always run)")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")
     args = p.parse_args(argv)
+    cli.guard_command(args, "benchmarks/levers.py", stall_timeout=0)  # stop the candidates on signals
     cands = candidates(args.batch_size)
     if args.only:
         keep = {0} | {int(i) for i in args.only.split(",")}
@@ -85,4 +86,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main, "benchmarks/levers.py")

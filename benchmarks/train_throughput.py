@@ -28,12 +28,13 @@ from gluonperf.advice import load_warning, physical_cores  # noqa: E402
 from gluonperf import cli  # noqa: E402
 from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, default_runner, sweep  # noqa: E402
 
+PROG = "benchmarks/train_throughput.py"
 BOOK = Runner("benchmarks/book_loop.py", ("--warmup", "2"), serves=True)
 
 
 def candidates(batch_size, runner, model="resnet18"):
     cores = physical_cores()
-    book = Candidate("book loop", (), (("batch_size", str(batch_size)),), BOOK)
+    book = Candidate("book loop", (), (("batch_size", str(batch_size)), ("model", model)), BOOK)
     flags = (("batch_size", str(batch_size)), ("model", model))
     if runner is STEPRATE:
         flags += (("hybridize", "none"),)
@@ -46,22 +47,23 @@ def candidates(batch_size, runner, model="resnet18"):
     return [book, ours, tuned]
 
 
-def run(batch_sizes, rounds, steps, runner=None, progress=None):
+def run(batch_sizes, rounds, steps, runner=None, progress=None, model="resnet18"):
     runner = runner or default_runner()
     out = []
     for b in batch_sizes:
-        cands = candidates(b, runner)
+        cands = candidates(b, runner, model)
         modules = {c.name: c.runner.module for c in cands}
         results = sweep(cands, runner, steps, rounds, lever="train_throughput b%d" % b, progress=progress,
                         log=lambda m: print(m, file=sys.stderr, flush=True))
         for r in results:
-            r.metrics.update(batch_size=b, runner=modules[r.name])
+            r.metrics.update(batch_size=b, runner=modules[r.name], model=model)
         out.extend(results)
     return out
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", default="resnet18", help="model for every runner (default: %(default)s)")
     p.add_argument("--batch-sizes", default="64,128", help="comma-separated (default: %(default)s)")
     p.add_argument("--steps", type=int, default=8, help="timed steps per run (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: %(default)s)")
@@ -69,11 +71,12 @@ def main(argv=None):
                    help="what stands for gluonperf (default: gluonperf.train when it exists)")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")
     args = p.parse_args(argv)
+    cli.guard_command(args, PROG, stall_timeout=0)  # each run has its own timeout; stop children on signals
     runner = {"auto": None, "train": TRAIN, "steprate": STEPRATE}[args.runner]
     warning = load_warning()
     if warning:
         print("note: " + warning, file=sys.stderr)
-    results = run([int(b) for b in args.batch_sizes.split(",")], args.rounds, args.steps, runner)
+    results = run([int(b) for b in args.batch_sizes.split(",")], args.rounds, args.steps, runner, model=args.model)
     cli.emit(results, args, (), title="training throughput vs the book's loop (median of %d interleaved rounds; "
                                       "ratio = median of per-round ratios, min..max)" % args.rounds,
                        columns=["batch_size", "name", "images_per_s", "min_per_s", "max_per_s", "ratio",
@@ -81,4 +84,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main, PROG)

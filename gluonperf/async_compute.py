@@ -20,6 +20,7 @@ training loop itself: there the overhead is small beside a batch).
 
 Every function returns a list of `Result`; nothing here parses arguments or prints.
 """
+import contextlib
 import io
 import json
 import os
@@ -27,7 +28,6 @@ import queue
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -39,6 +39,7 @@ from mxnet.gluon import nn
 from .benchmark import Benchmark, Measurement, measure_interleaved, sync
 from .memory import MemorySampler
 from .profiling import Trace, merge_traces
+from . import guard
 from .records import result, save_figure
 
 _NO_TRACE = Trace(None)
@@ -422,8 +423,8 @@ def run_memory_variant(params, timeout=None):
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    proc = subprocess.run([sys.executable, "-m", "gluonperf.async_compute", json.dumps(params)],
-                          capture_output=True, text=True, env=env, timeout=timeout)
+    proc = guard.run([sys.executable, "-m", "gluonperf.async_compute", json.dumps(params)],
+                     env=env, timeout=timeout)
     if proc.returncode != 0:
         lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
         raise RuntimeError("memory worker (%s) failed: %s" % (_variant_name(params.get("every")),
@@ -442,8 +443,8 @@ def memory_cost(ctx, num_batches=150, every=(1, 5, 25), batch_size=1024, feature
     from .contexts import describe
     variants = list(dict.fromkeys(list(every) + [0]))
     rows, traces = [], []
-    tmpdir = tempfile.mkdtemp(prefix="gluonperf-trace-") if trace_path else None
-    try:
+    with contextlib.ExitStack() as stack:
+        tmpdir = stack.enter_context(guard.temp_dir(prefix="gluonperf-trace-")) if trace_path else None
         for k in variants:
             params = {"ctx": describe([ctx]), "num_batches": num_batches, "every": k,
                       "batch_size": batch_size, "features": features, "data": data}
@@ -458,12 +459,6 @@ def memory_cost(ctx, num_batches=150, every=(1, 5, 25), batch_size=1024, feature
                 progress()
         if trace_path:
             merge_traces([t for t in traces if os.path.exists(t)], trace_path)
-    finally:
-        if tmpdir:
-            for path in traces:
-                if os.path.exists(path):
-                    os.unlink(path)
-            os.rmdir(tmpdir)
     done = [row for row in rows if "error" not in row]
     base = done[0] if done else None
     out = []

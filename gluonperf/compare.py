@@ -158,7 +158,7 @@ def parse_threshold(text):
         value = float(raw)
     except ValueError:
         raise argparse.ArgumentTypeError("%r is not a percentage; use e.g. 10%%" % text)
-    if not 0 <= value < 1000:
+    if not 0 <= value <= 1000:
         raise argparse.ArgumentTypeError("%r must be between 0%% and 1000%%" % text)
     return value / 100.0
 

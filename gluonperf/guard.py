@@ -31,16 +31,27 @@ _lock = threading.RLock()
 _children = set()
 _temp_paths = set()
 _guard = None
+_stopping = threading.Event()  # set by `cleanup` when the process is about to exit
+
+
+def _hold_if_stopping():
+    """Once the process is stopping (signal, stall), the main thread must not start a
+    new child or make a new temporary path behind cleanup's back: it waits for the exit."""
+    if _stopping.is_set() and threading.current_thread() is threading.main_thread():
+        threading.Event().wait()
 
 
 # --- children and temporary paths -------------------------------------------------
 
 def popen(argv, **kwargs):
     """subprocess.Popen in a new session (its own process group), registered for `cleanup`."""
-    proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
-    with _lock:
-        _children.add(proc)
-    return proc
+    while True:
+        _hold_if_stopping()  # outside the lock: cleanup needs it
+        with _lock:  # registered before cleanup's snapshot, or not started at all
+            if not _stopping.is_set():
+                proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
+                _children.add(proc)
+                return proc
 
 
 def kill_group(proc, grace=2.0):
@@ -88,7 +99,13 @@ def run(argv, timeout=None, **kwargs):
 @contextlib.contextmanager
 def temp_dir(prefix="gluonperf-", **kwargs):
     """A temporary directory removed on exit, on a signal and on a stall."""
-    path = tempfile.mkdtemp(prefix=prefix, **kwargs)
+    path = None
+    while path is None:
+        _hold_if_stopping()
+        with _lock:
+            if not _stopping.is_set():
+                path = tempfile.mkdtemp(prefix=prefix, **kwargs)
+                _temp_paths.add(path)
     with temp_path(path):
         yield path
 
@@ -116,9 +133,12 @@ def _remove(path):
             pass
 
 
-def cleanup():
-    """Stop every registered child (process groups) and remove every registered path."""
+def cleanup(stopping=False):
+    """Stop every registered child (process groups) and remove every registered path.
+    `stopping`: the process exits next; from now on no new child or path is made."""
     with _lock:
+        if stopping:
+            _stopping.set()
         children, paths = list(_children), list(_temp_paths)
     for proc in children:
         try:
@@ -197,7 +217,7 @@ class StallGuard:
                     sys.stderr.write("\n" + message + "\n")
                     sys.stderr.flush()
                 finally:
-                    cleanup()
+                    cleanup(stopping=True)
                     os._exit(STALL_EXIT)
 
 
@@ -253,7 +273,7 @@ def install_signal_handlers(prog):
                                  % (prog, name, " its child processes too" if _children else ""))
                 sys.stderr.flush()
             finally:
-                cleanup()
+                cleanup(stopping=True)
                 os._exit(128 + signum)
 
     threading.Thread(target=watch, name="gluonperf-signals", daemon=True).start()

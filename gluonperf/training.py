@@ -210,15 +210,15 @@ class CheckpointDir:
             self._lock.close()
             raise UserError("--save %s is being written by another run (pid %s); wait for it to finish or "
                             "give another directory" % (directory, holder))
-        self._lock.seek(0)
-        self._lock.truncate()
-        self._lock.write("%d\n" % os.getpid())
-        self._lock.flush()
         epochs = self.epochs()
         if epochs and not resuming:
             self.close()
             raise UserError("--save %s already holds checkpoints of another run (%s); continue that run with "
                             "--resume %s, or give an empty directory" % (directory, ", ".join(epochs), directory))
+        self._lock.seek(0)
+        self._lock.truncate()
+        self._lock.write("%d\n" % os.getpid())
+        self._lock.flush()
         self._remove_leftovers()  # temporary directories of a run that was killed while saving
 
     def epochs(self):

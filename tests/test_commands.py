@@ -1,0 +1,322 @@
+"""Every command and subcommand the README shows, run as a user runs it.
+
+Each runs as a subprocess from a clean environment (no OMP_*/MXNET_* preset, so the
+command's own thread defaults apply), at small sizes, with a timeout, with `--ctx cpu`
+and `--ctx cpu0,cpu1` where the command takes contexts. Checked: exit code, the table's
+columns, the JSON records, file modes (the user's umask), and that no process of the
+run is left behind. Then the README's sequences that share state (save then resume into
+one directory, the launcher's output folder), signals sent mid-run, kill -9 during a
+checkpoint save, and the stall guard.
+"""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import psutil
+import pytest
+
+from conftest import ROOT, clean_env
+
+PY = sys.executable
+TIMEOUT = 240
+
+
+def marked_env(**extra):
+    """A clean environment with a unique marker, to find every process of one run."""
+    mark = uuid.uuid4().hex
+    return clean_env(GLUONPERF_TEST_RUN=mark, **extra), mark
+
+
+def processes_of(mark):
+    found = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if p.environ().get("GLUONPERF_TEST_RUN") == mark:
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return found
+
+
+def command(args, tmp_path, timeout=TIMEOUT, **env):
+    """Run `python <args>` from the project root as a user would; check that nothing of
+    the run is left running afterwards; returns the CompletedProcess."""
+    full_env, mark = marked_env(**env)
+    done = subprocess.run([PY, *args], cwd=ROOT, env=full_env, capture_output=True, text=True,
+                          timeout=timeout)
+    deadline = time.time() + 10
+    while processes_of(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    left = processes_of(mark)
+    assert not left, "left running: %s" % [p.cmdline() for p in left]
+    return done
+
+
+def header(stdout):
+    """The column names of the (first) table: the line above the first line of dashes."""
+    lines = stdout.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("---") and i:
+            return lines[i - 1].split()
+    raise AssertionError("no table in:\n" + stdout)
+
+
+def records(path):
+    rows = [json.loads(line) for line in open(path)]
+    assert rows, "no records in %s" % path
+    for row in rows:
+        assert row["bench"] and row["name"] and row["env"]["mxnet"], row
+    return rows
+
+
+def umask():
+    value = os.umask(0)
+    os.umask(value)
+    return value
+
+
+def assert_user_mode(path):
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask(), oct(os.stat(path).st_mode)
+
+
+TWO = ["--ctx", "cpu0,cpu1"]
+
+# (id, argv after `python -m`, columns the table must have, bench names the JSON must hold)
+BENCH = [
+    ("hybridize", ["gluonperf.bench", "hybridize", "--repeat", "2", "--number", "20"],
+     ["name", "median_s", "speedup", "hybrid_forward_calls"], {"hybridize"}),
+    ("async", ["gluonperf.bench", "async", "--demo-size", "200", "--sizes", "10,32", "--iterations", "20",
+               "--repeat", "2"], ["name", "median_s"], {"async"}),
+    ("parallel", ["gluonperf.bench", "parallel", "--repeat", "2"], ["name", "median_s", "gain"], {"parallel"}),
+    ("overlap", ["gluonperf.bench", "overlap", "--repeat", "3"], ["name", "median_s", "overlap"], {"overlap"}),
+    ("allreduce", ["gluonperf.bench", "allreduce", "--sizes", "4K,256K", "--num-ctx", "2", "--repeat", "2"],
+     ["contexts", "size", "name", "bus_GBps"], {"allreduce"}),
+    ("scratch", ["gluonperf.bench", "scratch", "--epochs", "1", "--limit", "512"],
+     ["epoch", "images_per_s", "test_acc"], {"scratch"}),
+    ("train", ["gluonperf.train", "--dataset", "digits", "--model", "lenet", "--epochs", "1", "--limit", "256",
+               "--batch-size", "32"], ["epoch", "loss", "test_top1", "train_images_per_s"], {"train"}),
+    ("scaling", ["gluonperf.train", "--dataset", "digits", "--model", "lenet", "--scaling", "--steps", "2",
+                 "--batch-size", "32", "--limit", "256"], ["devices", "step_s", "t1_s", "t2_s", "speedup"],
+     {"scaling"}),
+]
+
+
+@pytest.mark.parametrize("ctx", [[], TWO], ids=["cpu", "cpu0,cpu1"])
+@pytest.mark.parametrize("name,argv,columns,benches", BENCH, ids=[b[0] for b in BENCH])
+def test_readme_command_as_a_user_runs_it(name, argv, columns, benches, ctx, tmp_path):
+    out = tmp_path / "out.json"
+    p = command(["-m", *argv, *ctx, "--json", str(out)], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert set(columns) <= set(header(p.stdout)), p.stdout
+    rows = records(out)
+    assert {r["bench"] for r in rows} <= benches | {"export"} and rows[0]["bench"] in benches
+    assert_user_mode(out)
+    assert "Traceback" not in p.stderr
+    if name in ("parallel", "overlap"):  # two contexts run at once: one OpenMP thread each on 2 cores
+        assert rows[0]["env"]["contexts"] == ["cpu(0)", "cpu(1)"]
+        assert "CPU context(s)" not in p.stderr  # no idle-core warning about one context
+
+
+@pytest.mark.parametrize("argv", [
+    ["gluonperf.bench", "parallel", "--repeat", "2"],
+    ["gluonperf.bench", "scratch", "--ctx", "cpu0,cpu1", "--epochs", "1", "--limit", "1024"],
+], ids=["parallel", "scratch"])
+def test_user_set_threads_do_not_hang_two_contexts(argv, tmp_path):
+    """OMP_NUM_THREADS=2 with two CPU contexts at once hung MXNet's OpenBLAS (nd.dot):
+    the products go through oneDNN, and the command warns about oversubscription."""
+    p = command(["-m", *argv], tmp_path, timeout=120, OMP_NUM_THREADS="2")
+    assert p.returncode == 0, p.stderr
+    assert "oversubscribe" in p.stderr
+
+
+def test_bench_memory_plot_and_json(tmp_path):
+    out, png = tmp_path / "m.json", tmp_path / "m.png"
+    p = command(["-m", "gluonperf.bench", "memory", "--batches", "6", "--every", "1,2", "--batch-size", "64",
+                 "--features", "64", "--plot", str(png), "--json", str(out)], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert {"name", "rss_peak_bytes", "max_in_flight"} <= set(header(p.stdout))
+    assert [r["name"] for r in records(out)] == ["sync every batch", "sync every 2", "no sync"]
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert_user_mode(out)
+    assert_user_mode(png)
+
+
+def test_train_plot_save_and_csv_keep_the_users_umask(tmp_path):
+    ckpt, png, csv = tmp_path / "ckpt", tmp_path / "t.png", tmp_path / "t.csv"
+    p = command(["-m", "gluonperf.train", "--dataset", "digits", "--model", "mlp", "--epochs", "1",
+                 "--limit", "128", "--batch-size", "32", "--save", str(ckpt), "--plot", str(png),
+                 "--csv", str(csv)], tmp_path)
+    assert p.returncode == 0, p.stderr
+    for path in (png, csv, ckpt / "latest", ckpt / "epoch-0001" / "params"):
+        assert_user_mode(path)
+
+
+TRAIN = ["-m", "gluonperf.train", "--dataset", "digits", "--model", "lenet", "--batch-size", "32",
+         "--limit", "256"]
+
+
+def test_readme_save_then_resume_sequence(tmp_path):
+    """The README's order: save one epoch, resume for more, then a new run may not save
+    into the same directory (it would replace or prune the first run's checkpoints)."""
+    ckpt = str(tmp_path / "ckpt")
+    first = command(TRAIN + ["--epochs", "1", "--save", ckpt], tmp_path)
+    assert first.returncode == 0, first.stderr
+    resumed = command(TRAIN + ["--epochs", "3", "--resume", ckpt], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed from" in resumed.stderr
+    assert sorted(d for d in os.listdir(ckpt) if d.startswith("epoch-")) == ["epoch-0002", "epoch-0003"]
+    before = {d: os.stat(os.path.join(ckpt, d)).st_mtime for d in os.listdir(ckpt)}
+    again = command(TRAIN + ["--epochs", "1", "--save", ckpt], tmp_path)
+    assert again.returncode == 2
+    lines = again.stderr.strip().splitlines()
+    assert "already holds checkpoints of another run" in lines[-1] and "--resume" in lines[-1]
+    assert "Traceback" not in again.stderr
+    assert {d: os.stat(os.path.join(ckpt, d)).st_mtime for d in os.listdir(ckpt)} == before
+    assert open(os.path.join(ckpt, "latest")).read().strip() == "epoch-0003"
+
+
+def test_a_second_writer_of_a_checkpoint_directory_is_refused(tmp_path):
+    ckpt = str(tmp_path / "ckpt")
+    env, mark = marked_env()
+    slow = subprocess.Popen([PY] + TRAIN + ["--epochs", "30", "--save", ckpt], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while not os.path.exists(os.path.join(ckpt, "latest")) and time.time() < deadline:
+            assert slow.poll() is None, slow.stderr.read()
+            time.sleep(0.2)
+        second = command(TRAIN + ["--epochs", "31", "--resume", ckpt], tmp_path)
+        assert second.returncode == 2
+        assert "being written by another run (pid %d)" % slow.pid in second.stderr.strip().splitlines()[-1]
+    finally:
+        slow.kill()
+        slow.wait()
+        slow.stderr.close()
+
+
+def test_kill_9_while_saving_loses_nothing(tmp_path):
+    """kill -9 at random moments of a run that saves every epoch; each time `latest`
+    must name a complete checkpoint that resumes, and the run finished by resuming ends
+    with the same parameters as an uninterrupted run."""
+    from gluonperf.training import read_checkpoint
+    argv = TRAIN + ["--model", "mlp", "--epochs", "6", "--log-interval", "0"]
+    whole = str(tmp_path / "whole")
+    p = command(argv + ["--save", whole, "--json", str(tmp_path / "whole.json")], tmp_path)
+    assert p.returncode == 0, p.stderr
+    expected = records(tmp_path / "whole.json")[-1]["param_checksum"]
+
+    ckpt = str(tmp_path / "ckpt")
+    rng = random.Random(0)
+    kills = 0
+    while kills < 3:
+        env, mark = marked_env()
+        start = argv + (["--resume", ckpt] if os.path.exists(os.path.join(ckpt, "latest")) else ["--save", ckpt])
+        proc = subprocess.Popen([PY, *start], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        saved_before = read_checkpoint(ckpt)[1]["epoch"] if os.path.exists(os.path.join(ckpt, "latest")) else 0
+        deadline = time.time() + 120
+        while time.time() < deadline and proc.poll() is None:  # wait for the next save to begin
+            names = os.listdir(ckpt) if os.path.isdir(ckpt) else []
+            if any(n.startswith(".tmp-") for n in names) or (
+                    "latest" in names and read_checkpoint(ckpt)[1]["epoch"] > saved_before):
+                break
+            time.sleep(0.005)
+        time.sleep(rng.uniform(0, 0.05))
+        if proc.poll() is not None:  # finished all epochs before we could kill it
+            break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        path, meta = read_checkpoint(ckpt)  # raises if `latest` names an incomplete checkpoint
+        assert meta["epoch"] >= 1 and os.path.getsize(os.path.join(path, "params")) > 0
+    assert kills >= 1
+    done = command(argv + ["--resume", ckpt, "--json", str(tmp_path / "resumed.json")], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert records(tmp_path / "resumed.json")[-1]["param_checksum"] == expected
+
+
+def test_launcher_example_creates_the_workers_output_folder(tmp_path):
+    out = tmp_path / "fresh" / "out"
+    p = command(["-m", "gluonperf.launch", "-n", "2", "-s", "1", "--timeout", "120", "--", "python",
+                 "tests/dist_worker.py", str(out), "--steps", "4"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(out)) == ["params-rank0.npz", "params-rank1.npz"]
+
+
+def test_compare_two_runs(tmp_path):
+    runs = []
+    for i in range(2):
+        path = tmp_path / ("run%d.json" % i)
+        p = command(["-m", "gluonperf.bench", "hybridize", "--repeat", "2", "--number", "20", "--json", str(path)],
+                    tmp_path)
+        assert p.returncode == 0, p.stderr
+        runs.append(str(path))
+    p = command(["-m", "gluonperf.compare", *runs, "--fail-above", "500%"], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "imperative" in p.stdout
+
+
+def test_throughput_suite_tiny(tmp_path):
+    out = tmp_path / "tt.json"
+    p = command(["benchmarks/train_throughput.py", "--model", "lenet", "--batch-sizes", "16", "--rounds", "1",
+                 "--steps", "2", "--json", str(out)], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert {"batch_size", "name", "images_per_s", "ratio"} <= set(header(p.stdout))
+    assert {r["name"] for r in records(out)} >= {"book loop", "gluonperf.train"}
+
+
+def _wait_for_children(proc, count=1, timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        kids = psutil.Process(proc.pid).children(recursive=True)
+        if len(kids) >= count:
+            return kids
+        assert proc.poll() is None, "exited early"
+        time.sleep(0.1)
+    raise AssertionError("no child process started")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("argv", [
+    ["-m", "gluonperf.tune", "--model", "lenet", "--levers", "threads", "--rounds", "2", "--steps", "400"],
+    ["-m", "gluonperf.bench", "memory", "--batches", "400", "--every", "1"],
+], ids=["tune", "bench-memory"])
+def test_a_signal_mid_run_leaves_no_process_and_no_temporary_files(argv, sig, tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env, mark = marked_env(TMPDIR=str(tmp))
+    proc = subprocess.Popen([PY, *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        _wait_for_children(proc)
+        time.sleep(1.5)  # the child is loading MXNet or running
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + sig, err
+    assert "%s received" % signal.Signals(sig).name in err and "Traceback" not in err
+    deadline = time.time() + 10
+    while processes_of(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not processes_of(mark)
+    assert not list(tmp.iterdir())
+
+
+def test_the_stall_guard_stops_a_step_that_makes_no_progress(tmp_path):
+    """A step longer than --stall-timeout counts as a stall: exit 3, one line naming what
+    the command waited on and the thread settings, no output file."""
+    out = tmp_path / "p.json"
+    p = command(["-m", "gluonperf.bench", "parallel", "--cpu-size", "1500", "--products", "30",
+                 "--stall-timeout", "0.3", "--json", str(out)], tmp_path)
+    assert p.returncode == 3, p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert "stalled: no progress" in last and "parallel" in last and "OMP_NUM_THREADS=" in last
+    assert "gluonperf/" in last  # where the main thread waits
+    assert not out.exists() and not [f for f in os.listdir(tmp_path) if f.startswith(".tmp")]
