@@ -1,0 +1,222 @@
+"""python -m gluonperf.predict: how far data parallelism scales, from measured parts.
+
+Parses the flags, gets the per-device step (a `train --scaling` JSON, figures given on
+the command line, or a fresh measurement), the model's gradient bytes and the links,
+and hands the predictions of `gluonperf.prediction` / `gluonperf.scaling_model` to
+`cli.emit`. With --validate it checks predictions against runs on this machine.
+"""
+import argparse
+import sys
+
+from . import UserError, cli
+
+_VALIDATE = any(a == "--validate" or a.startswith("--validate=") for a in sys.argv[1:])
+THREADS_NOTE = (cli.thread_defaults(sys.argv[1:], at_least=4 if _VALIDATE else 1)
+                if __name__ == "__main__" else None)
+
+PROG = "python -m gluonperf.predict"
+COLUMNS = ["name", "global_batch", "t1_s", "t2_s", "step_s", "images_per_s", "speedup", "efficiency",
+           "comm_bound", "efficient", "lr", "warmup_epochs"]
+BEST_COLUMNS = ["machines", "devices", "total_devices", "efficiency", "images_per_s"]
+VALIDATIONS = ("all", "devices", "dist")
+DIST_CONFIGS = ((2, 1), (2, 2), (4, 1), (4, 2))
+
+
+def int_list(text):
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a comma-separated list of whole numbers" % text)
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError("%r: give whole numbers of at least 1, e.g. 1,2,4,8" % text)
+    return sorted(set(values))
+
+
+def efficiency(text):
+    value = cli.positive_float(text)
+    if value > 1:
+        raise argparse.ArgumentTypeError("%r: an efficiency is between 0 and 1, e.g. 0.8" % text)
+    return value
+
+
+def build_parser():
+    from .scaling_model import LINKS, PLACEMENTS
+    p = argparse.ArgumentParser(
+        prog=PROG, parents=[cli.common_parser()],
+        description="Predict step time, images/s, speedup and parallel efficiency of data-parallel "
+                    "training on N devices per machine x M machines, from a measured per-device step "
+                    "(compute t1 and the update), the model's gradient bytes and the links: a ring "
+                    "allreduce within a machine (kvstore device / nccl) and dist_sync parameter servers "
+                    "across machines. A step is max(t1, t2) + update when communication overlaps "
+                    "compute (--overlap yes, the default) and t1 + t2 + update when not. --validate "
+                    "checks such predictions against runs on this machine instead.")
+    p.add_argument("--model", default="resnet18",
+                   help="a gluonperf model name (resnet18, lenet, mlp or a GluonCV name, e.g. resnet18_v1); "
+                        "its trainable parameters give the gradient bytes (default: %(default)s)")
+    src = p.add_argument_group("the measured per-device step (one of)")
+    src.add_argument("--scaling", metavar="JSON",
+                     help="python -m gluonperf.train --scaling --json output: t1 and update of its 1-device row")
+    src.add_argument("--t1", type=cli.positive_float, metavar="SEC",
+                     help="compute time (forward + backward) of one step on one device, measured elsewhere "
+                          "(needs --per-device-batch)")
+    src.add_argument("--update", type=cli.non_negative_float, default=0.0, metavar="SEC",
+                     help="with --t1: the optimizer update's time per step (default: 0)")
+    src.add_argument("--measure", action="store_true",
+                     help="measure the step now on the first --ctx context (with --per-device-batch, "
+                          "--model, synthetic data; 10 steps)")
+    p.add_argument("--per-device-batch", type=cli.positive_int, metavar="B",
+                   help="images per device per step (default: as measured; otherwise t1 is scaled linearly)")
+    p.add_argument("--devices", type=int_list, default=[1, 2, 4, 8], metavar="N,N",
+                   help="devices per machine (default: 1,2,4,8)")
+    p.add_argument("--machines", type=int_list, default=[1, 2, 8, 64], metavar="M,M",
+                   help="machines (default: 1,2,8,64)")
+    p.add_argument("--link", default="pcie3",
+                   help="link between the devices of a machine: %s (default: %%(default)s)"
+                        % ", ".join(["nvlink"] + sorted(k for k, v in LINKS.items() if v.scope == "machine")))
+    p.add_argument("--allreduce", metavar="JSON",
+                   help="python -m gluonperf.bench allreduce --json output: use its measured bus bandwidth "
+                        "as the link within a machine instead of --link")
+    p.add_argument("--network", default="25gbe",
+                   help="link between machines: %s (default: %%(default)s)"
+                        % ", ".join(sorted(k for k, v in LINKS.items() if v.scope == "network")))
+    p.add_argument("--network-GBps", type=cli.positive_float, metavar="GBPS",
+                   help="a measured network bandwidth in GB/s per direction instead of --network")
+    p.add_argument("--servers", type=cli.positive_int,
+                   help="dist_sync parameter servers (default: one per machine)")
+    p.add_argument("--placement", choices=PLACEMENTS, default="colocated",
+                   help="colocated: server i on machine i (as gluonperf.launch --hostfile places them); "
+                        "dedicated: servers on machines of their own (default: %(default)s)")
+    p.add_argument("--overlap", choices=["yes", "no"], default="yes",
+                   help="yes: communication hides behind compute, step = max(t1, t2) + update (MXNet's "
+                        "engine reduces a layer's gradient as soon as backward produced it); no: "
+                        "step = t1 + t2 + update (default: %(default)s)")
+    p.add_argument("--lr", type=cli.positive_float, default=0.1, help="learning rate for --lr-batch (default: 0.1)")
+    p.add_argument("--lr-batch", type=cli.positive_int, default=256,
+                   help="global batch that --lr is meant for; the lr is scaled linearly (default: 256)")
+    p.add_argument("--min-efficiency", type=efficiency, default=0.8,
+                   help="efficiency threshold for the 'largest N' summary (default: %(default)s)")
+    p.add_argument("--list-links", action="store_true", help="list the named links with their sources and exit")
+    v = p.add_argument_group("validation on this machine")
+    v.add_argument("--validate", nargs="?", const="all", choices=VALIDATIONS,
+                   help="instead of predicting: predict and measure what this machine can run, 1..4 cpu "
+                        "contexts (devices) and dist_sync on loopback with 2 and 4 workers and 1-2 servers "
+                        "(dist); print predicted vs measured")
+    v.add_argument("--validate-model", default="lenet", help="model for --validate (default: %(default)s)")
+    v.add_argument("--validate-batch", type=cli.positive_int, default=64,
+                   help="images per device (per worker) for --validate (default: %(default)s)")
+    v.add_argument("--validate-steps", type=cli.positive_int, default=10,
+                   help="timed steps per configuration for --validate (default: %(default)s)")
+    v.add_argument("--validate-devices", type=cli.positive_int, default=4,
+                   help="most cpu contexts for --validate devices (default: %(default)s)")
+    return p
+
+
+def list_links():
+    from .scaling_model import LINKS
+    for name, lnk in LINKS.items():
+        print("%-8s %-7s %7.3g GB/s  %4.0f us  %s" % (name, lnk.scope, lnk.GBps, lnk.latency_s * 1e6, lnk.source))
+
+
+def validate(args, ctxs):
+    from .prediction import CHECK_COLUMNS, validate_devices, validate_dist
+    results = []
+    kinds = ("devices", "dist") if args.validate == "all" else (args.validate,)
+    total = (args.validate_devices * args.validate_steps if "devices" in kinds else 0) + \
+            (len(DIST_CONFIGS) if "dist" in kinds else 0)
+    with cli.progress_bar(total, "validate") as bar:
+        if "devices" in kinds:
+            results += validate_devices(args.validate_model, args.validate_batch, args.validate_devices,
+                                        args.validate_steps, progress=bar.update)
+        if "dist" in kinds:
+            results += validate_dist(args.validate_model, args.validate_batch, DIST_CONFIGS, args.validate_steps,
+                                     progress=bar.update)
+    worst = max(abs(r.metrics["error"]) for r in results)
+    load = results[-1].metrics["load"]
+    cli.emit(results, args, ctxs, columns=CHECK_COLUMNS,
+             title="predicted vs measured on this machine: %s, %d images per device/worker, %d steps; "
+                   "load average %.1f (the cores are shared); largest error %.0f%%"
+                   % (args.validate_model, args.validate_batch, args.validate_steps, load, 100 * worst))
+    return 0
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    cli.guard_command(args, PROG)
+    if args.list_links:
+        list_links()
+        return 0
+    from . import scaling_model
+    from .models import get_model
+    ctxs = cli.contexts(args)
+    cli.check_outputs(args)
+    if args.validate:
+        get_model(args.validate_model)
+        cli.advise(ctxs, THREADS_NOTE)
+        return validate(args, ctxs)
+    get_model(args.model)  # unknown names fail here
+    given = [bool(args.scaling), args.t1 is not None, args.measure]
+    if sum(given) != 1:
+        raise UserError("give the measured per-device step with exactly one of --scaling JSON, --t1 SEC "
+                        "(with --per-device-batch) or --measure")
+    if args.t1 is not None and not args.per_device_batch:
+        raise UserError("--t1 needs --per-device-batch: the images one device computes in that time")
+    intra = scaling_model.link(args.link)
+    if intra.scope != "machine":
+        raise UserError("--link %s is a network; give the link between devices of a machine (pcie3, pcie4, "
+                        "nvlink) and the network with --network" % args.link)
+    inter = (scaling_model.measured_link(args.network_GBps, scaling_model.LINKS["25gbe"].latency_s,
+                                         name="%g GB/s" % args.network_GBps, scope="network")
+             if args.network_GBps else scaling_model.link(args.network))
+    if inter.scope != "network":
+        raise UserError("--network %s links devices of one machine; give 10gbe, 25gbe or 100gbe" % args.network)
+    if args.servers and args.placement == "colocated" and args.servers > min(args.machines):
+        raise UserError("--servers %d colocated on %d machine(s): at most one server per machine; lower "
+                        "--servers or use --placement dedicated" % (args.servers, min(args.machines)))
+
+    from . import prediction
+    if args.allreduce:
+        intra = prediction.link_from_allreduce(prediction.read_records(args.allreduce, "allreduce"))
+    if args.scaling:
+        step = prediction.step_from_scaling(prediction.read_records(args.scaling, "scaling"))
+        if step["model"] and step["model"] != args.model:
+            cli.note("note: %s was measured with --model %s; predicting for --model %s"
+                     % (args.scaling, step["model"], args.model))
+    elif args.t1 is not None:
+        step = dict(t1_s=args.t1, update_s=args.update, per_device_batch=args.per_device_batch)
+    else:
+        from .training import TrainConfig
+        cli.advise(ctxs[:1], THREADS_NOTE)
+        batch = args.per_device_batch or 32
+        config = TrainConfig(model=args.model, dataset="synthetic", batch_size=batch, limit=batch, steps=10)
+        with cli.progress_bar(10, "measure"):
+            step = prediction.measure_step(config, ctxs[0], steps=10)
+    nbytes, keys, _ = prediction.gradient_bytes(args.model)
+    results = prediction.prediction_results(
+        args.model, step, nbytes, args.devices, args.machines, intra, inter, args.servers,
+        overlap=args.overlap == "yes", placement=args.placement, base_lr=args.lr, base_batch=args.lr_batch,
+        per_device_batch=args.per_device_batch, keys=keys)
+    results = [type(r)(r.bench, r.name, dict(r.metrics, efficient=r.metrics["efficiency"] >= args.min_efficiency))
+               for r in results]
+    best = prediction.best_results(results, args.min_efficiency)
+    m = results[0].metrics
+    cli.emit(results, args, ctxs, columns=COLUMNS, records=results + best,
+             title="%s: %.1f MiB of gradients in %d arrays, %d images per device, t1 %.4g ms, update %.4g ms; "
+                   "within a machine: ring over %s (%.4g GB/s); across machines: dist_sync over %s (%.4g GB/s), "
+                   "%s (%s); %s; lr %g per %d images, scaled linearly with %d warm-up epochs"
+                   % (args.model, nbytes / 2 ** 20, keys, m["per_device_batch"], 1e3 * step["t1_s"]
+                      * m["per_device_batch"] / step["per_device_batch"], 1e3 * step["update_s"]
+                      * m["per_device_batch"] / step["per_device_batch"], intra.name, intra.GBps, inter.name,
+                      inter.GBps, "%d servers" % args.servers if args.servers else "one server per machine", args.placement,
+                      "overlap assumed: step = max(t1,t2) + update" if args.overlap == "yes"
+                      else "no overlap: step = t1 + t2 + update", args.lr, args.lr_batch,
+                      scaling_model.WARMUP_EPOCHS))
+    print()
+    print(cli.format_table(best, columns=BEST_COLUMNS,
+                           title="most devices per machine with efficiency >= %g (comm_bound: t2 > t1; "
+                                 "global batches above %d lose accuracy even with warm-up, Goyal et al. 2017)"
+                                 % (args.min_efficiency, scaling_model.LARGEST_SAFE_BATCH)))
+    return 0
+
+
+if __name__ == "__main__":
+    cli.run(main, PROG)

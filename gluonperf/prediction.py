@@ -1,0 +1,329 @@
+"""Measured parts for scaling predictions, the predictions as records, and their validation.
+
+- `gradient_bytes(model)`: the bytes one step's gradients take (float32, trainable
+  parameters only: BatchNorm's running statistics are not summed), from the model
+  initialised with its input shape.
+- `step_from_scaling(records)` / `measure_step(...)`: the per-device step (t1 and the
+  update) from `train --scaling` records, or measured now with `training.scaling`.
+- `link_from_allreduce(records)`: a link from `bench allreduce` records (bus_GBps).
+- `prediction_results(...)`: `scaling_model.sweep` as Results (bench 'predict').
+- `validate_devices(...)` / `validate_dist(...)`: predict what this machine can run
+  (CPU contexts; dist_sync on loopback through `gluonperf.launch`), measure it, and
+  return predicted vs measured (bench 'predict-check').
+
+Nothing here parses arguments or prints.
+"""
+import json
+import os
+import socket
+import statistics
+import sys
+import threading
+import time
+
+from . import UserError, scaling_model
+from .records import result
+
+CHECK_COLUMNS = ["scheme", "workers", "servers", "devices", "threads", "per_device_batch", "t1_s", "t2_s",
+                 "predicted_step_s", "measured_step_s", "predicted_images_per_s", "measured_images_per_s",
+                 "error", "within_25pct"]
+
+
+# --- measured parts --------------------------------------------------------------
+
+def gradient_bytes(model):
+    """(bytes, arrays, parameters) of the gradients of `model` (a gluonperf.models name)."""
+    import mxnet as mx
+
+    from .data import CLASSES
+    from .models import get_model, input_shape
+    net = get_model(model, CLASSES)
+    net.initialize(mx.init.Xavier(), ctx=mx.cpu())
+    net(mx.nd.zeros((1,) + tuple(input_shape(model)), ctx=mx.cpu()))
+    trainable = [p for p in net.collect_params().values() if p.grad_req != "null"]
+    count = sum(int(p.data().size) for p in trainable)
+    return 4 * count, len(trainable), count
+
+
+def read_records(path, bench):
+    """The records of `bench` in a --json file, as metric dicts."""
+    from .records import read_jsonl
+    try:
+        rows = read_jsonl(path)
+    except OSError as e:
+        raise UserError("cannot read %s: %s" % (path, e.strerror or e))
+    except (ValueError, KeyError) as e:
+        raise UserError("%s is not a gluonperf --json file (%s)" % (path, e))
+    found = [dict(r.metrics, name=r.name, env=env) for r, env in rows if r.bench == bench]
+    if not found:
+        raise UserError("%s holds no '%s' records; write them with %s" % (
+            path, bench, "python -m gluonperf.train --scaling --json FILE" if bench == "scaling"
+            else "python -m gluonperf.bench allreduce --json FILE"))
+    return found
+
+
+def step_from_scaling(records):
+    """The one-device step of `train --scaling` records: dict(t1_s, update_s,
+    per_device_batch, model, contexts)."""
+    ones = [r for r in records if r.get("devices") == 1]
+    if not ones:
+        raise UserError("the scaling records have no 1-device row; run train --scaling (it always measures 1 device)")
+    r = ones[0]
+    for key in ("t1_s", "update_s", "per_device_batch"):
+        if not isinstance(r.get(key), (int, float)):
+            raise UserError("the scaling record lacks %s; write it with python -m gluonperf.train --scaling --json" % key)
+    return dict(t1_s=float(r["t1_s"]), update_s=float(r["update_s"]), per_device_batch=int(r["per_device_batch"]),
+                model=r.get("model"), contexts=r.get("contexts"), step_s=r.get("step_s"))
+
+
+def measure_step(config, ctx, steps=5):
+    """Measure the one-device step now (training.scaling on one context)."""
+    from .training import scaling
+    rows = scaling(config, [ctx], steps)
+    return step_from_scaling([rows[0].metrics])
+
+
+def link_from_allreduce(records, scope="machine"):
+    """A link from `bench allreduce` records: the best bus bandwidth at the largest tensor
+    (the copyto ceiling excluded), latency fitted from the smallest tensor when there are two sizes."""
+    rows = [r for r in records if isinstance(r.get("bus_GBps"), (int, float)) and r.get("name") != "copyto"]
+    if not rows:
+        raise UserError("the allreduce records carry no bus_GBps; write them with python -m gluonperf.bench "
+                        "allreduce --json FILE")
+    largest = max(r.get("tensor_bytes", 0) for r in rows)
+    best = max((r for r in rows if r.get("tensor_bytes", 0) == largest), key=lambda r: r["bus_GBps"])
+    latency = 0.0
+    smallest = min(r.get("tensor_bytes", 0) for r in rows)
+    if smallest < largest:
+        small = min((r for r in rows if r.get("tensor_bytes", 0) == smallest), key=lambda r: r["median_s"])
+        k = small.get("contexts", 2)
+        need = 2 * (k - 1) / k * smallest
+        latency = max(0.0, (small["median_s"] - need / (best["bus_GBps"] * 1e9)) / (2 * (k - 1)))
+    return scaling_model.measured_link(
+        best["bus_GBps"], latency, name="measured %.3g GB/s" % best["bus_GBps"], scope=scope,
+        source="bench allreduce: %s over %s contexts, %d bytes" % (best.get("name"), best.get("contexts"), largest))
+
+
+def copy_link(src, dst, nbytes, repeat=7):
+    """The link between two contexts of this machine: copyto of a small and a `nbytes`
+    array (median of `repeat`), bandwidth from the difference, latency from the small one.
+    Shared: CPU contexts move every byte through one memory system."""
+    import mxnet as mx
+
+    from .benchmark import Benchmark
+
+    def timed(n):
+        a, b = mx.nd.ones(max(1, n // 4), ctx=src), mx.nd.zeros(max(1, n // 4), ctx=dst)
+        samples = []
+        for i in range(repeat + 1):
+            with Benchmark() as t:
+                a.copyto(b)
+            if i:
+                samples.append(t.seconds)
+        return statistics.median(samples)
+    small_bytes, large_bytes = 4096, max(nbytes, 1 << 20)
+    small, large = timed(small_bytes), timed(large_bytes)
+    bw = (large_bytes - small_bytes) / max(large - small, 1e-9) / 1e9
+    return scaling_model.measured_link(bw, small, name="copyto %s->%s" % (src, dst), scope="machine",
+                                       shared=src.device_type == "cpu",
+                                       source="measured: copyto %s -> %s, %d bytes" % (src, dst, large_bytes))
+
+
+def loopback_link(nbytes, repeat=5):
+    """TCP over the loopback interface: a thread receives what this one sends, and echoes
+    a small message for the latency. Shared: every process's traffic moves through one CPU."""
+    server = socket.create_server(("127.0.0.1", 0))
+    a = socket.create_connection(server.getsockname(), timeout=30)
+    b, _ = server.accept()
+    server.close()
+    b.settimeout(30)
+    payload = memoryview(bytearray(max(nbytes, 1 << 20)))
+    done = []
+
+    def sink():
+        buf = bytearray(1 << 20)
+        while True:
+            head = b.recv(8)
+            if not head or head == b"stop....":
+                return
+            if head == b"ping....":
+                b.sendall(b"pong....")
+                continue
+            want = int(head)
+            while want > 0:
+                want -= b.recv_into(buf, min(len(buf), want))
+            b.sendall(b"ok")
+            done.append(1)
+    t = threading.Thread(target=sink, daemon=True)
+    t.start()
+    try:
+        rtts, rates = [], []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            a.sendall(b"ping....")
+            a.recv(8)
+            rtts.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            a.sendall(b"%08d" % len(payload))
+            a.sendall(payload)
+            a.recv(2)
+            rates.append(len(payload) / (time.perf_counter() - start) / 1e9)
+        a.sendall(b"stop....")
+    finally:
+        t.join(5)
+        a.close()
+        b.close()
+    return scaling_model.measured_link(statistics.median(rates), statistics.median(rtts) / 2, name="loopback",
+                                       scope="network", shared=True,
+                                       source="measured: TCP over loopback, %d bytes" % len(payload))
+
+
+# --- predictions as records ---------------------------------------------------------
+
+def prediction_results(model, step, nbytes, devices, machines, intra, inter, servers=None, overlap=True,
+                       placement="colocated", base_lr=0.1, base_batch=256, per_device_batch=None,
+                       compute_units=None, keys=1):
+    """Results (bench 'predict') for every N x M. With a `per_device_batch` other than the
+    measured one, t1 and the update are scaled linearly with it (an assumption: small
+    batches run below the device's peak, so this overestimates their speed)."""
+    batch = per_device_batch or step["per_device_batch"]
+    factor = batch / step["per_device_batch"]
+    rows = scaling_model.sweep(step["t1_s"] * factor, batch, nbytes, devices, machines, intra, inter, servers,
+                               update_s=step["update_s"] * factor, overlap=overlap, placement=placement,
+                               base_lr=base_lr, base_batch=base_batch, compute_units=compute_units, keys=keys)
+    out = []
+    for r in rows:
+        name = "%dx%d" % (r["devices"], r["machines"])
+        out.append(result("predict", name, model=model, grad_bytes=nbytes,
+                          machine_link=intra.name, network_link=inter.name if inter and r["machines"] > 1 else None,
+                          placement=placement if r["machines"] > 1 else None, **r))
+    return out
+
+
+def best_results(results, min_efficiency):
+    """Per machine count, the most devices per machine that keep efficiency >= min_efficiency."""
+    best = scaling_model.largest_efficient([r.metrics for r in results], min_efficiency)
+    out = []
+    for m, row in sorted(best.items()):
+        if row is None:
+            out.append(result("predict-best", "%d machines" % m, machines=m, devices=None, total_devices=None,
+                              efficiency=None, images_per_s=None, min_efficiency=min_efficiency))
+        else:
+            out.append(result("predict-best", "%d machines" % m, machines=m, devices=row["devices"],
+                              total_devices=row["total_devices"], efficiency=row["efficiency"],
+                              images_per_s=row["images_per_s"], min_efficiency=min_efficiency))
+    return out
+
+
+# --- validation on this machine --------------------------------------------------------
+
+def _check(scheme, predicted_step, measured_step, batch, **fields):
+    err = scaling_model.relative_error(predicted_step, measured_step)
+    return result("predict-check", "%s %s" % (scheme, ",".join("%s=%s" % kv for kv in fields.items()
+                                                             if kv[0] in ("devices", "workers", "servers"))),
+                  scheme=scheme, predicted_step_s=predicted_step, measured_step_s=measured_step,
+                  predicted_images_per_s=batch / predicted_step, measured_images_per_s=batch / measured_step,
+                  error=err, within_25pct=abs(err) <= 0.25, **fields)
+
+
+def validate_devices(model, per_device_batch, max_devices, steps=5, dataset="synthetic", progress=None):
+    """Predict 1..max_devices CPU contexts from the measured 1-context step, the model's
+    gradient bytes and the measured copy link; then measure them (training.scaling,
+    kvstore device) and compare step times. The contexts share this machine's cores:
+    compute_units = cores // OMP threads contexts compute at full speed at once, and
+    compute and copies do not overlap (they run on the same cores)."""
+    import mxnet as mx
+
+    from .advice import omp_threads, physical_cores
+    from .training import TrainConfig, scaling
+    ctxs = [mx.cpu(i) for i in range(max_devices)]
+    config = TrainConfig(model=model, dataset=dataset, batch_size=per_device_batch * max_devices,
+                         kvstore="device", steps=steps, hybridize="static", limit=per_device_batch * max_devices)
+    nbytes, keys, _ = gradient_bytes(model)
+    lnk = copy_link(ctxs[0], ctxs[min(1, max_devices - 1)], nbytes)
+    measured = [r.metrics for r in scaling(config, ctxs, steps, progress=progress)]
+    step = step_from_scaling(measured)
+    threads, cores = omp_threads(), physical_cores()
+    units = max(1, cores // threads)
+    out = []
+    for m in measured:
+        n = m["devices"]
+        p = scaling_model.predict(step["t1_s"], per_device_batch, nbytes, n, 1, lnk, update_s=step["update_s"],
+                                  overlap=False, compute_units=units, keys=keys)
+        out.append(_check("device", p["step_s"], m["step_s"], per_device_batch * n, devices=n, workers=1,
+                          servers=None, threads=threads, per_device_batch=per_device_batch, t1_s=p["t1_s"],
+                          t2_s=p["t2_s"], measured_t1_s=m["t1_s"], measured_t2_s=m["t2_s"],
+                          link_GBps=lnk.GBps, link_latency_s=lnk.latency_s, compute_units=units, keys=keys,
+                          load=os.getloadavg()[0], model=model))
+    return out
+
+
+def _train_argv(model, batch, limit, epochs, extra=()):
+    return [sys.executable, "-m", "gluonperf.train", "--model", model, "--dataset", "synthetic",
+            "--limit", str(limit), "--batch-size", str(batch), "--epochs", str(epochs), "--lr", "0.05",
+            "--log-interval", "0", "--stall-timeout", "120", *extra]
+
+
+def _run_train(argv, env, timeout, what):
+    from . import guard
+    try:
+        done = guard.run(argv, timeout=timeout, env=env)
+    except Exception as e:  # subprocess.TimeoutExpired: the child group was killed
+        raise UserError("validation run %s did not finish: %s" % (what, e))
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise UserError("validation run %s failed (exit %d): %s" % (what, done.returncode, tail))
+
+
+def _last_epoch_rate(path):
+    from .records import read_jsonl
+    rows = [r.metrics for r, _ in read_jsonl(path) if r.bench == "train"]
+    return rows[-1]["train_images_per_s"]
+
+
+def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progress=None):
+    """dist_sync on loopback: for each (workers, servers) in `configs`, predict the step from
+    a one-worker run of the same training command (kvstore device, same threads per worker),
+    the model's gradient bytes and the measured loopback link, then run it through
+    gluonperf.launch and compare. Every process shares this machine's cores: workers get
+    cores // workers OpenMP threads each, and compute_units = cores // threads."""
+    from . import guard
+    from .advice import physical_cores
+    nbytes, keys, _ = gradient_bytes(model)
+    lnk = loopback_link(nbytes)
+    cores = physical_cores()
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_OMP", "DMLC_"))}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    base_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    out, singles = [], {}
+    with guard.temp_dir(prefix="gluonperf-predict-") as tmp:
+        for workers, servers in configs:
+            threads = max(1, cores // workers)
+            env = dict(base_env, OMP_NUM_THREADS=str(threads))
+            if threads not in singles:  # the measured per-worker step at this thread count
+                path = os.path.join(tmp, "single-%d.json" % threads)
+                _run_train(_train_argv(model, per_worker_batch, per_worker_batch * steps, 2,
+                                       ["--ctx", "cpu0", "--kvstore", "device", "--json", path]),
+                           env, timeout, "1 worker, %d thread(s)" % threads)
+                singles[threads] = per_worker_batch / _last_epoch_rate(path)
+            single = singles[threads]
+            path = os.path.join(tmp, "dist-%d-%d.json" % (workers, servers))
+            argv = [sys.executable, "-m", "gluonperf.launch", "-n", str(workers), "-s", str(servers),
+                    "--timeout", str(timeout), "--"] + _train_argv(
+                model, per_worker_batch, per_worker_batch * steps * workers, 2,
+                ["--ctx", "cpu0", "--kvstore", "dist_sync", "--json", path])
+            _run_train(argv, env, timeout + 30, "dist_sync %d workers %d servers" % (workers, servers))
+            measured = per_worker_batch * workers / _last_epoch_rate(path)
+            units = max(1, cores // threads)
+            # every worker process shares the cores: compute_units counts all `workers` of them
+            t1 = scaling_model.compute_s(single, workers, units)
+            t2 = scaling_model.ps_sync_s(nbytes, workers, servers, lnk, keys=keys)
+            predicted = scaling_model.step_s(t1, t2, 0.0, overlap=False)
+            out.append(_check("dist_sync", predicted, measured, per_worker_batch * workers, devices=1,
+                              workers=workers, servers=servers, threads=threads,
+                              per_device_batch=per_worker_batch, t1_s=t1, t2_s=t2, measured_single_s=single,
+                              link_GBps=lnk.GBps, link_latency_s=lnk.latency_s, compute_units=units,
+                              load=os.getloadavg()[0], model=model))
+            if progress:
+                progress()
+    return out

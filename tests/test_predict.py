@@ -1,0 +1,134 @@
+"""python -m gluonperf.predict and the arithmetic of gluonperf.scaling_model."""
+import json
+
+import pytest
+
+from gluonperf import UserError
+from gluonperf import scaling_model as sm
+
+GBPS1 = sm.measured_link(1.0, 0.0, name="1GB/s")          # 1e9 bytes/s, no latency
+SLOW = sm.measured_link(1.0, 1e-3, name="1GB/s+1ms")
+
+
+def test_ring_allreduce_moves_2_n_minus_1_over_n():
+    assert sm.ring_bytes(1e9, 1) == 0
+    assert sm.ring_bytes(1e9, 4) == pytest.approx(1.5e9)
+    assert sm.ring_allreduce_s(1e9, 1, GBPS1) == 0
+    assert sm.ring_allreduce_s(1e9, 4, GBPS1) == pytest.approx(1.5)
+    # latency: 2(n-1) steps per key
+    assert sm.ring_allreduce_s(1e9, 4, SLOW, keys=2) == pytest.approx(1.5 + 2 * 3 * 2 * 1e-3)
+    shared = sm.measured_link(1.0, 0.0, shared=True)
+    assert sm.ring_allreduce_s(1e9, 4, shared) == pytest.approx(6.0)  # 4 devices x 1.5 GB through one link
+
+
+def test_parameter_server_bytes():
+    B = 1e9
+    # one server per machine: the ring's 2(M-1)/M
+    assert sm.ps_bytes(B, 4, 4) == pytest.approx(1.5 * B)
+    # one server for 4 machines: its machine carries 3 other workers' gradients
+    assert sm.ps_bytes(B, 4, 1) == pytest.approx(3 * B)
+    # dedicated: 8 workers through 2 servers, each server's NIC carries 4 B
+    assert sm.ps_bytes(B, 8, 2, "dedicated") == pytest.approx(4 * B)
+    assert sm.ps_bytes(B, 2, 4, "dedicated") == pytest.approx(B)
+    assert sm.ps_sync_s(B, 4, 1, SLOW, keys=3) == pytest.approx(3.0 + 2 * 3 * 1e-3)
+    # loopback: every worker's push and pull through one link
+    assert sm.ps_sync_s(B, 4, 2, sm.measured_link(2.0, 0.0, shared=True)) == pytest.approx(4.0)
+    with pytest.raises(UserError):
+        sm.ps_bytes(B, 2, 4)  # more colocated servers than machines
+    with pytest.raises(UserError):
+        sm.ps_bytes(B, 2, 1, "nowhere")
+
+
+def test_overlap_versus_serial():
+    assert sm.step_s(0.1, 0.05, 0.01, overlap=True) == pytest.approx(0.11)
+    assert sm.step_s(0.1, 0.05, 0.01, overlap=False) == pytest.approx(0.16)
+    assert sm.step_s(0.05, 0.1, 0.0, overlap=True) == pytest.approx(0.1)
+
+
+def test_predict_efficiency_comm_bound_and_lr():
+    ok = sm.predict(0.1, 32, 1e8, 2, 1, GBPS1, overlap=True)
+    assert ok["t2_s"] == pytest.approx(0.1) and ok["step_s"] == pytest.approx(0.1)
+    assert ok["efficiency"] == pytest.approx(1.0) and not ok["comm_bound"]
+    bound = sm.predict(0.1, 32, 1e8, 4, 1, GBPS1, overlap=True)
+    assert bound["t2_s"] == pytest.approx(0.15) and bound["comm_bound"]
+    assert bound["efficiency"] == pytest.approx(0.1 / 0.15)
+    serial = sm.predict(0.1, 32, 1e8, 4, 1, GBPS1, overlap=False)
+    assert serial["efficiency"] == pytest.approx(0.1 / 0.25)
+    # 2 devices x 2 machines: ring 1e8 B over 2 (0.1 s), then 2 colocated servers (1e8 B at 1 GB/s)
+    multi = sm.predict(0.1, 64, 1e8, 2, 2, GBPS1, GBPS1, overlap=False, base_lr=0.1, base_batch=256)
+    assert multi["t2_s"] == pytest.approx(0.2)
+    assert multi["global_batch"] == 256 and multi["lr"] == pytest.approx(0.1) and multi["warmup_epochs"] == 0
+    big = sm.predict(0.1, 64, 1e8, 8, 64, GBPS1, GBPS1)
+    assert big["global_batch"] == 32768 and big["lr"] == pytest.approx(12.8)
+    assert big["warmup_epochs"] == 5 and big["batch_too_large"]
+    # devices sharing 2 compute units: 4 of them take twice as long to compute
+    assert sm.predict(0.1, 8, 0, 4, 1, GBPS1, compute_units=2)["t1_s"] == pytest.approx(0.2)
+
+
+def test_largest_efficient_and_links():
+    rows = sm.sweep(0.1, 32, 1e8, [1, 2, 4], [1, 2], GBPS1, GBPS1, overlap=True)
+    best = sm.largest_efficient(rows, 0.8)
+    assert best[1]["devices"] == 2  # 4 devices: t2 0.15 > t1, efficiency 0.67
+    assert best[2] is None or best[2]["devices"] < 4
+    assert sm.link("NVLink").name == "nvlink2" and sm.link("25GbE").GBps == pytest.approx(3.125)
+    assert all(l.source for l in sm.LINKS.values())
+    with pytest.raises(UserError):
+        sm.link("infiniband")
+
+
+def read(path):
+    return [json.loads(line) for line in open(path) if line.strip()]
+
+
+def test_cli_json(run, tmp_path):
+    out = tmp_path / "p.json"
+    done = run("gluonperf.predict", "--model", "lenet", "--t1", "0.02", "--per-device-batch", "64",
+               "--devices", "1,2,4", "--machines", "1,4", "--network", "10gbe", "--json", str(out), timeout=120)
+    assert done.returncode == 0, done.stderr
+    header = done.stdout.splitlines()[1].split()
+    assert header[:5] == ["name", "global_batch", "t1_s", "t2_s", "step_s"] and "efficiency" in header
+    rows = read(out)
+    preds = [r for r in rows if r["bench"] == "predict"]
+    assert [(r["devices"], r["machines"]) for r in preds] == [(1, 1), (2, 1), (4, 1), (1, 4), (2, 4), (4, 4)]
+    assert preds[0]["efficiency"] == pytest.approx(1.0)
+    assert preds[0]["grad_bytes"] == 4 * 129068  # LeNet's trainable parameters, float32
+    assert preds[-1]["global_batch"] == 1024 and preds[-1]["lr"] == pytest.approx(0.4)
+    assert len([r for r in rows if r["bench"] == "predict-best"]) == 2
+    assert "env" in rows[0]
+
+
+def test_cli_from_scaling_json(run, tmp_path):
+    scaling = tmp_path / "s.json"
+    scaling.write_text(json.dumps({"bench": "scaling", "name": "1 device", "devices": 1, "t1_s": 0.05,
+                                   "update_s": 0.005, "per_device_batch": 32, "model": "mlp"}) + "\n")
+    done = run("gluonperf.predict", "--model", "mlp", "--scaling", str(scaling), "--devices", "1,8",
+               "--machines", "1", "--link", "pcie4", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "pcie4" in done.stdout and "8x1" in done.stdout
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--t1", "0.1", "--per-device-batch", "8", "--link", "infiniband"], "unknown link"),
+    (["--per-device-batch", "8"], "exactly one of"),
+    (["--t1", "0.1", "--per-device-batch", "8", "--devices", "0,2"], "at least 1"),
+])
+def test_cli_bad_input(run, tmp_path, args, words):
+    out = tmp_path / "p.json"
+    done = run("gluonperf.predict", "--model", "mlp", *args, "--json", str(out), timeout=60)
+    assert done.returncode == 2
+    assert words in done.stderr.strip().splitlines()[-1]  # argparse's usage may come first
+    assert "Traceback" not in done.stderr and not out.exists()
+
+
+def test_validate_devices(run, tmp_path):
+    out = tmp_path / "v.json"
+    done = run("gluonperf.predict", "--validate", "devices", "--validate-model", "mlp", "--validate-devices", "2",
+               "--validate-steps", "3", "--validate-batch", "32", "--ctx", "cpu0,cpu1", "--json", str(out),
+               timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = [r for r in read(out) if r["bench"] == "predict-check"]
+    assert [r["devices"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["predicted_step_s"] > 0 and r["measured_step_s"] > 0
+        assert r["error"] == pytest.approx((r["predicted_step_s"] - r["measured_step_s"]) / r["measured_step_s"])
+    assert rows[1]["t2_s"] > 0 and "predicted_step_s" in done.stdout
