@@ -281,6 +281,30 @@ def _last_epoch_rate(path):
     return rows[-1]["train_images_per_s"]
 
 
+def _single_step(model, batch, steps, env, tmp, timeout, threads):
+    path = os.path.join(tmp, "single-%d.json" % threads)
+    _run_train(_train_argv(model, batch, batch * steps, 2, ["--ctx", "cpu0", "--kvstore", "device", "--json", path]),
+               dict(env, OMP_NUM_THREADS=str(threads)), timeout, "1 worker, %d thread(s)" % threads)
+    return batch / _last_epoch_rate(path)
+
+
+def _ps_link(model, batch, steps, nbytes, keys, lnk, env, tmp, timeout, singles):
+    """The loopback link as ps-lite sees it: bandwidth from the socket measurement, the
+    per-message cost from one worker and one server (dist_sync step - plain step, 2 messages
+    per key), both at one thread (the setting every worker runs with on 2 cores)."""
+    if 1 not in singles:
+        singles[1] = _single_step(model, batch, steps, env, tmp, timeout, 1)
+    path = os.path.join(tmp, "dist-1-1.json")
+    argv = [sys.executable, "-m", "gluonperf.launch", "-n", "1", "-s", "1", "--timeout", str(timeout), "--"] + \
+        _train_argv(model, batch, batch * steps, 2, ["--ctx", "cpu0", "--kvstore", "dist_sync", "--json", path])
+    _run_train(argv, dict(env, OMP_NUM_THREADS="1"), timeout + 30, "dist_sync 1 worker 1 server")
+    extra = batch / _last_epoch_rate(path) - singles[1] - 2.0 * nbytes / lnk.Bps
+    per_message = max(lnk.latency_s, extra / (2 * keys))
+    return scaling_model.measured_link(lnk.GBps, per_message, name="loopback via ps-lite", scope="network",
+                                       shared=True, source="%s; per-message cost %.3g us from a 1-worker "
+                                       "dist_sync run" % (lnk.source, per_message * 1e6))
+
+
 def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progress=None):
     """dist_sync on loopback: for each (workers, servers) in `configs`, predict the step from
     a one-worker run of the same training command (kvstore device, same threads per worker),
@@ -297,15 +321,12 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
     base_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     out, singles = [], {}
     with guard.temp_dir(prefix="gluonperf-predict-") as tmp:
+        lnk = _ps_link(model, per_worker_batch, steps, nbytes, keys, lnk, base_env, tmp, timeout, singles)
         for workers, servers in configs:
             threads = max(1, cores // workers)
             env = dict(base_env, OMP_NUM_THREADS=str(threads))
             if threads not in singles:  # the measured per-worker step at this thread count
-                path = os.path.join(tmp, "single-%d.json" % threads)
-                _run_train(_train_argv(model, per_worker_batch, per_worker_batch * steps, 2,
-                                       ["--ctx", "cpu0", "--kvstore", "device", "--json", path]),
-                           env, timeout, "1 worker, %d thread(s)" % threads)
-                singles[threads] = per_worker_batch / _last_epoch_rate(path)
+                singles[threads] = _single_step(model, per_worker_batch, steps, base_env, tmp, timeout, threads)
             single = singles[threads]
             path = os.path.join(tmp, "dist-%d-%d.json" % (workers, servers))
             argv = [sys.executable, "-m", "gluonperf.launch", "-n", str(workers), "-s", str(servers),
@@ -317,7 +338,7 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
             units = max(1, cores // threads)
             # every worker process shares the cores: compute_units counts all `workers` of them
             t1 = scaling_model.compute_s(single, workers, units)
-            t2 = scaling_model.ps_sync_s(nbytes, workers, servers, lnk, keys=keys)
+            t2 = scaling_model.ps_sync_s(nbytes, workers, servers, lnk, keys=keys, compute_units=units)
             predicted = scaling_model.step_s(t1, t2, 0.0, overlap=False)
             out.append(_check("dist_sync", predicted, measured, per_worker_batch * workers, devices=1,
                               workers=workers, servers=servers, threads=threads,

@@ -139,13 +139,17 @@ def ps_bytes(nbytes, machines, servers, placement="colocated"):
     return nbytes * (servers - 1) / servers + (machines - 1) * nbytes / servers
 
 
-def ps_sync_s(nbytes, machines, servers, lnk, placement="colocated", keys=1):
+def ps_sync_s(nbytes, machines, servers, lnk, placement="colocated", keys=1, compute_units=None):
     """Time for `machines` workers to push nbytes to `servers` parameter servers and pull
-    the sum back (dist_sync). On a shared link all 2 * machines * nbytes go through it."""
+    the sum back (dist_sync). On a shared link (every process on one machine) all
+    2 * machines * nbytes go through it, and the servers handle the 2 * keys * machines
+    messages of a step, each costing the link's latency in CPU time, min(servers,
+    compute_units) at a time."""
     if lnk.shared:
         if servers < 1 or machines < 1:
             raise UserError("need at least 1 server and 1 worker (got %d, %d)" % (servers, machines))
-        return 2 * keys * lnk.latency_s + 2.0 * machines * nbytes / lnk.Bps
+        parallel = min(servers, compute_units or servers)
+        return 2 * keys * machines * lnk.latency_s / parallel + 2.0 * machines * nbytes / lnk.Bps
     return 2 * keys * lnk.latency_s + ps_bytes(nbytes, machines, servers, placement) / lnk.Bps
 
 
