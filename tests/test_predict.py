@@ -132,3 +132,15 @@ def test_validate_devices(run, tmp_path):
         assert r["predicted_step_s"] > 0 and r["measured_step_s"] > 0
         assert r["error"] == pytest.approx((r["predicted_step_s"] - r["measured_step_s"]) / r["measured_step_s"])
     assert rows[1]["t2_s"] > 0 and "predicted_step_s" in done.stdout
+
+
+def test_link_from_allreduce_records():
+    from gluonperf.prediction import link_from_allreduce
+    rows = [{"name": "ring", "bus_GBps": 2.0, "tensor_bytes": 4 << 20, "contexts": 2, "median_s": 0.002},
+            {"name": "copyto", "bus_GBps": 9.0, "tensor_bytes": 4 << 20, "contexts": 2, "median_s": 0.0005},
+            {"name": "ring", "bus_GBps": 0.1, "tensor_bytes": 4096, "contexts": 2, "median_s": 1e-4}]
+    lnk = link_from_allreduce(rows)
+    assert lnk.GBps == 2.0  # the copyto ceiling is not an allreduce
+    assert lnk.latency_s == pytest.approx((1e-4 - 4096 / 2e9) / 2)
+    with pytest.raises(UserError):
+        link_from_allreduce([{"name": "copyto", "bus_GBps": 1.0}])
