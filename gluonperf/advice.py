@@ -91,6 +91,13 @@ def idle_warnings(contexts, env=None, cores=None, logical=None):
             out.append("%d CPU contexts x %d OpenMP threads = %d threads on %d cores oversubscribe them "
                        "(threads wait on each other); set OMP_NUM_THREADS=%d"
                        % (cpu_contexts, threads, busy, cores, best))
+    temp_copy = _int(env, "MXNET_CPU_TEMP_COPY")
+    if cpu_contexts > 1 and engine != "NaiveEngine" and (temp_copy or 4) < 16:
+        out.append("%s: %d CPU contexts share %d temporary workspace(s) and wait for each other (they ran "
+                   "at the same time for 12%% of their work in a traced ResNet-18 step); set "
+                   "MXNET_CPU_TEMP_COPY=%d"
+                   % ("MXNET_CPU_TEMP_COPY=%s" % env["MXNET_CPU_TEMP_COPY"] if temp_copy
+                      else "MXNET_CPU_TEMP_COPY unset", cpu_contexts, temp_copy or 4, TEMP_COPY_FOR_CONTEXTS))
     if cpu_contexts > cores:
         out.append("%d CPU contexts on %d cores: the contexts queue for the same cores; use at most %d"
                    % (cpu_contexts, cores, cores))
@@ -120,22 +127,41 @@ def recommended_threads(contexts=1, cores=None):
     return max(1, cores // max(1, contexts))
 
 
-def apply_thread_defaults(contexts=1, environ=None):
-    """Set OMP_NUM_THREADS to `recommended_threads` when the user has not set it.
+# Temporary workspaces MXNet keeps for all CPU contexts together (MXNET_CPU_TEMP_COPY) when
+# several CPU contexts run at once. Operators that use the same workspace wait for each
+# other, and MXNet's default of a few workspaces, shared round-robin by every CPU context,
+# serialises two contexts' work: in a traced ResNet-18 step on cpu0,cpu1 the two contexts
+# ran at the same time for 12% of their busy time with the default, 78% with 16 and 92%
+# with 64, for +5% peak memory (benchmarks/LEVERS.md, "Two CPU contexts that wait").
+TEMP_COPY_FOR_CONTEXTS = 64
 
-    Must run before MXNet is imported (MXNet reads it once, at start-up): call it at
+
+def apply_thread_defaults(contexts=1, environ=None):
+    """Set OMP_NUM_THREADS to `recommended_threads` and, when several CPU contexts run
+    at once, MXNET_CPU_TEMP_COPY to TEMP_COPY_FOR_CONTEXTS, each only when the user has
+    not set it.
+
+    Must run before MXNet is imported (MXNet reads them once, at start-up): call it at
     the top of a CLI module, before `import mxnet`. Returns a one-line note saying
     what was set, or None when nothing was (already set, or MXNet already loaded)."""
     import sys
     environ = os.environ if environ is None else environ
-    if "OMP_NUM_THREADS" in environ or "MXNET_OMP_MAX_THREADS" in environ or "mxnet" in sys.modules:
+    if "mxnet" in sys.modules:
         return None
-    threads = recommended_threads(contexts)
-    environ["OMP_NUM_THREADS"] = str(threads)
-    share = ("one thread per core" if contexts == 1 else
-             "the %d cores shared by the %d CPU contexts that run at once" % (physical_cores(), contexts))
-    return ("OMP_NUM_THREADS was unset, so gluonperf set it to %d (%s); MXNet's own default "
-            "would use half the processors" % (threads, share))
+    notes = []
+    if "OMP_NUM_THREADS" not in environ and "MXNET_OMP_MAX_THREADS" not in environ:
+        threads = recommended_threads(contexts)
+        environ["OMP_NUM_THREADS"] = str(threads)
+        share = ("one thread per core" if contexts == 1 else
+                 "the %d cores shared by the %d CPU contexts that run at once" % (physical_cores(), contexts))
+        notes.append("OMP_NUM_THREADS was unset, so gluonperf set it to %d (%s); MXNet's own default "
+                     "would use half the processors" % (threads, share))
+    if contexts > 1 and "MXNET_CPU_TEMP_COPY" not in environ:
+        environ["MXNET_CPU_TEMP_COPY"] = str(TEMP_COPY_FOR_CONTEXTS)
+        notes.append("MXNET_CPU_TEMP_COPY was unset, so gluonperf set it to %d: with MXNet's few shared "
+                     "temporary workspaces the %d CPU contexts would wait for each other"
+                     % (TEMP_COPY_FOR_CONTEXTS, contexts))
+    return "; ".join(notes) or None
 
 
 def cpu_contexts_in_argv(argv, at_least=1):

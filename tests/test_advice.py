@@ -15,9 +15,33 @@ def test_explicit_threads():
 
 
 def test_contexts_times_threads_oversubscribe():
-    w = idle_warnings(["cpu0", "cpu1"], {"OMP_NUM_THREADS": "2"}, cores=2, logical=2)
+    w = idle_warnings(["cpu0", "cpu1"], {"OMP_NUM_THREADS": "2", "MXNET_CPU_TEMP_COPY": "64"}, cores=2, logical=2)
     assert len(w) == 1 and "oversubscribe" in w[0] and "OMP_NUM_THREADS=1" in w[0]
-    assert idle_warnings(["cpu0", "cpu1"], {"OMP_NUM_THREADS": "1"}, cores=2, logical=2) == []
+    assert idle_warnings(["cpu0", "cpu1"], {"OMP_NUM_THREADS": "1", "MXNET_CPU_TEMP_COPY": "64"},
+                         cores=2, logical=2) == []
+
+
+def test_contexts_that_share_few_workspaces_wait_for_each_other():
+    w = idle_warnings(["cpu0", "cpu1"], {"OMP_NUM_THREADS": "1"}, cores=2, logical=2)
+    assert len(w) == 1 and "MXNET_CPU_TEMP_COPY unset" in w[0] and "MXNET_CPU_TEMP_COPY=64" in w[0]
+    assert idle_warnings(["cpu0"], {"OMP_NUM_THREADS": "2"}, cores=2, logical=2) == []
+    from gluonperf.advice import apply_thread_defaults
+    import sys
+    loaded = sys.modules.pop("mxnet", None)  # pretend MXNet is not loaded yet
+    try:
+        env = {}
+        note = apply_thread_defaults(2, environ=env)
+        assert env == {"OMP_NUM_THREADS": str(max(1, __import__("gluonperf.advice").advice.physical_cores() // 2)),
+                       "MXNET_CPU_TEMP_COPY": "64"}
+        assert "OMP_NUM_THREADS" in note and "MXNET_CPU_TEMP_COPY" in note and "\n" not in note
+        env = {"MXNET_CPU_TEMP_COPY": "8", "OMP_NUM_THREADS": "1"}
+        assert apply_thread_defaults(2, environ=env) is None and env["MXNET_CPU_TEMP_COPY"] == "8"
+        env = {}
+        apply_thread_defaults(1, environ=env)
+        assert "MXNET_CPU_TEMP_COPY" not in env  # one context needs no more workspaces
+    finally:
+        if loaded is not None:
+            sys.modules["mxnet"] = loaded
     w = idle_warnings(["cpu0", "cpu1", "cpu2"], {"OMP_NUM_THREADS": "1"}, cores=2, logical=2)
     assert any("3 CPU contexts on 2 cores" in line for line in w)
 
