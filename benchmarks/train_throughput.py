@@ -10,7 +10,10 @@ For each batch size, in fresh processes, interleaved round by round:
     runs it, with its defaults;
   - `gluonperf.train OMP_NUM_THREADS=<cores> --workers 0`: the same with the
     levers benchmarks/LEVERS.md found (one OpenMP thread per core, batches loaded
-    in the main thread; --hybridize static is already train's default).
+    in the main thread; --hybridize static is already train's default);
+  - `gluonperf.train --ctx cpu0,cpu1`: the same global batch split over two CPU
+    contexts on the same cores, with train's defaults for two contexts (one
+    OpenMP thread each, MXNET_CPU_TEMP_COPY=64): data parallelism's own cost.
 Every gluonperf run is sandwiched between two book-loop runs (tune.sweep), and
 its ratio is to the mean of those two.
 Until gluonperf.train exists in this checkout, gluonperf.steprate (the same loop
@@ -44,7 +47,10 @@ def candidates(batch_size, runner, model="resnet18"):
     if runner is STEPRATE:  # steprate has no DataLoader by default
         tuned = ours.with_flags("", hybridize="static").with_env(
             "%s OMP_NUM_THREADS=%d" % (runner.module, cores), OMP_NUM_THREADS=cores)
-    return [book, ours, tuned]
+    two = ours.with_flags("%s --ctx cpu0,cpu1" % runner.module, ctx="cpu0,cpu1")
+    if runner is STEPRATE:
+        return [book, ours, tuned]
+    return [book, ours, tuned, two]
 
 
 def run(batch_sizes, rounds, steps, runner=None, progress=None, model="resnet18"):

@@ -131,8 +131,8 @@ def recommended_threads(contexts=1, cores=None):
 # several CPU contexts run at once. Operators that use the same workspace wait for each
 # other, and MXNet's default of a few workspaces, shared round-robin by every CPU context,
 # serialises two contexts' work: in a traced ResNet-18 step on cpu0,cpu1 the two contexts
-# ran at the same time for 12% of their busy time with the default, 78% with 16 and 92%
-# with 64, for +5% peak memory (benchmarks/LEVERS.md, "Two CPU contexts that wait").
+# ran at the same time for 11-12% of their busy time with the default, 78-80% with 16 and
+# 92-94% with 64, for +5% peak memory (benchmarks/LEVERS.md, "Two CPU contexts that wait").
 TEMP_COPY_FOR_CONTEXTS = 64
 
 
