@@ -33,6 +33,12 @@ from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, default_runner, s
 
 PROG = "benchmarks/train_throughput.py"
 BOOK = Runner("benchmarks/book_loop.py", ("--warmup", "2"), serves=True)
+TORCH = Runner("benchmarks/torch_loop.py", ("--warmup", "2"), serves=True)
+
+
+def have_torch():
+    import importlib.util
+    return importlib.util.find_spec("torch") is not None
 
 
 def candidates(batch_size, runner, model="resnet18"):
@@ -48,9 +54,10 @@ def candidates(batch_size, runner, model="resnet18"):
         tuned = ours.with_flags("", hybridize="static").with_env(
             "%s OMP_NUM_THREADS=%d" % (runner.module, cores), OMP_NUM_THREADS=cores)
     two = ours.with_flags("%s --ctx cpu0,cpu1" % runner.module, ctx="cpu0,cpu1")
-    if runner is STEPRATE:
-        return [book, ours, tuned]
-    return [book, ours, tuned, two]
+    out = [book, ours, tuned] if runner is STEPRATE else [book, ours, tuned, two]
+    if model == "resnet18" and have_torch():
+        out.append(Candidate("pytorch eager", (), (("batch_size", str(batch_size)),), TORCH))
+    return out
 
 
 def run(batch_sizes, rounds, steps, runner=None, progress=None, model="resnet18"):
@@ -79,6 +86,9 @@ def main(argv=None):
     args = p.parse_args(argv)
     cli.guard_command(args, PROG, stall_timeout=0)  # each run has its own timeout; stop children on signals
     runner = {"auto": None, "train": TRAIN, "steprate": STEPRATE}[args.runner]
+    if args.model == "resnet18" and not have_torch():
+        print("note: PyTorch is not installed, so the 'pytorch eager' yardstick is left out "
+              "(pip install -e '.[bench]')", file=sys.stderr)
     warning = load_warning()
     if warning:
         print("note: " + warning, file=sys.stderr)

@@ -1,0 +1,118 @@
+"""The yardstick users would pick instead: the same ResNet-18 trained with PyTorch on the CPU.
+
+The book's 28x28 ResNet-18 (gluonperf.models.resnet18: 3x3 stem, no max-pool, four
+stages of two residual blocks, global average pooling, dense) written as an
+`nn.Module`, trained eagerly with plain SGD (momentum 0.9) and cross-entropy on
+batches already in memory (random images of the synthetic set's shape), with
+PyTorch's default threads (MXNet is never loaded in this process). Benchmark-only: needs the `bench` extra (the CPU wheel of
+torch); nothing in the package imports it.
+
+    python benchmarks/torch_loop.py --batch-size 64 --steps 20
+
+prints one JSON line with images/s; `--serve` answers `run N` lines on stdin like
+benchmarks/book_loop.py, so benchmarks/train_throughput.py can interleave it.
+"""
+import argparse
+import json
+import sys
+import time
+
+import torch
+from torch import nn
+
+
+
+class Residual(nn.Module):
+    """The book's residual block: two 3x3 convolutions with batch norm, 1x1 shortcut when needed."""
+
+    def __init__(self, cin, cout, use_1x1conv=False, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, padding=1, stride=stride)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1)
+        self.conv3 = nn.Conv2d(cin, cout, 1, stride=stride) if use_1x1conv else None
+        self.bn1, self.bn2 = nn.BatchNorm2d(cout), nn.BatchNorm2d(cout)
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return torch.relu(y + (self.conv3(x) if self.conv3 is not None else x))
+
+
+def resnet_block(cin, cout, num_residuals, first_block=False):
+    layers = []
+    for i in range(num_residuals):
+        if i == 0 and not first_block:
+            layers.append(Residual(cin, cout, use_1x1conv=True, stride=2))
+        else:
+            layers.append(Residual(cout, cout))
+    return nn.Sequential(*layers)
+
+
+def resnet18(num_classes=10):
+    """Layer for layer the network of gluonperf.models.resnet18."""
+    return nn.Sequential(
+        nn.Conv2d(1, 64, 3, stride=1, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
+        resnet_block(64, 64, 2, first_block=True), resnet_block(64, 128, 2),
+        resnet_block(128, 256, 2), resnet_block(256, 512, 2),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, num_classes))
+
+
+def batches(batch_size, count, seed=0):
+    """`count` batches of random 1x28x28 images in [0, 1] with labels of 10 classes, in
+    memory (the shapes of gluonperf's synthetic set; MXNet is not loaded here, as it
+    would change the OpenMP settings PyTorch runs with)."""
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.rand(batch_size, 1, 28, 28, generator=g), torch.randint(0, 10, (batch_size,), generator=g))
+            for _ in range(count)]
+
+
+def trainer(batch_size, seed=0, lr=0.1):
+    """(step(n) -> seconds for n training steps, number of parameters)."""
+    torch.manual_seed(seed)
+    net = resnet18(10)
+    net.train()
+    opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    data = batches(batch_size, 8, seed)
+
+    def steps(n):
+        start = time.perf_counter()
+        for i in range(n):
+            x, y = data[i % len(data)]
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(net(x), y)
+            loss.backward()
+            opt.step()
+        return time.perf_counter() - start  # eager CPU execution: done when step() returns
+    return steps
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="The book's ResNet-18 in PyTorch (CPU, eager); prints one JSON line.")
+    p.add_argument("--batch-size", type=int, default=64, help="batch size (default: %(default)s)")
+    p.add_argument("--steps", type=int, default=20, help="timed steps (default: %(default)s)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: %(default)s)")
+    p.add_argument("--serve", action="store_true",
+                   help="after warm-up, answer 'run N' lines on stdin with one JSON line each")
+    args = p.parse_args(argv)
+    if args.batch_size < 1 or args.steps < 1 or args.warmup < 0:
+        p.error("--batch-size and --steps must be >= 1, --warmup >= 0")
+    steps = trainer(args.batch_size)
+    steps(args.warmup)
+    if args.serve:
+        print(json.dumps({"ready": True, "threads": torch.get_num_threads()}), flush=True)
+        for line in sys.stdin:
+            parts = line.split()
+            if not parts or parts[0] != "run":
+                break
+            seconds = steps(int(parts[1]))
+            print(json.dumps({"images_per_s": args.batch_size * int(parts[1]) / seconds, "seconds": seconds,
+                              "images": args.batch_size * int(parts[1])}), flush=True)
+        return
+    seconds = steps(args.steps)
+    print(json.dumps({"images_per_s": args.batch_size * args.steps / seconds, "seconds": seconds,
+                      "threads": torch.get_num_threads(), "torch": torch.__version__}))
+
+
+if __name__ == "__main__":
+    main()
