@@ -4,10 +4,12 @@ The book's 28x28 ResNet-18 (gluonperf.models.resnet18: 3x3 stem, no max-pool, fo
 stages of two residual blocks, global average pooling, dense) written as an
 `nn.Module`, trained eagerly with plain SGD (momentum 0.9) and cross-entropy on
 batches already in memory (random images of the synthetic set's shape), with
-PyTorch's default threads (MXNet is never loaded in this process). Benchmark-only: needs the `bench` extra (the CPU wheel of
-torch); nothing in the package imports it.
+PyTorch's default threads (MXNet is never loaded in this process). Benchmark-only, in a
+venv of its own (GluonCV 0.11 refuses to import beside torch 2.x); nothing in the
+package imports it:
 
-    python benchmarks/torch_loop.py --batch-size 64 --steps 20
+    python3 -m venv .venv-torch && .venv-torch/bin/pip install torch==2.13.0
+    .venv-torch/bin/python benchmarks/torch_loop.py --batch-size 64 --steps 20
 
 prints one JSON line with images/s; `--serve` answers `run N` lines on stdin like
 benchmarks/book_loop.py, so benchmarks/train_throughput.py can interleave it.

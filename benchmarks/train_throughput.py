@@ -33,15 +33,24 @@ from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, default_runner, s
 
 PROG = "benchmarks/train_throughput.py"
 BOOK = Runner("benchmarks/book_loop.py", ("--warmup", "2"), serves=True)
-TORCH = Runner("benchmarks/torch_loop.py", ("--warmup", "2"), serves=True)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# PyTorch lives in a venv of its own (GluonCV 0.11 refuses to import beside torch 2.x):
+#   python3 -m venv .venv-torch && .venv-torch/bin/pip install torch==2.13.0
+TORCH_PYTHON = os.path.join(ROOT, ".venv-torch", "bin", "python")
 
 
-def have_torch():
-    import importlib.util
-    return importlib.util.find_spec("torch") is not None
+def torch_runner(python=None):
+    """The PyTorch yardstick's Runner, or None when its interpreter has no torch."""
+    import subprocess
+    python = python or os.environ.get("GLUONPERF_TORCH_PYTHON") or TORCH_PYTHON
+    try:
+        ok = subprocess.run([python, "-c", "import torch"], capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return Runner("benchmarks/torch_loop.py", ("--warmup", "2"), serves=True, python=python) if ok else None
 
 
-def candidates(batch_size, runner, model="resnet18"):
+def candidates(batch_size, runner, model="resnet18", torch=None):
     cores = physical_cores()
     book = Candidate("book loop", (), (("batch_size", str(batch_size)), ("model", model)), BOOK)
     flags = (("batch_size", str(batch_size)), ("model", model))
@@ -55,16 +64,16 @@ def candidates(batch_size, runner, model="resnet18"):
             "%s OMP_NUM_THREADS=%d" % (runner.module, cores), OMP_NUM_THREADS=cores)
     two = ours.with_flags("%s --ctx cpu0,cpu1" % runner.module, ctx="cpu0,cpu1")
     out = [book, ours, tuned] if runner is STEPRATE else [book, ours, tuned, two]
-    if model == "resnet18" and have_torch():
-        out.append(Candidate("pytorch eager", (), (("batch_size", str(batch_size)),), TORCH))
+    if model == "resnet18" and torch is not None:
+        out.append(Candidate("pytorch eager", (), (("batch_size", str(batch_size)),), torch))
     return out
 
 
-def run(batch_sizes, rounds, steps, runner=None, progress=None, model="resnet18"):
+def run(batch_sizes, rounds, steps, runner=None, progress=None, model="resnet18", torch=None):
     runner = runner or default_runner()
     out = []
     for b in batch_sizes:
-        cands = candidates(b, runner, model)
+        cands = candidates(b, runner, model, torch)
         modules = {c.name: c.runner.module for c in cands}
         results = sweep(cands, runner, steps, rounds, lever="train_throughput b%d" % b, progress=progress,
                         log=lambda m: print(m, file=sys.stderr, flush=True))
@@ -82,17 +91,23 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: %(default)s)")
     p.add_argument("--runner", choices=("auto", "train", "steprate"), default="auto",
                    help="what stands for gluonperf (default: gluonperf.train when it exists)")
+    p.add_argument("--torch-python", metavar="PATH",
+                   help="a Python with torch for the PyTorch yardstick (default: $GLUONPERF_TORCH_PYTHON or "
+                        ".venv-torch/bin/python)")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")
     args = p.parse_args(argv)
     cli.guard_command(args, PROG, stall_timeout=0)  # each run has its own timeout; stop children on signals
     runner = {"auto": None, "train": TRAIN, "steprate": STEPRATE}[args.runner]
-    if args.model == "resnet18" and not have_torch():
-        print("note: PyTorch is not installed, so the 'pytorch eager' yardstick is left out "
-              "(pip install -e '.[bench]')", file=sys.stderr)
+    torch = torch_runner(args.torch_python) if args.model == "resnet18" else None
+    if args.model == "resnet18" and torch is None:
+        print("note: no PyTorch at %s, so the 'pytorch eager' yardstick is left out (python3 -m venv "
+              ".venv-torch && .venv-torch/bin/pip install torch==2.13.0)"
+              % (args.torch_python or TORCH_PYTHON), file=sys.stderr)
     warning = load_warning()
     if warning:
         print("note: " + warning, file=sys.stderr)
-    results = run([int(b) for b in args.batch_sizes.split(",")], args.rounds, args.steps, runner, model=args.model)
+    results = run([int(b) for b in args.batch_sizes.split(",")], args.rounds, args.steps, runner, model=args.model,
+                  torch=torch)
     cli.emit(results, args, (), title="training throughput vs the book's loop (median of %d interleaved rounds; "
                                       "ratio = median of per-round ratios, min..max)" % args.rounds,
                        columns=["batch_size", "name", "images_per_s", "min_per_s", "max_per_s", "ratio",

@@ -13,7 +13,6 @@
 
 Nothing here parses arguments or prints.
 """
-import json
 import os
 import socket
 import statistics

@@ -72,10 +72,11 @@ class Runner:
     fixed: Tuple[str, ...] = ()
     steps_flag: Optional[str] = "--steps"
     serves: bool = False  # answers `run N` on stdin after `--serve` (see steprate.serve)
+    python: Optional[str] = None  # the interpreter (default: this one), e.g. another venv's
 
     def argv(self, candidate, steps, json_path=None, serve=False):
         head = [self.module] if self.module.endswith(".py") else ["-m", self.module]
-        args = [sys.executable, *head, *self.fixed]
+        args = [self.python or sys.executable, *head, *self.fixed]
         for k, v in candidate.flags:  # an empty value is a switch (store_true flag)
             args += ["--" + k.replace("_", "-")] + ([v] if v != "" else [])
         if self.module == "gluonperf.train":
