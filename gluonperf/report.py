@@ -20,8 +20,7 @@ import itertools
 import json
 import os
 import re
-import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
 from . import UserError
@@ -89,7 +88,10 @@ def _seconds(value):
 
 
 def _num(value, digits=3):
-    return "-" if value is None else "%.*g" % (digits, value)
+    """A ratio or a plain number for a sentence: 3 significant digits, never 1e+03."""
+    if value is None:
+        return "-"
+    return "%.0f" % value if abs(value) >= 10 ** digits else "%.*g" % (digits, value)
 
 
 def _pct(value):
@@ -101,7 +103,7 @@ def _range(lo, hi):
             if r.metrics.get(lo) is not None else "-")
 
 
-def _labelled_bars(ax, labels, values, err=None, xlabel="", log=False, annotate="%.3g", color="tab:blue"):
+def _labelled_bars(ax, labels, values, err=None, xlabel="", log=False, annotate=_num, color="tab:blue"):
     """Horizontal bars, first label on top, each annotated with its value past its error bar."""
     ys = list(range(len(labels)))[::-1]
     ax.barh(ys, values, xerr=err, color=color, alpha=0.85, capsize=3)
@@ -113,7 +115,7 @@ def _labelled_bars(ax, labels, values, err=None, xlabel="", log=False, annotate=
     for i, (y, v) in enumerate(zip(ys, values)):
         if annotate and v is not None:
             end = v + (err[1][i] if err is not None else 0) if v >= 0 else v
-            ax.annotate(annotate % v, (end, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+            ax.annotate(annotate(v), (end, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
     ax.grid(True, axis="x", alpha=0.3)
 
 
@@ -132,13 +134,14 @@ def hybridize(records):
     best = max(timed, key=lambda r: r.metrics["speedup"])
     fig, ax = figure(width=8.0, height=0.5 * len(timed) + 1.2)
     times = [r.metrics["median_s"] for r in timed]
-    err = [[t - r.metrics.get("min_s", t) for t, r in zip(times, timed)],
-           [r.metrics.get("max_s", t) - t for t, r in zip(times, timed)]]
-    _labelled_bars(ax[0][0], [r.name for r in timed], [t * 1e3 for t in times], [[e * 1e3 for e in es] for es in err],
-                   "ms per call (median, min..max); label: speedup over %s" % base.name,
+    half_iqr = [r.metrics.get("iqr_s", 0) / 2 * 1e3 for r in timed]  # the spread gluonperf judges noise by
+    low = [min(h, t * 1e3) for h, t in zip(half_iqr, times)]  # a bar's spread never reaches below 0
+    _labelled_bars(ax[0][0], [r.name for r in timed], [t * 1e3 for t in times], [low, half_iqr],
+                   "ms per call (median, bar: IQR); label: speedup over %s" % base.name,
                    log=max(times) > 30 * min(times), annotate=None)
     for y, r in zip(range(len(timed))[::-1], timed):
-        ax[0][0].annotate("%.3gx" % r.metrics["speedup"], (r.metrics.get("max_s", r.metrics["median_s"]) * 1e3, y),
+        end = (r.metrics["median_s"] + r.metrics.get("iqr_s", 0) / 2) * 1e3
+        ax[0][0].annotate("%sx" % _num(r.metrics["speedup"]), (end, y),
                           xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
     tables = [Table(timed, ["name", "median_s", "iqr_s", "min_s", "max_s", "noisy", "speedup", "samples_per_s",
                             "max_abs_diff", "hybrid_forward_calls", "calls"])]
@@ -147,8 +150,8 @@ def hybridize(records):
     return Block("%s %s, batch %s on %s" % (m.get("model"), "train steps" if m.get("task") == "train_step"
                                             else "forward calls", m.get("batch_size"), m.get("ctx")),
                  tables, svg(fig),
-                 "%s runs %.3gx the speed of %s (%s vs %s per call)%s"
-                 % (best.name, best.metrics["speedup"], base.name, _seconds(best.metrics["median_s"]),
+                 "%s runs %sx the speed of %s (%s vs %s per call)%s"
+                 % (best.name, _num(best.metrics["speedup"]), base.name, _seconds(best.metrics["median_s"]),
                     _seconds(base.metrics["median_s"]), _noisy(timed)))
 
 
@@ -176,7 +179,7 @@ def async_(records):
     parts = []
     finished = [r for r in demo if r.metrics.get("ratio_to_queued")]
     if finished:
-        parts.append("finishing y takes %.3gx as long as queueing it" % finished[0].metrics["ratio_to_queued"])
+        parts.append("finishing y takes %sx as long as queueing it" % _num(finished[0].metrics["ratio_to_queued"]))
     if cross:
         c = cross[0].metrics
         parts.append("the Python front end set the async loop's pace at every size swept"
@@ -185,7 +188,8 @@ def async_(records):
                      % (c["backend_bound_from"], c["backend_bound_from"]))
         parts.append("async still gains %d%% or more at the largest size swept" % (100 * c["gain_below"])
                      if c.get("size") is None else
-                     "crossover: from %sx%s up, async gains less than %d%%" % (c["size"], c["size"], 100 * c["gain_below"]))
+                     "crossover: from %sx%s up, async gains less than %d%%"
+                     % (c["size"], c["size"], 100 * c["gain_below"]))
     fig = None
     if sweep:
         f, ax = figure(1, 2, width=8.5, height=3.0)
@@ -245,7 +249,7 @@ def memory(records):
         last.metrics["rss_growth_bytes"] / max(first.metrics["rss_growth_bytes"], 1), first.name,
         last.metrics.get("max_in_flight", "?"))
     m = first.metrics
-    return Block("the chapter's MLP, %s batches of %s (%s data) on %s" % (m.get("batches"), m.get("batch_size"),
+    return Block("the chapter's MLP, %s batches of %s samples (%s data) on %s" % (m.get("batches"), m.get("batch_size"),
                                                                         m.get("data"), m.get("ctx")),
                  [Table(records, ["name", "seconds_s", "per_batch_s", "rss_peak_bytes", "rss_growth_bytes",
                                   "device_peak_bytes", "ran_ahead_batches", "max_in_flight", "time_vs_first",
@@ -285,7 +289,8 @@ def overlap(records):
     return Block("%s products, copied %s (%.3g MiB)" % (m.get("n"), m.get("devices"), m.get("copy_bytes", 0) / 2 ** 20),
                  [Table(records, ["name", "median_s", "iqr_s", "noisy", "hidden_s", "overlap", "paired_overlap",
                                   "overlap_lost_in_noise"])],
-                 _time_bars(records, [("compute + copy, one after the other", sum(r.metrics["median_s"] for r in parts))]),
+                 _time_bars(records, [("compute + copy, one after the other",
+                                       sum(r.metrics["median_s"] for r in parts))]),
                  reading + _stand_in(m) + _noisy(records))
 
 
@@ -301,7 +306,9 @@ def allreduce(records):
         for method in methods:
             pts = sorted((r.metrics["tensor_bytes"], r.metrics["bus_GBps"]) for r in rows if r.name == method)
             if pts:
-                a.plot([p[0] for p in pts], [p[1] for p in pts], "o--" if method == "copyto" else "o-", label=method + (" (ceiling)" if method == "copyto" else ""))
+                ceiling = method == "copyto"
+                a.plot([p[0] for p in pts], [p[1] for p in pts], "o--" if ceiling else "o-",
+                       label=method + (" (ceiling)" if ceiling else ""))
         a.set_xscale("log", base=2)
         a.set_xticks(sizes)
         a.set_xticklabels([labels[s] for s in sizes])
@@ -391,9 +398,14 @@ def scaling(records):
     for axis in (a, b):
         axis.grid(True, alpha=0.3)
     last = records[-1].metrics
-    reading = "on %s devices: %.3gx the images/s of one (efficiency %s); a step is %s: t1 compute %s, t2 communication %s" % (
+    reading = ("on %s devices: %.3gx the images/s of one (efficiency %s); a step is %s: t1 compute %s, "
+               "t2 communication %s") % (
         last["devices"], last["speedup"], _pct(last["efficiency"]), _seconds(last["step_s"]),
         _seconds(last["t1_s"]), _seconds(last["t2_s"]))
+    serial, hidden = last.get("serial_model_s"), last.get("overlap_model_s")
+    if serial and hidden and serial > 1.05 * hidden:  # the two models tell the cases apart
+        reading += "; closer to %s" % ("t1 + t2 (communication not hidden)" if abs(last["step_s"] - serial) <
+                                       abs(last["step_s"] - hidden) else "max(t1, t2) (communication hidden)")
     return Block("%s, %s images per device, kvstore %s" % (last.get("model"), last.get("per_device_batch"),
                                                            last.get("kvstore")),
                  [Table(records, ["devices", "batch_size", "step_s", "iqr_s", "t1_s", "t2_s", "update_s",
@@ -412,7 +424,10 @@ def tune(records):
     cands = [r for r in records if r.name != "best"]
     groups = {}
     for r in cands:
-        groups.setdefault("%s b%s" % (r.metrics.get("lever"), r.metrics.get("batch_size")), []).append(r)
+        lever, batch = r.metrics.get("lever"), r.metrics.get("batch_size")
+        label = lever if str(lever).endswith(" b%s" % batch) else "%s b%s" % (lever, batch)
+        groups.setdefault(label, []).append(r)
+    group_of = {id(r): g for g, rs in groups.items() for r in rs}
     measured = [r for r in cands if r.metrics.get("ratio") is not None]
     fig = None
     if measured:
@@ -420,9 +435,8 @@ def tune(records):
         ratios = [r.metrics["ratio"] for r in measured]
         err = [[r.metrics["ratio"] - r.metrics.get("ratio_min", r.metrics["ratio"]) for r in measured],
                [r.metrics.get("ratio_max", r.metrics["ratio"]) - r.metrics["ratio"] for r in measured]]
-        label = (lambda r: "%s b%s: %s" % (r.metrics.get("lever"), r.metrics.get("batch_size"), r.name)) \
-            if len(groups) > 1 else (lambda r: r.name)
-        _labelled_bars(ax[0][0], [label(r) for r in measured], ratios, err,
+        _labelled_bars(ax[0][0], [("%s: %s" % (group_of[id(r)], r.name)) if len(groups) > 1 else r.name
+                                  for r in measured], ratios, err,
                        "ratio to the lever's baseline (median, min..max over rounds)")
         ax[0][0].axvline(1, color="black", lw=0.8, ls="--")
         fig = svg(f)
@@ -433,9 +447,9 @@ def tune(records):
         parts = []
         for g, rs in groups.items():
             top = min(rs, key=lambda r: r.metrics.get("rank") or 1e9)
-            parts.append("%s: %s runs %sx as fast as %s (%s..%s)" % (g, top.name, _num(top.metrics.get("ratio")), _baseline(rs),
-                                                        _num(top.metrics.get("ratio_min")),
-                                                        _num(top.metrics.get("ratio_max"))))
+            parts.append("%s: %s runs %sx as fast as %s (%s..%s)" % (
+                g, top.name, _num(top.metrics.get("ratio")), _baseline(rs), _num(top.metrics.get("ratio_min")),
+                _num(top.metrics.get("ratio_max"))))
         reading = "; ".join(parts)
     tables = [Table(cands, ["batch_size", "lever", "rank", "name", "images_per_s", "ratio",
                             ("ratio min..max", _range("ratio_min", "ratio_max")), "rounds", "error"],
@@ -485,10 +499,12 @@ def _skippable(path):
 def load_results(paths, which="results"):
     """[(path, [(Result, env)])] for files and folders (searched for *.json / *.jsonl);
     UserError naming the file that cannot be read. Returns also the skipped files."""
-    out, skipped = [], []
+    out, skipped, seen = [], [], set()
     for path in paths:
         if not os.path.isdir(path):
-            out.append((path, cmp.load(path, which)))
+            if os.path.realpath(path) not in seen:
+                seen.add(os.path.realpath(path))
+                out.append((path, cmp.load(path, which)))
             continue
         found = []
         for root, dirs, files in os.walk(path):
@@ -496,6 +512,9 @@ def load_results(paths, which="results"):
             found += [os.path.join(root, f) for f in sorted(files)
                       if f.endswith((".json", ".jsonl")) and not f.startswith(".")]
         for f in found:
+            if os.path.realpath(f) in seen:
+                continue
+            seen.add(os.path.realpath(f))
             try:
                 out.append((f, cmp.load(f, which)))
             except UserError:
@@ -656,12 +675,13 @@ def compare_section(old_runs, new_runs, threshold, metric, label):
         better = [-100 * r.metrics["worse"] for r in matched]
         _labelled_bars(ax[0][0], [r.name for r in matched], better,
                        xlabel="% better than OLD (faster, or higher throughput)",
-                       annotate="%+.1f%%")
+                       annotate=lambda v: "%+.1f%%" % v)
         for bar, r in zip(ax[0][0].patches, matched):
             bar.set_color(colors.get(r.metrics["status"], "tab:gray"))
         ax[0][0].axvline(0, color="black", lw=0.8)
         fig = svg(f)
-    counts = {s: sum(1 for r in results if r.metrics.get("status") == s) for s in ("improved", "same", "new", "removed")}
+    counts = {s: sum(1 for r in results if r.metrics.get("status") == s)
+              for s in ("improved", "same", "new", "removed")}
     reading = ("%d regression(s) past %.4g%%: %s" % (len(bad), 100 * threshold, ", ".join(r.name for r in bad))
                if bad else "no regression past %.4g%% among %d matched benchmarks" % (100 * threshold, len(matched)))
     reading += " (%s)" % ", ".join("%d %s" % (n, s) for s, n in counts.items() if n)
@@ -724,9 +744,11 @@ def block_view(b, changes):
     if b.row_classes:
         for row, cls in zip(tables[0]["rows"], b.row_classes):
             row["cls"] = cls
-    return {"title": b.title, "source": b.source, "file": os.path.basename(b.source or ""), "reading": b.reading, "note": b.note, "figure": b.figure,
+    return {"title": b.title, "source": b.source, "file": os.path.basename(b.source or ""), "reading": b.reading,
+            "note": b.note, "figure": b.figure,
             "tables": tables,
-            "all_fields": table(all_fields([r for t in b.tables for r in t.records])) if b.source else None}
+            "all_fields": table(all_fields(list({id(r): r for t in b.tables for r in t.records}.values())))
+            if b.source else None}
 
 
 def build_parser():
