@@ -610,7 +610,7 @@ def threads(env):
     variables = env.get("env") or {}
     shown = ["%s=%s" % (k, variables[k]) for k in THREAD_VARS if k in variables]
     if "OMP_NUM_THREADS" not in variables:
-        shown.insert(0, "OMP_NUM_THREADS unset (MXNet: half the processors)")
+        shown.insert(0, "OMP_NUM_THREADS unset, MXNet uses half the processors")
     return ", ".join(shown)
 
 
@@ -651,7 +651,7 @@ def environment_section(runs):
         reading = "no file records its environment"
     thread_sets = sorted({r.metrics.get("thread settings") for r in settings if r.metrics.get("thread settings")})
     if len(thread_sets) > 1:
-        reading += "; thread settings differ between files (%s)" % " / ".join(thread_sets)
+        reading += "; thread settings differ between files: %s" % " / ".join(thread_sets)
     return Block("", tables, reading=reading)
 
 
