@@ -698,10 +698,10 @@ def compare_section(old_runs, new_runs, threshold, metric, label):
 
 # --- the page ---------------------------------------------------------------------------
 
-def sections(runs, changes=None):
+def sections(runs):
     """Group every record by kind (KINDS order, then unknown kinds), one block per file and kind."""
     ordered = {kind.title: [] for kind in KINDS}
-    other = {}
+    other = []
     for path, pairs in runs:
         by = {}
         for r, _ in pairs:
@@ -710,10 +710,10 @@ def sections(runs, changes=None):
             if isinstance(kind, Kind):
                 ordered[kind.title].append(build_block(kind, records, path))
             else:
-                other.setdefault("other", []).append(build_block(None, records, path))
+                other.append(build_block(None, records, path))
     out = [(title, blocks) for title, blocks in ordered.items() if blocks]
     if other:
-        out.append(("Other records (no renderer for their kind yet)", other["other"]))
+        out.append(("Other records (no renderer for their kind yet)", other))
     return out
 
 
