@@ -188,6 +188,18 @@ def _gpu_names():
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
+def cpu_model():
+    """The processor's name as lscpu shows it ('Model name'), or platform.processor()."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def environment(contexts=()):
     """What a result depends on: MXNet build, contexts, threads, machine."""
     features = mx.runtime.Features()
@@ -205,4 +217,5 @@ def environment(contexts=()):
         "python": platform.python_version(),
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(),
     }

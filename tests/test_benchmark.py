@@ -116,3 +116,4 @@ def test_environment_records_the_build():
     assert env["contexts"] == ["cpu(0)", "cpu(1)"]
     assert "MKLDNN" in env["features"] or env["features"]
     assert env["cpu_count"] >= 1 and isinstance(env["env"], dict)
+    assert isinstance(env["cpu_model"], str) and env["cpu_model"]

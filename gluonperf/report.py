@@ -1,0 +1,800 @@
+"""One HTML page of a results folder: `python -m gluonperf.report RESULTS... -o report.html`.
+
+RESULTS are files or folders of JSON lines written with `--json` by any gluonperf
+command or benchmark suite. The page is one self-contained file (styles inline,
+plots inline as SVG drawn by matplotlib, no script, nothing fetched): the machine
+and environment first, then one section per benchmark kind in the order a reader
+needs them, each with its table, a plot where a plot says it better, and the
+one-line reading the command printed (derived here from the records).
+
+Each kind is drawn by a small renderer in KINDS, keyed by the records' `bench`;
+records of a kind no renderer knows go to a generic table, never dropped, and a
+renderer that cannot read a run (an older record shape) falls back to that table.
+`--compare OLD` adds the change against older results, matched and judged by
+`gluonperf.compare`'s own functions. Nothing here imports MXNet.
+"""
+import argparse
+import datetime
+import io
+import itertools
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Tuple
+
+from . import UserError
+from . import compare as cmp
+from .records import Result, atomic_write_bytes, format_value
+
+PROG = "python -m gluonperf.report"
+
+
+# --- what renderers return ------------------------------------------------------
+
+@dataclass
+class Table:
+    """Records shown as rows; a column is a field name or (header, function of a record)."""
+    records: List[Result]
+    columns: list
+    caption: str = ""
+
+
+@dataclass
+class Block:
+    """One run of one kind (the records of one file): its tables, plot and reading."""
+    title: str
+    tables: List[Table]
+    figure: Optional[str] = None  # inline SVG
+    reading: Optional[str] = None
+    note: Optional[str] = None
+    source: Optional[str] = None  # the file the run came from (set by build_block)
+    row_classes: Optional[List[str]] = None  # CSS class per row of the first table
+
+
+@dataclass(frozen=True)
+class Kind:
+    benches: Tuple[str, ...]
+    title: str
+    render: Callable[[List[Result]], Block]
+
+
+# --- plots: matplotlib figures as inline SVG ------------------------------------
+
+_FIGURES = itertools.count()
+
+
+def figure(rows=1, cols=1, width=7.0, height=3.0, **kwargs):
+    from matplotlib.figure import Figure  # no pyplot: no backend or global state needed
+    fig = Figure(figsize=(width, height))
+    return fig, fig.subplots(rows, cols, squeeze=False, **kwargs)
+
+
+def svg(fig):
+    """The figure as an <svg> element to inline in HTML: text kept as text, ids unique per
+    figure (several SVGs share one document), no XML prologue or metadata."""
+    import matplotlib
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "gp%d" % next(_FIGURES)}):
+        fig.tight_layout()
+        fig.savefig(buf, format="svg", bbox_inches="tight")  # keeps annotations past the axes
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]
+    return re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
+
+
+def _seconds(value):
+    return format_value("_s", value)
+
+
+def _num(value, digits=3):
+    """A ratio or a plain number for a sentence: 3 significant digits, never 1e+03."""
+    if value is None:
+        return "-"
+    return "%.0f" % value if abs(value) >= 10 ** digits else "%.*g" % (digits, value)
+
+
+def _pct(value):
+    return "-" if value is None else "%.0f%%" % (100 * value)
+
+
+def _range(lo, hi):
+    return (lambda r: "%s..%s" % (_num(r.metrics.get(lo)), _num(r.metrics.get(hi)))
+            if r.metrics.get(lo) is not None else "-")
+
+
+def _labelled_bars(ax, labels, values, err=None, xlabel="", log=False, annotate=_num, color="tab:blue"):
+    """Horizontal bars, first label on top, each annotated with its value past its error bar."""
+    ys = list(range(len(labels)))[::-1]
+    ax.barh(ys, values, xerr=err, color=color, alpha=0.85, capsize=3)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([l if len(l) <= 60 else l[:57] + "..." for l in labels])
+    ax.set_xlabel(xlabel)
+    if log:
+        ax.set_xscale("log")
+    for i, (y, v) in enumerate(zip(ys, values)):
+        if annotate and v is not None:
+            end = v + (err[1][i] if err is not None else 0) if v >= 0 else v
+            ax.annotate(annotate(v), (end, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+    ax.grid(True, axis="x", alpha=0.3)
+
+
+def _noisy(records):
+    return "; some results are noisy (IQR above 10% of the median)" if any(
+        r.metrics.get("noisy") for r in records) else ""
+
+
+# --- one renderer per kind --------------------------------------------------------
+
+def hybridize(records):
+    timed = [r for r in records if "speedup" in r.metrics]
+    export = [r for r in records if r.name == "export"]
+    m = timed[0].metrics
+    base = next((r for r in timed if r.name == "imperative"), timed[0])
+    best = max(timed, key=lambda r: r.metrics["speedup"])
+    fig, ax = figure(width=8.0, height=0.5 * len(timed) + 1.2)
+    times = [r.metrics["median_s"] for r in timed]
+    half_iqr = [r.metrics.get("iqr_s", 0) / 2 * 1e3 for r in timed]  # the spread gluonperf judges noise by
+    low = [min(h, t * 1e3) for h, t in zip(half_iqr, times)]  # a bar's spread never reaches below 0
+    _labelled_bars(ax[0][0], [r.name for r in timed], [t * 1e3 for t in times], [low, half_iqr],
+                   "ms per call (median, bar: IQR); label: speedup over %s" % base.name,
+                   log=max(times) > 30 * min(times), annotate=None)
+    for y, r in zip(range(len(timed))[::-1], timed):
+        end = (r.metrics["median_s"] + r.metrics.get("iqr_s", 0) / 2) * 1e3
+        ax[0][0].annotate("%sx" % _num(r.metrics["speedup"]), (end, y),
+                          xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+    tables = [Table(timed, ["name", "median_s", "iqr_s", "min_s", "max_s", "noisy", "speedup", "samples_per_s",
+                            "max_abs_diff", "hybrid_forward_calls", "calls"])]
+    if export:
+        tables.append(Table(export, ["name", "symbol_file", "params_file", "max_abs_diff"], "exported model"))
+    return Block("%s %s, batch %s on %s" % (m.get("model"), "train steps" if m.get("task") == "train_step"
+                                            else "forward calls", m.get("batch_size"), m.get("ctx")),
+                 tables, svg(fig),
+                 "%s runs %sx the speed of %s (%s vs %s per call)%s"
+                 % (best.name, _num(best.metrics["speedup"]), base.name, _seconds(best.metrics["median_s"]),
+                    _seconds(base.metrics["median_s"]), _noisy(timed)))
+
+
+def hybridize_suite(records):
+    groups = {}
+    for r in records:
+        groups.setdefault("%s %s b%s" % (r.metrics["model"], r.metrics["task"], r.metrics["batch_size"]), []).append(r)
+    fig, ax = figure(width=8.5, height=0.35 * len(records) + 1.2)
+    _labelled_bars(ax[0][0], ["%s: %s" % (g, r.name) for g, rs in groups.items() for r in rs],
+                   [r.metrics["ratio"] for rs in groups.values() for r in rs], xlabel="speed ratio to the book's loop")
+    ax[0][0].axvline(1, color="black", lw=0.8, ls="--")
+    best = ["%s: %s %.3gx" % (g, max(rs, key=lambda r: r.metrics["ratio"]).name,
+                              max(r.metrics["ratio"] for r in rs)) for g, rs in groups.items()]
+    return Block("gluonperf's hybridize modes against the chapter's benchmark loop",
+                 [Table(records, ["name", "model", "task", "batch_size", "median_s", "iqr_s", "noisy",
+                                  "samples_per_s", "ratio"])], svg(fig),
+                 "fastest against the book's loop: " + "; ".join(best) + _noisy(records))
+
+
+def async_(records):
+    demo = [r for r in records if r.name.endswith("queued") or "ratio_to_queued" in r.metrics]
+    calls = [r for r in records if "left_s" in r.metrics]
+    sweep = [r for r in records if "sync_s" in r.metrics]
+    cross = [r for r in records if r.name == "crossover"]
+    parts = []
+    finished = [r for r in demo if r.metrics.get("ratio_to_queued")]
+    if finished:
+        parts.append("finishing y takes %sx as long as queueing it" % _num(finished[0].metrics["ratio_to_queued"]))
+    if cross:
+        c = cross[0].metrics
+        parts.append("the Python front end set the async loop's pace at every size swept"
+                     if c.get("backend_bound_from") is None else
+                     "from %sx%s up the operator (t2), not Python (t1), sets the async loop's pace"
+                     % (c["backend_bound_from"], c["backend_bound_from"]))
+        parts.append("async still gains %d%% or more at the largest size swept" % (100 * c["gain_below"])
+                     if c.get("size") is None else
+                     "crossover: from %sx%s up, async gains less than %d%%"
+                     % (c["size"], c["size"], 100 * c["gain_below"]))
+    fig = None
+    if sweep:
+        f, ax = figure(1, 2, width=8.5, height=3.0)
+        sizes = [r.metrics["size"] for r in sweep]
+        a = ax[0][0]
+        times = [r.metrics[k] * 1e6 for r in sweep for k in ("sync_s", "async_s")]
+        a.plot(sizes, [r.metrics["sync_s"] * 1e6 for r in sweep], "o-", label="sync: wait_to_read() every iteration")
+        a.plot(sizes, [r.metrics["async_s"] * 1e6 for r in sweep], "s-", label="async: waitall() once")
+        a.set_xscale("log")
+        if max(times) > 10 * min(times):
+            a.set_yscale("log")
+        a.set_xlabel("n (x is n x n)")
+        a.set_ylabel("us per iteration")
+        a.legend(fontsize=8)
+        b = ax[0][1]
+        b.semilogx(sizes, [r.metrics["speedup"] for r in sweep], "o-", color="tab:green")
+        b.axhline(1, color="black", lw=0.8, ls="--")
+        if cross and cross[0].metrics.get("size"):
+            b.axvline(cross[0].metrics["size"], color="tab:red", ls=":", label="crossover")
+            b.legend(fontsize=8)
+        b.set_xlabel("n (x is n x n)")
+        b.set_ylabel("speedup of async over sync")
+        for axis in (a, b):
+            axis.grid(True, alpha=0.3)
+        fig = svg(f)
+    op = (cross[0].metrics.get("op") if cross else None) or (sweep[0].metrics.get("op") if sweep else "")
+    tables = [Table(demo, ["name", "size", "median_s", "iqr_s", "ratio_to_queued"], "queued vs finished"),
+              Table(calls, ["name", "median_s", "left_s", "blocks"],
+                    "which calls block (median_s: the call; left_s: waitall() right after)"),
+              Table(sweep, ["name", "iterations", "sync_s", "async_s", "speedup", "paired_speedup", "t1_s", "t2_s",
+                            "t3_s", "t2_plus_t3_s", "bound", "model_fits", "noisy"],
+                    "%s per iteration: t1 front end, t2 back end, t3 return" % op),
+              Table(cross, ["name", "op", "gain_below", "size", "backend_bound_from"], "crossover")]
+    ctx = records[0].metrics.get("ctx", "")
+    return Block("asynchronous execution on %s" % ctx, [t for t in tables if t.records], fig,
+                 "; ".join(parts) + _noisy(sweep))
+
+
+def memory(records):
+    ok = [r for r in records if "error" not in r.metrics]
+    fig, ax = figure(height=3.0)
+    a = ax[0][0]
+    xs = range(len(ok))
+    a.plot(xs, [r.metrics["rss_growth_bytes"] / 2 ** 20 for r in ok], "o-", color="tab:red")
+    a.set_ylabel("peak RSS growth (MiB)", color="tab:red")
+    a.set_ylim(0, 1.15 * max(r.metrics["rss_growth_bytes"] / 2 ** 20 for r in ok) or 1)
+    t = a.twinx()
+    t.plot(xs, [r.metrics["seconds_s"] for r in ok], "s--", color="tab:blue")
+    t.set_ylabel("time for the loop (s)", color="tab:blue")
+    t.set_ylim(0, 1.15 * max(r.metrics["seconds_s"] for r in ok))
+    a.set_xticks(list(xs))
+    a.set_xticklabels([r.name for r in ok])
+    a.grid(True, alpha=0.3)
+    first, last = ok[0], ok[-1]
+    reading = "%s: %.3gx the time and %.3gx the peak-RSS growth of %s (ran ahead up to %s batches)" % (
+        last.name, last.metrics["seconds_s"] / first.metrics["seconds_s"],
+        last.metrics["rss_growth_bytes"] / max(first.metrics["rss_growth_bytes"], 1), first.name,
+        last.metrics.get("max_in_flight", "?"))
+    m = first.metrics
+    return Block("the chapter's MLP, %s batches of %s samples (%s data) on %s" % (m.get("batches"), m.get("batch_size"),
+                                                                        m.get("data"), m.get("ctx")),
+                 [Table(records, ["name", "seconds_s", "per_batch_s", "rss_peak_bytes", "rss_growth_bytes",
+                                  "device_peak_bytes", "ran_ahead_batches", "max_in_flight", "time_vs_first",
+                                  "growth_vs_first", "error"])], svg(fig), reading)
+
+
+def _time_bars(records, extra=()):
+    fig, ax = figure(width=8.0, height=0.45 * (len(records) + len(extra)) + 1.2)
+    labels = [r.name for r in records] + [label for label, _ in extra]
+    values = [r.metrics["median_s"] * 1e3 for r in records] + [v * 1e3 for _, v in extra]
+    _labelled_bars(ax[0][0], labels, values, xlabel="ms (median of the repeats)")
+    return svg(fig)
+
+
+def _stand_in(m):
+    return " (two CPU contexts stand in for two devices; they share the same cores)" if m.get("stand_in") else ""
+
+
+def parallel(records):
+    both = next(r for r in records if "gain" in r.metrics)
+    alone = [r for r in records if r is not both]
+    return Block("%s products on %s" % (both.metrics.get("n"), both.metrics.get("devices")),
+                 [Table(records, ["name", "median_s", "iqr_s", "noisy", "gain"])],
+                 _time_bars(records, [("sum of the runs alone", sum(r.metrics["median_s"] for r in alone))]),
+                 "both at once: gain %.3g = (t_a + t_b) / t_both (2: the devices fully overlap, 1: not at all)%s%s"
+                 % (both.metrics["gain"], _stand_in(both.metrics), _noisy(records)))
+
+
+def overlap(records):
+    both = next(r for r in records if "overlap" in r.metrics)
+    m = both.metrics
+    parts = [r for r in records if r is not both]
+    reading = ("the overlap is lost in noise (the spread exceeds half the shorter of compute and copy)"
+               if m.get("overlap_lost_in_noise") else
+               "pipelining hid %s: overlap %.2f of the shorter of compute and copy (1: fully hidden)"
+               % (_seconds(m["hidden_s"]), m["overlap"]))
+    return Block("%s products, copied %s (%.3g MiB)" % (m.get("n"), m.get("devices"), m.get("copy_bytes", 0) / 2 ** 20),
+                 [Table(records, ["name", "median_s", "iqr_s", "noisy", "hidden_s", "overlap", "paired_overlap",
+                                  "overlap_lost_in_noise"])],
+                 _time_bars(records, [("compute + copy, one after the other",
+                                       sum(r.metrics["median_s"] for r in parts))]),
+                 reading + _stand_in(m) + _noisy(records))
+
+
+def allreduce(records):
+    counts = sorted({r.metrics["contexts"] for r in records})
+    sizes = sorted({r.metrics["tensor_bytes"] for r in records})
+    methods = list(dict.fromkeys(r.name for r in records))
+    labels = {r.metrics["tensor_bytes"]: r.metrics["size"] for r in records}
+    fig, ax = figure(1, len(counts), width=min(4.0 * len(counts) + 1, 11), height=3.2, sharey=True)
+    parts = []
+    for a, k in zip(ax[0], counts):
+        rows = [r for r in records if r.metrics["contexts"] == k]
+        for method in methods:
+            pts = sorted((r.metrics["tensor_bytes"], r.metrics["bus_GBps"]) for r in rows if r.name == method)
+            if pts:
+                ceiling = method == "copyto"
+                a.plot([p[0] for p in pts], [p[1] for p in pts], "o--" if ceiling else "o-",
+                       label=method + (" (ceiling)" if ceiling else ""))
+        a.set_xscale("log", base=2)
+        a.set_xticks(sizes)
+        a.set_xticklabels([labels[s] for s in sizes])
+        a.set_title("%d contexts" % k, fontsize=10)
+        a.set_xlabel("tensor size")
+        a.grid(True, alpha=0.3)
+        largest = [r for r in rows if r.metrics["tensor_bytes"] == max(sizes) and r.name != "copyto"]
+        if largest:
+            best = max(largest, key=lambda r: r.metrics["bus_GBps"])
+            parts.append("%s over %d: %s is fastest, %.3g GB/s = %s of the copyto ceiling"
+                         % (best.metrics["size"], k, best.name, best.metrics["bus_GBps"],
+                            _pct(best.metrics.get("of_ceiling"))))
+    ax[0][0].set_ylabel("bus GB/s (2(k-1)/k x size per context)")
+    ax[0][-1].legend(fontsize=8)
+    return Block("allreduce of one float32 tensor over %s contexts" % ",".join(map(str, counts)),
+                 [Table(records, ["contexts", "size", "name", "median_s", "iqr_s", "bus_GBps", "of_ceiling",
+                                  "max_recv", "noisy", "max_abs_err"])], svg(fig),
+                 "; ".join(parts) + _noisy(records))
+
+
+def _per_epoch(records, accuracy, rate, rate_label):
+    epochs = [r.metrics["epoch"] for r in records]
+    fig, ax = figure(1, 2, width=8.5, height=2.8)
+    for key, style in accuracy:
+        ax[0][0].plot(epochs, [r.metrics.get(key) for r in records], style, label=key)
+    ax[0][0].set_ylabel("accuracy")
+    ax[0][0].set_ylim(0, 1.02)
+    ax[0][0].legend(fontsize=8)
+    ax[0][1].plot(epochs, [r.metrics[rate] for r in records], "o-", color="tab:green")
+    ax[0][1].set_ylabel(rate_label)
+    ax[0][1].set_ylim(bottom=0)
+    for a in ax[0]:
+        a.set_xlabel("epoch")
+        a.set_xticks(epochs)
+        a.grid(True, alpha=0.3)
+    return svg(fig)
+
+
+def scratch(records):
+    m = records[-1].metrics
+    return Block("the book's LeNet from scratch on %s, allreduce %s" % (m.get("contexts"), m.get("method")),
+                 [Table(records, ["epoch", "time_s", "images_per_s", "train_loss", "test_acc"])],
+                 _per_epoch(records, [("test_acc", "o-")], "images_per_s", "images/s"),
+                 "epoch %s: test accuracy %.3g, %.4g images/s" % (m["epoch"], m["test_acc"], m["images_per_s"]))
+
+
+def train(records):
+    m = records[-1].metrics
+    best = max(records, key=lambda r: r.metrics["test_top1"])
+    reading = "epoch %s: test top-1 %.3g (train top-1 %.3g), %.4g training images/s" % (
+        m["epoch"], m["test_top1"], m["train_top1"], m["train_images_per_s"])
+    if best is not records[-1]:
+        reading += "; best test top-1 %.3g at epoch %s" % (best.metrics["test_top1"], best.metrics["epoch"])
+    return Block("%s on %s, batch %s on %s, kvstore %s, hybridize %s"
+                 % (m.get("model"), m.get("dataset"), m.get("batch_size"), m.get("contexts"), m.get("kvstore"),
+                    m.get("hybridize")),
+                 [Table(records, ["epoch", "loss", "train_top1", "train_top5", "test_top1", "test_top5", "lr",
+                                  "epoch_s", "train_images_per_s"])],
+                 _per_epoch(records, [("test_top1", "o-"), ("train_top1", "s--")], "train_images_per_s",
+                            "training images/s"), reading)
+
+
+def scaling(records):
+    devices = [r.metrics["devices"] for r in records]
+    fig, ax = figure(1, 2, width=8.5, height=3.0)
+    a = ax[0][0]
+    a.plot(devices, devices, "--", color="gray", label="ideal")
+    a.plot(devices, [r.metrics["speedup"] for r in records], "o-", label="measured")
+    for d, r in zip(devices, records):
+        a.annotate(_pct(r.metrics["efficiency"]), (d, r.metrics["speedup"]), xytext=(4, -10),
+                   textcoords="offset points", fontsize=8)
+    a.set_xlabel("devices")
+    a.set_ylabel("speedup (label: efficiency)")
+    a.set_xticks(devices)
+    a.legend(fontsize=8)
+    b = ax[0][1]
+    bottom = [0.0] * len(records)
+    for key, label in (("t1_s", "t1 compute"), ("t2_s", "t2 communication"), ("update_s", "update")):
+        vals = [r.metrics[key] * 1e3 for r in records]
+        b.bar(devices, vals, bottom=bottom, label=label, width=0.6)
+        bottom = [x + y for x, y in zip(bottom, vals)]
+    b.plot(devices, [r.metrics["step_s"] * 1e3 for r in records], "k_", markersize=30, mew=2, label="measured step")
+    b.set_xlabel("devices")
+    b.set_ylabel("ms per step")
+    b.set_xticks(devices)
+    b.legend(fontsize=8)
+    for axis in (a, b):
+        axis.grid(True, alpha=0.3)
+    last = records[-1].metrics
+    reading = ("on %s devices: %.3gx the images/s of one (efficiency %s); a step is %s: t1 compute %s, "
+               "t2 communication %s") % (
+        last["devices"], last["speedup"], _pct(last["efficiency"]), _seconds(last["step_s"]),
+        _seconds(last["t1_s"]), _seconds(last["t2_s"]))
+    serial, hidden = last.get("serial_model_s"), last.get("overlap_model_s")
+    if serial and hidden and serial > 1.05 * hidden:  # the two models tell the cases apart
+        reading += "; closer to %s" % ("t1 + t2 (communication not hidden)" if abs(last["step_s"] - serial) <
+                                       abs(last["step_s"] - hidden) else "max(t1, t2) (communication hidden)")
+    return Block("%s, %s images per device, kvstore %s" % (last.get("model"), last.get("per_device_batch"),
+                                                           last.get("kvstore")),
+                 [Table(records, ["devices", "batch_size", "step_s", "iqr_s", "t1_s", "t2_s", "update_s",
+                                  "overlap_model_s", "serial_model_s", "images_per_s", "speedup", "efficiency",
+                                  "noisy"])], svg(fig), reading + _noisy(records))
+
+
+def _baseline(group):
+    """The candidate a lever's ratios are relative to (its own ratio is exactly 1 every round)."""
+    return next((r.name for r in group if r.metrics.get("ratio") == 1 and r.metrics.get("ratio_min") == 1
+                 and r.metrics.get("ratio_max") == 1), "the lever's baseline")
+
+
+def tune(records):
+    best = [r for r in records if r.name == "best"]
+    cands = [r for r in records if r.name != "best"]
+    groups = {}
+    for r in cands:
+        lever, batch = r.metrics.get("lever"), r.metrics.get("batch_size")
+        label = lever if str(lever).endswith(" b%s" % batch) else "%s b%s" % (lever, batch)
+        groups.setdefault(label, []).append(r)
+    group_of = {id(r): g for g, rs in groups.items() for r in rs}
+    measured = [r for r in cands if r.metrics.get("ratio") is not None]
+    fig = None
+    if measured:
+        f, ax = figure(width=8.5, height=0.3 * len(measured) + 1.2)
+        ratios = [r.metrics["ratio"] for r in measured]
+        err = [[r.metrics["ratio"] - r.metrics.get("ratio_min", r.metrics["ratio"]) for r in measured],
+               [r.metrics.get("ratio_max", r.metrics["ratio"]) - r.metrics["ratio"] for r in measured]]
+        _labelled_bars(ax[0][0], [("%s: %s" % (group_of[id(r)], r.name)) if len(groups) > 1 else r.name
+                                  for r in measured], ratios, err,
+                       "ratio to the lever's baseline (median, min..max over rounds)")
+        ax[0][0].axvline(1, color="black", lw=0.8, ls="--")
+        fig = svg(f)
+    if best:
+        reading = "; ".join("best at batch %s: %.3gx the defaults with %s" % (
+            r.metrics.get("batch_size"), r.metrics["speedup"], r.metrics.get("command")) for r in best)
+    else:
+        parts = []
+        for g, rs in groups.items():
+            top = min(rs, key=lambda r: r.metrics.get("rank") or 1e9)
+            parts.append("%s: %s runs %sx as fast as %s (%s..%s)" % (
+                g, top.name, _num(top.metrics.get("ratio")), _baseline(rs), _num(top.metrics.get("ratio_min")),
+                _num(top.metrics.get("ratio_max"))))
+        reading = "; ".join(parts)
+    tables = [Table(cands, ["batch_size", "lever", "rank", "name", "images_per_s", "ratio",
+                            ("ratio min..max", _range("ratio_min", "ratio_max")), "rounds", "error"],
+                    "ratios to each lever's baseline, measured interleaved (min..max over rounds)")]
+    if best:
+        tables.append(Table(best, ["batch_size", "name", "speedup", "command", "warnings"], "winning settings"))
+    return Block(", ".join(groups) or "tune", tables, fig, reading)
+
+
+# The page's sections after the environment, in the order a reader needs them. A new kind
+# (e.g. the profile command's, or bench footprint's) is one more line here and a renderer.
+KINDS = [
+    Kind(("hybridize",), "Hybridize: imperative vs hybridize() vs static", hybridize),
+    Kind(("hybridize_suite",), "Hybridize against the book's loop", hybridize_suite),
+    Kind(("async",), "Asynchronous execution", async_),
+    Kind(("memory",), "Memory cost of running ahead", memory),
+    Kind(("parallel",), "Two devices at once", parallel),
+    Kind(("overlap",), "Computation and communication overlapping", overlap),
+    Kind(("allreduce",), "Allreduce bandwidth", allreduce),
+    Kind(("scratch",), "Data parallelism from scratch", scratch),
+    Kind(("train",), "Training: accuracy and images/s per epoch", train),
+    Kind(("scaling",), "Scaling: speedup and efficiency against the ideal", scaling),
+    Kind(("tune",), "Throughput suites and tune: ratios with their min..max", tune),
+]
+BY_BENCH = {b: kind for kind in KINDS for b in kind.benches}
+
+
+# --- reading the results ----------------------------------------------------------
+
+def _skippable(path):
+    """True for JSON in a results folder that is not records: a profiler trace (--trace)
+    or a training checkpoint's meta.json."""
+    with open(path, "rb") as f:
+        head = f.read(4096).decode("utf-8", "replace")
+    if re.match(r'\s*\{\s*"traceEvents"', head):
+        return True
+    if os.path.basename(path) == "meta.json":
+        try:
+            with open(path) as f:
+                meta = json.load(f)
+            return isinstance(meta, dict) and "epoch" in meta and "config" in meta
+        except (OSError, ValueError):
+            return False
+    return False
+
+
+def load_results(paths, which="results"):
+    """[(path, [(Result, env)])] for files and folders (searched for *.json / *.jsonl);
+    UserError naming the file that cannot be read. Returns also the skipped files."""
+    out, skipped, seen = [], [], set()
+    for path in paths:
+        if not os.path.isdir(path):
+            if os.path.realpath(path) not in seen:
+                seen.add(os.path.realpath(path))
+                out.append((path, cmp.load(path, which)))
+            continue
+        found = []
+        for root, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            found += [os.path.join(root, f) for f in sorted(files)
+                      if f.endswith((".json", ".jsonl")) and not f.startswith(".")]
+        for f in found:
+            if os.path.realpath(f) in seen:
+                continue
+            seen.add(os.path.realpath(f))
+            try:
+                out.append((f, cmp.load(f, which)))
+            except UserError:
+                if not _skippable(f):
+                    raise
+                skipped.append(f)
+        if not any(p.startswith(os.path.join(path, "")) or p == path for p, _ in out):
+            raise UserError("%s folder %s holds no JSON-lines results (*.json, *.jsonl written with --json)"
+                            % (which, path))
+    return out, skipped
+
+
+# --- tables for the template ------------------------------------------------------
+
+def _cell(key, value):
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True, default=str)
+    return format_value(key, value)
+
+
+def _change(c):
+    if c is None:
+        return "-", ""
+    status = c.get("status", "")
+    if "change" not in c:
+        return status, status.replace(" ", "-")
+    return "%+.1f%% %s (%s)" % (100 * c["change"], c["metric"], status), status
+
+
+def table(t, changes=None):
+    """A Table as header + rows of formatted cells; columns no record has are left out."""
+    cols = [c for c in t.columns if not isinstance(c, str) or c == "name" or any(c in r.metrics for r in t.records)]
+    header = [c if isinstance(c, str) else c[0] for c in cols]
+    with_change = changes is not None
+    if with_change:
+        header.append("vs old")
+    rows = []
+    for r in t.records:
+        row = r.row()
+        cells = [_cell(c, row.get(c)) if isinstance(c, str) else c[1](r) for c in cols]
+        cls = ""
+        if with_change:
+            text, cls = _change(changes.get(cmp.key(r)))
+            cells.append(text)
+        rows.append({"cells": cells, "cls": cls})
+    return {"caption": t.caption, "header": header, "rows": rows}
+
+
+def all_fields(records):
+    cols = ["name"] + list(dict.fromkeys(k for r in records for k in r.metrics))
+    return Table(records, cols)
+
+
+def build_block(kind, records, source):
+    """Render one run; a renderer that cannot read it (fields missing or of another
+    shape) gives way to the generic table, so no record is ever lost."""
+    if kind is None:
+        block = Block("%s records" % records[0].bench, [all_fields(records)])
+    else:
+        try:
+            block = kind.render(records)
+        except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, StopIteration) as e:
+            block = Block("%s records" % records[0].bench, [all_fields(records)],
+                          note="not drawn: the records do not have the shape this report knows (%s: %s)"
+                               % (type(e).__name__, e))
+        shown = {id(r) for t in block.tables for r in t.records}
+        rest = [r for r in records if id(r) not in shown]
+        if rest:
+            block.tables.append(Table(rest, all_fields(rest).columns, "other records of this run"))
+    block.source = source
+    return block
+
+
+# --- environment and comparison sections -----------------------------------------------
+
+FEATURES = (("MKLDNN", "oneDNN"), ("CUDA", "CUDA"), ("CUDNN", "cuDNN"), ("NCCL", "NCCL"), ("BLAS_OPEN", "OpenBLAS"),
+            ("BLAS_MKL", "MKL BLAS"), ("OPENMP", "OpenMP"), ("DIST_KVSTORE", "dist kvstore"))
+THREAD_VARS = ("OMP_NUM_THREADS", "MXNET_OMP_MAX_THREADS", "MXNET_CPU_WORKER_NTHREADS", "MXNET_ENGINE_TYPE",
+               "MXNET_MKLDNN_ENABLED", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+
+
+def machine(env):
+    features = env.get("features") or []
+    build = ", ".join(label for f, label in FEATURES if f in features)
+    return {"CPU model": env.get("cpu_model") or "not recorded (%s)" % env.get("processor", "?"),
+            "cores (os.cpu_count)": str(env.get("cpu_count", "?")),
+            "GPUs": ", ".join(env.get("gpus") or []) or "none",
+            "MXNet build": "%s (%s)" % (env.get("mxnet", "?"), build or "no features recorded"),
+            "Python": env.get("python", "?"), "platform": env.get("platform", "?")}
+
+
+def threads(env):
+    variables = env.get("env") or {}
+    shown = ["%s=%s" % (k, variables[k]) for k in THREAD_VARS if k in variables]
+    if "OMP_NUM_THREADS" not in variables:
+        shown.insert(0, "OMP_NUM_THREADS unset, MXNet uses half the processors")
+    return ", ".join(shown)
+
+
+def _same_machine(a, b):
+    """Equal in every field both record (files written before the CPU model was recorded
+    match the machine of files that record it)."""
+    unknown = lambda m: m["CPU model"].startswith("not recorded")  # noqa: E731
+    return all(a[k] == b[k] for k in a if k != "CPU model") and (
+        a["CPU model"] == b["CPU model"] or unknown(a) or unknown(b))
+
+
+def environment_section(runs):
+    machines, settings = [], []
+    for path, pairs in runs:
+        env = next((e for _, e in pairs if e), None)
+        kinds = ", ".join(dict.fromkeys(r.bench for r, _ in pairs))
+        if env is None:
+            settings.append(Result("file", path, {"kinds": kinds, "machine": "no environment recorded"}))
+            continue
+        m = machine(env)
+        index = next((i for i, known in enumerate(machines) if _same_machine(known, m)), len(machines))
+        if index == len(machines):
+            machines.append(m)
+        elif machines[index]["CPU model"].startswith("not recorded"):
+            machines[index]["CPU model"] = m["CPU model"]
+        settings.append(Result("file", path, {"kinds": kinds, "machine": "#%d" % (index + 1),
+                                              "contexts": ",".join(env.get("contexts") or []) or "-",
+                                              "thread settings": threads(env)}))
+    rows = [Result("machine", "#%d" % (i + 1), m) for i, m in enumerate(machines)]
+    tables = [Table(rows, ["name"] + list(machine({}))), Table(settings, ["name", "kinds", "machine", "contexts",
+                                                                          "thread settings"], "files")]
+    if len(machines) == 1:
+        m = machines[0]
+        reading = "one machine: %s, %s cores, MXNet %s" % (m["CPU model"], m["cores (os.cpu_count)"], m["MXNet build"])
+    elif machines:
+        reading = "results from %d different machines or builds: compare their figures with care" % len(machines)
+    else:
+        reading = "no file records its environment"
+    thread_sets = sorted({r.metrics.get("thread settings") for r in settings if r.metrics.get("thread settings")})
+    if len(thread_sets) > 1:
+        reading += "; thread settings differ between files: %s" % " / ".join(thread_sets)
+    return Block("", tables, reading=reading)
+
+
+def compare_section(old_runs, new_runs, threshold, metric, label):
+    old = [p for _, pairs in old_runs for p in pairs]
+    new = [p for _, pairs in new_runs for p in pairs]
+    order = {"regression": 0, "worse": 1, "improved": 2, "same": 3, "no common metric": 4, "new": 5, "removed": 6}
+    results = sorted(cmp.compare(old, new, threshold, metric),
+                     key=lambda r: (order.get(r.metrics["status"], 9), -abs(r.metrics.get("worse", 0))))
+    matched = [r for r in results if "change" in r.metrics]
+    bad = cmp.regressions(results)
+    changes = {}
+    for r in results:
+        bench, name = r.name.split("/", 1)
+        ident = {f: r.metrics[f] for f in cmp.ID_FIELDS if f in r.metrics}
+        changes[cmp.key(Result(bench, name, ident))] = r.metrics
+    fig = None
+    if matched:
+        f, ax = figure(width=8.5, height=0.3 * len(matched) + 1.2)
+        colors = {"regression": "tab:red", "improved": "tab:green"}
+        better = [-100 * r.metrics["worse"] for r in matched]
+        _labelled_bars(ax[0][0], [r.name for r in matched], better,
+                       xlabel="% better than OLD (faster, or higher throughput)",
+                       annotate=lambda v: "%+.1f%%" % v)
+        for bar, r in zip(ax[0][0].patches, matched):
+            bar.set_color(colors.get(r.metrics["status"], "tab:gray"))
+        ax[0][0].axvline(0, color="black", lw=0.8)
+        fig = svg(f)
+    counts = {s: sum(1 for r in results if r.metrics.get("status") == s)
+              for s in ("improved", "same", "new", "removed")}
+    reading = ("%d regression(s) past %.4g%%: %s" % (len(bad), 100 * threshold, ", ".join(r.name for r in bad))
+               if bad else "no regression past %.4g%% among %d matched benchmarks" % (100 * threshold, len(matched)))
+    reading += " (%s)" % ", ".join("%d %s" % (n, s) for s, n in counts.items() if n)
+    old_env = next((e for _, e in old if e), None)
+    new_env = next((e for _, e in new if e), None)
+    env_notes = cmp.environment_changes(old_env, new_env)
+    columns = ["name"] + [f for f in cmp.ID_FIELDS if any(f in r.metrics for r in results)] + \
+              ["metric", "better", "old", "new", "change", "status"]
+    block = Block("", [Table(cmp.display(results), columns)], fig, reading,
+                  note="environment differs: " + "; ".join(env_notes) if env_notes else None,
+                  row_classes=[r.metrics.get("status", "").replace(" ", "-") for r in results])
+    return block, changes, len(bad)
+
+
+# --- the page ---------------------------------------------------------------------------
+
+def sections(runs):
+    """Group every record by kind (KINDS order, then unknown kinds), one block per file and kind."""
+    ordered = {kind.title: [] for kind in KINDS}
+    other = []
+    for path, pairs in runs:
+        by = {}
+        for r, _ in pairs:
+            by.setdefault(BY_BENCH.get(r.bench, r.bench), []).append(r)
+        for kind, records in by.items():
+            if isinstance(kind, Kind):
+                ordered[kind.title].append(build_block(kind, records, path))
+            else:
+                other.append(build_block(None, records, path))
+    out = [(title, blocks) for title, blocks in ordered.items() if blocks]
+    if other:
+        out.append(("Other records (no renderer for their kind yet)", other))
+    return out
+
+
+def render_page(runs, title, old_runs=None, threshold=0.10, metric=None, old_label=None, skipped=()):
+    import jinja2
+    env = jinja2.Environment(loader=jinja2.PackageLoader("gluonperf", "templates"),
+                             autoescape=True, trim_blocks=True, lstrip_blocks=True)
+    changes, regressions = None, 0
+    page = [("Machine and environment", [environment_section(runs)])]
+    if old_runs is not None:
+        block, changes, regressions = compare_section(old_runs, runs, threshold, metric, old_label)
+        page.append(("Change against %s" % old_label, [block]))
+    page += sections(runs)
+    view = [{"id": "s%d" % number, "title": section_title, "blocks": [block_view(b, changes) for b in blocks]}
+            for number, (section_title, blocks) in enumerate(page)]
+    records = sum(len(pairs) for _, pairs in runs)
+    html = env.get_template("report.html.j2").render(
+        title=title, sections=view, files=[p for p, _ in runs], records=records, skipped=list(skipped),
+        generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        regressions=regressions, threshold=threshold, old_label=old_label)
+    return html, regressions
+
+
+def block_view(b, changes):
+    """What the template needs of a block: formatted tables, and for a run of records the
+    change against OLD per row and every field of every record (folded away)."""
+    tables = [table(t, changes if b.source else None) for t in b.tables]
+    if b.row_classes:
+        for row, cls in zip(tables[0]["rows"], b.row_classes):
+            row["cls"] = cls
+    return {"title": b.title, "source": b.source, "file": os.path.basename(b.source or ""), "reading": b.reading,
+            "note": b.note, "figure": b.figure,
+            "tables": tables,
+            "all_fields": table(all_fields(list({id(r): r for t in b.tables for r in t.records}.values())))
+            if b.source else None}
+
+
+def build_parser():
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Write one self-contained HTML page (tables, SVG plots, one-line readings; no network "
+                    "needed to view it) of results written with --json by any gluonperf command or "
+                    "benchmark suite: the machine and environment, then one section per benchmark kind.")
+    p.add_argument("results", nargs="+", metavar="RESULTS",
+                   help="JSON-lines files, or folders searched for *.json / *.jsonl (profiler traces and "
+                        "checkpoint meta.json files in them are skipped)")
+    p.add_argument("-o", "--output", default="report.html", metavar="HTML",
+                   help="the page to write (default: %(default)s)")
+    p.add_argument("--compare", metavar="OLD",
+                   help="older results (file or folder): add each benchmark's change, matched as "
+                        "python -m gluonperf.compare does")
+    p.add_argument("--threshold", type=cmp.parse_threshold, default=0.10, metavar="PCT",
+                   help="with --compare: mark a benchmark that got worse by more than PCT a regression "
+                        "(default: 10%%)")
+    p.add_argument("--metric", help="with --compare: compare on this metric instead of the first of %s"
+                                    % ", ".join(cmp.PREFERRED))
+    p.add_argument("--title", default="gluonperf report", help="the page's title (default: %(default)s)")
+    return p
+
+
+def main(argv=None):
+    from . import cli
+    args = build_parser().parse_args(argv)
+    cli.check_output_path(args.output, "-o")
+    runs, skipped = load_results(args.results)
+    old_runs = None
+    if args.compare:
+        old_runs, more = load_results([args.compare], "OLD")
+        skipped += more
+    html, regressions = render_page(runs, args.title, old_runs, args.threshold, args.metric, args.compare, skipped)
+    atomic_write_bytes(args.output, html.encode("utf-8"))
+    for path in skipped:
+        cli.note("note: skipped %s (a profiler trace or checkpoint, not results)" % path)
+    records = sum(len(pairs) for _, pairs in runs)
+    print("wrote %s: %d records from %d file%s%s" % (
+        args.output, records, len(runs), "" if len(runs) == 1 else "s",
+        "; %d regression(s) past %.4g%% against %s" % (regressions, 100 * args.threshold, args.compare)
+        if regressions else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    from . import cli
+    cli.run(main, PROG)

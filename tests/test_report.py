@@ -1,0 +1,273 @@
+"""python -m gluonperf.report: one self-contained HTML page of real results.
+
+The inputs are real outputs of several commands at tiny sizes, made once for the module."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from html.parser import HTMLParser
+
+import pytest
+
+from conftest import ROOT, clean_env, run_module
+from gluonperf import cli, report
+from gluonperf.records import Result, read_jsonl, write_jsonl
+
+COMMANDS = {
+    "hybridize": ["gluonperf.bench", "hybridize", "--repeat", "1", "--number", "5"],
+    "async": ["gluonperf.bench", "async", "--demo-size", "64", "--sizes", "8,64", "--iterations", "20",
+              "--repeat", "1"],
+    "train": ["gluonperf.train", "--dataset", "digits", "--model", "lenet", "--epochs", "1", "--limit", "256"],
+    "scaling": ["gluonperf.train", "--scaling", "--dataset", "digits", "--model", "lenet", "--ctx", "cpu0,cpu1",
+                "--steps", "2", "--batch-size", "32", "--limit", "256"],
+    "allreduce": ["gluonperf.bench", "allreduce", "--sizes", "4K", "--num-ctx", "2", "--repeat", "1"],
+    "memory": ["gluonperf.bench", "memory", "--batches", "4", "--every", "2", "--batch-size", "32",
+               "--features", "16"],
+    "parallel": ["gluonperf.bench", "parallel", "--ctx", "cpu0,cpu1", "--cpu-size", "64", "--products", "3",
+                 "--repeat", "2"],
+    "overlap": ["gluonperf.bench", "overlap", "--ctx", "cpu0,cpu1", "--cpu-size", "64", "--products", "3",
+                "--repeat", "2"],
+}
+# Real suite and tune outputs of this machine, as saved in the repository.
+SAVED = ["train_throughput_final.json", "tune_b128.json"]
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--window-size=1200,2000", "--enable-logging=stderr", "--v=0"]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """A results folder: every command's --json output (three commands at a time), the
+    parallel run's profiler trace (which the report must skip), and two saved suites."""
+    folder = tmp_path_factory.mktemp("results")
+
+    def run(item):
+        name, argv = item
+        extra = ["--trace", str(folder / "trace.json")] if name == "parallel" else []
+        return name, run_module(*argv, "--json", str(folder / (name + ".json")), *extra, timeout=240)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:  # async mostly waits (its blocking-call checks)
+        for name, p in pool.map(run, COMMANDS.items()):
+            assert p.returncode == 0, "%s: %s" % (name, p.stderr)
+    os.makedirs(folder / "suites")
+    for f in SAVED:
+        shutil.copy(os.path.join(ROOT, "benchmarks", "results", f), folder / "suites" / f)
+    return folder
+
+
+def records_in(folder):
+    out = []
+    for root, _, files in os.walk(folder):
+        for f in sorted(files):
+            if f.endswith(".json") and f != "trace.json":
+                out += [r for r, _ in read_jsonl(os.path.join(root, f))]
+    return out
+
+
+class Page(HTMLParser):
+    """What the tests look at: tags, link targets, headings, table cells, readings, and the
+    rows of the folded 'every field' tables (one per record)."""
+
+    def __init__(self, text):
+        super().__init__()
+        self.tags, self.refs, self.h2, self.cells, self.readings, self.row_classes = [], [], [], [], [], []
+        self.detail_rows = 0
+        self._in, self._details, self._body, self._text = None, 0, False, []
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append(tag)
+        self.refs += [v for k, v in attrs.items() if k in ("src", "href", "xlink:href", "data", "action") and v]
+        if tag == "details":
+            self._details += 1
+        if tag == "tbody":
+            self._body = True
+        if tag == "tr" and self._body:
+            self.row_classes.append(attrs.get("class", ""))
+            if self._details:
+                self.detail_rows += 1
+        if tag in ("h2", "td") or (tag == "p" and attrs.get("class") == "reading"):
+            self._in, self._text = tag, []
+
+    def handle_endtag(self, tag):
+        if tag == "details":
+            self._details -= 1
+        if tag == "tbody":
+            self._body = False
+        if self._in and tag in ("h2", "td", "p"):
+            text = "".join(self._text).strip()
+            {"h2": self.h2, "td": self.cells, "p": self.readings}[self._in].append(text)
+            self._in = None
+
+    def handle_data(self, data):
+        if self._in:
+            self._text.append(data)
+
+
+@pytest.fixture(scope="module")
+def made(results, tmp_path_factory):
+    """The report of the results folder, made once as users make it: (path, process)."""
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    return out, run_module("gluonperf.report", str(results), "-o", str(out), timeout=120)
+
+
+def test_report_of_real_outputs_is_self_contained_and_holds_every_record(results, made):
+    out, p = made
+    assert p.returncode == 0, p.stderr
+    records = records_in(results)
+    assert "wrote %s: %d records from %d files" % (out, len(records), len(COMMANDS) + len(SAVED)) in p.stdout
+    assert "skipped %s" % (results / "trace.json") in p.stderr  # a profiler trace is not results
+    text = out.read_text()
+    page = Page(text)
+    # one row per record in the folded tables, and every record's name in a table cell
+    assert page.detail_rows == len(records)
+    assert {r.name for r in records} <= set(page.cells)
+    # nothing fetched: no script, no stylesheet link, no external reference anywhere
+    assert "script" not in page.tags and "link" not in page.tags and "iframe" not in page.tags
+    assert all(ref.startswith("#") for ref in page.refs), page.refs
+    assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:)?//""", text)
+    assert not re.search(r"url\((?!#)|@import", text)  # only the SVGs' own clip paths, url(#id)
+    # sections in the order a reader needs them, each kind drawn (an SVG each) and read
+    order = ["Machine and environment", "Hybridize", "Asynchronous", "Memory", "Two devices", "Computation and",
+             "Allreduce", "Training", "Scaling", "Throughput suites"]
+    positions = [next(i for i, h in enumerate(page.h2) if h.startswith(o)) for o in order]
+    assert positions == sorted(positions)
+    assert page.tags.count("svg") >= len(order) - 1
+    assert not any(h.startswith("Other records") for h in page.h2)
+    readings = " | ".join(page.readings)
+    with open("/proc/cpuinfo") as f:  # the machine's name, as the commands recorded it (lscpu's Model name)
+        model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    assert model in readings and "%d cores" % os.cpu_count() in readings
+    assert re.search(r"(hybrid|static) runs [0-9.]+x the speed of imperative", readings)  # hybridize
+    assert "crossover" in readings or "async still gains" in readings  # async
+    assert "epoch 1: test top-1" in readings  # train
+    assert "on 2 devices:" in readings and "efficiency" in readings  # scaling
+    assert "of the copyto ceiling" in readings  # allreduce
+    assert "best at batch 128: 1.52x the defaults" in readings  # tune's saved winner
+    assert "not drawn" not in text
+
+
+def chromium():
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def render_in_chromium(html, workdir):
+    """Load `html` in headless Chromium; (screenshot path, console lines)."""
+    shot = os.path.join(str(workdir), "shot.png")
+    p = subprocess.run([chromium(), *CHROMIUM_FLAGS, "--user-data-dir=%s" % os.path.join(str(workdir), "profile"),
+                        "--screenshot=%s" % shot, "file://%s" % os.path.abspath(str(html))],
+                       capture_output=True, text=True, timeout=120, env=clean_env())
+    assert p.returncode == 0, p.stderr[-2000:]
+    return shot, [line for line in p.stderr.splitlines() if ":CONSOLE" in line]
+
+
+def test_chromium_renders_the_report_without_console_errors(made, tmp_path):
+    if not chromium():
+        pytest.skip("headless Chromium is not installed (Debian: apt-get install chromium); "
+                    "the browser check of the report is skipped")
+    out, p = made
+    assert p.returncode == 0, p.stderr
+    shot, console = render_in_chromium(out, tmp_path / "good")
+    assert console == []
+    from PIL import Image  # matplotlib's own dependency
+    image = Image.open(shot)
+    assert image.size == (1200, 2000)
+    assert len(image.convert("RGB").getcolors(1 << 20) or []) > 50  # text and plots, not a blank page
+    # the console check can fail: a page with a script error is caught
+    bad = tmp_path / "bad.html"
+    bad.write_text("<!DOCTYPE html><title>x</title><script>console.error('broken')</script>")
+    assert any("broken" in line for line in render_in_chromium(bad, tmp_path / "bad")[1])
+
+
+def _scaled(src, dst, field, factor):
+    rows = read_jsonl(src)
+    write_jsonl([Result(r.bench, r.name, dict(r.metrics, **({field: r.metrics[field] * factor}
+                                                           if field in r.metrics else {})))
+                 for r, _ in rows], dst, rows[0][1])
+
+
+def test_compare_marks_regressions_with_compares_matching(results, tmp_path, capsys):
+    old = tmp_path / "old"
+    old.mkdir()
+    _scaled(results / "hybridize.json", old / "hybridize.json", "samples_per_s", 2.0)  # new is 2x slower
+    _scaled(results / "train.json", old / "train.json", "train_images_per_s", 0.5)  # new is 2x faster
+    out = tmp_path / "report.html"
+    with pytest.raises(SystemExit) as exit:
+        cli.run(report.main, report.PROG, [str(results / "hybridize.json"), str(results / "train.json"),
+                                           "--compare", str(old), "--threshold", "20%", "-o", str(out)])
+    assert exit.value.code == 0
+    assert "3 regression(s) past 20%% against %s" % old in capsys.readouterr().out
+    page = Page(out.read_text())
+    assert "Change against %s" % old in page.h2
+    assert page.row_classes.count("regression") == 2 * 3  # the comparison table and the hybridize table
+    assert page.row_classes.count("improved") == 2
+    assert any(c.startswith("+100.0% train_images_per_s (improved)") for c in page.cells)
+    assert any(c.startswith("-50.0% samples_per_s (regression)") for c in page.cells)
+
+
+def test_unknown_kinds_and_unreadable_shapes_fall_to_the_generic_table():
+    env = {"mxnet": "1.9.1", "cpu_count": 2, "cpu_model": "Test CPU", "env": {"OMP_NUM_THREADS": "2"}}
+    runs = [("a.json", [(Result("profile-breakdown", "forward", {"share": 0.4}), env),
+                        (Result("hybridize", "imperative", {"median_s": 1.0}), env),  # no speedup: old shape
+                        (Result("hybridize_suite", "book loop", {"model": "mlp", "task": "forward", "batch_size": 1,
+                                                                 "median_s": 2e-3, "ratio": 1.0}), env),
+                        (Result("hybridize_suite", "gluonperf static", {"model": "mlp", "task": "forward",
+                                                                        "batch_size": 1, "median_s": 1e-3,
+                                                                        "ratio": 2.0}), env)]
+             + [(Result("scratch", "epoch %d" % e, {"epoch": e, "time_s": 0.3, "images_per_s": 1900.0 + e,
+                                                      "train_loss": 2.0 / e, "test_acc": 0.2 * e,
+                                                      "contexts": "cpu(0),cpu(1)", "method": "book"}), env)
+                for e in (1, 2)])]
+    html, regressions = report.render_page(runs, "t")
+    page = Page(html)
+    assert regressions == 0
+    assert page.h2[-1].startswith("Other records") and "forward" in page.cells and "0.4" in page.cells
+    assert "imperative" in page.cells and "not drawn: the records do not have the shape" in html
+    assert "fastest against the book's loop: mlp forward b1: gluonperf static 2x" in page.readings
+    assert "epoch 2: test accuracy 0.4, 1902 images/s" in page.readings  # scratch, drawn
+    assert page.detail_rows == 6 and html.count("<svg") == 2  # the suite's plot and scratch's
+    assert any("one machine: Test CPU, 2 cores" in r for r in page.readings)
+
+
+def _error(capsys, *argv):
+    with pytest.raises(SystemExit) as exit:
+        cli.run(report.main, report.PROG, list(argv))
+    err = capsys.readouterr().err.strip()
+    assert exit.value.code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_bad_input_is_one_line_and_writes_nothing(results, tmp_path, capsys):
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    shutil.copy(results / "train.json", folder / "train.json")
+    (folder / "broken.json").write_text('{"bench": "train", "name": "epoch 1"}\nnot json\n')
+    out = tmp_path / "report.html"
+    assert "broken.json is not JSON lines" in _error(capsys, str(folder), "-o", str(out))
+    assert "does not exist" in _error(capsys, str(tmp_path / "nowhere.json"), "-o", str(out))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "holds no JSON-lines results" in _error(capsys, str(empty), "-o", str(out))
+    assert "is a directory" in _error(capsys, str(results / "train.json"), "-o", str(tmp_path))
+    assert "OLD file" in _error(capsys, str(results / "train.json"), "--compare", str(folder / "broken.json"),
+                                "-o", str(out))
+    assert not out.exists() and not [f for f in os.listdir(tmp_path) if f.startswith(".tmp-")]
+    # and as users run it: a subprocess, one line, exit 2, nothing written
+    p = run_module("gluonperf.report", str(folder), "-o", str(out), timeout=60)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "broken.json" in p.stderr
+    assert not out.exists()
+
+
+def test_report_runs_without_mxnet(results, tmp_path):
+    out = tmp_path / "r.html"
+    code = ("import sys; from gluonperf import report; report.main([%r, '-o', %r]); "
+            "assert 'mxnet' not in sys.modules, 'mxnet was imported'" % (str(results / "train.json"), str(out)))
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=clean_env(), capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(open(results / "train.json").readline())["bench"] == "train" and out.exists()
