@@ -113,8 +113,11 @@ def operators_in_fresh_process(argv, trace, desc="operators (fresh process)"):
                     break
                 except subprocess.TimeoutExpired:
                     bar.update(0)
+        lines = [l for l in (err or "").strip().splitlines() if l.strip()]
+        if proc.returncode == guard.STALL_EXIT:  # the child's stall guard stopped it: say so, exit alike
+            cli.note("%s: the operator-table run (a fresh process) %s" % (PROG, lines[-1] if lines else "stalled"))
+            raise SystemExit(guard.STALL_EXIT)
         if proc.returncode != 0 or not os.path.exists(out):
-            lines = [l for l in (err or "").strip().splitlines() if l.strip()]
             raise UserError("the operator-table run (a fresh process) failed with exit code %s: %s"
                             % (proc.returncode, lines[-1] if lines else "no message"))
         return [r for r, _ in read_jsonl(out)]
@@ -137,13 +140,13 @@ def plot(breakdown, operators, peak, path, title):
         ms = max(0.0, r.metrics["time_s"]) * 1e3
         top.barh(1, ms, left=left, label="%s %.0f%%" % (r.metrics["part"], 100 * r.metrics["share"]))
         left += ms
-    top.barh(0, unfenced.metrics["time_s"] * 1e3, color="grey")
+    top.barh(0, unfenced.metrics["time_s"] * 1e3, color="black", alpha=0.35)
     top.set_yticks([0, 1])
     top.set_yticklabels(["unfenced step\n(as gluonperf.train)", "fenced step"])
     top.set_xlabel("ms per step (run 1: no profiler)")
     top.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.35))
-    names = [r.name.replace("_backward_", "") + (" backward" if r.name.startswith("_backward_") else "")
-             for r in rated]
+    from .step_profile import describe_op
+    names = [describe_op(r.name) for r in rated]
     bottom.barh(range(len(rated)), [r.metrics["gflop_per_s"] for r in rated])
     bottom.axvline(peak / 1e9, color="red", linestyle="--", label="ceiling %.0f GFLOP/s" % (peak / 1e9))
     bottom.set_yticks(range(len(rated)))
@@ -232,6 +235,9 @@ def main(argv=None):
          found, VERDICT_COLUMNS),
     ]
     cli.emit_sections(sections, args, ctxs, records=ceiling + works + parts + operators + found)
+    if step["noisy"]:
+        cli.note("note: the fenced steps are noisy (IQR %.0f%% of the median): other work competes for the "
+                 "cores; raise --steps or run on a quieter machine" % (100 * step["iqr_s"] / step["time_s"]))
     if args.trace:
         cli.note("wrote profiler trace %s (the profiled steps of run 2; open in ui.perfetto.dev)" % args.trace)
     if args.plot:

@@ -127,16 +127,22 @@ def test_one_context_with_bulk_execution_off_the_operators_cover_the_step(run, t
     assert step["bulk_exec_train"] == "0" and step["run"] == "profiled"
     assert step["operator_share"] >= 0.8, step  # the operator table accounts for the step
     assert 0 < step["busy_share"] <= 1 and step["unattributed_share"] == pytest.approx(1 - step["busy_share"])
+    peak = max(r.metrics["gflop_per_s"] for r in records if r.bench == "ceiling") * 1e9
     conv = ops["_backward_Convolution"]
     assert conv["phase"] == "backward" and conv["calls_per_step"] == 2
-    expected = count_model_flops("lenet", (1, 28, 28)).op_flops("_backward_Convolution") * 64
+    count = count_model_flops("lenet", (1, 28, 28))
+    expected = count.op_flops("_backward_Convolution") * 64
     assert conv["flops"] == pytest.approx(expected)
     assert conv["gflop_per_s"] == pytest.approx(expected / conv["time_s"] / 1e9)
-    assert 0 < conv["of_ceiling"] < 1
+    assert conv["of_ceiling"] == pytest.approx(conv["gflop_per_s"] * 1e9 / peak)
     verdict = [r for r in records if r.bench == "verdict"]
     assert [r.name for r in verdict][:4] == ["achieved", "loss 1", "loss 2", "loss 3"]
     achieved = verdict[0].metrics
-    assert 0 < achieved["of_ceiling"] < 1 and achieved["images_per_s"] < achieved["ceiling_images_per_s"]
+    unfenced = next(r.metrics for r in records if r.name == "unfenced step")
+    assert achieved["images_per_s"] == unfenced["images_per_s"]
+    assert achieved["gflop_per_s"] * 1e9 == pytest.approx(count.training * achieved["images_per_s"])
+    assert achieved["of_ceiling"] == pytest.approx(achieved["gflop_per_s"] * 1e9 / peak)
+    assert achieved["ceiling_images_per_s"] == pytest.approx(peak / count.training)
     assert all("% of the step" in r.metrics["finding"] for r in verdict[1:4])
     breakdown_runs = {r.metrics["run"] for r in records if r.bench == "breakdown"}
     assert breakdown_runs == {"timed"}
@@ -207,3 +213,28 @@ def test_the_child_run_drops_the_parents_outputs():
     assert kept[:4] == ["--model", "lenet", "--steps", "3"]
     assert kept[4:7] == ["--operators-only", "--json", "/tmp/x.jsonl"]
     assert kept[7] == "--trace" and kept[8].endswith("/t.json")
+
+
+def test_the_verdict_ranks_losses_by_time_beyond_the_ceiling():
+    from gluonperf.records import result
+    from gluonperf.step_profile import verdict, with_ceiling
+    count = count_model_flops("lenet", (1, 28, 28))
+    ceiling = [result("ceiling", "k", gflop_per_s=100.0)]
+    parts = [result("breakdown", "fenced step", time_s=1.0),
+             result("breakdown", "unfenced step", time_s=0.5, images_per_s=128.0)]
+    ops = with_ceiling([
+        # 20 GFLOP in 0.3 s: 0.2 s would do at the ceiling, 0.1 s lost
+        result("operators", "Convolution", phase="forward", time_s=0.3, share=0.3, flops=20e9),
+        result("operators", "_backward_relu", phase="backward", time_s=0.2, share=0.2, flops=1e6),
+        result("operators", "multi_sgd_mom_update", phase="update", time_s=0.15, share=0.15, flops=None),
+        result("operators", "WaitForVar", phase="sync", time_s=0.9, share=0.9, flops=None),
+        result("operators", "profiled step", step_s=1.0, busy_s=0.88, unattributed_share=0.12, run="profiled"),
+    ], 100e9)
+    found = verdict(count, ceiling, parts, ops, [mx.cpu(0)])
+    assert [r.name for r in found] == ["achieved", "loss 1", "loss 2", "loss 3"]
+    assert [r.metrics["operator"] for r in found[1:]] == ["_backward_relu", "multi_sgd_mom_update",
+                                                           "(no operator running)"]  # waits are not work
+    assert found[1].metrics["finding"].startswith("relu backward: 20% of the step at 0.005 GFLOP/s")
+    assert found[2].metrics["finding"] == "multi_sgd_mom_update (update): 15% of the step, no FLOPs counted"
+    assert found[3].metrics["finding"] == "Python/engine gaps (no operator running): 12% of the step"
+    assert found[0].metrics["of_ceiling"] == pytest.approx(count.training * 128 / 100e9)
