@@ -8,6 +8,8 @@ Three kernels, each large enough to be compute-bound:
 Each is timed like every figure here (warm-up, a sync before the clock stops, repeats);
 its peak is the FLOPs over the FASTEST repeat, since a ceiling is what the machine can do
 when nothing disturbs it (the median is reported beside it). The highest is the ceiling.
+On a machine shared with other work one pass can fall into a busy spell: `best_of`
+combines passes measured at different times (e.g. before and after an experiment).
 
 `physical_bound()` is a generous upper limit for a sanity check: cores x 64 float32
 FLOP/cycle (two AVX-512 FMA units) x 5 GHz.
@@ -68,6 +70,19 @@ def measure_ceiling(ctx, size="full", repeat=5, progress=None):
         m, best, median = _time_kernel(fn, flops, name, repeat, progress)
         out.append(result("ceiling", name, m, kernel=name, shape=shape, flops=flops, gflop_per_s=best / 1e9,
                           median_gflop_per_s=median / 1e9, context=str(ctx), omp_threads=threads))
+    top = max(r.metrics["gflop_per_s"] for r in out)
+    return [result("ceiling", r.name, **dict(r.metrics, ceiling=r.metrics["gflop_per_s"] == top)) for r in out]
+
+
+def best_of(passes, labels):
+    """Combine `measure_ceiling` passes made at different times (`labels`, e.g. ("before",
+    "after")): per kernel the pass with the highest peak, with each pass's peak as
+    `<label>_gflop_per_s`; the highest kernel is marked `ceiling=True` again."""
+    out = []
+    for runs in zip(*passes):
+        best = max(runs, key=lambda r: r.metrics["gflop_per_s"])
+        extra = {"%s_gflop_per_s" % label: r.metrics["gflop_per_s"] for label, r in zip(labels, runs)}
+        out.append(result("ceiling", best.name, **dict(best.metrics, **extra)))
     top = max(r.metrics["gflop_per_s"] for r in out)
     return [result("ceiling", r.name, **dict(r.metrics, ceiling=r.metrics["gflop_per_s"] == top)) for r in out]
 

@@ -158,13 +158,24 @@ def _fenced_run(s, steps, progress):
     return parts, whole
 
 
+def middle_half(samples):
+    """Indices of the samples between the quartiles (at least one): the typical ones,
+    over which a mean is as robust as a median and its parts still add up."""
+    order = sorted(range(len(samples)), key=lambda i: samples[i])
+    cut = len(samples) // 4
+    return order[cut:len(samples) - cut] or order[:1]
+
+
 def breakdown(config, contexts, steps=10, warmup=3, rounds=2, progress=None, setup=None):
     """The fenced step split into its parts, and the unfenced step beside it.
 
     `steps` fenced and `steps` unfenced steps after `warmup` of each, in `rounds`
     interleaved rounds (the order alternates). Returns Results (bench='breakdown'):
-    one per part (median seconds per step, share of the fenced step), then 'fenced step',
-    'unfenced step' (as gluonperf.train runs it) and 'hidden by overlap' (their difference).
+    one per part, then 'fenced step', 'unfenced step' (as gluonperf.train runs it, median
+    of the rounds) and 'hidden by overlap' (their difference). The parts and the fenced
+    step are means over the typical fenced steps (`middle_half` by step time: as robust
+    as a median on a busy machine, and the parts add up to the step); each record also
+    has the statistics of all its samples (median_s, iqr_s, ...).
     `progress()` is called after every step; `setup`: a `prepare(config, contexts)` made
     earlier (e.g. to refuse bad data settings before other work), else one is made here."""
     s = setup or prepare(config, contexts)
@@ -190,22 +201,24 @@ def breakdown(config, contexts, steps=10, warmup=3, rounds=2, progress=None, set
                 unfenced.append(unfenced_steps(s, n, progress))
     step = Measurement("fenced step", tuple(whole))
     free = Measurement("unfenced step", tuple(unfenced), number=steps // len(unfenced))
+    middle = middle_half(whole)
+    typical = sum(whole[i] for i in middle) / len(middle)
     batch = config.batch_size
     common = dict(model=config.model, batch_size=batch, contexts=describe(s.contexts), hybridize=config.hybridize,
                   kvstore=config.kvstore, dataset=config.dataset, steps=steps, run=RUN_TIMED)
     out = []
     for key, label in PARTS + (REST,):
-        m = Measurement(label, tuple(parts[key]))
-        out.append(result("breakdown", label, m, part=label, time_s=m.median, share=m.median / step.median,
-                          **common))
-    out.append(result("breakdown", "fenced step", step, part="fenced step", time_s=step.median, share=1.0,
-                      images_per_s=batch / step.median, **common))
+        seconds = sum(parts[key][i] for i in middle) / len(middle)
+        out.append(result("breakdown", label, Measurement(label, tuple(parts[key])), part=label, time_s=seconds,
+                          share=seconds / typical, **common))
+    out.append(result("breakdown", "fenced step", step, part="fenced step", time_s=typical, share=1.0,
+                      images_per_s=batch / typical, typical_steps=len(middle), **common))
     out.append(result("breakdown", "unfenced step", free, part="unfenced step (as gluonperf.train)",
-                      time_s=free.median, share=free.median / step.median, images_per_s=batch / free.median,
+                      time_s=free.median, share=free.median / typical, images_per_s=batch / free.median,
                       **common))
-    hidden = step.median - free.median
+    hidden = typical - free.median
     out.append(result("breakdown", "hidden by overlap", part="hidden by overlap (fenced - unfenced)",
-                      time_s=hidden, share=hidden / step.median, **common))
+                      time_s=hidden, share=hidden / typical, **common))
     return out
 
 

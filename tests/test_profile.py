@@ -92,12 +92,19 @@ def test_fenced_parts_sum_to_the_fenced_step_within_10_percent():
     by = {r.name: r.metrics for r in results}
     labels = [label for _, label in PARTS + (REST,)]
     assert [r.name for r in results] == labels + ["fenced step", "unfenced step", "hidden by overlap"]
-    parts = sum(by[label]["time_s"] for label in labels)
     step = by["fenced step"]["time_s"]
-    assert abs(parts - step) <= 0.10 * step, (parts, step)
+    fenced = sum(by[label]["time_s"] for label in labels if label != REST[1])
+    assert abs(fenced - step) <= 0.10 * step, (fenced, step)  # the fences cover the step
+    assert fenced + by[REST[1]]["time_s"] == pytest.approx(step)  # and the table adds up
     assert by["forward"]["time_s"] > 0 and by["backward"]["time_s"] > 0
     assert by["unfenced step"]["images_per_s"] == pytest.approx(32 / by["unfenced step"]["time_s"])
     assert by["hidden by overlap"]["time_s"] == pytest.approx(step - by["unfenced step"]["time_s"])
+
+
+def test_the_middle_half_of_the_samples():
+    from gluonperf.step_profile import middle_half
+    assert sorted(middle_half([5, 1, 9, 3, 7, 100, 2, 4])) == [0, 3, 4, 7]  # 3, 4, 5, 7 of 1..100
+    assert middle_half([2.0]) == [0] and sorted(middle_half([3, 1, 2])) == [0, 1, 2]
 
 
 def test_busy_time_counts_overlapping_operators_once():
@@ -238,3 +245,15 @@ def test_the_verdict_ranks_losses_by_time_beyond_the_ceiling():
     assert found[2].metrics["finding"] == "multi_sgd_mom_update (update): 15% of the step, no FLOPs counted"
     assert found[3].metrics["finding"] == "Python/engine gaps (no operator running): 12% of the step"
     assert found[0].metrics["of_ceiling"] == pytest.approx(count.training * 128 / 100e9)
+
+
+def test_the_higher_of_two_ceiling_passes_counts():
+    from gluonperf.ceiling import best_of, ceiling_flops
+    from gluonperf.records import result
+    first = [result("ceiling", "a", gflop_per_s=10.0), result("ceiling", "b", gflop_per_s=30.0)]
+    second = [result("ceiling", "a", gflop_per_s=40.0), result("ceiling", "b", gflop_per_s=20.0)]
+    combined = best_of([first, second], ("before", "after"))
+    assert [r.metrics["gflop_per_s"] for r in combined] == [40.0, 30.0]
+    assert [r.metrics["ceiling"] for r in combined] == [True, False]
+    assert combined[0].metrics["before_gflop_per_s"] == 10.0 and combined[0].metrics["after_gflop_per_s"] == 40.0
+    assert ceiling_flops(combined) == 40e9
