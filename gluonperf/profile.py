@@ -74,26 +74,22 @@ def check(args, ctxs):
     cli.check_output_path(args.trace, "--trace")
 
 
-def child_argv(argv, out, trace):
-    """This command line for the operator-table run: without the outputs of the parent."""
-    drop = {"--json", "--csv", "--plot", "--trace"}
-    kept, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
+def child_argv(args, out, trace):
+    """The command line of the operator-table run: the parsed training configuration, the
+    contexts and the step counts of this one (not its outputs), with --operators-only."""
+    kept = []
+    for dest in ("ctx",) + FLAGS + ("steps", "warmup", "stall_timeout"):
+        value = getattr(args, dest, None)
+        if value is None or isinstance(value, bool):
             continue
-        name = arg.split("=", 1)[0]
-        if name in drop:
-            skip = "=" not in arg
-            continue
-        kept.append(arg)
-    kept += ["--operators-only", "--json", out]
+        kept += ["--" + dest.replace("_", "-"), str(value)]
+    kept += ["--json", out]
     if trace:
         kept += ["--trace", os.path.abspath(trace)]
-    return kept
+    return kept + ["--operators-only"]
 
 
-def operators_in_fresh_process(argv, trace, desc="operators (fresh process)"):
+def operators_in_fresh_process(args, trace, desc="operators (fresh process)"):
     """Run this command with --operators-only in a fresh process with bulk execution off;
     return its operator records. The child has its own stall guard (same --stall-timeout);
     while it runs, this process reports progress to its own."""
@@ -105,7 +101,7 @@ def operators_in_fresh_process(argv, trace, desc="operators (fresh process)"):
         root = os.path.dirname(os.path.dirname(os.path.abspath(gluonperf.__file__)))
         env = dict(os.environ, MXNET_EXEC_BULK_EXEC_TRAIN="0",
                    PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
-        proc = guard.popen([sys.executable, "-m", "gluonperf.profile"] + child_argv(argv, out, trace),
+        proc = guard.popen([sys.executable, "-m", "gluonperf.profile"] + child_argv(args, out, trace),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         with cli.progress_bar(None, desc) as bar:
             while True:
@@ -175,7 +171,6 @@ def operators_only(args, ctxs, config):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     cli.guard_command(args, PROG)
     if args.list_models:
@@ -206,7 +201,7 @@ def main(argv=None):
         ceiling = best_of([start, measure_ceiling(ctxs[0], args.ceiling, progress=bar.update)],
                           ("before", "after"))
     peak = ceiling_flops(ceiling) * ceiling_devices(ctxs)
-    operators = with_ceiling(operators_in_fresh_process(argv, args.trace), peak)
+    operators = with_ceiling(operators_in_fresh_process(args, args.trace), peak)
     found = verdict(flops, ceiling, parts, operators, ctxs)
     works = work(flops, args.model, SAMPLE_SHAPE, ceiling, ctxs)
 

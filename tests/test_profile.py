@@ -212,14 +212,18 @@ def test_an_error_in_a_real_process_is_one_line_and_writes_nothing(run, tmp_path
     assert not out.exists()
 
 
-def test_the_child_run_drops_the_parents_outputs():
-    from gluonperf.profile import child_argv
-    argv = ["--model", "lenet", "--json", "a.jsonl", "--csv=b.csv", "--plot", "c.png", "--trace", "t.json",
-            "--steps", "3"]
-    kept = child_argv(argv, "/tmp/x.jsonl", "t.json")
-    assert kept[:4] == ["--model", "lenet", "--steps", "3"]
-    assert kept[4:7] == ["--operators-only", "--json", "/tmp/x.jsonl"]
-    assert kept[7] == "--trace" and kept[8].endswith("/t.json")
+def test_the_child_run_gets_the_configuration_but_not_the_outputs():
+    from gluonperf.profile import build_parser, child_argv
+    args = build_parser().parse_args(["--model", "lenet", "--js", "a.jsonl", "--csv=b.csv", "--plot", "c.png",
+                                      "--trace", "t.json", "--steps", "3", "--ctx", "cpu0,cpu1", "--limit", "64"])
+    kept = child_argv(args, "/tmp/x.jsonl", args.trace)
+    pairs = dict(zip(kept[::2], kept[1::2]))
+    assert pairs["--model"] == "lenet" and pairs["--steps"] == "3" and pairs["--ctx"] == "cpu0,cpu1"
+    assert pairs["--limit"] == "64" and pairs["--hybridize"] == "static" and pairs["--dataset"] == "synthetic"
+    assert pairs["--json"] == "/tmp/x.jsonl" and pairs["--trace"].endswith("/t.json")
+    assert "--csv" not in kept and "--plot" not in kept and "--js" not in kept and "--list-models" not in kept
+    assert "--operators-only" in kept and "--data-dir" not in kept  # None values are left out
+    assert build_parser().parse_args([a for a in kept if a != "--operators-only"]).model == "lenet"
 
 
 def test_the_verdict_ranks_losses_by_time_beyond_the_ceiling():
