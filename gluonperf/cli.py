@@ -106,6 +106,19 @@ def emit(results, args, ctxs=(), title=None, columns=None, out=None, records=Non
     print(format_table(results, columns=columns, title=title), file=out or sys.stdout)
 
 
+def emit_sections(sections, args, ctxs=(), records=None, out=None):
+    """Like `emit`, for a command that prints several tables: write --json / --csv once
+    (`records`, default every section's results), then print each (title, results,
+    columns) section, separated by a blank line."""
+    if records is None:
+        records = [r for _, results, _ in sections for r in results]
+    write_outputs(records, args, ctxs)
+    for number, (title, results, columns) in enumerate(sections):
+        if number:
+            print(file=out or sys.stdout)
+        print(format_table(results, columns=columns, title=title), file=out or sys.stdout)
+
+
 class _GuardedBar(tqdm):
     """A tqdm bar whose every update counts as progress for the stall guard."""
 

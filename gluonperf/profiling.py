@@ -29,9 +29,12 @@ class Trace:
     run never leaves a half-written trace behind.
     """
 
-    def __init__(self, path, aggregate_stats=False):
+    def __init__(self, path, aggregate_stats=False, **settings):
+        """`settings`: mx.profiler.set_config switches (e.g. profile_symbolic=True,
+        profile_imperative=True to record operators only); default profile_all=True."""
         self.path = path
         self.aggregate_stats = aggregate_stats
+        self.settings = settings or {"profile_all": True}
         self._configured = False
         self._tmp = None
 
@@ -46,7 +49,7 @@ class Trace:
         os.makedirs(directory, exist_ok=True)
         fd, self._tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
         os.close(fd)
-        mx.profiler.set_config(profile_all=True, filename=self._tmp, aggregate_stats=self.aggregate_stats)
+        mx.profiler.set_config(filename=self._tmp, aggregate_stats=self.aggregate_stats, **self.settings)
         self._configured = True
 
     def __enter__(self):
@@ -82,6 +85,13 @@ class Trace:
             if os.path.exists(self._tmp):
                 os.unlink(self._tmp)
         return data
+
+
+def aggregate_stats():
+    """MXNet's aggregate statistics of what was profiled so far (a Trace made with
+    aggregate_stats=True), as a dict: {"Time": {domain: {name: {"Count", "Total", ...}}}},
+    times in ms. Call before `Trace.dump()`."""
+    return json.loads(mx.profiler.dumps(format="json"))
 
 
 def load_trace(path):

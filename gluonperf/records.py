@@ -45,6 +45,8 @@ def format_value(key, value):
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return str(value)
     if isinstance(value, (int, float)):
+        if key == "share" or key.endswith("_share"):  # a fraction, shown as a percentage
+            return "%.1f%%" % (100 * value)
         if key.endswith("_per_s"):
             return "%.4g/s" % value
         if key.endswith("_s"):

@@ -21,8 +21,96 @@ SCALING_COLUMNS = ["devices", "batch_size", "step_s", "iqr_s", "t1_s", "t2_s", "
                    "overlap_model_s", "serial_model_s", "images_per_s", "speedup", "efficiency", "noisy"]
 
 
-def build_parser():
+# The flags of a training configuration (TrainConfig fields), in the order --help shows
+# them; other commands that run a training configuration (gluonperf.profile) add the
+# ones they take with `add_training_flags`, so names, checks and help stay one.
+TRAINING_FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "batch_size",
+                  "epochs", "lr", "lr_scale", "optimizer", "momentum", "wd", "warmup_epochs", "lr_decay",
+                  "kvstore", "seed", "log_interval")
+
+
+def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
+    """Add the training-configuration flags `names` (in TRAINING_FLAGS order) to parser `p`;
+    `defaults` overrides TrainConfig's default of some (e.g. {"dataset": "synthetic"})."""
     from .training import HYBRIDIZE, KVSTORES, LR_DECAYS, OPTIMIZERS, TrainConfig
+    d = TrainConfig(**(defaults or {}))
+    flags = {
+        "model": lambda: p.add_argument(
+            "--model", default=d.model,
+            help="resnet18 (the book's 28x28 ResNet-18), lenet, mlp, or a GluonCV model-zoo name "
+                 "(default: %(default)s; see --list-models)"),
+        "list_models": lambda: p.add_argument(
+            "--list-models", action="store_true", help="list the names --model accepts and exit"),
+        "hybridize": lambda: p.add_argument(
+            "--hybridize", choices=list(HYBRIDIZE), default=d.hybridize,
+            help="none: imperative; hybrid: hybridize(); static: hybridize(static_alloc=True, "
+                 "static_shape=True) (default: %(default)s)"),
+        "dataset": lambda: p.add_argument(
+            "--dataset", choices=list(DATASETS), default=d.dataset,
+            help="fashion-mnist: the IDX files in --data-dir (downloaded when online); digits: "
+                 "scikit-learn's handwritten digits resized to 28x28, works offline; synthetic: "
+                 "random learnable images for throughput (default: %(default)s)"),
+        "data_dir": lambda: p.add_argument(
+            "--data-dir", metavar="DIR",
+            help="where the Fashion-MNIST .gz files are (default: $MXNET_HOME/datasets/fashion-mnist)"),
+        "limit": lambda: p.add_argument(
+            "--limit", type=cli.positive_int, metavar="N",
+            help="use only the first N training (and test) samples"),
+        "workers": lambda: p.add_argument(
+            "--workers", type=cli.non_negative_int, default=None,
+            help="DataLoader worker threads (0: load in the main thread). Default: 0 when every "
+                 "context is a CPU (loader threads would compete with MXNet's OpenMP threads for "
+                 "the cores: 1.02-1.11x faster without them, benchmarks/LEVERS.md), %d with GPUs"
+                 % d.workers),
+        "batch_size": lambda: p.add_argument(
+            "--batch-size", type=cli.positive_int, default=d.batch_size,
+            help="GLOBAL batch size, split over the contexts (per worker in dist runs; "
+                 "default: %(default)s)"),
+        "epochs": lambda: p.add_argument(
+            "--epochs", type=cli.positive_int, default=d.epochs, help="epochs (default: %(default)s)"),
+        "lr": lambda: p.add_argument(
+            "--lr", type=cli.positive_float, default=d.lr, help="learning rate (default: %(default)s)"),
+        "lr_scale": lambda: p.add_argument(
+            "--lr-scale", choices=["none", "linear"], default=d.lr_scale,
+            help="linear: multiply --lr by the number of devices (x workers), as for a batch "
+                 "that grows with them (default: %(default)s)"),
+        "optimizer": lambda: p.add_argument(
+            "--optimizer", choices=OPTIMIZERS, default=d.optimizer,
+            help="sgd or nag (Nesterov), both with momentum (default: %(default)s)"),
+        "momentum": lambda: p.add_argument(
+            "--momentum", type=cli.non_negative_float, default=d.momentum, help="momentum (default: %(default)s)"),
+        "wd": lambda: p.add_argument(
+            "--wd", type=cli.non_negative_float, default=d.wd, help="weight decay (default: %(default)s)"),
+        "warmup_epochs": lambda: p.add_argument(
+            "--warmup-epochs", type=cli.non_negative_int, default=d.warmup_epochs,
+            help="epochs of linear learning-rate warm-up from 0 (default: %(default)s)"),
+        "lr_decay": lambda: p.add_argument(
+            "--lr-decay", choices=LR_DECAYS, default=d.lr_decay,
+            help="after warm-up: cosine to 0, step (x0.1 at 50%% and 75%% of the epochs) or none "
+                 "(default: %(default)s)"),
+        "kvstore": lambda: p.add_argument(
+            "--kvstore", choices=KVSTORES, default=d.kvstore,
+            help="how gradients are summed: device (on the devices), local (on the CPU), nccl "
+                 "(GPUs), dist_sync / dist_device_sync (across machines, started by "
+                 "python -m gluonperf.launch) (default: %(default)s)"),
+        "seed": lambda: p.add_argument(
+            "--seed", type=cli.non_negative_int, default=d.seed,
+            help="seed of initialisation and data order (default: %(default)s)"),
+        "log_interval": lambda: p.add_argument(
+            "--log-interval", type=cli.non_negative_int, default=d.log_interval,
+            help="print a progress line every N batches on stderr (0: never; default: %(default)s)"),
+    }
+    unknown = set(names) - set(flags)
+    if unknown:
+        raise ValueError("no training flag %s" % ", ".join(sorted(unknown)))
+    for name in TRAINING_FLAGS:
+        if name in names:
+            flags[name]()
+    return p
+
+
+def build_parser():
+    from .training import TrainConfig
     d = TrainConfig()
     p = argparse.ArgumentParser(
         prog=PROG, parents=[cli.common_parser()],
@@ -30,51 +118,7 @@ def build_parser():
                     "batch is split over the contexts, gradients are summed over the kvstore). Prints "
                     "one row per epoch: loss, train and test top-1/top-5 accuracy, epoch time and "
                     "training images/s (timed to a sync point, evaluation excluded).")
-    p.add_argument("--model", default=d.model,
-                   help="resnet18 (the book's 28x28 ResNet-18), lenet, mlp, or a GluonCV model-zoo name "
-                        "(default: %(default)s; see --list-models)")
-    p.add_argument("--list-models", action="store_true", help="list the names --model accepts and exit")
-    p.add_argument("--hybridize", choices=list(HYBRIDIZE), default=d.hybridize,
-                   help="none: imperative; hybrid: hybridize(); static: hybridize(static_alloc=True, "
-                        "static_shape=True) (default: %(default)s)")
-    p.add_argument("--dataset", choices=list(DATASETS), default=d.dataset,
-                   help="fashion-mnist: the IDX files in --data-dir (downloaded when online); digits: "
-                        "scikit-learn's handwritten digits resized to 28x28, works offline; synthetic: "
-                        "random learnable images for throughput (default: %(default)s)")
-    p.add_argument("--data-dir", metavar="DIR",
-                   help="where the Fashion-MNIST .gz files are (default: $MXNET_HOME/datasets/fashion-mnist)")
-    p.add_argument("--limit", type=cli.positive_int, metavar="N",
-                   help="use only the first N training (and test) samples")
-    p.add_argument("--workers", type=cli.non_negative_int, default=None,
-                   help="DataLoader worker threads (0: load in the main thread). Default: 0 when every "
-                        "context is a CPU (loader threads would compete with MXNet's OpenMP threads for "
-                        "the cores: 1.02-1.11x faster without them, benchmarks/LEVERS.md), %d with GPUs"
-                        % d.workers)
-    p.add_argument("--batch-size", type=cli.positive_int, default=d.batch_size,
-                   help="GLOBAL batch size, split over the contexts (per worker in dist runs; "
-                        "default: %(default)s)")
-    p.add_argument("--epochs", type=cli.positive_int, default=d.epochs, help="epochs (default: %(default)s)")
-    p.add_argument("--lr", type=cli.positive_float, default=d.lr, help="learning rate (default: %(default)s)")
-    p.add_argument("--lr-scale", choices=["none", "linear"], default=d.lr_scale,
-                   help="linear: multiply --lr by the number of devices (x workers), as for a batch "
-                        "that grows with them (default: %(default)s)")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default=d.optimizer,
-                   help="sgd or nag (Nesterov), both with momentum (default: %(default)s)")
-    p.add_argument("--momentum", type=cli.non_negative_float, default=d.momentum, help="momentum (default: %(default)s)")
-    p.add_argument("--wd", type=cli.non_negative_float, default=d.wd, help="weight decay (default: %(default)s)")
-    p.add_argument("--warmup-epochs", type=cli.non_negative_int, default=d.warmup_epochs,
-                   help="epochs of linear learning-rate warm-up from 0 (default: %(default)s)")
-    p.add_argument("--lr-decay", choices=LR_DECAYS, default=d.lr_decay,
-                   help="after warm-up: cosine to 0, step (x0.1 at 50%% and 75%% of the epochs) or none "
-                        "(default: %(default)s)")
-    p.add_argument("--kvstore", choices=KVSTORES, default=d.kvstore,
-                   help="how gradients are summed: device (on the devices), local (on the CPU), nccl "
-                        "(GPUs), dist_sync / dist_device_sync (across machines, started by "
-                        "python -m gluonperf.launch) (default: %(default)s)")
-    p.add_argument("--seed", type=cli.non_negative_int, default=d.seed,
-                   help="seed of initialisation and data order (default: %(default)s)")
-    p.add_argument("--log-interval", type=cli.non_negative_int, default=d.log_interval,
-                   help="print a progress line every N batches on stderr (0: never; default: %(default)s)")
+    add_training_flags(p)
     p.add_argument("--plot", metavar="PNG", help="plot test accuracy and throughput per epoch into PNG")
     p.add_argument("--save", metavar="DIR",
                    help="checkpoint (parameters, trainer states, epoch) into DIR after every epoch")
@@ -91,7 +135,7 @@ def build_parser():
 
 def config_from(args, ctxs):
     from .training import TrainConfig, config_fields
-    values = {name: getattr(args, name) for name in config_fields()}
+    values = {name: getattr(args, name) for name in config_fields() if hasattr(args, name)}
     if values["workers"] is None:
         values["workers"] = 0 if all(c.device_type == "cpu" for c in ctxs) else TrainConfig.workers
     return TrainConfig(**values)

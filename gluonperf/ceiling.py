@@ -1,0 +1,99 @@
+"""The ceiling of this machine: peak float32 FLOP/s, measured with the thread settings in force.
+
+Three kernels, each large enough to be compute-bound:
+- a matrix product through MXNet's oneDNN path (`FullyConnected`),
+- the same product through `nd.dot` (OpenBLAS on the CPU build; run on ONE context only:
+  MXNet's bundled OpenBLAS spins forever when two contexts run it at once),
+- a 3x3 convolution (oneDNN).
+Each is timed like every figure here (warm-up, a sync before the clock stops, repeats);
+its peak is the FLOPs over the FASTEST repeat, since a ceiling is what the machine can do
+when nothing disturbs it (the median is reported beside it). The highest is the ceiling.
+On a machine shared with other work one pass can fall into a busy spell: `best_of`
+combines passes measured at different times (e.g. before and after an experiment).
+
+`physical_bound()` is a generous upper limit for a sanity check: cores x 64 float32
+FLOP/cycle (two AVX-512 FMA units) x 5 GHz.
+"""
+import math
+
+import mxnet as mx
+
+from .advice import omp_threads, physical_cores
+from .benchmark import measure, sync
+from .records import result
+
+# (matrix n for an n x n x n product, convolution (batch, channels, height=width)) per size
+SIZES = {"full": (1536, (32, 128, 28)), "quick": (384, (4, 32, 14))}
+REGION_S = 0.05  # each timed repeat runs the kernel at least this long
+
+
+def physical_bound(cores=None):
+    """cores x 64 float32 FLOP/cycle x 5 GHz: no CPU of today exceeds it."""
+    return (cores or physical_cores()) * 64 * 5e9
+
+
+def _time_kernel(fn, flops, label, repeat, progress):
+    fn()  # warm-up: oneDNN builds its primitive, memory is allocated
+    sync()
+    once = measure(fn, label, warmup=0, repeat=1).median
+    number = max(1, int(math.ceil(REGION_S / max(once, 1e-9))))
+    m = measure(fn, label, warmup=0, repeat=repeat, number=number, progress=progress)
+    return m, flops / m.min, flops / m.median
+
+
+def kernels(ctx, size="full"):
+    """{name: (callable, flops per call, shape description)} of the ceiling kernels on `ctx`."""
+    n, (batch, channels, hw) = SIZES[size]
+    a = mx.nd.random.uniform(shape=(n, n), ctx=ctx)
+    b = mx.nd.random.uniform(shape=(n, n), ctx=ctx)
+    x = mx.nd.random.uniform(shape=(batch, channels, hw, hw), ctx=ctx)
+    w = mx.nd.random.uniform(shape=(channels, channels, 3, 3), ctx=ctx)
+    matmul = 2.0 * n ** 3
+    conv = 2.0 * batch * channels * hw * hw * channels * 9
+    return {
+        "FullyConnected (oneDNN)": (lambda: mx.nd.FullyConnected(a, b, no_bias=True, num_hidden=n),
+                                    matmul, "%dx%d . %dx%d" % (n, n, n, n)),
+        "nd.dot": (lambda: mx.nd.dot(a, b), matmul, "%dx%d . %dx%d" % (n, n, n, n)),
+        "Convolution 3x3 (oneDNN)": (lambda: mx.nd.Convolution(x, w, kernel=(3, 3), pad=(1, 1), no_bias=True,
+                                                               num_filter=channels),
+                                     conv, "%dx%dx%dx%d, %d filters" % (batch, channels, hw, hw, channels)),
+    }
+
+
+def measure_ceiling(ctx, size="full", repeat=5, progress=None):
+    """Peak float32 FLOP/s of each kernel on `ctx` (one context: nd.dot must not run on two
+    at once). Returns Results (bench='ceiling'), one per kernel, the highest marked
+    `ceiling=True`: name, flops per call, gflop_per_s (fastest repeat), median_gflop_per_s."""
+    out = []
+    threads = omp_threads()
+    for name, (fn, flops, shape) in kernels(ctx, size).items():
+        m, best, median = _time_kernel(fn, flops, name, repeat, progress)
+        out.append(result("ceiling", name, m, kernel=name, shape=shape, flops=flops, gflop_per_s=best / 1e9,
+                          median_gflop_per_s=median / 1e9, context=str(ctx), omp_threads=threads))
+    top = max(r.metrics["gflop_per_s"] for r in out)
+    return [result("ceiling", r.name, **dict(r.metrics, ceiling=r.metrics["gflop_per_s"] == top)) for r in out]
+
+
+def best_of(passes, labels):
+    """Combine `measure_ceiling` passes made at different times (`labels`, e.g. ("before",
+    "after")): per kernel the pass with the highest peak, with each pass's peak as
+    `<label>_gflop_per_s`; the highest kernel is marked `ceiling=True` again."""
+    out = []
+    for runs in zip(*passes):
+        best = max(runs, key=lambda r: r.metrics["gflop_per_s"])
+        extra = {"%s_gflop_per_s" % label: r.metrics["gflop_per_s"] for label, r in zip(labels, runs)}
+        out.append(result("ceiling", best.name, **dict(best.metrics, **extra)))
+    top = max(r.metrics["gflop_per_s"] for r in out)
+    return [result("ceiling", r.name, **dict(r.metrics, ceiling=r.metrics["gflop_per_s"] == top)) for r in out]
+
+
+def ceiling_flops(results):
+    """The highest peak (FLOP/s) of `measure_ceiling`'s results."""
+    return max(r.metrics["gflop_per_s"] for r in results) * 1e9
+
+
+def ceiling_devices(contexts):
+    """How many devices' worth of ceiling a run on `contexts` has: every GPU is one device;
+    all CPU contexts share the same cores and count once together."""
+    gpus = sum(1 for c in contexts if c.device_type == "gpu")
+    return gpus + (1 if any(c.device_type == "cpu" for c in contexts) else 0)

@@ -1,0 +1,207 @@
+"""How much arithmetic a model's training step asks for: FLOPs counted from its layer shapes.
+
+    count = count_flops(net, (1, 28, 28))     # any HybridBlock, one sample's shape
+    count.forward, count.training             # FLOPs per image
+    count.op_flops("_backward_Convolution")   # per image, by MXNet operator name
+
+The block is called on a Symbol and MXNet infers the shape of every node of the
+graph, so every operator is seen, also those a block calls inside `hybrid_forward`
+(`F.relu`, `Y + X`), which forward hooks on child blocks would miss.
+
+Rules (1 multiply-add = 2 FLOPs):
+- Convolution: 2 x output elements x (input channels / groups) x kernel elements, plus one
+  add per output element for the bias. Deconvolution: the same counted over its input.
+- FullyConnected: 2 x rows x inputs x outputs, plus one add per output for the bias.
+- Elementwise and normalisation layers at their cost per element (ELEMENT_COST): ReLU 1,
+  an add 1, BatchNorm 5 in training (sums of x and x^2 for the statistics: 3, then x*a+b: 2),
+  pooling one per window element.
+- Backward = 2 x forward for the layers with weights (the gradient of the input and of the
+  weights each cost about a forward), 1 x forward for the others and for a bias (its
+  gradient is one sum over the outputs).
+The book's figure for its 28x28 ResNet-18, 0.912 GFLOP forward and 2.735 per training
+image, is the multiply-adds of the convolutions and the dense layer (`matmul_forward`,
+`matmul_training`); bias, BatchNorm, ReLU, adds and pooling bring `training` to 2.744.
+Operators without a rule (reshapes, copies, slices) count 0; those that are not
+known to be free are listed in `uncounted`. The loss is not part of the network and
+is not counted (for 10 classes it is a few hundred FLOPs).
+"""
+import json
+from dataclasses import dataclass, field
+from typing import Dict, Tuple
+
+import mxnet as mx
+
+from . import UserError
+
+# Operators whose backward costs 2 x their forward (they have weights).
+WEIGHTED = ("Convolution", "Deconvolution", "FullyConnected", "BatchNorm", "LayerNorm", "InstanceNorm",
+            "GroupNorm", "Embedding")
+MATMUL = ("Convolution", "Deconvolution", "FullyConnected")
+# Forward FLOPs per output element of elementwise and normalisation operators.
+ELEMENT_COST = {
+    "BatchNorm": 5, "LayerNorm": 5, "InstanceNorm": 5, "GroupNorm": 5,
+    "relu": 1, "LeakyReLU": 1, "Dropout": 1, "clip": 1,
+    "sigmoid": 4, "tanh": 4, "softrelu": 4, "softsign": 4, "erf": 4, "exp": 4, "log": 4,
+    "elemwise_add": 1, "elemwise_sub": 1, "elemwise_mul": 1, "elemwise_div": 1,
+    "broadcast_add": 1, "broadcast_sub": 1, "broadcast_mul": 1, "broadcast_div": 1, "broadcast_plus": 1,
+    "broadcast_minus": 1, "_Plus": 1, "_plus": 1, "_Minus": 1, "_minus": 1, "_Mul": 1, "_mul": 1,
+    "_Div": 1, "_div": 1, "_plus_scalar": 1, "_minus_scalar": 1, "_mul_scalar": 1, "_div_scalar": 1,
+    "_rminus_scalar": 1, "_rdiv_scalar": 1, "square": 1, "sqrt": 1, "rsqrt": 1, "negative": 1,
+    "softmax": 5, "log_softmax": 5, "SoftmaxActivation": 5, "SoftmaxOutput": 5,
+}
+ACTIVATION_COST = {"relu": 1, "sigmoid": 4, "tanh": 4, "softrelu": 4, "softsign": 4}
+# Operators that move or view data without arithmetic: free, and not "uncounted".
+FREE = {"null", "Flatten", "flatten", "Reshape", "reshape", "Concat", "concat", "transpose", "expand_dims",
+        "squeeze", "slice", "slice_axis", "slice_like", "SliceChannel", "split", "_copy", "identity",
+        "BlockGrad", "stop_gradient", "Cast", "cast", "_zeros", "_ones", "zeros_like", "ones_like",
+        "Crop", "Pad", "pad", "tile", "repeat", "_contrib_AdaptiveAvgPooling2D", "UpSampling"}
+
+
+@dataclass(frozen=True)
+class FlopCount:
+    """FLOPs per image, by MXNet operator name, forward and backward."""
+    forward_by_op: Dict[str, float]
+    backward_by_op: Dict[str, float]
+    layers_by_op: Dict[str, int]
+    input_shape: Tuple[int, ...]
+    matmul_forward: float = 0.0
+    uncounted: Tuple[str, ...] = field(default=())
+
+    @property
+    def forward(self):
+        return float(sum(self.forward_by_op.values()))
+
+    @property
+    def backward(self):
+        return float(sum(self.backward_by_op.values()))
+
+    @property
+    def training(self):
+        """Forward + backward FLOPs of one training image."""
+        return self.forward + self.backward
+
+    @property
+    def matmul_training(self):
+        """Multiply-add FLOPs of the convolutions and dense layers in a training image
+        (forward + 2 x forward); `matmul_forward` is their forward part, bias excluded."""
+        return 3 * self.matmul_forward
+
+    def op_flops(self, name):
+        """FLOPs per image of the profiler's operator `name` (`Convolution`,
+        `_backward_Convolution`, ...), or None when there is no rule for it."""
+        if name.startswith("_backward_"):
+            return self.backward_by_op.get(name[len("_backward_"):])
+        return self.forward_by_op.get(name)
+
+
+def _tuple(text, default=()):
+    if text is None:
+        return tuple(default)
+    return tuple(int(v) for v in str(text).strip("()[] ").split(",") if v.strip() not in ("", "None"))
+
+
+def _prod(values):
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out
+
+
+def _true(text):
+    return str(text).strip().lower() in ("true", "1")
+
+
+def _channel_axis(attrs, ndim):
+    layout = attrs.get("layout")
+    return layout.index("C") if layout and "C" in layout and len(layout) == ndim else 1
+
+
+def node_flops(op, attrs, in_shapes, out_shape):
+    """Forward FLOPs of one graph node (whole batch of its shapes) as (flops, bias flops),
+    or None without a rule."""
+    if op == "Convolution":
+        data = in_shapes[0]
+        c = _channel_axis(attrs, len(data))
+        groups = int(attrs.get("num_group", 1))
+        out_elems = _prod(out_shape)
+        macs = out_elems * (data[c] // groups) * _prod(_tuple(attrs["kernel"]))
+        return 2 * macs, (0 if _true(attrs.get("no_bias", False)) else out_elems)
+    if op == "Deconvolution":
+        data = in_shapes[0]
+        c = _channel_axis(attrs, len(data))
+        groups = int(attrs.get("num_group", 1))
+        out_c = out_shape[_channel_axis(attrs, len(out_shape))]
+        macs = _prod(data) * (out_c // groups) * _prod(_tuple(attrs["kernel"]))
+        return 2 * macs, (0 if _true(attrs.get("no_bias", False)) else _prod(out_shape))
+    if op == "FullyConnected":
+        data = in_shapes[0]
+        hidden = int(attrs["num_hidden"])
+        if _true(attrs.get("flatten", True)):
+            rows, inputs = data[0], _prod(data[1:])
+        else:
+            rows, inputs = _prod(data[:-1]), data[-1]
+        return 2 * rows * inputs * hidden, (0 if _true(attrs.get("no_bias", False)) else rows * hidden)
+    if op == "Pooling":
+        data = in_shapes[0]
+        if _true(attrs.get("global_pool", False)):
+            return _prod(data), 0
+        return _prod(out_shape) * _prod(_tuple(attrs.get("kernel"))), 0
+    if op == "Activation":
+        return _prod(out_shape) * ACTIVATION_COST.get(attrs.get("act_type", "relu"), 4), 0
+    if op == "add_n" or op == "ElementWiseSum":
+        return _prod(out_shape) * max(1, len(in_shapes) - 1), 0
+    if op in ELEMENT_COST:
+        return _prod(out_shape) * ELEMENT_COST[op], 0
+    return None
+
+
+def count_flops(block, sample_shape):
+    """FlopCount per image of `block` (a HybridBlock) for one input of `sample_shape`
+    (without the batch axis). Raises UserError when the block cannot be traced."""
+    shape = (1,) + tuple(int(v) for v in sample_shape)
+    if not isinstance(block, mx.gluon.HybridBlock):
+        raise UserError("%s is not a HybridBlock; FLOPs are counted from the symbol graph, which only "
+                        "HybridBlocks have" % type(block).__name__)
+    out = block(mx.sym.var("data"))
+    if isinstance(out, (list, tuple)):
+        out = mx.sym.Group(list(out))
+    internals = out.get_internals()
+    try:
+        _, shapes, _ = internals.infer_shape(data=shape)
+    except mx.base.MXNetError as e:
+        raise UserError("cannot infer the layer shapes of the model for input %s: %s"
+                        % ("x".join(map(str, sample_shape)), str(e).strip().splitlines()[0]))
+    graph = json.loads(internals.tojson())
+    if shapes is None or len(shapes) != len(graph["heads"]):
+        raise UserError("cannot infer every layer shape of the model for input %s"
+                        % "x".join(map(str, sample_shape)))
+    shape_of = {(head[0], head[1]): tuple(s) for head, s in zip(graph["heads"], shapes)}
+    forward, backward, layers, uncounted, matmul = {}, {}, {}, set(), 0.0
+    for number, node in enumerate(graph["nodes"]):
+        op = node["op"]
+        if op == "null":
+            continue
+        attrs = node.get("attrs", node.get("param", {})) or {}
+        in_shapes = [shape_of.get((i[0], i[1])) for i in node["inputs"]]
+        out_shape = shape_of.get((number, 0))
+        if out_shape is None or (in_shapes and in_shapes[0] is None):
+            uncounted.add(op)
+            continue
+        counted = node_flops(op, attrs, in_shapes, out_shape)
+        if counted is None:
+            if op not in FREE:
+                uncounted.add(op)
+            continue
+        flops, bias = counted
+        forward[op] = forward.get(op, 0.0) + float(flops + bias)
+        backward[op] = backward.get(op, 0.0) + float(flops * (2 if op in WEIGHTED else 1) + bias)
+        if op in MATMUL:
+            matmul += float(flops)
+        layers[op] = layers.get(op, 0) + 1
+    return FlopCount(forward, backward, layers, tuple(sample_shape), matmul, tuple(sorted(uncounted)))
+
+
+def count_model_flops(name, sample_shape, classes=10):
+    """FlopCount per image of the model `name` (gluonperf.models) for `sample_shape`."""
+    from .models import get_model
+    return count_flops(get_model(name, classes), sample_shape)

@@ -1,0 +1,252 @@
+"""python -m gluonperf.profile: where a training step's time goes, held against this machine's ceiling.
+
+Parses and checks the flags (the training-configuration flags are gluonperf.train's own),
+then calls, in order: `ceiling.measure_ceiling` (peak FLOP/s), `step_profile.model_flops`
+(the model's work), `step_profile.breakdown` (fenced parts and the unfenced step, no
+profiler), and `step_profile.operator_table` in a fresh process of this command started
+with MXNET_EXEC_BULK_EXEC_TRAIN=0 (the variable is read once, when MXNet loads, and the
+profiler can be configured once per process); then `step_profile.verdict`. The tables say
+which figures came from which run. Nothing is computed here.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+from . import UserError, cli
+
+# As a command, choose MXNet's thread count before MXNet is loaded (by the imports below);
+# the operator-table run also turns bulk execution off, which is read only at that moment.
+THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else None
+if __name__ == "__main__" and "--operators-only" in sys.argv[1:]:
+    os.environ["MXNET_EXEC_BULK_EXEC_TRAIN"] = "0"
+
+from .train import add_training_flags  # noqa: E402  (loads MXNet)
+
+PROG = "python -m gluonperf.profile"
+FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "batch_size", "lr",
+         "optimizer", "momentum", "wd", "kvstore", "seed")
+CEILING_COLUMNS = ["kernel", "shape", "gflop_per_s", "median_gflop_per_s", "before_gflop_per_s",
+                   "after_gflop_per_s", "ceiling"]
+WORK_COLUMNS = ["op", "layers", "forward_gflop", "backward_gflop", "training_gflop", "ceiling_images_per_s"]
+BREAKDOWN_COLUMNS = ["part", "time_s", "share", "iqr_s", "images_per_s"]
+OPERATOR_COLUMNS = ["op", "phase", "calls_per_step", "time_s", "share", "gflop_per_s", "of_ceiling"]
+VERDICT_COLUMNS = ["name", "finding"]
+TOP_OPERATORS = 15
+
+
+def build_parser():
+    p = argparse.ArgumentParser(
+        prog=PROG, parents=[cli.common_parser()],
+        description="Where a training step's time goes, against this machine's ceiling: the peak float32 "
+                    "FLOP/s measured now, the model's FLOPs per training image, the step split into its "
+                    "parts (each fenced by a sync), MXNet's profiler per operator, and a verdict. The "
+                    "training configuration flags are gluonperf.train's.")
+    add_training_flags(p, FLAGS, defaults={"dataset": "synthetic"})
+    p.add_argument("--steps", type=cli.positive_int, default=10,
+                   help="measured steps: fenced, unfenced and profiled, each (default: %(default)s)")
+    p.add_argument("--warmup", type=cli.non_negative_int, default=3,
+                   help="untimed steps before each measurement (default: %(default)s)")
+    p.add_argument("--ceiling", choices=["full", "quick"], default="full",
+                   help="problem sizes of the peak measurement: full (1536^3 matrix product, 32x128x28x28 "
+                        "convolution) or quick (small, for smoke tests; a rougher peak) (default: %(default)s)")
+    p.add_argument("--trace", metavar="PATH",
+                   help="keep the Chrome trace of the profiled steps (open in ui.perfetto.dev or chrome://tracing)")
+    p.add_argument("--plot", metavar="PNG",
+                   help="draw the step breakdown as a stacked bar and the top operators' GFLOP/s against the "
+                        "ceiling")
+    p.add_argument("--operators-only", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def check(args, ctxs):
+    """Refuse bad input before any long work starts."""
+    from .models import get_model
+    from .step_profile import check_config
+    from .train import config_from
+    get_model(args.model)  # unknown names fail here
+    check_config(config_from(args, ctxs), ctxs)
+    if args.kvstore == "nccl" and any(c.device_type != "gpu" for c in ctxs):
+        raise UserError("--kvstore nccl sums gradients between GPUs only; with --ctx %s use device or local"
+                        % args.ctx)
+    cli.check_outputs(args)
+    cli.check_output_path(args.plot, "--plot")
+    cli.check_output_path(args.trace, "--trace")
+
+
+def child_argv(args, out, trace):
+    """The command line of the operator-table run: the parsed training configuration, the
+    contexts and the step counts of this one (not its outputs), with --operators-only."""
+    kept = []
+    for dest in ("ctx",) + FLAGS + ("steps", "warmup", "stall_timeout"):
+        value = getattr(args, dest, None)
+        if value is None or isinstance(value, bool):
+            continue
+        kept += ["--" + dest.replace("_", "-"), str(value)]
+    kept += ["--json", out]
+    if trace:
+        kept += ["--trace", os.path.abspath(trace)]
+    return kept + ["--operators-only"]
+
+
+def operators_in_fresh_process(args, trace, desc="operators (fresh process)"):
+    """Run this command with --operators-only in a fresh process with bulk execution off;
+    return its operator records. The child has its own stall guard (same --stall-timeout);
+    while it runs, this process reports progress to its own."""
+    import gluonperf
+    from . import guard
+    from .records import read_jsonl
+    with guard.temp_dir(prefix="gluonperf-profile-") as tmp:
+        out = os.path.join(tmp, "operators.jsonl")
+        root = os.path.dirname(os.path.dirname(os.path.abspath(gluonperf.__file__)))
+        env = dict(os.environ, MXNET_EXEC_BULK_EXEC_TRAIN="0",
+                   PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+        proc = guard.popen([sys.executable, "-m", "gluonperf.profile"] + child_argv(args, out, trace),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        with cli.progress_bar(None, desc) as bar:
+            while True:
+                try:
+                    _, err = proc.communicate(timeout=1.0)
+                    break
+                except subprocess.TimeoutExpired:
+                    bar.update(0)
+        lines = [l for l in (err or "").strip().splitlines() if l.strip()]
+        if proc.returncode == guard.STALL_EXIT:  # the child's stall guard stopped it: say so, exit alike
+            cli.note("%s: the operator-table run (a fresh process) %s" % (PROG, lines[-1] if lines else "stalled"))
+            raise SystemExit(guard.STALL_EXIT)
+        if proc.returncode != 0 or not os.path.exists(out):
+            raise UserError("the operator-table run (a fresh process) failed with exit code %s: %s"
+                            % (proc.returncode, lines[-1] if lines else "no message"))
+        return [r for r, _ in read_jsonl(out)]
+
+
+def plot(breakdown, operators, peak, path, title):
+    """The fenced step's parts as a stacked bar (the unfenced step beside it); the top
+    operators' achieved GFLOP/s against the ceiling."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .records import save_figure
+    parts = [r for r in breakdown if r.name not in ("fenced step", "unfenced step", "hidden by overlap")]
+    unfenced = next(r for r in breakdown if r.name == "unfenced step")
+    rated = [r for r in operators if r.metrics.get("gflop_per_s")][:8]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), gridspec_kw={"height_ratios": [1, 1.6]})
+    left = 0.0
+    for r in parts:
+        ms = max(0.0, r.metrics["time_s"]) * 1e3
+        top.barh(1, ms, left=left, label="%s %.0f%%" % (r.metrics["part"], 100 * r.metrics["share"]))
+        left += ms
+    top.barh(0, unfenced.metrics["time_s"] * 1e3, color="black", alpha=0.35)
+    top.set_yticks([0, 1])
+    top.set_yticklabels(["unfenced step\n(as gluonperf.train)", "fenced step"])
+    top.set_xlabel("ms per step (run 1: no profiler)")
+    top.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    from .step_profile import describe_op
+    names = [describe_op(r.name) for r in rated]
+    bottom.barh(range(len(rated)), [r.metrics["gflop_per_s"] for r in rated])
+    bottom.axvline(peak / 1e9, color="red", linestyle="--", label="ceiling %.0f GFLOP/s" % (peak / 1e9))
+    bottom.set_yticks(range(len(rated)))
+    bottom.set_yticklabels(["%s, %.0f%% of step" % (n, 100 * r.metrics["share"]) for n, r in zip(names, rated)],
+                           fontsize=8)
+    bottom.invert_yaxis()
+    bottom.set_xlabel("achieved GFLOP/s of the operators with a FLOP count (run 2: profiled)")
+    bottom.legend(fontsize=8, loc="lower right")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    try:
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)
+
+
+def operators_only(args, ctxs, config):
+    """The child's part: the operator table in this (fresh, bulk-off) process."""
+    from .step_profile import operator_table
+    with cli.progress_bar(args.warmup + args.steps, "operators") as bar:
+        results = operator_table(config, ctxs, args.steps, args.warmup, args.trace, progress=bar.update)
+    cli.emit(results, args, ctxs, columns=["op", "phase", "calls_per_step", "time_s", "share"],
+             title="operators (profiled run)")
+    return 0
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    cli.guard_command(args, PROG)
+    if args.list_models:
+        from .models import list_models
+        for name, description in list_models().items():
+            print("%-28s %s" % (name, description))
+        return 0
+    from .train import config_from
+    ctxs = cli.contexts(args)
+    check(args, ctxs)
+    config = config_from(args, ctxs)
+    if args.operators_only:
+        return operators_only(args, ctxs, config)
+    cli.advise(ctxs, THREADS_NOTE)
+
+    from .ceiling import best_of, ceiling_devices, ceiling_flops, measure_ceiling
+    from .contexts import describe
+    from .step_profile import (BULK_VARIABLE, SAMPLE_SHAPE, breakdown, gap_row, model_flops, prepare, verdict,
+                               with_ceiling, work)
+    flops = model_flops(config)
+    setup = prepare(config, ctxs)  # data, model and trainer: bad data settings fail before any timing
+    with cli.progress_bar(3 * 5, "ceiling") as bar:
+        start = measure_ceiling(ctxs[0], args.ceiling, progress=bar.update)
+    with cli.progress_bar(2 * (args.warmup + args.steps), "breakdown") as bar:
+        parts = breakdown(config, ctxs, args.steps, args.warmup, progress=bar.update, setup=setup)
+    del setup
+    with cli.progress_bar(3 * 5, "ceiling again") as bar:  # a busy spell may have hidden the peak before
+        ceiling = best_of([start, measure_ceiling(ctxs[0], args.ceiling, progress=bar.update)],
+                          ("before", "after"))
+    peak = ceiling_flops(ceiling) * ceiling_devices(ctxs)
+    operators = with_ceiling(operators_in_fresh_process(args, args.trace), peak)
+    found = verdict(flops, ceiling, parts, operators, ctxs)
+    works = work(flops, args.model, SAMPLE_SHAPE, ceiling, ctxs)
+
+    profiled = next(r for r in operators if r.name == "profiled step")
+    summary = profiled.metrics
+    table = [r for r in operators if r.name != "profiled step"][:TOP_OPERATORS] + [gap_row(profiled)]
+    step = next(r for r in parts if r.name == "fenced step").metrics
+    where = "%s, batch %d on %s, hybridize %s, kvstore %s, %s data" % (
+        args.model, args.batch_size, describe(ctxs), args.hybridize, args.kvstore, args.dataset)
+    threads = ceiling[0].metrics["omp_threads"]
+    sections = [
+        ("ceiling: peak float32 GFLOP/s on %s with %d OpenMP thread(s) per operator: fastest of %d repeats, "
+         "measured before and after run 1, the higher counts (its median beside it)%s"
+         % (ctxs[0], threads, ceiling[0].metrics["repeats"],
+                                  "; x%d devices" % ceiling_devices(ctxs) if ceiling_devices(ctxs) > 1 else ""),
+         ceiling, CEILING_COLUMNS),
+        ("work: GFLOP per training image of %s, input %s (1 multiply-add = 2 FLOPs; backward = 2x forward "
+         "for layers with weights)%s" % (args.model, "x".join(map(str, SAMPLE_SHAPE)),
+                                         "; not counted: " + ", ".join(flops.uncounted) if flops.uncounted else ""),
+         works, WORK_COLUMNS),
+        ("step breakdown [run 1: this process, no profiler, bulk execution as in training]: %s; %d fenced "
+         "steps (a sync after each part; mean of the middle %d by step time) and %d unfenced steps as "
+         "gluonperf.train runs them (median of %d rounds)"
+         % (where, args.steps, step["typical_steps"], args.steps,
+            next(r for r in parts if r.name == "unfenced step").metrics["repeats"]), parts, BREAKDOWN_COLUMNS),
+        ("operators [run 2: a fresh process, %s=%s, MXNet profiler on]: per step of %d steps as gluonperf.train "
+         "runs them; profiled step %.4g ms (run 1 fenced: %.4g ms); operators sum to %.0f%% of it, some operator "
+         "runs %.0f%%; top %d of %d" % (BULK_VARIABLE, summary["bulk_exec_train"], args.steps, 1e3 * summary["step_s"],
+                                        1e3 * step["time_s"], 100 * summary["operator_share"],
+                                        100 * summary["busy_share"], min(TOP_OPERATORS, len(operators) - 1),
+                                        len(operators) - 1),
+         table, OPERATOR_COLUMNS),
+        ("verdict (achieved: run 1; losses: run 2, ranked by time beyond what their FLOPs need at the ceiling)",
+         found, VERDICT_COLUMNS),
+    ]
+    cli.emit_sections(sections, args, ctxs, records=ceiling + works + parts + operators + found)
+    if step["noisy"]:
+        cli.note("note: the fenced steps are noisy (IQR %.0f%% of the median): other work competes for the "
+                 "cores; raise --steps or run on a quieter machine" % (100 * step["iqr_s"] / step["time_s"]))
+    if args.trace:
+        cli.note("wrote profiler trace %s (the profiled steps of run 2; open in ui.perfetto.dev)" % args.trace)
+    if args.plot:
+        plot(parts, operators, peak, args.plot, where)
+    return 0
+
+
+if __name__ == "__main__":
+    cli.run(main, PROG)
