@@ -413,6 +413,54 @@ def scaling(records):
                                   "noisy"])], svg(fig), reading + _noisy(records))
 
 
+def profile(records):
+    """gluonperf.profile: the ceiling, the model's work, the fenced breakdown, the top
+    operators against the ceiling, and the verdict."""
+    by = lambda bench: [r for r in records if r.bench == bench]  # noqa: E731
+    ceiling, work, parts, ops, verdict = (by(b) for b in ("ceiling", "work", "breakdown", "operators", "verdict"))
+    top = next(r for r in ceiling if r.metrics.get("ceiling"))
+    step_parts = [r for r in parts if r.name not in ("fenced step", "unfenced step", "hidden by overlap")]
+    timed_ops = sorted((r for r in ops if r.metrics.get("phase") not in (None,) and r.name != "profiled step"),
+                       key=lambda r: -r.metrics.get("time_s", 0))[:12]
+    fig, ax = figure(1, 2, width=10.0, height=3.6, gridspec_kw={"width_ratios": [1, 2.2]})
+    a, b = ax[0]
+    bottom = 0.0
+    for r in step_parts:
+        ms = r.metrics["time_s"] * 1e3
+        a.bar([0], [ms], bottom=bottom, label=r.name, width=0.5)
+        bottom += ms
+    a.set_xticks([0])
+    a.set_xticklabels(["fenced step"])
+    a.set_ylabel("ms per step")
+    a.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    rated = [r for r in timed_ops if r.metrics.get("gflop_per_s")]
+    if rated:
+        _labelled_bars(b, [r.name for r in rated], [r.metrics["gflop_per_s"] for r in rated],
+                       xlabel="GFLOP/s achieved (line: the machine's ceiling)")
+        b.axvline(top.metrics["gflop_per_s"], color="tab:red", linestyle="--")
+    else:
+        b.axis("off")
+    achieved = next((r for r in verdict if r.name == "achieved"), None)
+    findings = [r.metrics["finding"] for r in verdict if r.name.startswith("loss")]
+    reading = (achieved.metrics["finding"] if achieved else "no verdict") + (
+        "; largest losses: " + "; ".join(findings) if findings else "")
+    m = parts[0].metrics if parts else {}
+    tables = [Table(ceiling, ["name", "shape", "gflop_per_s", "median_gflop_per_s", "ceiling", "omp_threads"],
+                    "the ceiling: peak float32 FLOP/s measured on this machine"),
+              Table(work, ["name", "layers", "forward_gflop", "backward_gflop", "training_gflop"],
+                    "the model's work per training image"),
+              Table(parts, ["name", "time_s", ("share", lambda r: _pct(r.metrics.get("share"))), "noisy"],
+                    "the step, each part fenced by a sync (timed run)"),
+              Table(timed_ops, ["name", "phase", "calls_per_step", "time_s",
+                                ("share", lambda r: _pct(r.metrics.get("share"))), "gflop_per_s",
+                                ("of ceiling", lambda r: _pct(r.metrics.get("of_ceiling")))],
+                    "top operators (profiled run, bulk execution off)"),
+              Table(verdict, ["name", "finding"], "verdict")]
+    return Block("%s, batch %s on %s, hybridize %s" % (m.get("model"), m.get("batch_size"), m.get("contexts"),
+                                                        m.get("hybridize")),
+                 tables, svg(fig), reading)
+
+
 def _baseline(group):
     """The candidate a lever's ratios are relative to (its own ratio is exactly 1 every round)."""
     return next((r.name for r in group if r.metrics.get("ratio") == 1 and r.metrics.get("ratio_min") == 1
@@ -472,6 +520,8 @@ KINDS = [
     Kind(("scratch",), "Data parallelism from scratch", scratch),
     Kind(("train",), "Training: accuracy and images/s per epoch", train),
     Kind(("scaling",), "Scaling: speedup and efficiency against the ideal", scaling),
+    Kind(("ceiling", "work", "breakdown", "operators", "verdict"),
+         "Profile: where a training step's time goes, against the machine's ceiling", profile),
     Kind(("tune",), "Throughput suites and tune: ratios with their min..max", tune),
 ]
 BY_BENCH = {b: kind for kind in KINDS for b in kind.benches}

@@ -30,6 +30,8 @@ COMMANDS = {
                  "--repeat", "2"],
     "overlap": ["gluonperf.bench", "overlap", "--ctx", "cpu0,cpu1", "--cpu-size", "64", "--products", "3",
                 "--repeat", "2"],
+    "profile": ["gluonperf.profile", "--model", "mlp", "--batch-size", "16", "--steps", "2", "--warmup", "1",
+                "--ceiling", "quick"],
 }
 # Real suite and tune outputs of this machine, as saved in the repository.
 SAVED = ["train_throughput_final.json", "tune_b128.json"]
@@ -134,7 +136,7 @@ def test_report_of_real_outputs_is_self_contained_and_holds_every_record(results
     assert not re.search(r"url\((?!#)|@import", text)  # only the SVGs' own clip paths, url(#id)
     # sections in the order a reader needs them, each kind drawn (an SVG each) and read
     order = ["Machine and environment", "Hybridize", "Asynchronous", "Memory", "Two devices", "Computation and",
-             "Allreduce", "Training", "Scaling", "Throughput suites"]
+             "Allreduce", "Training", "Scaling", "Profile", "Throughput suites"]
     positions = [next(i for i, h in enumerate(page.h2) if h.startswith(o)) for o in order]
     assert positions == sorted(positions)
     assert page.tags.count("svg") >= len(order) - 1
@@ -149,6 +151,7 @@ def test_report_of_real_outputs_is_self_contained_and_holds_every_record(results
     assert "on 2 devices:" in readings and "efficiency" in readings  # scaling
     assert "of the copyto ceiling" in readings  # allreduce
     assert "best at batch 128: 1.52x the defaults" in readings  # tune's saved winner
+    assert re.search(r"of the ceiling \([0-9.]+ GFLOP/s", readings)  # profile's verdict
     assert "not drawn" not in text
 
 
