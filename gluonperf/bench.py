@@ -59,10 +59,8 @@ def add_hybridize(sub, common):
 
 def run_hybridize(args):
     from .hybridize import compare_modes
-    from .models import list_models
     if args.list_models:
-        for name, description in list_models().items():
-            print("%-28s %s" % (name, description))
+        cli.print_models()
         return 0
     from .models import get_model
     get_model(args.model)  # unknown names fail here, before any work

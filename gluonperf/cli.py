@@ -65,6 +65,13 @@ positive_float = _checked(float, "a number", lambda v: math.isfinite(v) and v > 
 non_negative_float = _checked(float, "a number", lambda v: math.isfinite(v) and v >= 0, "must be 0 or more")
 
 
+def print_models():
+    """--list-models: the names --model accepts, one a line with its description."""
+    from .models import list_models
+    for name, description in list_models().items():
+        print("%-28s %s" % (name, description))
+
+
 def contexts(args):
     from .contexts import parse_contexts
     return parse_contexts(args.ctx)

@@ -174,9 +174,7 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     cli.guard_command(args, PROG)
     if args.list_models:
-        from .models import list_models
-        for name, description in list_models().items():
-            print("%-28s %s" % (name, description))
+        cli.print_models()
         return 0
     from .train import config_from
     ctxs = cli.contexts(args)
