@@ -156,7 +156,8 @@ def cleanup(stopping=False):
 def thread_settings():
     """The thread settings in force, as one phrase for an error line."""
     from .advice import omp_threads
-    names = ("OMP_NUM_THREADS", "MXNET_OMP_MAX_THREADS", "MXNET_CPU_WORKER_NTHREADS", "MXNET_ENGINE_TYPE")
+    names = ("OMP_NUM_THREADS", "MXNET_OMP_MAX_THREADS", "MXNET_CPU_WORKER_NTHREADS", "MXNET_ENGINE_TYPE",
+             "MXNET_CPU_TEMP_COPY")
     shown = ["%s=%s" % (n, os.environ[n]) for n in names if n in os.environ]
     return "%s (%d OpenMP thread(s) per operator)" % (", ".join(shown) or "no thread variables set",
                                                        omp_threads())
