@@ -87,7 +87,7 @@ def idle_warnings(contexts, env=None, cores=None, logical=None):
             out.append("%s: %d CPU context(s) x %d OpenMP thread(s) keep %d of %d cores busy; "
                        "set OMP_NUM_THREADS=%d before starting Python"
                        % (why, cpu_contexts, threads, busy, cores, best))
-        elif busy > cores and cpu_contexts > 1:
+        elif busy > cores and cpu_contexts > 1 and threads > best:
             out.append("%d CPU contexts x %d OpenMP threads = %d threads on %d cores oversubscribe them "
                        "(threads wait on each other); set OMP_NUM_THREADS=%d"
                        % (cpu_contexts, threads, busy, cores, best))

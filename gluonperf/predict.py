@@ -150,8 +150,9 @@ def main(argv=None):
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     if args.validate:
+        import mxnet as mx
         get_model(args.validate_model)
-        cli.advise(ctxs, THREADS_NOTE)
+        cli.advise([mx.cpu(i) for i in range(args.validate_devices)], THREADS_NOTE)  # the most run at once
         return validate(args, ctxs)
     get_model(args.model)  # unknown names fail here
     given = [bool(args.scaling), args.t1 is not None, args.measure]
