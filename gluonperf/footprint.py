@@ -17,10 +17,12 @@ contexts: device memory). It reports
 - `needs_bytes` = model bytes + peak above: what the training step needs in all;
 - the step time (median of the timed steps) and images/s.
 
-With a `budget`, `largest_batch` fits `needs_bytes` against the batch size per
-configuration (a straight line: the model's bytes plus a slope per sample), predicts
-the largest batch whose needs stay within the budget, and confirms it by one more run
-(refitting and retrying, at most twice more, when the run does not fit).
+With a `budget`, `largest_batch` draws `needs_bytes` against the batch size per
+configuration as a straight line through the measured points nearest the budget (one
+point: through it and the model's bytes at batch 0), predicts the largest batch whose
+needs stay within the budget and confirms it by a run; each run joins the points and
+the prediction is drawn again (at most MAX_CONFIRM_RUNS runs). The answer is the
+largest batch a run confirmed.
 
 Times come from separate processes run one after the other, so they are not
 interleaved: on a shared machine memory figures are robust to load, times are not.
@@ -232,61 +234,70 @@ def _row(row):
 
 
 def fit_line(points):
-    """(intercept, slope) of needs_bytes against batch size. With one point the line
-    goes through it and through the model's own bytes at batch 0."""
-    bs = [p["batch_size"] for p in points]
-    needs = [p["needs_bytes"] for p in points]
-    if len(set(bs)) >= 2:
-        slope, intercept = np.polyfit(bs, needs, 1)
-        return float(intercept), float(slope)
+    """(intercept, slope) of needs_bytes against batch size: the line through the points
+    of the smallest and the largest batch, or, for one batch, through it and the model's
+    own bytes at batch 0."""
+    a, b = min(points, key=lambda p: p["batch_size"]), max(points, key=lambda p: p["batch_size"])
+    if a["batch_size"] != b["batch_size"]:
+        slope = (b["needs_bytes"] - a["needs_bytes"]) / (b["batch_size"] - a["batch_size"])
+        return float(a["needs_bytes"] - slope * a["batch_size"]), float(slope)
     p = points[0]
     return float(p["model_bytes"]), float(p["peak_above_bytes"]) / p["batch_size"]
 
 
-def _predict(points, budget):
-    intercept, slope = fit_line(points)
-    if slope <= 0:
-        return None, intercept, slope
-    return int(math.floor((budget - intercept) / slope)), intercept, slope
+def _nearest(points, budget):
+    """The points the next prediction is drawn through: the largest batch that fits and
+    the smallest that does not (the budget lies between them), else the two nearest
+    the budget on the one side there is, else the one point."""
+    fit = sorted((p for p in points if p["needs_bytes"] <= budget), key=lambda p: p["batch_size"])
+    over = sorted((p for p in points if p["needs_bytes"] > budget), key=lambda p: p["batch_size"])
+    if fit and over:
+        return [fit[-1], over[0]]
+    return fit[-2:] if fit else over[:2]
 
 
-def largest_batch(points, budget, run, min_batch=1):
-    """The largest batch whose `needs_bytes` fits `budget`: predicted from the line
-    through the measured `points` (dicts with batch_size, needs_bytes, model_bytes,
-    peak_above_bytes), then confirmed by `run(batch)` (a measured dict); when a run
-    does not fit, the line is refitted with it and the next prediction tried, at most
-    MAX_CONFIRM_RUNS runs in all. Returns a dict for the budget row."""
-    points = [p for p in points if "error" not in p]
-    if not points:
-        return {"error": "no batch size ran"}
+def largest_batch(points, budget, run, min_batch=1, max_runs=MAX_CONFIRM_RUNS):
+    """The largest batch whose `needs_bytes` fits `budget`. Predicted from the line
+    through the measured `points` nearest the budget (dicts with batch_size,
+    needs_bytes, model_bytes, peak_above_bytes; a point with 'error' counts as not
+    fitting), then confirmed by `run(batch)`, which returns such a dict. Each run joins
+    the points and the line is drawn again (a secant search: the per-sample cost often
+    falls with the batch, so a first straight line tends to be cautious), until a
+    prediction brings nothing new or `max_runs` runs were made; where the line points
+    beyond a batch that did not fit (or failed), the gap is halved instead. Returns a dict for the
+    budget row: the first prediction, the largest batch confirmed to fit (0: none), its
+    needs and images/s, the runs made."""
+    measured = [p for p in points if "error" not in p]
+    failed = [p["batch_size"] for p in points if "error" in p]
+    if not measured:
+        return {"budget_bytes": budget, "error": "no batch size ran"}
     out = {"budget_bytes": budget, "confirm_runs": 0}
-    tried = set()
-    for _ in range(MAX_CONFIRM_RUNS):
-        batch, intercept, slope = _predict(points, budget)
-        out.update(fit_intercept_bytes=intercept, fit_bytes_per_sample=slope)
-        if batch is None:
+    while True:
+        fitting = [p for p in measured if p["needs_bytes"] <= budget]
+        best = max(fitting, key=lambda p: p["batch_size"]) if fitting else None
+        low = best["batch_size"] if best else 0
+        high = min([p["batch_size"] for p in measured if p["needs_bytes"] > budget] + failed + [2 ** 62])
+        intercept, slope = fit_line(_nearest(measured, budget))
+        if slope <= 0:
             out["error"] = "memory does not grow with the batch size here; cannot extrapolate"
-            return out
-        out.setdefault("predicted_batch", batch)
-        if batch < min_batch:
-            out.update(largest_batch=0, fits=False, needs_bytes=None)
-            return out
-        if batch in tried:
             break
-        tried.add(batch)
-        measured = next((p for p in points if p["batch_size"] == batch), None)
-        if measured is None:
-            measured = run(batch)
-            out["confirm_runs"] += 1
-            if "error" in measured:
-                out.update(largest_batch=batch, fits=False, error=measured["error"])
-                return out
-            points = points + [measured]
-        fits = measured["needs_bytes"] <= budget
-        out.update(largest_batch=batch, fits=fits, needs_bytes=measured["needs_bytes"],
-                   images_per_s=measured.get("images_per_s"))
-        if fits:
-            return out
+        batch = int(math.floor((budget - intercept) / slope + 1e-9))
+        out.setdefault("predicted_batch", batch)
+        out.update(fit_intercept_bytes=intercept, fit_bytes_per_sample=slope)
+        if batch >= high:  # the line overshoots a batch that did not fit or did not run: halve the gap
+            batch = (low + high) // 2
+        if batch <= low or batch < min_batch or out["confirm_runs"] >= max_runs:
+            break
+        row = run(batch)
+        out["confirm_runs"] += 1
+        if "error" in row:
+            failed.append(batch)
+            out["error"] = row["error"]
+        else:
+            measured.append(row)
+    out.update(largest_batch=low, fits=best is not None,
+               needs_bytes=best["needs_bytes"] if best else None,
+               images_per_s=best.get("images_per_s") if best else None)
     return out
 
 

@@ -46,9 +46,9 @@ def test_footprint_end_to_end_with_checkpointing_budget_and_plot(run, tmp_path):
 
 def fake_worker(params, timeout=None):
     """What a worker would report, without a process: 1 KiB per sample (2 with plain
-    checkpointing off), 1 s per 100 samples; batch 50 runs out of memory."""
+    checkpointing off), 1 s per 100 samples; batch 50 without checkpointing runs out of memory."""
     b, c = params["batch_size"], params["checkpoint"]
-    if b == 50:
+    if b == 50 and not c:
         raise RuntimeError("hybrid at batch 50 failed: killed by signal 9 (out of memory?)")
     above = b * (1024 if c else 2048)
     return {"model": params["model"], "batch_size": b, "hybridize": params["hybridize"], "checkpoint": c,
@@ -149,25 +149,42 @@ def test_largest_batch_is_predicted_then_confirmed():
         return point(batch)
     found = largest_batch([point(2), point(4)], 1000, run)
     assert found["predicted_batch"] == found["largest_batch"] == 90 and found["fits"]
-    assert calls == [90] and found["confirm_runs"] == 1
+    assert calls == [90] and found["confirm_runs"] == 1 and found["needs_bytes"] == 1000
 
 
-def test_a_prediction_that_does_not_fit_is_refitted_and_tried_again():
+def test_the_prediction_is_refined_from_the_points_nearest_the_budget():
+    # the per-sample cost falls with the batch: a line from batch 0 is cautious at first
+    def run(batch):
+        return point(batch, per_sample=10 if batch < 20 else 5, extra=0 if batch < 20 else 50)
+    calls = []
+    found = largest_batch([run(10)], 1000, lambda b: calls.append(b) or run(b))
+    assert found["predicted_batch"] == 90 and calls[0] == 90
+    assert found["largest_batch"] == 170 and found["fits"] and found["confirm_runs"] == 2
+
+
+def test_a_run_that_does_not_fit_brackets_the_answer():
     # memory grows faster than linearly at large batches: the first prediction overshoots
     def run(batch):
         return point(batch, extra=0 if batch <= 50 else 5 * (batch - 50))
     found = largest_batch([point(2), point(4)], 1000, run)
-    assert found["predicted_batch"] == 90
-    assert found["confirm_runs"] >= 2 and found["largest_batch"] < 90
-    assert found["fits"] == (run(found["largest_batch"])["needs_bytes"] <= 1000)
+    assert found["predicted_batch"] == 90 and found["confirm_runs"] == 3
+    assert 50 <= found["largest_batch"] < 90 and found["fits"]
+    assert run(found["largest_batch"])["needs_bytes"] <= 1000
+
+
+def test_a_failed_run_counts_as_not_fitting():
+    found = largest_batch([point(4)], 1000, lambda b: {"error": "killed"} if b > 60 else point(b))
+    # 90 fails, then the gap is halved: 47 fits, 68 fails
+    assert found["largest_batch"] == 47 and found["confirm_runs"] == 3 and found["error"] == "killed"
 
 
 def test_nothing_fits_and_one_point_lines():
-    assert largest_batch([point(4)], 50, lambda b: pytest.fail("no run needed"))["largest_batch"] == 0
+    found = largest_batch([point(4)], 50, lambda b: pytest.fail("no run needed"))
+    assert found["largest_batch"] == 0 and not found["fits"]
     assert fit_line([point(4)]) == (100.0, 10.0)
     intercept, slope = fit_line([point(2), point(8)])
     assert intercept == pytest.approx(100) and slope == pytest.approx(10)
-    assert largest_batch([{"error": "killed"}], 50, None)["error"] == "no batch size ran"
+    assert largest_batch([{"batch_size": 4, "error": "killed"}], 50, None)["error"] == "no batch size ran"
 
 
 def test_static_with_checkpointing_runs_as_hybrid():
