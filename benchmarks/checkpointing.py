@@ -98,7 +98,7 @@ def main():
     print()
     print(format_table([r for r in memory if r.bench == "footprint-budget"],
                        ["name", "budget_bytes", "predicted_batch", "largest_batch", "fits", "needs_bytes",
-                        "images_per_s", "confirm_runs"], "largest batch that fits the budget"))
+                        "images_per_s", "over_batch", "confirm_runs"], "largest batch that fits the budget"))
 
     times = interleaved_times(args.model, args.batch_size, n, args.rounds, ctx)
     timing = []

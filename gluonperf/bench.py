@@ -574,7 +574,7 @@ def add_footprint(sub, common):
 FOOTPRINT_COLUMNS = ["name", "batch_size", "model_bytes", "peak_above_bytes", "bytes_per_sample", "needs_bytes",
                      "median_s", "iqr_s", "images_per_s", "peak_vs_plain", "time_vs_plain"]
 BUDGET_COLUMNS = ["name", "budget_bytes", "predicted_batch", "largest_batch", "fits", "needs_bytes", "images_per_s",
-                  "confirm_runs"]
+                  "over_batch", "confirm_runs"]
 
 
 def run_footprint(args):
@@ -605,8 +605,9 @@ def run_footprint(args):
         bcolumns = list(BUDGET_COLUMNS)
         if any("error" in r.metrics for r in budget_rows):
             bcolumns.append("error")
-        sections.append(("largest batch whose needs fit the budget: predicted from the measured slope, then "
-                         "confirmed by a run", budget_rows, bcolumns))
+        sections.append(("largest batch whose needs fit the budget: predicted from the measured slope, confirmed "
+                         "and refined by runs; over_batch: the smallest batch that ran over it", budget_rows,
+                         bcolumns))
     _emit_sections(sections, args, ctxs)
     if args.plot:
         plot_footprint(results + budget_rows, args.plot)

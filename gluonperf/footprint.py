@@ -266,7 +266,8 @@ def largest_batch(points, budget, run, min_batch=1, max_runs=MAX_CONFIRM_RUNS):
     prediction brings nothing new or `max_runs` runs were made; where the line points
     beyond a batch that did not fit (or failed), the gap is halved instead. Returns a dict for the
     budget row: the first prediction, the largest batch confirmed to fit (0: none), its
-    needs and images/s, the runs made."""
+    needs and images/s, the smallest batch seen not to fit (`over_batch`; the answer
+    lies below it), the runs made."""
     measured = [p for p in points if "error" not in p]
     failed = [p["batch_size"] for p in points if "error" in p]
     if not measured:
@@ -295,7 +296,8 @@ def largest_batch(points, budget, run, min_batch=1, max_runs=MAX_CONFIRM_RUNS):
             out["error"] = row["error"]
         else:
             measured.append(row)
-    out.update(largest_batch=low, fits=best is not None,
+    high = min([p["batch_size"] for p in measured if p["needs_bytes"] > budget] + failed + [2 ** 62])
+    out.update(largest_batch=low, over_batch=high if high < 2 ** 62 else None, fits=best is not None,
                needs_bytes=best["needs_bytes"] if best else None,
                images_per_s=best.get("images_per_s") if best else None)
     return out

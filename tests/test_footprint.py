@@ -150,6 +150,7 @@ def test_largest_batch_is_predicted_then_confirmed():
     found = largest_batch([point(2), point(4)], 1000, run)
     assert found["predicted_batch"] == found["largest_batch"] == 90 and found["fits"]
     assert calls == [90] and found["confirm_runs"] == 1 and found["needs_bytes"] == 1000
+    assert found["over_batch"] is None
 
 
 def test_the_prediction_is_refined_from_the_points_nearest_the_budget():
@@ -168,7 +169,7 @@ def test_a_run_that_does_not_fit_brackets_the_answer():
         return point(batch, extra=0 if batch <= 50 else 5 * (batch - 50))
     found = largest_batch([point(2), point(4)], 1000, run)
     assert found["predicted_batch"] == 90 and found["confirm_runs"] == 3
-    assert 50 <= found["largest_batch"] < 90 and found["fits"]
+    assert 50 <= found["largest_batch"] < found["over_batch"] <= 90 and found["fits"]
     assert run(found["largest_batch"])["needs_bytes"] <= 1000
 
 
