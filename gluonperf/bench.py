@@ -565,6 +565,10 @@ def add_footprint(sub, common):
     p.add_argument("--steps", type=cli.positive_int, default=5, help="timed steps per run (default: %(default)s)")
     p.add_argument("--warmup", type=cli.positive_int, default=1,
                    help="untimed steps before them (default: %(default)s)")
+    p.add_argument("--repeat", type=cli.positive_int, default=1,
+                   help="fresh processes per run; the table then shows the median peak and its min and max "
+                        "(glibc's malloc makes the same run's peak RSS differ from process to process) "
+                        "(default: %(default)s)")
     p.add_argument("--seed", type=cli.non_negative_int, default=0, help="seed of weights and data (default: %(default)s)")
     p.add_argument("--plot", metavar="PNG",
                    help="also draw memory and images/s against the batch size, one line per configuration")
@@ -588,19 +592,24 @@ def run_footprint(args):
     configs = effective_configs(args.hybridize, args.checkpoint)
     if "static" in args.hybridize and any(args.checkpoint):
         cli.note("note: with checkpointing, static runs as hybrid (segments are never statically allocated)")
-    with cli.progress_bar(len(configs) * (len(args.batch_sizes) + len(budgets)), "footprint") as bar:
+    with cli.progress_bar(len(configs) * (len(args.batch_sizes) + len(budgets)) * args.repeat, "footprint") as bar:
         rows = footprint(args.model, args.batch_sizes, ctxs, args.hybridize, args.checkpoint, steps=args.steps,
-                         warmup=args.warmup, budgets=budgets, seed=args.seed, progress=bar.update)
+                         warmup=args.warmup, budgets=budgets, seed=args.seed, repeat=args.repeat,
+                         progress=bar.update)
     results = [r for r in rows if r.bench == "footprint"]
     budget_rows = [r for r in rows if r.bench == "footprint-budget"]
     memory = "device memory" if any(c.device_type == "gpu" for c in ctxs) else "RSS"
     columns = list(FOOTPRINT_COLUMNS)
+    if args.repeat > 1:
+        columns[4:4] = ["peak_above_min_bytes", "peak_above_max_bytes"]
     if any("error" in r.metrics for r in results):
         columns.append("error")
-    sections = [("%s training step on %s (sgd, momentum): one fresh process per run, %d warm-up + %d timed steps; "
+    sections = [("%s training step on %s (sgd, momentum): %s, %d warm-up + %d timed steps; "
                  "model = parameters + gradients + optimizer states; peak above = peak %s during the steps above "
-                 "the model; needs = model + peak above" % (args.model, ",".join(map(str, ctxs)), args.warmup,
-                                                             args.steps, memory), results, columns)]
+                 "the model%s; needs = model + peak above"
+                 % (args.model, ",".join(map(str, ctxs)), "one fresh process per run" if args.repeat == 1 else
+                    "%d fresh processes per run" % args.repeat, args.warmup, args.steps, memory,
+                    " (median over the processes)" if args.repeat > 1 else ""), results, columns)]
     if budget_rows:
         bcolumns = list(BUDGET_COLUMNS)
         if any("error" in r.metrics for r in budget_rows):

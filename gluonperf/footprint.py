@@ -31,6 +31,7 @@ import gc
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 
@@ -224,6 +225,32 @@ def _run(params, timeout):
                 "checkpoint": params["checkpoint"], "error": str(e).splitlines()[0]}
 
 
+def _repeated(params, repeat, timeout, progress=None):
+    """`repeat` fresh processes of one configuration, merged into one row: the median
+    peak above the model (and `needs_bytes` from it), its min and max over the
+    processes, the step times of all of them. glibc's malloc makes the peak RSS of the
+    same run differ from process to process (by up to 20% for ResNet-18 hybridized),
+    which one process cannot show."""
+    rows = []
+    for _ in range(repeat):
+        rows.append(_run(params, timeout))
+        if progress is not None:
+            progress()
+        if "error" in rows[-1]:
+            return rows[-1]
+    if repeat == 1:
+        return rows[0]
+    above = sorted(r["peak_above_bytes"] for r in rows)
+    mid = statistics.median(above)
+    row = dict(min(rows, key=lambda r: abs(r["peak_above_bytes"] - mid)))
+    times = [t for r in rows for t in r["step_samples_s"]]
+    row.update(peak_above_bytes=mid, needs_bytes=row["model_bytes"] + mid, bytes_per_sample=mid / row["batch_size"],
+               peak_above_min_bytes=above[0], peak_above_max_bytes=above[-1], processes=repeat,
+               step_samples_s=times, step_s=statistics.median(times),
+               images_per_s=row["batch_size"] / statistics.median(times))
+    return row
+
+
 def _row(row):
     row = dict(row)
     name = config_name(row["hybridize"], row["checkpoint"])
@@ -317,15 +344,15 @@ def effective_configs(hybridize, checkpoint):
 
 
 def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,), steps=5, warmup=1,
-              budgets=(), seed=0, timeout=None, progress=None):
-    """One fresh process per (hybridize, checkpoint, batch size); see the module's
-    docstring. Returns one Result per run (bench 'footprint', name e.g. 'static ckpt4',
+              budgets=(), seed=0, repeat=1, timeout=None, progress=None):
+    """`repeat` fresh processes per (hybridize, checkpoint, batch size), merged by
+    `_repeated` (the median peak, with its min and max); see the module's docstring. Returns one Result per run (bench 'footprint', name e.g. 'static ckpt4',
     metrics of `step_footprint`, plus `peak_vs_plain` and `time_vs_plain` against the
     same hybridize setting without checkpointing at the same batch; 'static' with
     checkpointing runs as 'hybrid', see `effective_configs`), then, for each of
     `budgets` (bytes), one Result per configuration (bench 'footprint-budget') with the
     largest batch that fits. A run that fails (e.g. out of memory) is a row with `error`.
-    `progress()` is called after every run."""
+    `progress()` is called after every process."""
     from .contexts import describe
     from .models import get_model
     contexts = list(contexts)
@@ -361,9 +388,7 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
 
     def run(h, c, batch):
         if (h, c, batch) not in runs:
-            runs[h, c, batch] = _run(params_for(h, c, batch), timeout)
-            if progress is not None:
-                progress()
+            runs[h, c, batch] = _repeated(params_for(h, c, batch), repeat, timeout, progress)
         return runs[h, c, batch]
 
     for h, c in configs:

@@ -51,6 +51,7 @@ import mxnet as mx
 from mxnet import autograd, gluon
 from mxnet import symbol as sym
 from mxnet.gluon import nn
+from mxnet.gluon.parameter import DeferredInitializationError
 
 from . import UserError
 
@@ -231,6 +232,18 @@ def _aux_states(seg):
     return tuple(p for name, p in seg.collect_params().items() if name in names)
 
 
+def _saved_states(seg, x, ctx):
+    """Copies of the segment's auxiliary states on `ctx`. If the model's initialisation
+    was deferred and this is its first batch, a predict-mode forward (which updates no
+    statistics, in any kernel) finishes it first."""
+    try:
+        return [p.data(ctx).copy() for p in seg.aux_states]
+    except DeferredInitializationError:
+        with autograd.pause(train_mode=False):
+            seg(x)
+        return [p.data(ctx).copy() for p in seg.aux_states]
+
+
 def _trim():
     """Hand memory that glibc's malloc holds free back to the operating system (no-op
     where there is no glibc)."""
@@ -277,7 +290,7 @@ def checkpointed_forward_backward(segs, loss_fn, xs, ys, release="trim"):
     with autograd.pause(train_mode=True):  # training-mode forward (batch statistics), nothing recorded
         for seg in segs[:-1]:
             for ctx, kept in zip(contexts, inputs):
-                saved = [p.data(ctx).copy() for p in seg.aux_states]
+                saved = _saved_states(seg, kept[-1], ctx)
                 kept.append(seg(kept[-1]))
                 for p, value in zip(seg.aux_states, saved):  # the recompute will update them
                     value.copyto(p.data(ctx))

@@ -190,3 +190,21 @@ def test_nothing_fits_and_one_point_lines():
 
 def test_static_with_checkpointing_runs_as_hybrid():
     assert effective_configs(["hybrid", "static"], [0, 4]) == [("hybrid", 0), ("hybrid", 4), ("static", 0)]
+
+
+def test_repeated_processes_give_the_median_peak_and_its_range(monkeypatch):
+    import itertools
+    from gluonperf import footprint as fp
+    peaks = itertools.cycle([100, 300, 200])
+
+    def worker(params, timeout=None):
+        row = fake_worker(params)
+        row.update(peak_above_bytes=next(peaks), step_samples_s=[1.0, 3.0])
+        return row
+    monkeypatch.setattr(fp, "run_step_footprint", worker)
+    ticks = []
+    row = fp._repeated({"model": "lenet", "batch_size": 10, "hybridize": "hybrid", "checkpoint": 0}, 3, None,
+                       lambda: ticks.append(1))
+    assert len(ticks) == 3 and row["processes"] == 3
+    assert (row["peak_above_bytes"], row["peak_above_min_bytes"], row["peak_above_max_bytes"]) == (200, 100, 300)
+    assert row["needs_bytes"] == 4096 + 200 and row["step_s"] == 2.0 and len(row["step_samples_s"]) == 6

@@ -31,7 +31,7 @@ def build(name, contexts, mode, batch=4, seed=0):
 
 
 def state_of(net, contexts):
-    params = net.collect_params()
+    params = net._collect_params_with_prefix()  # names by structure: equal for two instances
     grads = {k: [p.grad(c).asnumpy() for c in contexts] for k, p in params.items() if p.grad_req != "null"}
     stats = {k: [p.data(c).asnumpy() for c in contexts] for k, p in params.items() if p.grad_req == "null"}
     return grads, stats
@@ -42,7 +42,7 @@ def compare(name, contexts, mode, n):
     return (largest relative gradient difference, largest statistics difference, how far
     the plain step moved the statistics, largest loss difference)."""
     net, xs, ys = build(name, contexts, mode)
-    params = net.collect_params()
+    params = net._collect_params_with_prefix()
     start = {k: [p.data(c).copy() for c in contexts] for k, p in params.items()}
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
 
@@ -83,6 +83,26 @@ def test_lenet_checkpointed_gradients_equal_the_plain_step():
 def test_checkpointed_step_on_two_contexts():
     grad_diff, stat_diff, moved, loss_diff = compare("resnet18", [mx.cpu(0), mx.cpu(1)], "hybrid", 3)
     assert grad_diff <= 1e-5 and loss_diff <= 1e-5 and stat_diff <= 1e-6 and moved > 1e-3
+
+
+def test_a_model_whose_initialisation_was_deferred():
+    """The first checkpointed step initialises the model as a plain step would."""
+    steps = []
+    for n in (0, 3):
+        mx.random.seed(1)
+        net = get_model("resnet18")
+        net.initialize(mx.init.Xavier())  # deferred: no shapes yet
+        net.hybridize()
+        x = mx.nd.array(np.random.RandomState(1).uniform(size=(4, 1, 28, 28)))
+        y = mx.nd.array([1, 2, 3, 4])
+        step = checkpointed(net, n, (1, 28, 28), {}) if n else forward_backward
+        step(net, gluon.loss.SoftmaxCrossEntropyLoss(), [x], [y])
+        steps.append(state_of(net, [mx.cpu()]))
+    (plain_grads, plain_stats), (grads, stats) = steps
+    for k in plain_grads:
+        np.testing.assert_allclose(grads[k][0], plain_grads[k][0], rtol=0, atol=1e-5 * np.abs(plain_grads[k][0]).max())
+    for k in plain_stats:
+        np.testing.assert_allclose(stats[k][0], plain_stats[k][0], rtol=0, atol=1e-6)
 
 
 def test_release_modes_give_the_same_gradients():
