@@ -274,18 +274,21 @@ def fit_line(points):
 
 def _nearest(points, budget):
     """The points the next prediction is drawn through: the largest batch that fits and
-    the smallest that does not (the budget lies between them), else the two nearest
-    the budget on the one side there is, else the one point."""
+    the smallest that does not (the budget lies between them); else, on the one side
+    there is, the smallest and the largest batch (the widest base: from one process to
+    the next the peak varies by some per cent, which two close batches would turn into
+    a wild slope); else the one point."""
     fit = sorted((p for p in points if p["needs_bytes"] <= budget), key=lambda p: p["batch_size"])
     over = sorted((p for p in points if p["needs_bytes"] > budget), key=lambda p: p["batch_size"])
     if fit and over:
         return [fit[-1], over[0]]
-    return fit[-2:] if fit else over[:2]
+    side = fit or over
+    return [side[0], side[-1]]
 
 
 def largest_batch(points, budget, run, min_batch=1, max_runs=MAX_CONFIRM_RUNS):
     """The largest batch whose `needs_bytes` fits `budget`. Predicted from the line
-    through the measured `points` nearest the budget (dicts with batch_size,
+    through the measured `points` around the budget (`_nearest`; dicts with batch_size,
     needs_bytes, model_bytes, peak_above_bytes; a point with 'error' counts as not
     fitting), then confirmed by `run(batch)`, which returns such a dict. Each run joins
     the points and the line is drawn again (a secant search: the per-sample cost often

@@ -163,6 +163,14 @@ def test_the_prediction_is_refined_from_the_points_nearest_the_budget():
     assert found["largest_batch"] == 170 and found["fits"] and found["confirm_runs"] == 2
 
 
+def test_two_close_noisy_points_do_not_make_the_slope():
+    calls = []
+    noisy = [point(10), point(80), point(85, extra=-45)]  # 85 came out 40 bytes low
+    found = largest_batch(noisy, 1000, lambda b: calls.append(b) or point(b))
+    assert calls[0] == 95  # the line from 10 to 85; from 80 to 85 it would be 180
+    assert found["largest_batch"] == 90 and found["over_batch"] == 91
+
+
 def test_a_run_that_does_not_fit_brackets_the_answer():
     # memory grows faster than linearly at large batches: the first prediction overshoots
     def run(batch):
