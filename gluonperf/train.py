@@ -124,6 +124,11 @@ def build_parser():
                    help="checkpoint (parameters, trainer states, epoch) into DIR after every epoch")
     p.add_argument("--resume", metavar="DIR",
                    help="continue the run checkpointed in DIR (and keep saving there unless --save)")
+    p.add_argument("--checkpoint-segments", type=cli.non_negative_int, default=d.checkpoint_segments, metavar="N",
+                   help="gradient checkpointing: cut the model into N segments, keep only their inputs in the "
+                        "forward and recompute each segment's activations in the backward: less memory for "
+                        "about one more forward pass (0: off; default: %(default)s). Segments are hybridized "
+                        "without static_alloc. See python -m gluonperf.bench footprint")
     p.add_argument("--scaling", action="store_true",
                    help="instead of training: time --steps steps on 1, 2, ... N of the contexts with the "
                         "same per-device batch (--batch-size / N); report speedup, efficiency and each "
@@ -151,6 +156,11 @@ def check(args, ctxs):
     if args.kvstore == "nccl" and any(c.device_type != "gpu" for c in ctxs):
         raise UserError("--kvstore nccl sums gradients between GPUs only; with --ctx %s use device or local"
                         % args.ctx)
+    if args.checkpoint_segments:
+        from .recompute import check_segments
+        check_segments(get_model(args.model), args.checkpoint_segments)
+        if args.scaling:
+            raise UserError("--scaling times the plain step; drop --checkpoint-segments (bench footprint measures it)")
     if args.kvstore.startswith("dist") and args.scaling:
         raise UserError("--scaling compares the contexts of one machine; use --kvstore device or local")
     cli.check_outputs(args)
@@ -198,6 +208,9 @@ def main(argv=None):
     ctxs = cli.contexts(args)
     check(args, ctxs)
     cli.advise(ctxs, THREADS_NOTE)
+    if args.checkpoint_segments and args.hybridize == "static":
+        cli.note("note: with --checkpoint-segments the model is hybridized without static_alloc/static_shape: "
+                 "static buffers would keep every segment's recomputed activations allocated")
     config = config_from(args, ctxs)
     if args.scaling:
         with cli.progress_bar(len(ctxs) * args.steps, "scaling") as bar:

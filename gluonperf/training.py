@@ -62,6 +62,7 @@ class TrainConfig:
     save: Optional[str] = None
     resume: Optional[str] = None
     steps: int = 20
+    checkpoint_segments: int = 0
 
 
 class Diverged(UserError):
@@ -323,15 +324,16 @@ class EpochStats:
         return batch_loss
 
 
-def train_steps(net, trainer, loss_fn, data, contexts, num_workers=1):
+def train_steps(net, trainer, loss_fn, data, contexts, num_workers=1, step=forward_backward):
     """Run one epoch's training steps; yield (index, size, losses, outputs, labels) of
     each batch one batch late, so that reading a loss (which waits for its batch)
     happens while the next batch is already queued: the devices never wait for
-    Python, and a NaN is still pinned to the batch that produced it."""
+    Python, and a NaN is still pinned to the batch that produced it. `step` is
+    `forward_backward` or one with its signature (`recompute.checkpointed`)."""
     pending = None
     for i, (x, y) in enumerate(data):
         xs, ys = split(x, contexts), split(y, contexts)
-        outputs, losses = forward_backward(net, loss_fn, xs, ys)
+        outputs, losses = step(net, loss_fn, xs, ys)
         trainer.step(x.shape[0] * num_workers)  # gradients are summed over all workers' samples
         if pending:
             yield pending
@@ -394,6 +396,10 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
     mx.random.seed(config.seed)
     np.random.seed(config.seed)
     net = build_net(config, contexts)
+    step = forward_backward
+    if config.checkpoint_segments:  # gradient checkpointing: recompute activations in the backward
+        from .recompute import checkpointed
+        step = checkpointed(net, config.checkpoint_segments, train_set[0][0].shape, HYBRIDIZE[config.hybridize])
     lr = scaled_lr(config, len(contexts), num_workers)
     schedule = lr_schedule(config, lr, batches)
     trainer = make_trainer(net, config, lr, schedule, kvstore)
@@ -422,7 +428,7 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
         sync()
         start = time.perf_counter()
         for i, n, losses, outputs, labels in train_steps(net, trainer, loss_fn, train_data, contexts,
-                                                          num_workers):
+                                                          num_workers, step):
             batch_loss = stats.add(n, losses, outputs, labels)
             if not math.isfinite(batch_loss):
                 kept = (" (last good checkpoint: %s, epoch %d)" % (save_dir, epoch)

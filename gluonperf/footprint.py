@@ -1,0 +1,460 @@
+"""The memory of a training step: where it goes, what each setting costs, how large a batch fits.
+
+For a model, a set of batch sizes and a set of configurations (hybridize none / hybrid /
+static, gradient checkpointing with N segments or not), `footprint` runs each
+(configuration, batch size) in a fresh Python process (`run_step_footprint`), so the
+allocator state and cached graphs of one run cannot carry over into the next. The worker
+(`step_footprint`) builds the model, its gradients and the optimizer, takes the process's
+memory as the baseline, runs warm-up steps, then timed training steps (forward,
+backward, Trainer.step, each to a sync) while a background thread samples RSS (on GPU
+contexts: device memory). It reports
+
+- the model's own bytes: parameters (with BatchNorm's running statistics), gradients
+  and optimizer states, counted from the arrays themselves;
+- `peak_above_bytes`: the peak during the timed steps above the baseline and the
+  optimizer states, i.e. what the step itself needs beyond the model (activations,
+  gradients of activations, workspace, cached graphs' buffers), and per sample;
+- `needs_bytes` = model bytes + peak above: what the training step needs in all;
+- the step time (median of the timed steps) and images/s.
+
+With a `budget`, `largest_batch` draws `needs_bytes` against the batch size per
+configuration as a straight line through the measured points nearest the budget (one
+point: through it and the model's bytes at batch 0), predicts the largest batch whose
+needs stay within the budget and confirms it by a run; each run joins the points and
+the prediction is drawn again (at most MAX_CONFIRM_RUNS runs). The answer is the
+largest batch a run confirmed.
+
+Times come from separate processes run one after the other, so they are not
+interleaved: on a shared machine memory figures are robust to load, times are not.
+"""
+import gc
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+
+import mxnet as mx
+import numpy as np
+
+from . import UserError, guard
+from .benchmark import Benchmark, Measurement
+from .memory import MemorySampler, device_memory_used, rss
+from .records import result, save_figure
+
+HYBRIDIZE = ("none", "hybrid", "static")
+MAX_CONFIRM_RUNS = 3
+
+
+def config_name(hybridize, checkpoint):
+    return hybridize + (" ckpt%d" % checkpoint if checkpoint else "")
+
+
+# --- counting the model's bytes ------------------------------------------------------
+
+def _nbytes(array):
+    return array.size * np.dtype(array.dtype).itemsize
+
+
+def _state_arrays(state):
+    if state is None:
+        return []
+    if isinstance(state, mx.nd.NDArray):
+        return [state]
+    if isinstance(state, (list, tuple)):
+        return [a for s in state for a in _state_arrays(s)]
+    return []
+
+
+def model_bytes(net, trainer, contexts):
+    """{'param_bytes', 'grad_bytes', 'state_bytes'} summed over every context's copy:
+    parameters (aux states included), gradient buffers, and the optimizer states the
+    trainer holds (created by its first update)."""
+    params = list(net.collect_params().values())
+    out = {"param_bytes": sum(_nbytes(p.data(c)) for p in params for c in contexts),
+           "grad_bytes": sum(_nbytes(p.grad(c)) for p in params if p.grad_req != "null" for c in contexts)}
+    states = 0
+    for updater in getattr(trainer, "_updaters", None) or []:  # one per context
+        for state in updater.states.values():
+            states += sum(_nbytes(a) for a in _state_arrays(state))
+    out["state_bytes"] = states
+    return out
+
+
+def parameter_bytes(model, classes=10):
+    """Bytes of one copy of `model`'s parameters (aux states included), from symbolic
+    shape inference: nothing is allocated."""
+    from .models import get_model, input_shape
+    net = get_model(model, classes)
+    out = net(mx.sym.var("data"))
+    arg_shapes, _, aux_shapes = out.infer_shape(data=(1,) + tuple(input_shape(model)))
+    shapes = dict(zip(out.list_arguments(), arg_shapes))
+    shapes.update(zip(out.list_auxiliary_states(), aux_shapes))
+    total = 0
+    for name, p in net.collect_params().items():
+        total += int(np.prod(shapes[name])) * np.dtype(p.dtype).itemsize
+    return total
+
+
+# --- one configuration, in this process ----------------------------------------------------
+
+def _memory_now(contexts):
+    gpus = [c for c in contexts if c.device_type == "gpu"]
+    if gpus:
+        return sum(device_memory_used(c) for c in gpus)
+    return rss()
+
+
+def _peak(usage, contexts):
+    """The peak a MemoryUsage saw: device memory summed over GPU contexts, else RSS."""
+    if any(c.device_type == "gpu" for c in contexts):
+        return sum(usage.device_peak.values())
+    return usage.rss_peak
+
+
+def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0, steps=5, warmup=1,
+                   seed=0, lr=0.1):
+    """Build `model`, run `warmup` then `steps` training steps at `batch_size` (split over
+    `contexts`) and return a flat dict of what they used (see the module's docstring).
+    Meant to run alone in a fresh process (`run_step_footprint`)."""
+    from mxnet import autograd, gluon
+    from .data import CLASSES
+    from .models import get_model, input_shape
+    from .recompute import checkpointed
+    from .training import HYBRIDIZE as FLAGS, TrainConfig, forward_backward, make_trainer
+    contexts = list(contexts)
+    if batch_size < len(contexts):
+        raise UserError("batch %d is smaller than the %d contexts" % (batch_size, len(contexts)))
+    mx.random.seed(seed)
+    rng = np.random.RandomState(seed)
+    shape = tuple(input_shape(model))
+    net = get_model(model, CLASSES)
+    net.initialize(mx.init.Xavier(), ctx=contexts)
+    with autograd.pause():  # allocate the parameters (imperatively: no cached graph yet)
+        for ctx in contexts:
+            net(mx.nd.zeros((1,) + shape, ctx=ctx))
+    flags = FLAGS[hybridize]
+    if checkpoint:
+        step_fn = checkpointed(net, checkpoint, shape, flags)
+    else:
+        step_fn = forward_backward
+        if flags is not None:
+            net.hybridize(**flags)
+    x = mx.nd.array(rng.uniform(size=(batch_size,) + shape).astype("float32"))
+    y = mx.nd.array(rng.randint(0, CLASSES, size=batch_size))
+    xs = gluon.utils.split_and_load(x, contexts, even_split=False)
+    ys = gluon.utils.split_and_load(y, contexts, even_split=False)
+    del x, y
+    config = TrainConfig(model=model, hybridize=hybridize, batch_size=batch_size, lr=lr)
+    trainer = make_trainer(net, config, lr, kvstore=config.kvstore)
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+
+    def step():
+        step_fn(net, loss_fn, xs, ys)
+        trainer.step(batch_size)
+
+    mx.nd.waitall()
+    gc.collect()
+    base = _memory_now(contexts)
+    with Benchmark(memory=True, contexts=contexts) as first:
+        for _ in range(warmup):
+            step()
+    counted = model_bytes(net, trainer, contexts)
+    times, peaks = [], []
+    for _ in range(steps):
+        sampler = MemorySampler(contexts).start()
+        try:
+            with Benchmark() as b:
+                step()
+        finally:
+            usage = sampler.stop()
+        times.append(b.seconds)
+        peaks.append(_peak(usage, contexts))
+    on_device = any(c.device_type == "gpu" for c in contexts)
+    peak, warm_peak = max(peaks), _peak(first.memory, contexts)
+    above = peak - base - counted["state_bytes"]
+    model_total = counted["param_bytes"] + counted["grad_bytes"] + counted["state_bytes"]
+    m = Measurement("step", tuple(times))
+    return dict(
+        model=model, batch_size=batch_size, hybridize=hybridize, checkpoint=checkpoint,
+        contexts=",".join(str(c) for c in contexts), memory="device" if on_device else "rss",
+        steps=steps, warmup=warmup, step_samples_s=list(times),
+        base_bytes=base, peak_bytes=peak, warmup_peak_above_bytes=warm_peak - base - counted["state_bytes"],
+        model_bytes=model_total, peak_above_bytes=above, needs_bytes=model_total + above,
+        bytes_per_sample=above / batch_size, step_s=m.median, images_per_s=batch_size / m.median,
+        step_peak_above_bytes=[p - base - counted["state_bytes"] for p in peaks], **counted)
+
+
+def _worker(argument):
+    """Entry point of the fresh process for one configuration (not a user CLI)."""
+    from .contexts import parse_contexts
+    params = json.loads(argument)
+    params["contexts"] = parse_contexts(params["contexts"])
+    row = step_footprint(**params)
+    sys.stdout.write(json.dumps(row) + "\n")
+
+
+def run_step_footprint(params, timeout=None):
+    """`step_footprint(**params)` in a fresh Python process (in its own process group,
+    stopped with the command on a signal or a stall); returns its dict, or raises
+    RuntimeError with the worker's last line of error output. 'contexts' is a string."""
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    proc = guard.run([sys.executable, "-m", "gluonperf.footprint", json.dumps(params)],
+                     timeout=timeout, env=env)
+    if proc.returncode != 0:
+        lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
+        if proc.returncode < 0:
+            why = "killed by signal %d (out of memory?)" % -proc.returncode
+        else:
+            why = lines[-1] if lines else "exit %d" % proc.returncode
+        raise RuntimeError("%s at batch %d failed: %s" % (
+            config_name(params["hybridize"], params.get("checkpoint", 0)), params["batch_size"], why))
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# --- the sweep ----------------------------------------------------------------------------
+
+def _run(params, timeout):
+    try:
+        return run_step_footprint(params, timeout)
+    except (RuntimeError, subprocess.TimeoutExpired) as e:  # e.g. out of memory: keep the others
+        return {"batch_size": params["batch_size"], "hybridize": params["hybridize"],
+                "checkpoint": params["checkpoint"], "error": str(e).splitlines()[0]}
+
+
+def _repeated(params, repeat, timeout, progress=None):
+    """`repeat` fresh processes of one configuration, merged into one row: the median
+    peak above the model (and `needs_bytes` from it), its min and max over the
+    processes, the step times of all of them. glibc's malloc makes the peak RSS of the
+    same run differ from process to process (by up to 20% for ResNet-18 hybridized),
+    which one process cannot show."""
+    rows = []
+    for _ in range(repeat):
+        rows.append(_run(params, timeout))
+        if progress is not None:
+            progress()
+        if "error" in rows[-1]:
+            return rows[-1]
+    if repeat == 1:
+        return rows[0]
+    above = sorted(r["peak_above_bytes"] for r in rows)
+    mid = statistics.median(above)
+    row = dict(min(rows, key=lambda r: abs(r["peak_above_bytes"] - mid)))
+    times = [t for r in rows for t in r["step_samples_s"]]
+    row.update(peak_above_bytes=mid, needs_bytes=row["model_bytes"] + mid, bytes_per_sample=mid / row["batch_size"],
+               peak_above_min_bytes=above[0], peak_above_max_bytes=above[-1], processes=repeat,
+               step_samples_s=times, step_s=statistics.median(times),
+               images_per_s=row["batch_size"] / statistics.median(times))
+    return row
+
+
+def _row(row):
+    row = dict(row)
+    name = config_name(row["hybridize"], row["checkpoint"])
+    samples = row.pop("step_samples_s", None)
+    if samples:
+        return result("footprint", name, Measurement(name, tuple(samples)), **row)
+    return result("footprint", name, **row)
+
+
+def fit_line(points):
+    """(intercept, slope) of needs_bytes against batch size: the line through the points
+    of the smallest and the largest batch, or, for one batch, through it and the model's
+    own bytes at batch 0."""
+    a, b = min(points, key=lambda p: p["batch_size"]), max(points, key=lambda p: p["batch_size"])
+    if a["batch_size"] != b["batch_size"]:
+        slope = (b["needs_bytes"] - a["needs_bytes"]) / (b["batch_size"] - a["batch_size"])
+        return float(a["needs_bytes"] - slope * a["batch_size"]), float(slope)
+    p = points[0]
+    return float(p["model_bytes"]), float(p["peak_above_bytes"]) / p["batch_size"]
+
+
+def _nearest(points, budget):
+    """The points the next prediction is drawn through: the largest batch that fits and
+    the smallest that does not (the budget lies between them); else, on the one side
+    there is, the smallest and the largest batch (the widest base: from one process to
+    the next the peak varies by some per cent, which two close batches would turn into
+    a wild slope); else the one point."""
+    fit = sorted((p for p in points if p["needs_bytes"] <= budget), key=lambda p: p["batch_size"])
+    over = sorted((p for p in points if p["needs_bytes"] > budget), key=lambda p: p["batch_size"])
+    if fit and over:
+        return [fit[-1], over[0]]
+    side = fit or over
+    return [side[0], side[-1]]
+
+
+def largest_batch(points, budget, run, min_batch=1, max_runs=MAX_CONFIRM_RUNS):
+    """The largest batch whose `needs_bytes` fits `budget`. Predicted from the line
+    through the measured `points` around the budget (`_nearest`; dicts with batch_size,
+    needs_bytes, model_bytes, peak_above_bytes; a point with 'error' counts as not
+    fitting), then confirmed by `run(batch)`, which returns such a dict. Each run joins
+    the points and the line is drawn again (a secant search: the per-sample cost often
+    falls with the batch, so a first straight line tends to be cautious), until a
+    prediction brings nothing new or `max_runs` runs were made; where the line points
+    beyond a batch that did not fit (or failed), the gap is halved instead. Returns a dict for the
+    budget row: the first prediction, the largest batch confirmed to fit (0: none), its
+    needs and images/s, the smallest batch seen not to fit (`over_batch`; the answer
+    lies below it), the runs made."""
+    measured = [p for p in points if "error" not in p]
+    failed = [p["batch_size"] for p in points if "error" in p]
+    if not measured:
+        return {"budget_bytes": budget, "error": "no batch size ran"}
+    out = {"budget_bytes": budget, "confirm_runs": 0}
+    while True:
+        fitting = [p for p in measured if p["needs_bytes"] <= budget]
+        best = max(fitting, key=lambda p: p["batch_size"]) if fitting else None
+        low = best["batch_size"] if best else 0
+        high = min([p["batch_size"] for p in measured if p["needs_bytes"] > budget] + failed + [2 ** 62])
+        intercept, slope = fit_line(_nearest(measured, budget))
+        if slope <= 0:
+            out["error"] = "memory does not grow with the batch size here; cannot extrapolate"
+            break
+        batch = int(math.floor((budget - intercept) / slope + 1e-9))
+        out.setdefault("predicted_batch", batch)
+        out.update(fit_intercept_bytes=intercept, fit_bytes_per_sample=slope)
+        if batch >= high:  # the line overshoots a batch that did not fit or did not run: halve the gap
+            batch = (low + high) // 2
+        if batch <= low or batch < min_batch or out["confirm_runs"] >= max_runs:
+            break
+        row = run(batch)
+        out["confirm_runs"] += 1
+        if "error" in row:
+            failed.append(batch)
+            out["error"] = row["error"]
+        else:
+            measured.append(row)
+    high = min([p["batch_size"] for p in measured if p["needs_bytes"] > budget] + failed + [2 ** 62])
+    out.update(largest_batch=low, over_batch=high if high < 2 ** 62 else None, fits=best is not None,
+               needs_bytes=best["needs_bytes"] if best else None,
+               images_per_s=best.get("images_per_s") if best else None)
+    return out
+
+
+def effective_configs(hybridize, checkpoint):
+    """The (hybridize, segments) pairs to run, in order, without repeats: with
+    checkpointing, 'static' runs as 'hybrid' (segments are never statically allocated,
+    see gluonperf.recompute)."""
+    out = []
+    for h in hybridize:
+        for c in checkpoint:
+            pair = ("hybrid" if c and h == "static" else h, c)
+            if pair not in out:
+                out.append(pair)
+    return out
+
+
+def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,), steps=5, warmup=1,
+              budgets=(), seed=0, repeat=1, timeout=None, progress=None):
+    """`repeat` fresh processes per (hybridize, checkpoint, batch size), merged by
+    `_repeated` (the median peak, with its min and max); see the module's docstring. Returns one Result per run (bench 'footprint', name e.g. 'static ckpt4',
+    metrics of `step_footprint`, plus `peak_vs_plain` and `time_vs_plain` against the
+    same hybridize setting without checkpointing at the same batch; 'static' with
+    checkpointing runs as 'hybrid', see `effective_configs`), then, for each of
+    `budgets` (bytes), one Result per configuration (bench 'footprint-budget') with the
+    largest batch that fits. A run that fails (e.g. out of memory) is a row with `error`.
+    `progress()` is called after every process."""
+    from .contexts import describe
+    from .models import get_model
+    contexts = list(contexts)
+    get_model(model)  # an unknown name fails before any work
+    for h in hybridize:
+        if h not in HYBRIDIZE:
+            raise UserError("unknown hybridize setting %r; choose from %s" % (h, ",".join(HYBRIDIZE)))
+    if any(c < 0 for c in checkpoint):
+        raise UserError("checkpoint segments must be 0 (off) or more")
+    small = [b for b in batch_sizes if b < len(contexts)]
+    if small:
+        raise UserError("batch size %d is smaller than the %d contexts; every context needs a sample"
+                        % (small[0], len(contexts)))
+    if budgets:
+        params = parameter_bytes(model) * len(contexts)
+    for budget in budgets:
+        if budget < params:
+            raise UserError("budget %.1f MiB is below the %.1f MiB that %s's parameters alone take (on %d "
+                            "context%s); raise it" % (budget / 2 ** 20, params / 2 ** 20, model, len(contexts),
+                                                     "s" if len(contexts) > 1 else ""))
+    if checkpoint and max(checkpoint) > 0:  # a model that cannot be cut fails here, before any work
+        from .recompute import segments
+        from .models import input_shape
+        segments(get_model(model), max(checkpoint), input_shape(model))
+    configs = effective_configs(hybridize, checkpoint)
+    ctx_text = describe(contexts)
+
+    def params_for(h, c, batch):
+        return {"model": model, "batch_size": batch, "contexts": ctx_text, "hybridize": h, "checkpoint": c,
+                "steps": steps, "warmup": warmup, "seed": seed}
+
+    runs = {}
+
+    def run(h, c, batch):
+        if (h, c, batch) not in runs:
+            runs[h, c, batch] = _repeated(params_for(h, c, batch), repeat, timeout, progress)
+        return runs[h, c, batch]
+
+    for h, c in configs:
+        for batch in batch_sizes:
+            run(h, c, batch)
+    budget_rows = []
+    for budget in budgets:
+        for h, c in configs:
+            points = [row for (rh, rc, _), row in runs.items() if (rh, rc) == (h, c)]
+            found = largest_batch(points, budget, lambda batch, h=h, c=c: run(h, c, batch),
+                                  min_batch=len(contexts))
+            budget_rows.append(result("footprint-budget", config_name(h, c), model=model, hybridize=h,
+                                      checkpoint=c, **found))
+    rows = []  # every run, the budgets' confirming runs too, by configuration and batch size
+    for h, c, batch in sorted(runs, key=lambda k: (configs.index(k[:2]), k[2])):
+        row = dict(runs[h, c, batch])
+        plain = runs.get((h, 0, batch))
+        if c and plain and "error" not in plain and "error" not in row:
+            row["peak_vs_plain"] = row["peak_above_bytes"] / max(plain["peak_above_bytes"], 1)
+            row["time_vs_plain"] = row["step_s"] / plain["step_s"]
+        rows.append(_row(row))
+    return rows + budget_rows
+
+
+# --- the plot -------------------------------------------------------------------------------
+
+def plot_footprint(results, path, title=None):
+    """Memory the step needs (model + peak above it) and images/s against the batch size,
+    one line per configuration; budgets as horizontal lines."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    runs = [r for r in results if r.bench == "footprint" and "error" not in r.metrics]
+    budgets = {r.metrics["budget_bytes"] for r in results
+               if r.bench == "footprint-budget" and "budget_bytes" in r.metrics}
+    names = list(dict.fromkeys(r.name for r in runs))
+    fig, (mem, speed) = plt.subplots(2, 1, sharex=True, figsize=(6.4, 6))
+    for name in names:
+        rs = sorted((r for r in runs if r.name == name), key=lambda r: r.metrics["batch_size"])
+        bs = [r.metrics["batch_size"] for r in rs]
+        line, = mem.plot(bs, [r.metrics["needs_bytes"] / 2 ** 20 for r in rs], "o-", label=name)
+        speed.plot(bs, [r.metrics["images_per_s"] for r in rs], "o-", color=line.get_color(), label=name)
+    for b in sorted(budgets):
+        mem.axhline(b / 2 ** 20, color="grey", linestyle="--", linewidth=1)
+        mem.annotate("budget %.0f MiB" % (b / 2 ** 20), (0.01, b / 2 ** 20), xycoords=("axes fraction", "data"),
+                     va="bottom", fontsize=8, color="grey")
+    mem.set_ylabel("model + peak of the step (MiB)")
+    mem.set_ylim(bottom=0)
+    mem.legend(fontsize=8)
+    mem.grid(True, alpha=0.3)
+    speed.set_ylabel("images/s")
+    speed.set_xlabel("batch size")
+    speed.set_ylim(bottom=0)
+    speed.grid(True, alpha=0.3)
+    if runs:
+        first = runs[0].metrics
+        fig.suptitle(title or "%s training step on %s" % (first["model"], first["contexts"]))
+    fig.tight_layout()
+    try:
+        save_figure(fig, path)
+    finally:
+        plt.close(fig)
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1])
