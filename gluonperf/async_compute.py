@@ -420,11 +420,7 @@ def run_memory_variant(params, timeout=None):
     A fresh process per variant means allocator warm-up and the order of variants cannot
     decide the result. `params` holds JSON-able values; 'ctx' is a string like 'cpu0'.
     """
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    proc = guard.run([sys.executable, "-m", "gluonperf.async_compute", json.dumps(params)],
-                     env=env, timeout=timeout)
+    proc = guard.run_worker("gluonperf.async_compute", json.dumps(params), timeout=timeout)
     if proc.returncode != 0:
         lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
         raise RuntimeError("memory worker (%s) failed: %s" % (_variant_name(params.get("every")),

@@ -30,7 +30,6 @@ interleaved: on a shared machine memory figures are robust to load, times are no
 import gc
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
@@ -199,11 +198,7 @@ def run_step_footprint(params, timeout=None):
     """`step_footprint(**params)` in a fresh Python process (in its own process group,
     stopped with the command on a signal or a stall); returns its dict, or raises
     RuntimeError with the worker's last line of error output. 'contexts' is a string."""
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    proc = guard.run([sys.executable, "-m", "gluonperf.footprint", json.dumps(params)],
-                     timeout=timeout, env=env)
+    proc = guard.run_worker("gluonperf.footprint", json.dumps(params), timeout=timeout)
     if proc.returncode != 0:
         lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
         if proc.returncode < 0:

@@ -96,6 +96,16 @@ def run(argv, timeout=None, **kwargs):
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
+def run_worker(module, argument, timeout=None):
+    """`python -m <module> <argument>` in a fresh process (an experiment's internal worker,
+    e.g. one memory variant), with this gluonperf first on its path; through `run`, so it
+    is stopped with the command. Returns the CompletedProcess."""
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    return run([sys.executable, "-m", module, argument], timeout=timeout, env=env)
+
+
 @contextlib.contextmanager
 def temp_dir(prefix="gluonperf-", **kwargs):
     """A temporary directory removed on exit, on a signal and on a stall."""
