@@ -184,6 +184,17 @@ def forwarded_environment(names=()):
     return env
 
 
+def local_thread_defaults(num_workers, environ=None):
+    """OMP_NUM_THREADS for workers that share this machine's cores (each worker process
+    would otherwise take one thread per core, and the workers together oversubscribe
+    them); nothing when the user set it."""
+    from .advice import recommended_threads
+    environ = os.environ if environ is None else environ
+    if "OMP_NUM_THREADS" in environ or "MXNET_OMP_MAX_THREADS" in environ:
+        return {}
+    return {"OMP_NUM_THREADS": str(recommended_threads(num_workers))}
+
+
 def plan(command, num_workers, num_servers=1, hosts=None, root_uri=None, port=None,
          python=sys.executable, cwd=None, forward=()):
     """The nodes of a job: 1 scheduler, `num_servers` servers, `num_workers` workers.
@@ -214,6 +225,8 @@ def plan(command, num_workers, num_servers=1, hosts=None, root_uri=None, port=No
                 env["PYTHONPATH"] = guarded_path
             if not hosts:
                 env["DMLC_NODE_HOST"] = "127.0.0.1"  # bind to loopback, not the first NIC
+                if role == "worker":
+                    env.update(local_thread_defaults(num_workers))
                 nodes.append(Node(role, i, cmd, env))
                 continue
             host = hosts[i % len(hosts)]
@@ -477,6 +490,10 @@ def main(argv=None):
           % (servers, args.num_workers, where, nodes[0].env["DMLC_PS_ROOT_PORT"],
              "" if not hosts else " (hosts: %s)" % ", ".join(map(str, hosts))),
           file=sys.stderr, flush=True)
+    threads = next((n.env.get("OMP_NUM_THREADS") for n in nodes if n.role == "worker" and n.host is None), None)
+    if threads and "OMP_NUM_THREADS" not in os.environ:
+        print("launch: note: OMP_NUM_THREADS was unset, so the %d workers on this machine get %s each "
+              "(they share its cores)" % (args.num_workers, threads), file=sys.stderr, flush=True)
     return run(nodes, timeout=args.timeout)
 
 

@@ -337,3 +337,16 @@ def test_dry_run_passes_environment_to_hosts(tmp_path):
     done = subprocess.run(args + ["--env", "NOT_SET_ANYWHERE", "--", "python", "w.py"], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and "NOT_SET_ANYWHERE" in done.stderr
+
+
+def test_local_workers_share_the_cores_unless_the_user_set_threads(monkeypatch):
+    from gluonperf.advice import recommended_threads
+    from gluonperf.launch import local_thread_defaults, plan
+    assert local_thread_defaults(2, environ={}) == {"OMP_NUM_THREADS": str(recommended_threads(2))}
+    assert local_thread_defaults(2, environ={"OMP_NUM_THREADS": "3"}) == {}
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MXNET_OMP_MAX_THREADS", raising=False)
+    workers = [n for n in plan(["python", "w.py"], 2) if n.role == "worker"]
+    assert [n.env["OMP_NUM_THREADS"] for n in workers] == [str(recommended_threads(2))] * 2
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert all("OMP_NUM_THREADS" not in n.env for n in plan(["python", "w.py"], 2) if n.role == "worker")
