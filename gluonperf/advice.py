@@ -73,24 +73,29 @@ def idle_warnings(contexts, env=None, cores=None, logical=None):
     if env.get("MXNET_MKLDNN_ENABLED", "1").strip() in ("0", "false", "False"):
         out.append("MXNET_MKLDNN_ENABLED=0 runs convolutions and batch norm on MXNet's slow reference kernels "
                    "instead of oneDNN (about 2x slower training here); unset it")
+    # dist workers that gluonperf.launch started on this machine share its cores too
+    local = _int(env, "GLUONPERF_LOCAL_WORKERS") or 1
+    at_once = cpu_contexts * local
+    label = ("%d CPU context(s)" % at_once if local == 1 else
+             "%d CPU contexts (of %d workers on this machine)" % (at_once, local))
     if cpu_contexts and cores > 1:
         threads = omp_threads(env, logical)
         workers = _int(env, "MXNET_CPU_WORKER_NTHREADS") or 1
-        parallel = cpu_contexts * workers if engine != "NaiveEngine" else 1
+        parallel = at_once * workers if engine != "NaiveEngine" else local
         busy = threads * parallel
-        best = max(1, cores // cpu_contexts)
+        best = max(1, cores // at_once)
         if busy < IDLE_SHARE * cores:
             why = ("OMP_NUM_THREADS=%s" % env["OMP_NUM_THREADS"] if "OMP_NUM_THREADS" in env
                    else "MXNET_OMP_MAX_THREADS=%s" % env["MXNET_OMP_MAX_THREADS"] if "MXNET_OMP_MAX_THREADS" in env
                    else "OMP_NUM_THREADS unset (MXNet then uses half of the %d processors, assuming "
                         "hyper-threading)" % logical)
-            out.append("%s: %d CPU context(s) x %d OpenMP thread(s) keep %d of %d cores busy; "
+            out.append("%s: %s x %d OpenMP thread(s) keep %d of %d cores busy; "
                        "set OMP_NUM_THREADS=%d before starting Python"
-                       % (why, cpu_contexts, threads, busy, cores, best))
-        elif busy > cores and cpu_contexts > 1 and threads > best:
-            out.append("%d CPU contexts x %d OpenMP threads = %d threads on %d cores oversubscribe them "
+                       % (why, label, threads, busy, cores, best))
+        elif busy > cores and at_once > 1 and threads > best:
+            out.append("%s x %d OpenMP threads = %d threads on %d cores oversubscribe them "
                        "(threads wait on each other); set OMP_NUM_THREADS=%d"
-                       % (cpu_contexts, threads, busy, cores, best))
+                       % (label, threads, busy, cores, best))
     temp_copy = _int(env, "MXNET_CPU_TEMP_COPY")
     if cpu_contexts > 1 and engine != "NaiveEngine" and (temp_copy or 4) < 16:
         out.append("%s: %d CPU contexts share %d temporary workspace(s) and wait for each other (they ran "

@@ -225,8 +225,8 @@ def plan(command, num_workers, num_servers=1, hosts=None, root_uri=None, port=No
                 env["PYTHONPATH"] = guarded_path
             if not hosts:
                 env["DMLC_NODE_HOST"] = "127.0.0.1"  # bind to loopback, not the first NIC
-                if role == "worker":
-                    env.update(local_thread_defaults(num_workers))
+                if role == "worker":  # the workers share this machine's cores (gluonperf.advice)
+                    env.update(local_thread_defaults(num_workers), GLUONPERF_LOCAL_WORKERS=str(num_workers))
                 nodes.append(Node(role, i, cmd, env))
                 continue
             host = hosts[i % len(hosts)]

@@ -84,3 +84,12 @@ def test_cpu_contexts_in_argv():
     assert cpu_contexts_in_argv([]) == 1
     assert cpu_contexts_in_argv(["--ctx", "cpu0,cpu1", "--epochs", "1"]) == 2
     assert cpu_contexts_in_argv(["--ctx=gpu0,gpu1"]) == 1
+
+
+def test_local_dist_workers_count_as_contexts_that_run_at_once():
+    env = {"OMP_NUM_THREADS": "1", "GLUONPERF_LOCAL_WORKERS": "2"}
+    assert idle_warnings(["cpu0"], env, cores=2, logical=2) == []  # 2 workers x 1 thread: both cores busy
+    w = idle_warnings(["cpu0"], dict(env, OMP_NUM_THREADS="2"), cores=2, logical=2)
+    assert len(w) == 1 and "oversubscribe" in w[0] and "2 workers on this machine" in w[0]
+    w = idle_warnings(["cpu0"], {"OMP_NUM_THREADS": "1"}, cores=2, logical=2)
+    assert len(w) == 1 and "keep 1 of 2 cores busy" in w[0]  # alone, one thread idles a core
