@@ -145,7 +145,8 @@ def test_report_of_real_outputs_is_self_contained_and_holds_every_record(results
     with open("/proc/cpuinfo") as f:  # the machine's name, as the commands recorded it (lscpu's Model name)
         model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
     assert model in readings and "%d cores" % os.cpu_count() in readings
-    assert re.search(r"(hybrid|static) runs [0-9.]+x the speed of imperative", readings)  # hybridize
+    # hybridize: the fastest mode's reading (at 5 calls per mode, on a busy machine imperative can win)
+    assert re.search(r"(imperative|hybrid|static) runs [0-9.]+x the speed of imperative", readings)
     assert "crossover" in readings or "async still gains" in readings  # async
     assert "epoch 1: test top-1" in readings  # train
     assert "on 2 devices:" in readings and "efficiency" in readings  # scaling
