@@ -313,7 +313,7 @@ def test_the_stall_guard_stops_a_step_that_makes_no_progress(tmp_path):
     """A step longer than --stall-timeout counts as a stall: exit 3, one line naming what
     the command waited on and the thread settings, no output file."""
     out = tmp_path / "p.json"
-    p = command(["-m", "gluonperf.bench", "parallel", "--cpu-size", "1500", "--products", "30",
+    p = command(["-m", "gluonperf.bench", "parallel", "--cpu-size", "1500", "--products", "100",
                  "--stall-timeout", "0.3", "--json", str(out)], tmp_path)
     assert p.returncode == 3, p.stderr
     last = p.stderr.strip().splitlines()[-1]
