@@ -494,10 +494,7 @@ def plot_memory_tradeoff(results, path, title=None):
     ax.set_title(title or "memory cost of running ahead")
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    try:
-        save_figure(fig, path)
-    finally:
-        plt.close(fig)
+    save_figure(fig, path)
 
 
 def _worker(argument):

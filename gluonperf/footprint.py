@@ -445,10 +445,7 @@ def plot_footprint(results, path, title=None):
         first = runs[0].metrics
         fig.suptitle(title or "%s training step on %s" % (first["model"], first["contexts"]))
     fig.tight_layout()
-    try:
-        save_figure(fig, path)
-    finally:
-        plt.close(fig)
+    save_figure(fig, path)
 
 
 if __name__ == "__main__":

@@ -154,10 +154,7 @@ def plot(breakdown, operators, peak, path, title):
     bottom.legend(fontsize=8, loc="lower right")
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    try:
-        save_figure(fig, path)
-    finally:
-        plt.close(fig)
+    save_figure(fig, path)
 
 
 def operators_only(args, ctxs, config):

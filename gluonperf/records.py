@@ -117,9 +117,14 @@ def atomic_write_bytes(path, data):
 
 
 def save_figure(fig, path, dpi=100):
-    """Save a matplotlib figure as PNG to `path`, atomically and with the user's umask."""
+    """Save a pyplot figure as PNG to `path`, atomically and with the user's umask, and
+    close it (pyplot keeps every open figure alive)."""
+    import matplotlib.pyplot as plt
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
+    try:
+        fig.savefig(buf, format="png", dpi=dpi)
+    finally:
+        plt.close(fig)
     atomic_write_bytes(path, buf.getvalue())
 
 

@@ -420,7 +420,7 @@ def profile(records):
     ceiling, work, parts, ops, verdict = (by(b) for b in ("ceiling", "work", "breakdown", "operators", "verdict"))
     top = next(r for r in ceiling if r.metrics.get("ceiling"))
     step_parts = [r for r in parts if r.name not in ("fenced step", "unfenced step", "hidden by overlap")]
-    timed_ops = sorted((r for r in ops if r.metrics.get("phase") not in (None,) and r.name != "profiled step"),
+    timed_ops = sorted((r for r in ops if r.metrics.get("phase") is not None and r.name != "profiled step"),
                        key=lambda r: -r.metrics.get("time_s", 0))[:12]
     fig, ax = figure(1, 2, width=10.0, height=3.6, gridspec_kw={"width_ratios": [1, 2.2]})
     a, b = ax[0]

@@ -192,10 +192,7 @@ def plot(results, path):
     first = results[0].metrics
     fig.suptitle("%s on %s, %s" % (first["model"], first["dataset"], first["contexts"]))
     fig.tight_layout()
-    try:
-        save_figure(fig, path)
-    finally:
-        plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv=None):
