@@ -26,7 +26,13 @@ from mxnet import autograd, gluon, init, nd
 from mxnet.gluon import data as gdata, loss as gloss, utils as gutils
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from gluonperf.models import get_model  # noqa: E402  (the book's 28x28 ResNet-18 by default, run imperatively)
+from gluonperf.models import get_model, resnet18  # noqa: E402
+
+
+def book_model(name):
+    """The book's network as the book writes it: its 28x28 ResNet-18 (with `F.relu`) by
+    default, run imperatively; other names come from gluonperf.models."""
+    return resnet18(10, book_relu=True) if name == "resnet18" else get_model(name, 10)
 
 
 def synthetic_dataset(size, seed=0, classes=10):
@@ -89,7 +95,7 @@ def serve(batch_size=64, warmup_steps=2, contexts=None, lr=0.1, workers=None, se
     (as gluonperf.steprate --serve does, so tune can interleave them)."""
     ctx = contexts or [mx.cpu()]
     mx.random.seed(seed)
-    net = get_model(model, 10)
+    net = book_model(model)
     net.initialize(init=init.Normal(sigma=0.01), ctx=ctx, force_reinit=True)
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
     loss = gloss.SoftmaxCrossEntropyLoss()
@@ -122,7 +128,7 @@ def serve(batch_size=64, warmup_steps=2, contexts=None, lr=0.1, workers=None, se
 def run(batch_size=64, steps=20, warmup_steps=2, contexts=None, lr=0.1, workers=None, seed=0, model="resnet18"):
     ctx = contexts or [mx.cpu()]
     mx.random.seed(seed)
-    net = get_model(model, 10)
+    net = book_model(model)
     net.initialize(init=init.Normal(sigma=0.01), ctx=ctx, force_reinit=True)
     dataset = synthetic_dataset(batch_size * (steps + warmup_steps), seed)
     train_iter = load_data(dataset, batch_size, workers)

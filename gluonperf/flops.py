@@ -34,12 +34,12 @@ import mxnet as mx
 from . import UserError
 
 # Operators whose backward costs 2 x their forward (they have weights).
-WEIGHTED = ("Convolution", "Deconvolution", "FullyConnected", "BatchNorm", "LayerNorm", "InstanceNorm",
-            "GroupNorm", "Embedding")
+WEIGHTED = ("Convolution", "Deconvolution", "FullyConnected", "BatchNorm", "_contrib_BatchNormWithReLU",
+            "LayerNorm", "InstanceNorm", "GroupNorm", "Embedding")
 MATMUL = ("Convolution", "Deconvolution", "FullyConnected")
 # Forward FLOPs per output element of elementwise and normalisation operators.
 ELEMENT_COST = {
-    "BatchNorm": 5, "LayerNorm": 5, "InstanceNorm": 5, "GroupNorm": 5,
+    "BatchNorm": 5, "_contrib_BatchNormWithReLU": 6, "LayerNorm": 5, "InstanceNorm": 5, "GroupNorm": 5,
     "relu": 1, "LeakyReLU": 1, "Dropout": 1, "clip": 1,
     "sigmoid": 4, "tanh": 4, "softrelu": 4, "softsign": 4, "erf": 4, "exp": 4, "log": 4,
     "elemwise_add": 1, "elemwise_sub": 1, "elemwise_mul": 1, "elemwise_div": 1,
@@ -89,8 +89,9 @@ class FlopCount:
     def op_flops(self, name):
         """FLOPs per image of the profiler's operator `name` (`Convolution`,
         `_backward_Convolution`, ...), or None when there is no rule for it."""
-        if name.startswith("_backward_"):
-            return self.backward_by_op.get(name[len("_backward_"):])
+        if name.startswith("_backward_"):  # _backward_contrib_X is the backward of _contrib_X
+            op = name[len("_backward_"):]
+            return self.backward_by_op.get(op, self.backward_by_op.get("_" + op))
         return self.forward_by_op.get(name)
 
 
@@ -201,7 +202,8 @@ def count_flops(block, sample_shape):
     return FlopCount(forward, backward, layers, tuple(sample_shape), matmul, tuple(sorted(uncounted)))
 
 
-def count_model_flops(name, sample_shape, classes=10):
-    """FlopCount per image of the model `name` (gluonperf.models) for `sample_shape`."""
+def count_model_flops(name, sample_shape, classes=10, contexts=None):
+    """FlopCount per image of the model `name` (gluonperf.models) for `sample_shape`, as
+    built for `contexts`."""
     from .models import get_model
-    return count_flops(get_model(name, classes), sample_shape)
+    return count_flops(get_model(name, classes, contexts), sample_shape)

@@ -128,7 +128,7 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
     mx.random.seed(seed)
     rng = np.random.RandomState(seed)
     shape = tuple(input_shape(model))
-    net = get_model(model, CLASSES)
+    net = get_model(model, CLASSES, contexts)
     net.initialize(mx.init.Xavier(), ctx=contexts)
     with autograd.pause():  # allocate the parameters (imperatively: no cached graph yet)
         for ctx in contexts:

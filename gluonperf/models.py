@@ -8,8 +8,10 @@ made before: a checkpoint's trainer states then load into any later instance.
 `get_model(name, classes)` builds any of them by name; `input_shape(name)` is the
 shape of one sample it expects; `list_models()` is what `--model` accepts.
 """
+import os
 import re
 
+import mxnet as mx
 from mxnet.gluon import nn
 
 from . import UserError
@@ -51,47 +53,70 @@ def lenet(classes=10):
     return net
 
 
-class Residual(nn.HybridBlock):
-    """The book's residual block: two 3x3 convolutions, optional 1x1 projection."""
+def fusable(contexts):
+    """Whether BatchNorm and ReLU can run as one operator on these contexts: MXNet has
+    BatchNormWithReLU only for oneDNN (CPU contexts, oneDNN built in and not switched off)."""
+    return (bool(contexts) and all(c.device_type == "cpu" for c in contexts)
+            and mx.runtime.Features().is_enabled("MKLDNN") and os.environ.get("MXNET_MKLDNN_ENABLED", "1") != "0")
 
-    def __init__(self, num_channels, use_1x1conv=False, strides=1, **kwargs):
+
+class Residual(nn.HybridBlock):
+    """The book's residual block: two 3x3 convolutions, optional 1x1 projection.
+
+    book_relu=True writes ReLU as the book does, `F.relu`. MXNet's `relu` operator has no
+    oneDNN kernel, so on CPU every call converts oneDNN's blocked layout to NCHW and back:
+    it took 14.5% of a ResNet-18 step. By default ReLU is `Activation(act_type="relu")`, the
+    same function on oneDNN, and with fuse=True the first BatchNorm and its ReLU are one
+    oneDNN operator (BatchNormReLU; CPU only, see `fusable`). benchmarks/LEVERS.md has the
+    figures. Parameter names are the same in every variant, so checkpoints move between them."""
+
+    def __init__(self, num_channels, use_1x1conv=False, strides=1, book_relu=False, fuse=False, **kwargs):
         super().__init__(**kwargs)
+        self.book_relu, self.fuse = book_relu, fuse and not book_relu
         with self.name_scope():
             self.conv1 = nn.Conv2D(num_channels, kernel_size=3, padding=1, strides=strides)
             self.conv2 = nn.Conv2D(num_channels, kernel_size=3, padding=1)
             self.conv3 = nn.Conv2D(num_channels, kernel_size=1, strides=strides) if use_1x1conv else None
-            self.bn1 = nn.BatchNorm()
-            self.bn2 = nn.BatchNorm()
+            self.bn1 = (nn.BatchNormReLU if self.fuse else nn.BatchNorm)(prefix="batchnorm0_")
+            self.bn2 = nn.BatchNorm(prefix="batchnorm1_")
+
+    def relu(self, F, X):
+        return F.relu(X) if self.book_relu else F.Activation(X, act_type="relu")
 
     def hybrid_forward(self, F, X):
-        Y = F.relu(self.bn1(self.conv1(X)))
+        Y = self.bn1(self.conv1(X))
+        if not self.fuse:
+            Y = self.relu(F, Y)
         Y = self.bn2(self.conv2(Y))
         if self.conv3 is not None:
             X = self.conv3(X)
-        return F.relu(Y + X)
+        return self.relu(F, Y + X)
 
 
-def resnet_block(num_channels, num_residuals, first_block=False):
+def resnet_block(num_channels, num_residuals, first_block=False, **residual):
     blk = nn.HybridSequential()
     with blk.name_scope():
         for i in range(num_residuals):
             if i == 0 and not first_block:
-                blk.add(Residual(num_channels, use_1x1conv=True, strides=2))
+                blk.add(Residual(num_channels, use_1x1conv=True, strides=2, **residual))
             else:
-                blk.add(Residual(num_channels))
+                blk.add(Residual(num_channels, **residual))
     return blk
 
 
-def resnet18(num_classes=10):
-    """The book's ResNet-18 variant for small (28x28) images."""
+def resnet18(num_classes=10, book_relu=False, fuse=False):
+    """The book's ResNet-18 variant for small (28x28) images.
+
+    book_relu=True keeps the book's `F.relu` in the residual blocks; fuse=True runs each
+    block's first BatchNorm and ReLU as one operator (CPU contexts only). See `Residual`."""
     net = nn.HybridSequential()
     with net.name_scope():
         net.add(nn.Conv2D(64, kernel_size=3, strides=1, padding=1),
                 nn.BatchNorm(), nn.Activation("relu"))
-        net.add(resnet_block(64, 2, first_block=True),
-                resnet_block(128, 2),
-                resnet_block(256, 2),
-                resnet_block(512, 2))
+        net.add(resnet_block(64, 2, first_block=True, book_relu=book_relu, fuse=fuse),
+                resnet_block(128, 2, book_relu=book_relu, fuse=fuse),
+                resnet_block(256, 2, book_relu=book_relu, fuse=fuse),
+                resnet_block(512, 2, book_relu=book_relu, fuse=fuse))
         net.add(nn.GlobalAvgPool2D(), nn.Dense(num_classes))
     return net
 
@@ -122,14 +147,17 @@ def input_shape(name):
     return (3, 224, 224)
 
 
-def get_model(name, classes=10):
-    """Build a model by name, uninitialised. Raises UserError for an unknown name."""
+def get_model(name, classes=10, contexts=None):
+    """Build a model by name, uninitialised. Raises UserError for an unknown name.
+
+    `contexts`: where it will run; resnet18 then fuses BatchNorm with ReLU when they are
+    all CPU contexts with oneDNN (`fusable`)."""
     if name == "mlp":
         return mlp(classes)
     if name == "lenet":
         return lenet(classes)
     if name == "resnet18":
-        return resnet18(classes)
+        return resnet18(classes, fuse=fusable(contexts))
     if name not in _zoo_names():
         raise UserError("unknown model %r; run with --list-models to see the %d names --model accepts"
                         % (name, len(BUILTIN) + len(_zoo_names())))

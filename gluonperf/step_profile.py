@@ -278,7 +278,7 @@ def operator_table(config, contexts, steps=10, warmup=3, trace_path=None, flops=
     (busy), as shares of it. The Chrome trace is kept at `trace_path` if given."""
     s = prepare(config, contexts)
     if flops is None:
-        flops = model_flops(config)
+        flops = model_flops(config, contexts)
     unfenced_steps(s, max(1, warmup), progress)
     with guard.temp_dir(prefix="gluonperf-profile-") as tmp:
         trace = Trace(trace_path or os.path.join(tmp, "trace.json"), aggregate_stats=True,
@@ -423,7 +423,8 @@ def work(flops, model, sample_shape, ceiling_results, contexts):
     return out
 
 
-def model_flops(config):
-    """flops.FlopCount per training image of config.model on the data sets' samples."""
+def model_flops(config, contexts=None):
+    """flops.FlopCount per training image of config.model on the data sets' samples, as
+    built for `contexts` (gluonperf.models fuses some operators on CPU contexts)."""
     from .flops import count_model_flops
-    return count_model_flops(config.model, SAMPLE_SHAPE)
+    return count_model_flops(config.model, SAMPLE_SHAPE, contexts=contexts)

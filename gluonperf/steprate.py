@@ -42,7 +42,7 @@ def synthetic_batches(model, batch_size, count, classes=10, seed=0):
 def build(model, contexts, hybridize="none", kvstore="device", lr=0.1, seed=0, classes=10):
     """The book's setup: net initialised on every context, Trainer sgd, softmax CE loss."""
     mx.random.seed(seed)
-    net = get_model(model, classes)
+    net = get_model(model, classes, contexts)
     net.initialize(mx.init.Normal(sigma=0.01), ctx=contexts)
     if HYBRIDIZE[hybridize] is not None:
         net.hybridize(**HYBRIDIZE[hybridize])

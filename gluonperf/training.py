@@ -86,7 +86,7 @@ def create_kvstore(config):
 
 def build_net(config, contexts):
     """The model, initialised on every context with the same (seeded) weights."""
-    net = get_model(config.model, CLASSES)
+    net = get_model(config.model, CLASSES, contexts)
     net.initialize(mx.init.Xavier(), ctx=contexts)
     flags = HYBRIDIZE[config.hybridize]
     if flags is not None:
