@@ -19,6 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gluonperf import cli  # noqa: E402
 from gluonperf.tune import STEPRATE, Candidate, Runner, paired_sweep  # noqa: E402
 
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"  # Debian's libjemalloc2
+TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"  # Debian's libtcmalloc-minimal4
 BOOK = Runner("benchmarks/book_loop.py", ("--warmup", "2"), serves=True)
 
 
@@ -57,6 +59,22 @@ def candidates(batch_size, model="resnet18"):
         static2.with_env("OMP_NUM_THREADS=2 + static + NaiveEngine", MXNET_ENGINE_TYPE="NaiveEngine"),
         static2.with_flags("", loader_workers=0).with_env(
             "OMP_NUM_THREADS=2 + static + NaiveEngine + DataLoader 0 workers", MXNET_ENGINE_TYPE="NaiveEngine"),
+        # issue 12's levers, each alone on top of gluonperf.train's one-context defaults (static2)
+        static2.with_env("train defaults + jemalloc (LD_PRELOAD)", LD_PRELOAD=JEMALLOC),
+        static2.with_env("train defaults + tcmalloc (LD_PRELOAD)", LD_PRELOAD=TCMALLOC),
+        static2.with_env("train defaults + glibc MALLOC_MMAP_THRESHOLD_=32M, MALLOC_TRIM_THRESHOLD_=1G",
+                         MALLOC_MMAP_THRESHOLD_=32 << 20, MALLOC_TRIM_THRESHOLD_=1 << 30),
+        static2.with_env("train defaults + bulk execution off", MXNET_EXEC_BULK_EXEC_TRAIN=0),
+        static2.with_env("train defaults + MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN=1000",
+                         MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN=1000),
+        static2.with_env("train defaults + MXNET_OPTIMIZER_AGGREGATION_SIZE=60", MXNET_OPTIMIZER_AGGREGATION_SIZE=60),
+        static2.with_env("train defaults + MXNET_OPTIMIZER_AGGREGATION_SIZE=1", MXNET_OPTIMIZER_AGGREGATION_SIZE=1),
+        static2.with_env("train defaults + OMP_PROC_BIND=true OMP_PLACES=cores", OMP_PROC_BIND="true",
+                         OMP_PLACES="cores"),
+        static2.with_env("train defaults + MXNET_CPU_WORKER_NTHREADS=2", MXNET_CPU_WORKER_NTHREADS=2),
+        static2.with_flags("", ctx="cpu0,cpu1").with_env(
+            "cpu0,cpu1 + train defaults (OMP_NUM_THREADS=1, MXNET_CPU_TEMP_COPY=64)",
+            OMP_NUM_THREADS=1, MXNET_CPU_TEMP_COPY=64),
     ]
     return out
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from . import UserError, guard
-from .advice import idle_warnings, physical_cores
+from .advice import TEMP_COPY_FOR_CONTEXTS, idle_warnings, physical_cores
 from .records import Result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -282,6 +282,18 @@ def paired_sweep(candidates, runner, steps, rounds=5, lever="", progress=None, t
     return summarize(candidates, figures, errors, runner, steps, lever, ratios)
 
 
+ALLOCATORS = ("jemalloc", "tcmalloc_minimal", "tcmalloc")  # e.g. Debian's libjemalloc2, libtcmalloc-minimal4
+
+
+def allocators():
+    """The malloc replacements installed here, as LD_PRELOAD names (the first tcmalloc found)."""
+    import ctypes.util
+    found = [ctypes.util.find_library(name) for name in ALLOCATORS]
+    out = [found[0]] if found[0] else []
+    tcmalloc = next((f for f in found[1:] if f), None)
+    return out + ([tcmalloc] if tcmalloc else [])
+
+
 def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
     """The lever stages: (lever name, function best_candidate -> [candidates])."""
     cores = cores or physical_cores()
@@ -297,6 +309,17 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
     stages.append(("engine", lambda b: [b, b.with_env("MXNET_ENGINE_TYPE=ThreadedEngine",
                                                       MXNET_ENGINE_TYPE="ThreadedEngine")]))
     stages.append(("onednn", lambda b: [b, b.with_env("MXNET_MKLDNN_ENABLED=0", MXNET_MKLDNN_ENABLED=0)]))
+    stages.append(("allocator", lambda b: [b] + [b.with_env("LD_PRELOAD=%s" % lib, LD_PRELOAD=lib)
+                                                 for lib in allocators()]))
+    stages.append(("bulk", lambda b: [b, b.with_env("MXNET_EXEC_BULK_EXEC_TRAIN=0", MXNET_EXEC_BULK_EXEC_TRAIN=0),
+                                      b.with_env("MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN=1000",
+                                                 MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN=1000)]))
+    stages.append(("optimizer", lambda b: [b, b.with_env("MXNET_OPTIMIZER_AGGREGATION_SIZE=60",
+                                                         MXNET_OPTIMIZER_AGGREGATION_SIZE=60)]))
+    # (not GOMP_SPINCOUNT=infinite: its idle threads spin for ever, taking a core from
+    # everything else, including the other candidates of a paired sweep)
+    stages.append(("openmp", lambda b: [b, b.with_env("OMP_PROC_BIND=true OMP_PLACES=cores",
+                                                      OMP_PROC_BIND="true", OMP_PLACES="cores")]))
     if n > 1:
         all_ctx = ",".join(contexts)
 
@@ -306,9 +329,17 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
                 out.append(b.with_flags("ctx=%s" % contexts[0], ctx=contexts[0]))
             for kv in kvstores:
                 if kv != b.flag("kvstore") or b.flag("ctx") != all_ctx:
-                    out.append(b.with_flags("ctx=%s kvstore=%s" % (all_ctx, kv), ctx=all_ctx, kvstore=kv)
-                               .with_env("ctx=%s kvstore=%s OMP_NUM_THREADS=%d" % (all_ctx, kv, max(1, cores // n)),
-                                         OMP_NUM_THREADS=max(1, cores // n)))
+                    many = (b.with_flags("", ctx=all_ctx, kvstore=kv)
+                            .with_env("", OMP_NUM_THREADS=max(1, cores // n)))
+                    out.append(many.with_env("ctx=%s kvstore=%s OMP_NUM_THREADS=%d MXNET_CPU_TEMP_COPY=%d"
+                                             % (all_ctx, kv, max(1, cores // n), TEMP_COPY_FOR_CONTEXTS),
+                                             MXNET_CPU_TEMP_COPY=TEMP_COPY_FOR_CONTEXTS))
+            if len(out) > 1 and out[-1].flag("ctx") == all_ctx and any(c.startswith("cpu") for c in contexts):
+                # MXNet's own workspace pool, shared by all CPU contexts (it serialised them:
+                # benchmarks/LEVERS.md), against the larger one gluonperf sets
+                out.append(out[-1].with_env("%s MXNET_CPU_TEMP_COPY=1 (MXNet's default)"
+                                            % out[-1].name.rsplit(" MXNET_CPU_TEMP_COPY", 1)[0],
+                                            MXNET_CPU_TEMP_COPY=1))
             return out
         stages.append(("contexts", split))
     return stages
@@ -328,7 +359,10 @@ def tune(model="resnet18", contexts=("cpu",), batch_sizes=(64,), steps=10, round
     for batch in batch_sizes:
         # the baseline is the book's run: one context, imperative, MXNet's default environment
         flags = {"model": model, "batch_size": batch, "ctx": contexts[0], "hybridize": "none"}
-        best = Candidate("book defaults", (), tuple(sorted((k, str(v)) for k, v in flags.items())))
+        # (gluonperf.train picks its own thread count when OMP_NUM_THREADS is unset, so with
+        # that runner the baseline is imperative with train's thread default, not MXNet's)
+        name = "imperative, train's thread default" if runner.module == "gluonperf.train" else "book defaults"
+        best = Candidate(name, (), tuple(sorted((k, str(v)) for k, v in flags.items())))
         speedup = 1.0
         for lever, make in levers(best, contexts, batch_sizes, kvstores, runner=runner):
             if only and lever not in only:
@@ -392,7 +426,10 @@ def build_parser():
     p.add_argument("--kvstore", default="device", help="comma-separated kvstores to try with several contexts "
                                                        "(default: %(default)s)")
     p.add_argument("--levers", help="only these levers, comma-separated: threads,hybridize,data (DataLoader "
-                                    "workers, train runner only),engine,onednn,contexts (default: all)")
+                                    "workers, train runner only),engine,onednn,allocator (jemalloc/tcmalloc "
+                                    "through LD_PRELOAD, when installed),bulk (bulk execution),optimizer "
+                                    "(update aggregation),openmp (thread binding),contexts "
+                                    "(default: all)")
     p.add_argument("--runner", choices=("auto", "train", "steprate"), default="auto",
                    help="what runs a candidate: gluonperf.train --dataset synthetic, or the small "
                         "gluonperf.steprate worker (default: train when it exists)")
@@ -402,7 +439,8 @@ def build_parser():
     return p
 
 
-LEVER_NAMES = ("threads", "hybridize", "data", "engine", "onednn", "contexts")
+LEVER_NAMES = ("threads", "hybridize", "data", "engine", "onednn", "allocator", "bulk", "optimizer", "openmp",
+               "contexts")
 
 
 def parse_args(argv):

@@ -5,7 +5,7 @@ import pytest
 
 from gluonperf import UserError
 
-from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, count_runs, paired_sweep, parse_args, sweep
+from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, count_runs, levers, paired_sweep, parse_args, sweep
 
 FAKE = textwrap.dedent("""
     import json, os, sys
@@ -73,8 +73,57 @@ def test_count_runs():
     # hybridize: none/hybrid/static = 3 candidates x 2 rounds x 2 batch sizes, fresh process per run
     # hybridize: none/hybrid/static, run as B h B s B = 5 runs per round, x 2 rounds x 2 batch sizes
     assert count_runs("mlp", ["cpu0"], [8, 16], 2, ["device"], only=["hybridize"], runner=STEPRATE) == 20
-    # contexts with two kvstores: cpu0 (baseline), cpu0,cpu1+device, cpu0,cpu1+local
-    assert count_runs("mlp", ["cpu0", "cpu1"], [8], 1, ["device", "local"], only=["contexts"], runner=TRAIN) == 5
+    # contexts with two kvstores: cpu0 (baseline), cpu0,cpu1+device, cpu0,cpu1+local, and the last
+    # with MXNet's own CPU workspace pool: B d B l B l1 B = 7 runs
+    assert count_runs("mlp", ["cpu0", "cpu1"], [8], 1, ["device", "local"], only=["contexts"], runner=TRAIN) == 7
+
+
+def stage(name, contexts=("cpu0",), runner=TRAIN):
+    base = Candidate("base", (), (("ctx", contexts[0]), ("hybridize", "none")))
+    make = dict(levers(base, list(contexts), [64], ["device"], cores=2, runner=runner))[name]
+    return make(base)
+
+
+def test_allocator_lever_tries_only_installed_allocators(monkeypatch):
+    import ctypes.util
+    monkeypatch.setattr(ctypes.util, "find_library",
+                        lambda n: {"jemalloc": None, "tcmalloc": "libtcmalloc.so.4"}.get(n))
+    assert [dict(c.env).get("LD_PRELOAD") for c in stage("allocator")] == [None, "libtcmalloc.so.4"]
+    monkeypatch.setattr(ctypes.util, "find_library", lambda n: None)
+    assert len(stage("allocator")) == 1  # nothing installed: the stage is skipped
+
+
+def test_new_levers_change_one_setting_each():
+    for name, var in (("bulk", "MXNET_EXEC_BULK_EXEC"), ("optimizer", "MXNET_OPTIMIZER_AGGREGATION_SIZE"),
+                      ("openmp", "OMP_PROC_BIND")):
+        cands = stage(name)
+        assert cands[0].env == () and len(cands) >= 2
+        assert any(k.startswith(var) for c in cands[1:] for k in dict(c.env)), name
+        assert all(c.flags == cands[0].flags for c in cands)
+
+
+def test_contexts_lever_sets_the_workspace_pool_and_tries_mxnets_own():
+    cands = stage("contexts", ("cpu0", "cpu1"))
+    many = [dict(c.env) for c in cands if dict(c.flags)["ctx"] == "cpu0,cpu1"]
+    assert [e["MXNET_CPU_TEMP_COPY"] for e in many] == ["64", "1"]
+    assert all(e["OMP_NUM_THREADS"] == "1" for e in many)
+
+
+def test_baseline_is_named_for_what_it_runs(monkeypatch):
+    import gluonperf.tune as t
+    seen = []
+
+    def first_only(cands, *args, **kwargs):
+        seen.append(cands[0].name)
+        return []
+
+    monkeypatch.setattr(t, "paired_sweep", first_only)
+    monkeypatch.setattr(t, "sweep", first_only)
+    for runner in (TRAIN, STEPRATE):
+        with pytest.raises(IndexError):  # no results: the fake stops the sweep after its first lever
+            t.tune("mlp", ["cpu"], [8], runner=runner, only=["hybridize"])
+    # gluonperf.train sets its own thread default, so its baseline is not the book's environment
+    assert seen == ["imperative, train's thread default", "book defaults"]
 
 
 def test_tune_cli_tiny_model(tmp_path, run):
