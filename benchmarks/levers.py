@@ -75,6 +75,7 @@ def candidates(batch_size, model="resnet18"):
         static2.with_flags("", ctx="cpu0,cpu1").with_env(
             "cpu0,cpu1 + train defaults (OMP_NUM_THREADS=1, MXNET_CPU_TEMP_COPY=64)",
             OMP_NUM_THREADS=1, MXNET_CPU_TEMP_COPY=64),
+        static2.with_env("train defaults but OMP_NUM_THREADS=1", OMP_NUM_THREADS=1),
     ]
     return out
 

@@ -78,13 +78,15 @@ def idle_warnings(contexts, env=None, cores=None, logical=None):
     at_once = cpu_contexts * local
     label = ("%d CPU context(s)" % at_once if local == 1 else
              "%d CPU contexts (of %d workers on this machine)" % (at_once, local))
+    # cores other processes held when the thread default was chosen (apply_thread_defaults)
+    free = max(1, cores - (_int(env, TAKEN_VARIABLE) or 0))
     if cpu_contexts and cores > 1:
         threads = omp_threads(env, logical)
         workers = _int(env, "MXNET_CPU_WORKER_NTHREADS") or 1
         parallel = at_once * workers if engine != "NaiveEngine" else local
         busy = threads * parallel
-        best = max(1, cores // at_once)
-        if busy < IDLE_SHARE * cores:
+        best = max(1, free // at_once)
+        if busy < IDLE_SHARE * free:
             why = ("OMP_NUM_THREADS=%s" % env["OMP_NUM_THREADS"] if "OMP_NUM_THREADS" in env
                    else "MXNET_OMP_MAX_THREADS=%s" % env["MXNET_OMP_MAX_THREADS"] if "MXNET_OMP_MAX_THREADS" in env
                    else "OMP_NUM_THREADS unset (MXNet then uses half of the %d processors, assuming "
@@ -125,11 +127,31 @@ def load_warning(cores=None, own=1.0):
     return None
 
 
-def recommended_threads(contexts=1, cores=None):
+def recommended_threads(contexts=1, cores=None, taken=0):
     """OpenMP threads per operator that keep every core busy without oversubscribing:
-    the cores shared among the CPU contexts that run operators at the same time."""
+    the cores, less the `taken` ones other processes keep busy, shared among the CPU
+    contexts that run operators at the same time."""
     cores = cores or physical_cores()
-    return max(1, cores // max(1, contexts))
+    return max(1, (cores - max(0, taken)) // max(1, contexts))
+
+
+TAKEN_VARIABLE = "GLUONPERF_CORES_TAKEN"  # set with the thread default when other processes held cores
+
+
+def busy_cores(interval=0.2):
+    """Cores other processes keep busy now: the machine's busy share over `interval`
+    seconds, measured while this process sleeps (psutil), in cores (hyper-threads not
+    counted). A load average would lag by a minute and count jobs that just ended."""
+    share = psutil.cpu_percent(interval=interval) / 100.0
+    return share * logical_cpus() * physical_cores() / max(1, psutil.cpu_count(logical=True) or 1)
+
+
+def cores_taken(interval=0.2):
+    """Whole cores other processes hold now (a core counts from half busy)."""
+    try:
+        return int(busy_cores(interval) + 0.5)
+    except (OSError, RuntimeError):  # no /proc/stat (a restricted container)
+        return 0
 
 
 # Temporary workspaces MXNet keeps for all CPU contexts together (MXNET_CPU_TEMP_COPY) when
@@ -141,10 +163,15 @@ def recommended_threads(contexts=1, cores=None):
 TEMP_COPY_FOR_CONTEXTS = 64
 
 
-def apply_thread_defaults(contexts=1, environ=None):
+def apply_thread_defaults(contexts=1, environ=None, taken=None):
     """Set OMP_NUM_THREADS to `recommended_threads` and, when several CPU contexts run
     at once, MXNET_CPU_TEMP_COPY to TEMP_COPY_FOR_CONTEXTS, each only when the user has
     not set it.
+
+    The threads leave out the cores other processes hold when the command starts
+    (`taken`; default: measured, `cores_taken`): an OpenMP team on a core another
+    process holds waits at every barrier, and ResNet-18 training with 2 threads on 2
+    cores ran at 0.47x of 1 thread while one other process was busy (benchmarks/LEVERS.md).
 
     Must run before MXNet is imported (MXNet reads them once, at start-up): call it at
     the top of a CLI module, before `import mxnet`. Returns a one-line note saying
@@ -155,12 +182,20 @@ def apply_thread_defaults(contexts=1, environ=None):
         return None
     notes = []
     if "OMP_NUM_THREADS" not in environ and "MXNET_OMP_MAX_THREADS" not in environ:
-        threads = recommended_threads(contexts)
+        cores = physical_cores()
+        taken = cores_taken() if taken is None else taken
+        taken = min(taken, cores - 1)
+        threads = recommended_threads(contexts, cores, taken)
         environ["OMP_NUM_THREADS"] = str(threads)
-        share = ("one thread per core" if contexts == 1 else
-                 "the %d cores shared by the %d CPU contexts that run at once" % (physical_cores(), contexts))
-        notes.append("OMP_NUM_THREADS was unset, so gluonperf set it to %d (%s); MXNet's own default "
-                     "would use half the processors" % (threads, share))
+        free = ("" if not taken else ", %d of the %d cores being busy with other processes when it started"
+                % (taken, cores))
+        share = ("one thread per %score" % ("free " if taken else "") if contexts == 1 else
+                 "the %d %scores shared by the %d CPU contexts that run at once"
+                 % (cores - taken, "free " if taken else "", contexts))
+        if taken:
+            environ[TAKEN_VARIABLE] = str(taken)
+        notes.append("OMP_NUM_THREADS was unset, so gluonperf set it to %d (%s%s); MXNet's own default "
+                     "would use half the processors" % (threads, share, free))
     if contexts > 1 and "MXNET_CPU_TEMP_COPY" not in environ:
         environ["MXNET_CPU_TEMP_COPY"] = str(TEMP_COPY_FOR_CONTEXTS)
         notes.append("MXNET_CPU_TEMP_COPY was unset, so gluonperf set it to %d: with MXNet's few shared "

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from . import UserError, guard
-from .advice import TEMP_COPY_FOR_CONTEXTS, idle_warnings, physical_cores
+from .advice import TAKEN_VARIABLE, TEMP_COPY_FOR_CONTEXTS, idle_warnings, physical_cores
 from .records import Result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -107,7 +107,7 @@ def default_runner():
 def candidate_env(candidate):
     """This environment without MXNet/OpenMP settings (the candidate says them all), plus the candidate's."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("MXNET_", "OMP_", "KMP_", "GOMP_"))}
+           if not k.startswith(("MXNET_", "OMP_", "KMP_", "GOMP_")) and k != TAKEN_VARIABLE}
     env.update(dict(candidate.env))
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")

@@ -30,14 +30,14 @@ def test_contexts_that_share_few_workspaces_wait_for_each_other():
     loaded = sys.modules.pop("mxnet", None)  # pretend MXNet is not loaded yet
     try:
         env = {}
-        note = apply_thread_defaults(2, environ=env)
+        note = apply_thread_defaults(2, environ=env, taken=0)
         assert env == {"OMP_NUM_THREADS": str(max(1, __import__("gluonperf.advice").advice.physical_cores() // 2)),
                        "MXNET_CPU_TEMP_COPY": "64"}
         assert "OMP_NUM_THREADS" in note and "MXNET_CPU_TEMP_COPY" in note and "\n" not in note
         env = {"MXNET_CPU_TEMP_COPY": "8", "OMP_NUM_THREADS": "1"}
         assert apply_thread_defaults(2, environ=env) is None and env["MXNET_CPU_TEMP_COPY"] == "8"
         env = {}
-        apply_thread_defaults(1, environ=env)
+        apply_thread_defaults(1, environ=env, taken=0)
         assert "MXNET_CPU_TEMP_COPY" not in env  # one context needs no more workspaces
     finally:
         if loaded is not None:
@@ -93,3 +93,29 @@ def test_local_dist_workers_count_as_contexts_that_run_at_once():
     assert len(w) == 1 and "oversubscribe" in w[0] and "2 workers on this machine" in w[0]
     w = idle_warnings(["cpu0"], {"OMP_NUM_THREADS": "1"}, cores=2, logical=2)
     assert len(w) == 1 and "keep 1 of 2 cores busy" in w[0]  # alone, one thread idles a core
+
+
+def test_thread_default_leaves_out_cores_other_processes_hold():
+    import sys
+
+    from gluonperf.advice import TAKEN_VARIABLE, apply_thread_defaults, recommended_threads
+    assert recommended_threads(1, cores=4, taken=1) == 3 and recommended_threads(2, cores=4, taken=1) == 1
+    assert recommended_threads(1, cores=2, taken=5) == 1
+    loaded = sys.modules.pop("mxnet", None)  # pretend MXNet is not loaded yet
+    try:
+        env = {}
+        note = apply_thread_defaults(1, environ=env, taken=1)
+        cores = __import__("gluonperf.advice").advice.physical_cores()
+        if cores > 1:
+            assert env == {"OMP_NUM_THREADS": str(cores - 1), TAKEN_VARIABLE: "1"}
+            assert "busy with other processes" in note
+            # gluonperf's own choice for the free cores is not an idle-core trap
+            assert idle_warnings(["cpu0"], env) == []
+        env = {}
+        apply_thread_defaults(1, environ=env, taken=0)
+        assert TAKEN_VARIABLE not in env
+    finally:
+        if loaded is not None:
+            sys.modules["mxnet"] = loaded
+    # the same thread count chosen by the user, on an idle machine, is still reported
+    assert idle_warnings(["cpu0"], {"OMP_NUM_THREADS": "1"}, cores=2, logical=2)

@@ -122,6 +122,29 @@ def test_readme_command_as_a_user_runs_it(name, argv, columns, benches, ctx, tmp
         assert "CPU context(s)" not in p.stderr  # no idle-core warning about one context
 
 
+@pytest.mark.skipif(psutil.cpu_count(logical=False) is None or psutil.cpu_count(logical=False) < 2,
+                    reason="needs a core to take and one to keep")
+def test_thread_default_leaves_the_core_another_process_holds(tmp_path):
+    """2 OpenMP threads on 2 cores ran at 0.47x of 1 thread while one other process was busy:
+    the default counts only the cores free when the command starts."""
+    busy = subprocess.Popen([PY, "-c", "while True: pass"])
+    try:
+        time.sleep(1.0)
+        out = tmp_path / "out.json"
+        p = command(["-m", "gluonperf.train", "--dataset", "digits", "--model", "lenet", "--epochs", "1",
+                     "--limit", "128", "--json", str(out)], tmp_path)
+    finally:
+        busy.kill()
+        busy.wait()
+    assert p.returncode == 0, p.stderr
+    assert "busy with other processes" in p.stderr
+    assert "keep" not in p.stderr  # no idle-core warning about the thread count gluonperf chose
+    env = records(out)[0]["env"]["env"]
+    taken = int(env["GLUONPERF_CORES_TAKEN"])
+    from gluonperf.advice import physical_cores
+    assert taken >= 1 and env["OMP_NUM_THREADS"] == str(max(1, physical_cores() - taken))
+
+
 @pytest.mark.parametrize("argv", [
     ["gluonperf.bench", "parallel", "--repeat", "2"],
     ["gluonperf.bench", "scratch", "--ctx", "cpu0,cpu1", "--epochs", "1", "--limit", "1024"],
