@@ -92,8 +92,18 @@ def ceiling_flops(results):
     return max(r.metrics["gflop_per_s"] for r in results) * 1e9
 
 
-def ceiling_devices(contexts):
-    """How many devices' worth of ceiling a run on `contexts` has: every GPU is one device;
-    all CPU contexts share the same cores and count once together."""
+def ceiling_devices(contexts, cores=None, threads=None):
+    """How many times the ceiling measured on the first context a run on `contexts` has:
+    every GPU is one device. CPU contexts share the same cores: the ceiling is measured on
+    one of them with its OpenMP threads (`threads`, default as MXNet runs them here), so
+    n CPU contexts count n times while their threads fit the cores (`cores`, default this
+    machine's), and no more than the cores hold (cpu0,cpu1 with one thread each on 2 cores:
+    2; with 2 threads each: 1)."""
+    from .advice import omp_threads, physical_cores
     gpus = sum(1 for c in contexts if c.device_type == "gpu")
-    return gpus + (1 if any(c.device_type == "cpu" for c in contexts) else 0)
+    cpus = sum(1 for c in contexts if c.device_type == "cpu")
+    if not cpus:
+        return gpus
+    cores = cores or physical_cores()
+    threads = threads or omp_threads()
+    return gpus + max(1, min(cpus, cores // max(1, threads)))

@@ -34,8 +34,11 @@ import mxnet as mx
 from . import UserError
 
 # Operators whose backward costs 2 x their forward (they have weights).
-WEIGHTED = ("Convolution", "Deconvolution", "FullyConnected", "BatchNorm", "_contrib_BatchNormWithReLU",
-            "LayerNorm", "InstanceNorm", "GroupNorm", "Embedding")
+WEIGHTED = ("Convolution", "Deconvolution", "FullyConnected", "BatchNorm", "LayerNorm", "InstanceNorm",
+            "GroupNorm", "Embedding")
+# Backward / forward for fused operators: BatchNorm (5 forward, 10 backward per element)
+# and ReLU (1 and 1) in one, so the model counts the same fused or not.
+BACKWARD_FACTOR = {"_contrib_BatchNormWithReLU": 11 / 6}
 MATMUL = ("Convolution", "Deconvolution", "FullyConnected")
 # Forward FLOPs per output element of elementwise and normalisation operators.
 ELEMENT_COST = {
@@ -195,7 +198,7 @@ def count_flops(block, sample_shape):
             continue
         flops, bias = counted
         forward[op] = forward.get(op, 0.0) + float(flops + bias)
-        backward[op] = backward.get(op, 0.0) + float(flops * (2 if op in WEIGHTED else 1) + bias)
+        backward[op] = backward.get(op, 0.0) + float(flops * BACKWARD_FACTOR.get(op, 2 if op in WEIGHTED else 1) + bias)
         if op in MATMUL:
             matmul += float(flops)
         layers[op] = layers.get(op, 0) + 1

@@ -185,7 +185,7 @@ def main(argv=None):
     from .contexts import describe
     from .step_profile import (BULK_VARIABLE, SAMPLE_SHAPE, breakdown, gap_row, model_flops, prepare, verdict,
                                with_ceiling, work)
-    flops = model_flops(config)
+    flops = model_flops(config, ctxs)
     setup = prepare(config, ctxs)  # data, model and trainer: bad data settings fail before any timing
     with cli.progress_bar(3 * 5, "ceiling") as bar:
         start = measure_ceiling(ctxs[0], args.ceiling, progress=bar.update)
@@ -211,7 +211,7 @@ def main(argv=None):
         ("ceiling: peak float32 GFLOP/s on %s with %d OpenMP thread(s) per operator: fastest of %d repeats, "
          "measured before and after run 1, the higher counts (its median beside it)%s"
          % (ctxs[0], threads, ceiling[0].metrics["repeats"],
-                                  "; x%d devices" % ceiling_devices(ctxs) if ceiling_devices(ctxs) > 1 else ""),
+                                  "; x%d contexts' worth" % ceiling_devices(ctxs) if ceiling_devices(ctxs) > 1 else ""),
          ceiling, CEILING_COLUMNS),
         ("work: GFLOP per training image of %s, input %s (1 multiply-add = 2 FLOPs; backward = 2x forward "
          "for layers with weights)%s" % (args.model, "x".join(map(str, SAMPLE_SHAPE)),

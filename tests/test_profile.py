@@ -261,3 +261,29 @@ def test_the_higher_of_two_ceiling_passes_counts():
     assert [r.metrics["ceiling"] for r in combined] == [True, False]
     assert combined[0].metrics["before_gflop_per_s"] == 10.0 and combined[0].metrics["after_gflop_per_s"] == 40.0
     assert ceiling_flops(combined) == 40e9
+
+
+def test_cpu_contexts_count_as_the_cores_their_threads_fill():
+    import mxnet as mx
+    from gluonperf.ceiling import ceiling_devices
+    two = [mx.cpu(0), mx.cpu(1)]
+    assert ceiling_devices(two, cores=2, threads=1) == 2  # each measured on one core
+    assert ceiling_devices(two, cores=2, threads=2) == 1  # oversubscribed: the cores hold one
+    assert ceiling_devices([mx.cpu(0)], cores=8, threads=2) == 1
+    assert ceiling_devices([mx.cpu(i) for i in range(4)], cores=4, threads=2) == 2
+    assert ceiling_devices([mx.gpu(0), mx.gpu(1)]) == 2
+
+
+def test_work_is_counted_on_the_model_as_built_for_the_contexts():
+    import mxnet as mx
+    from gluonperf.models import fusable
+    from gluonperf.step_profile import model_flops
+    from gluonperf.training import TrainConfig
+    cpu = model_flops(TrainConfig(model="resnet18"), [mx.cpu(0)])
+    gpu = model_flops(TrainConfig(model="resnet18"), [mx.gpu(0)])
+    assert ("_contrib_BatchNormWithReLU" in cpu.layers_by_op) == fusable([mx.cpu(0)])
+    assert "_contrib_BatchNormWithReLU" not in gpu.layers_by_op
+    assert abs(cpu.training - gpu.training) < 1e-6 * gpu.training  # the same arithmetic either way
+    # the fused operator's backward is found under the profiler's name for it
+    if fusable([mx.cpu(0)]):
+        assert cpu.op_flops("_backward_contrib_BatchNormWithReLU") == cpu.backward_by_op["_contrib_BatchNormWithReLU"]
