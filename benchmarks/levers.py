@@ -76,6 +76,8 @@ def candidates(batch_size, model="resnet18"):
             "cpu0,cpu1 + train defaults (OMP_NUM_THREADS=1, MXNET_CPU_TEMP_COPY=64)",
             OMP_NUM_THREADS=1, MXNET_CPU_TEMP_COPY=64),
         static2.with_env("train defaults but OMP_NUM_THREADS=1", OMP_NUM_THREADS=1),
+        static2.with_flags("", ctx="cpu0,cpu1", per_step_sync="").with_env(
+            "cpu0,cpu1 + train defaults + sync every step", OMP_NUM_THREADS=1, MXNET_CPU_TEMP_COPY=64),
     ]
     return out
 

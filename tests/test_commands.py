@@ -293,6 +293,16 @@ def test_throughput_suite_tiny(tmp_path):
     assert {r["name"] for r in records(out)} >= {"book loop", "gluonperf.train"}
 
 
+def test_model_variants_suite_tiny(tmp_path):
+    out = tmp_path / "mv.json"
+    p = command(["benchmarks/model_variants.py", "--batch-size", "4", "--rounds", "2", "--steps", "1",
+                 "--json", str(out)], tmp_path)
+    assert p.returncode == 0, p.stderr
+    rows = records(out)
+    assert len(rows) == 3 and rows[0]["name"] == "book (F.relu)" and rows[0]["ratio"] == 1
+    assert all(r["images_per_s"] > 0 and r["ratio_min"] <= r["ratio"] <= r["ratio_max"] for r in rows)
+
+
 def _wait_for_children(proc, count=1, timeout=120):
     deadline = time.time() + timeout
     while time.time() < deadline:
