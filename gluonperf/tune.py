@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from . import UserError, guard
-from .advice import TAKEN_VARIABLE, TEMP_COPY_FOR_CONTEXTS, idle_warnings, physical_cores
+from .advice import TAKEN_VARIABLE, TEMP_COPY_FOR_CONTEXTS, idle_warnings, physical_cores, recommended_threads
 from .records import Result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -377,10 +377,14 @@ def tune(model="resnet18", contexts=("cpu",), batch_sizes=(64,), steps=10, round
             if winner.metrics.get("ratio") and winner.name != cands[0].name and winner.metrics["ratio"] > 1:
                 best = next(c for c in cands if c.name == winner.name)
                 speedup *= winner.metrics["ratio"]
+        ctxs = best.flag("ctx", "cpu").split(",")
+        env = dict(best.env)
+        if runner.module == "gluonperf.train" and "OMP_NUM_THREADS" not in env:  # train sets its own
+            env["OMP_NUM_THREADS"] = str(recommended_threads(sum(1 for c in ctxs if c.startswith("cpu"))))
         out.append(Result("tune", "best", {
             "lever": "all", "batch_size": batch, "speedup": speedup, "env_vars": dict(best.env),
             "flags": dict(best.flags), "command": runner.command_line(best, steps),
-            "warnings": idle_warnings(best.flag("ctx", "cpu").split(","), dict(best.env))}))
+            "warnings": idle_warnings(ctxs, env)}))
     return out
 
 

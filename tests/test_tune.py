@@ -158,3 +158,22 @@ def test_tune_cli_bad_input_is_one_line(run):
     p = run("gluonperf.tune", "--levers", "magic")
     assert p.returncode == 2 and "unknown lever" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_the_winners_warnings_know_that_train_sets_its_own_threads(monkeypatch):
+    import gluonperf.tune as t
+    from gluonperf.advice import physical_cores
+    from gluonperf.records import Result
+
+    def baseline_wins(cands, *args, **kwargs):
+        return [Result("tune", cands[0].name, {"ratio": 1.0})]
+
+    monkeypatch.setattr(t, "paired_sweep", baseline_wins)
+    monkeypatch.setattr(t, "sweep", baseline_wins)
+    best = {}
+    for runner in (TRAIN, STEPRATE):
+        out = t.tune("mlp", ["cpu"], [8], runner=runner, only=["hybridize"])
+        best[runner.module] = out[-1].metrics["warnings"]
+    assert best["gluonperf.train"] == []  # no "OMP_NUM_THREADS unset" for a command that sets it
+    if physical_cores() > 1:  # the steprate worker runs with the environment it is given
+        assert any("OMP_NUM_THREADS unset" in w for w in best["gluonperf.steprate"])
