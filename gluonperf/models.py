@@ -113,10 +113,11 @@ def resnet18(num_classes=10, book_relu=False, fuse=False):
     with net.name_scope():
         net.add(nn.Conv2D(64, kernel_size=3, strides=1, padding=1),
                 nn.BatchNorm(), nn.Activation("relu"))
-        net.add(resnet_block(64, 2, first_block=True, book_relu=book_relu, fuse=fuse),
-                resnet_block(128, 2, book_relu=book_relu, fuse=fuse),
-                resnet_block(256, 2, book_relu=book_relu, fuse=fuse),
-                resnet_block(512, 2, book_relu=book_relu, fuse=fuse))
+        relu = {"book_relu": book_relu, "fuse": fuse}
+        net.add(resnet_block(64, 2, first_block=True, **relu),
+                resnet_block(128, 2, **relu),
+                resnet_block(256, 2, **relu),
+                resnet_block(512, 2, **relu))
         net.add(nn.GlobalAvgPool2D(), nn.Dense(num_classes))
     return net
 

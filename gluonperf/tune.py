@@ -282,16 +282,16 @@ def paired_sweep(candidates, runner, steps, rounds=5, lever="", progress=None, t
     return summarize(candidates, figures, errors, runner, steps, lever, ratios)
 
 
-ALLOCATORS = ("jemalloc", "tcmalloc_minimal", "tcmalloc")  # e.g. Debian's libjemalloc2, libtcmalloc-minimal4
+# malloc replacements tried through LD_PRELOAD, each by its library names in order of
+# preference (e.g. Debian's libjemalloc2, libtcmalloc-minimal4)
+ALLOCATORS = (("jemalloc",), ("tcmalloc_minimal", "tcmalloc"))
 
 
 def allocators():
-    """The malloc replacements installed here, as LD_PRELOAD names (the first tcmalloc found)."""
+    """The malloc replacements installed here, as LD_PRELOAD names: the first name found of each."""
     import ctypes.util
-    found = [ctypes.util.find_library(name) for name in ALLOCATORS]
-    out = [found[0]] if found[0] else []
-    tcmalloc = next((f for f in found[1:] if f), None)
-    return out + ([tcmalloc] if tcmalloc else [])
+    found = (next((lib for lib in map(ctypes.util.find_library, names) if lib), None) for names in ALLOCATORS)
+    return [lib for lib in found if lib]
 
 
 def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
@@ -327,19 +327,19 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
             out = [b]
             if b.flag("ctx") != contexts[0]:
                 out.append(b.with_flags("ctx=%s" % contexts[0], ctx=contexts[0]))
+            threads = max(1, cores // n)
+            label = many = None
             for kv in kvstores:
                 if kv != b.flag("kvstore") or b.flag("ctx") != all_ctx:
-                    many = (b.with_flags("", ctx=all_ctx, kvstore=kv)
-                            .with_env("", OMP_NUM_THREADS=max(1, cores // n)))
-                    out.append(many.with_env("ctx=%s kvstore=%s OMP_NUM_THREADS=%d MXNET_CPU_TEMP_COPY=%d"
-                                             % (all_ctx, kv, max(1, cores // n), TEMP_COPY_FOR_CONTEXTS),
+                    label = "ctx=%s kvstore=%s OMP_NUM_THREADS=%d" % (all_ctx, kv, threads)
+                    many = b.with_flags("", ctx=all_ctx, kvstore=kv).with_env("", OMP_NUM_THREADS=threads)
+                    out.append(many.with_env("%s MXNET_CPU_TEMP_COPY=%d" % (label, TEMP_COPY_FOR_CONTEXTS),
                                              MXNET_CPU_TEMP_COPY=TEMP_COPY_FOR_CONTEXTS))
-            if len(out) > 1 and out[-1].flag("ctx") == all_ctx and any(c.startswith("cpu") for c in contexts):
+            if many is not None and any(c.startswith("cpu") for c in contexts):
                 # MXNet's own workspace pool, shared by all CPU contexts (it serialised them:
                 # benchmarks/LEVERS.md), against the larger one gluonperf sets
-                out.append(out[-1].with_env("%s MXNET_CPU_TEMP_COPY=1 (MXNet's default)"
-                                            % out[-1].name.rsplit(" MXNET_CPU_TEMP_COPY", 1)[0],
-                                            MXNET_CPU_TEMP_COPY=1))
+                out.append(many.with_env("%s MXNET_CPU_TEMP_COPY=1 (MXNet's default)" % label,
+                                         MXNET_CPU_TEMP_COPY=1))
             return out
         stages.append(("contexts", split))
     return stages
