@@ -422,9 +422,8 @@ def run_memory_variant(params, timeout=None):
     """
     proc = guard.run_worker("gluonperf.async_compute", json.dumps(params), timeout=timeout)
     if proc.returncode != 0:
-        lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
-        raise RuntimeError("memory worker (%s) failed: %s" % (_variant_name(params.get("every")),
-                                                               lines[-1] if lines else "exit %d" % proc.returncode))
+        raise RuntimeError("memory worker (%s) failed: %s" % (
+            _variant_name(params.get("every")), guard.last_line(proc.stderr, "exit %d" % proc.returncode)))
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

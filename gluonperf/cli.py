@@ -160,6 +160,8 @@ def thread_defaults(argv, at_least=1):
     `at_least`), unless the user set it. MXNet reads it once, when loaded, and by
     default gives each operator only half the processors.
     Returns the note to show, or None when nothing was changed."""
+    if any(a in ("-h", "--help") for a in argv):
+        return None  # help runs nothing: no need to sample the cores' load
     from .advice import apply_thread_defaults, cpu_contexts_in_argv
     return apply_thread_defaults(cpu_contexts_in_argv(argv, at_least))
 

@@ -200,11 +200,10 @@ def run_step_footprint(params, timeout=None):
     RuntimeError with the worker's last line of error output. 'contexts' is a string."""
     proc = guard.run_worker("gluonperf.footprint", json.dumps(params), timeout=timeout)
     if proc.returncode != 0:
-        lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
         if proc.returncode < 0:
             why = "killed by signal %d (out of memory?)" % -proc.returncode
         else:
-            why = lines[-1] if lines else "exit %d" % proc.returncode
+            why = guard.last_line(proc.stderr, "exit %d" % proc.returncode)
         raise RuntimeError("%s at batch %d failed: %s" % (
             config_name(params["hybridize"], params.get("checkpoint", 0)), params["batch_size"], why))
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -96,6 +96,13 @@ def run(argv, timeout=None, **kwargs):
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
+def last_line(text, default):
+    """The last non-blank line of a process's stderr (where a failing gluonperf command
+    puts its one-line error), or `default` when there is none."""
+    lines = [l for l in (text or "").strip().splitlines() if l.strip()]
+    return lines[-1] if lines else default
+
+
 def run_worker(module, argument, timeout=None):
     """`python -m <module> <argument>` in a fresh process (an experiment's internal worker,
     e.g. one memory variant), with this gluonperf first on its path; through `run`, so it

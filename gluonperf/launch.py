@@ -184,22 +184,29 @@ def forwarded_environment(names=()):
     return env
 
 
-def local_thread_defaults(num_workers, environ=None):
+def local_thread_defaults(num_workers, environ=None, taken=0):
     """OMP_NUM_THREADS for workers that share this machine's cores (each worker process
     would otherwise take one thread per core, and the workers together oversubscribe
-    them); nothing when the user set it."""
-    from .advice import recommended_threads
+    them), leaving out the `taken` cores other processes hold (advice.cores_taken);
+    nothing when the user set it."""
+    from .advice import TAKEN_VARIABLE, physical_cores, recommended_threads
     environ = os.environ if environ is None else environ
     if "OMP_NUM_THREADS" in environ or "MXNET_OMP_MAX_THREADS" in environ:
         return {}
-    return {"OMP_NUM_THREADS": str(recommended_threads(num_workers))}
+    cores = physical_cores()
+    taken = max(0, min(taken, cores - 1))
+    out = {"OMP_NUM_THREADS": str(recommended_threads(num_workers, cores, taken))}
+    if taken:
+        out[TAKEN_VARIABLE] = str(taken)
+    return out
 
 
 def plan(command, num_workers, num_servers=1, hosts=None, root_uri=None, port=None,
-         python=sys.executable, cwd=None, forward=()):
+         python=sys.executable, cwd=None, forward=(), taken=0):
     """The nodes of a job: 1 scheduler, `num_servers` servers, `num_workers` workers.
 
-    Without hosts everything runs here on the loopback address. With hosts the scheduler runs
+    Without hosts everything runs here on the loopback address, and the workers share the
+    cores other processes do not hold (`taken` of them do). With hosts the scheduler runs
     here at `root_uri` and server i / worker i run on hosts[i % len(hosts)] over ssh, in `cwd`.
     """
     if not command:
@@ -226,7 +233,8 @@ def plan(command, num_workers, num_servers=1, hosts=None, root_uri=None, port=No
             if not hosts:
                 env["DMLC_NODE_HOST"] = "127.0.0.1"  # bind to loopback, not the first NIC
                 if role == "worker":  # the workers share this machine's cores (gluonperf.advice)
-                    env.update(local_thread_defaults(num_workers), GLUONPERF_LOCAL_WORKERS=str(num_workers))
+                    env.update(local_thread_defaults(num_workers, taken=taken),
+                               GLUONPERF_LOCAL_WORKERS=str(num_workers))
                 nodes.append(Node(role, i, cmd, env))
                 continue
             host = hosts[i % len(hosts)]
@@ -476,8 +484,12 @@ def main(argv=None):
     if (args.host_ip or args.env) and not hosts:
         raise UserError("--host-ip and --env only apply with --hostfile")
     servers = args.num_servers or (len(hosts) if hosts else 1)
+    taken = 0
+    if not hosts and "OMP_NUM_THREADS" not in os.environ and "MXNET_OMP_MAX_THREADS" not in os.environ:
+        from .advice import cores_taken
+        taken = cores_taken()  # before any node starts: the job's own processes are not "others"
     nodes = plan(command, args.num_workers, servers, hosts=hosts, root_uri=args.host_ip,
-                 port=args.port, python=args.python, forward=args.env)
+                 port=args.port, python=args.python, forward=args.env, taken=taken)
     if args.dry_run:
         print(describe(nodes))
         return 0
@@ -493,7 +505,9 @@ def main(argv=None):
     threads = next((n.env.get("OMP_NUM_THREADS") for n in nodes if n.role == "worker" and n.host is None), None)
     if threads and "OMP_NUM_THREADS" not in os.environ:
         print("launch: note: OMP_NUM_THREADS was unset, so the %d workers on this machine get %s each "
-              "(they share its cores)" % (args.num_workers, threads), file=sys.stderr, flush=True)
+              "(they share its %scores%s)" % (args.num_workers, threads, "free " if taken else "",
+                                              ", %d being busy with other processes" % taken if taken else ""),
+              file=sys.stderr, flush=True)
     return run(nodes, timeout=args.timeout)
 
 

@@ -110,13 +110,12 @@ def operators_in_fresh_process(args, trace, desc="operators (fresh process)"):
                     break
                 except subprocess.TimeoutExpired:
                     bar.update(0)
-        lines = [l for l in (err or "").strip().splitlines() if l.strip()]
         if proc.returncode == guard.STALL_EXIT:  # the child's stall guard stopped it: say so, exit alike
-            cli.note("%s: the operator-table run (a fresh process) %s" % (PROG, lines[-1] if lines else "stalled"))
+            cli.note("%s: the operator-table run (a fresh process) %s" % (PROG, guard.last_line(err, "stalled")))
             raise SystemExit(guard.STALL_EXIT)
         if proc.returncode != 0 or not os.path.exists(out):
             raise UserError("the operator-table run (a fresh process) failed with exit code %s: %s"
-                            % (proc.returncode, lines[-1] if lines else "no message"))
+                            % (proc.returncode, guard.last_line(err, "no message")))
         return [r for r, _ in read_jsonl(out)]
 
 

@@ -124,8 +124,7 @@ def measure_candidate(runner, candidate, steps, timeout=900):
         except subprocess.TimeoutExpired:
             return None, "timed out after %ds" % timeout
         if p.returncode != 0:
-            lines = [l for l in p.stderr.strip().splitlines() if l.strip()]
-            return None, "exit %d: %s" % (p.returncode, lines[-1] if lines else "no message")
+            return None, "exit %d: %s" % (p.returncode, guard.last_line(p.stderr, "no message"))
         try:
             if runner.module == "gluonperf.train":
                 with open(json_path) as f:
@@ -234,8 +233,8 @@ class Worker:
         if not line:
             self.proc.wait()
             self.err.seek(0)
-            lines = [l for l in self.err.read().strip().splitlines() if l.strip()]
-            self.error = self.error or "exit %s: %s" % (self.proc.returncode, lines[-1] if lines else "no message")
+            self.error = self.error or "exit %s: %s" % (self.proc.returncode,
+                                                        guard.last_line(self.err.read(), "no message"))
             return None
         try:
             return json.loads(line)

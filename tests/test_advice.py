@@ -77,6 +77,11 @@ def test_apply_thread_defaults_only_fills_an_unset_variable_before_mxnet_loads()
     out = subprocess.run([sys.executable, "-c", code], cwd=root, env=dict(clean, PYTHONPATH=root),
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["True", "True"], out.stderr
+    code = ("import os; from gluonperf import cli; "
+            "print(cli.thread_defaults(['--epochs', '1', '--help']), 'OMP_NUM_THREADS' in os.environ)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=dict(clean, PYTHONPATH=root),
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["None", "False"], out.stderr  # --help runs nothing: no default, no load sample
 
 
 def test_cpu_contexts_in_argv():

@@ -350,3 +350,36 @@ def test_local_workers_share_the_cores_unless_the_user_set_threads(monkeypatch):
     assert [n.env["OMP_NUM_THREADS"] for n in workers] == [str(recommended_threads(2))] * 2
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert all("OMP_NUM_THREADS" not in n.env for n in plan(["python", "w.py"], 2) if n.role == "worker")
+
+
+def test_local_workers_leave_out_cores_others_hold(monkeypatch):
+    import gluonperf.advice as advice
+    from gluonperf.launch import local_thread_defaults
+    monkeypatch.setattr(advice, "physical_cores", lambda: 4)
+    assert local_thread_defaults(1, environ={}, taken=1) == {"OMP_NUM_THREADS": "3", "GLUONPERF_CORES_TAKEN": "1"}
+    assert local_thread_defaults(2, environ={}, taken=0) == {"OMP_NUM_THREADS": "2"}
+    # never all of them: at least one core stays the workers'
+    assert local_thread_defaults(1, environ={}, taken=9) == {"OMP_NUM_THREADS": "1", "GLUONPERF_CORES_TAKEN": "3"}
+    workers = [n for n in plan(["python", "w.py"], 2, taken=2) if n.role == "worker"]
+    assert [n.env["OMP_NUM_THREADS"] for n in workers] == ["1", "1"]
+
+
+@pytest.mark.skipif(psutil.cpu_count(logical=False) is None or psutil.cpu_count(logical=False) < 2,
+                    reason="needs a core to take and one to keep")
+def test_launch_beside_a_busy_process_gives_workers_the_free_cores():
+    """As `gluonperf.train` does: threads on a core another process holds wait at every barrier."""
+    from conftest import clean_env
+    from gluonperf.advice import physical_cores
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(1.0)
+        done = subprocess.run([sys.executable, "-m", "gluonperf.launch", "-n", "1", "--dry-run", "--",
+                               "python", "w.py"], cwd=ROOT, env=clean_env(), capture_output=True,
+                              text=True, timeout=60)
+    finally:
+        busy.kill()
+        busy.wait()
+    assert done.returncode == 0, done.stderr
+    worker = next(l for l in done.stdout.splitlines() if "DMLC_ROLE=worker" in l)
+    taken = int(worker.split("GLUONPERF_CORES_TAKEN=")[1].split()[0])
+    assert taken >= 1 and "OMP_NUM_THREADS=%d " % max(1, physical_cores() - taken) in worker
