@@ -68,21 +68,27 @@ def batches(batch_size, count, seed=0):
             for _ in range(count)]
 
 
-def trainer(batch_size, seed=0, lr=0.1):
-    """(step(n) -> seconds for n training steps, number of parameters)."""
+def trainer(batch_size, seed=0, lr=0.1, dtype="float32", channels_last=False):
+    """step(n) -> seconds for n training steps. dtype bfloat16: mixed precision with
+    torch.autocast (what PyTorch's CPU tutorials use; weights and optimizer stay float32);
+    channels_last: the NHWC memory format Intel recommends for it."""
     torch.manual_seed(seed)
     net = resnet18(10)
     net.train()
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    net = net.to(memory_format=fmt)
     opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
-    data = batches(batch_size, 8, seed)
+    data = [(x.to(memory_format=fmt), y) for x, y in batches(batch_size, 8, seed)]
+    autocast = dtype == "bfloat16"
 
     def steps(n):
         start = time.perf_counter()
         for i in range(n):
             x, y = data[i % len(data)]
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(net(x), y)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                loss = loss_fn(net(x), y)
             loss.backward()
             opt.step()
         return time.perf_counter() - start  # eager CPU execution: done when step() returns
@@ -94,12 +100,15 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=64, help="batch size (default: %(default)s)")
     p.add_argument("--steps", type=int, default=20, help="timed steps (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: %(default)s)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="bfloat16: mixed precision with torch.autocast (default: %(default)s)")
+    p.add_argument("--channels-last", action="store_true", help="NHWC memory format for the model and batches")
     p.add_argument("--serve", action="store_true",
                    help="after warm-up, answer 'run N' lines on stdin with one JSON line each")
     args = p.parse_args(argv)
     if args.batch_size < 1 or args.steps < 1 or args.warmup < 0:
         p.error("--batch-size and --steps must be >= 1, --warmup >= 0")
-    steps = trainer(args.batch_size)
+    steps = trainer(args.batch_size, dtype=args.dtype, channels_last=args.channels_last)
     steps(args.warmup)
     if args.serve:
         print(json.dumps({"ready": True, "threads": torch.get_num_threads()}), flush=True)

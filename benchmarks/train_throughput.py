@@ -50,7 +50,10 @@ def torch_runner(python=None):
     return Runner("benchmarks/torch_loop.py", ("--warmup", "2"), serves=True, python=python) if ok else None
 
 
-def candidates(batch_size, runner, model="resnet18", torch=None):
+def candidates(batch_size, runner, model="resnet18", torch=None, dtype="float32"):
+    """The runs of one batch size. dtype bfloat16: gluonperf.train (float32 and
+    --dtype bfloat16, one and two contexts) against PyTorch's bfloat16 autocast, plain
+    and channels_last; the book loop stays the book's float32."""
     cores = physical_cores()
     book = Candidate("book loop", (), (("batch_size", str(batch_size)), ("model", model)), BOOK)
     flags = (("batch_size", str(batch_size)), ("model", model))
@@ -64,16 +67,26 @@ def candidates(batch_size, runner, model="resnet18", torch=None):
             "%s OMP_NUM_THREADS=%d" % (runner.module, cores), OMP_NUM_THREADS=cores)
     two = ours.with_flags("%s --ctx cpu0,cpu1" % runner.module, ctx="cpu0,cpu1")
     out = [book, ours, tuned] if runner is STEPRATE else [book, ours, tuned, two]
+    pytorch = Candidate("pytorch eager", (), (("batch_size", str(batch_size)),), torch)
+    if dtype == "bfloat16":
+        if runner is STEPRATE:
+            raise ValueError("dtype bfloat16 needs gluonperf.train as the runner")
+        bf16 = ours.with_flags("%s --dtype bfloat16" % runner.module, dtype="bfloat16")
+        out = [book, ours, bf16, bf16.with_flags("%s --dtype bfloat16 --ctx cpu0,cpu1" % runner.module,
+                                                 ctx="cpu0,cpu1")]
+        pytorch = pytorch.with_flags("pytorch eager bfloat16 autocast", dtype="bfloat16")
+        if model == "resnet18" and torch is not None:
+            out.append(pytorch.with_flags("pytorch eager bfloat16 autocast channels_last", channels_last=""))
     if model == "resnet18" and torch is not None:
-        out.append(Candidate("pytorch eager", (), (("batch_size", str(batch_size)),), torch))
+        out.append(pytorch)
     return out
 
 
-def run(batch_sizes, rounds, steps, runner=None, progress=None, model="resnet18", torch=None):
+def run(batch_sizes, rounds, steps, runner=None, progress=None, model="resnet18", torch=None, dtype="float32"):
     runner = runner or default_runner()
     out = []
     for b in batch_sizes:
-        cands = candidates(b, runner, model, torch)
+        cands = candidates(b, runner, model, torch, dtype)
         modules = {c.name: c.runner.module for c in cands}
         results = sweep(cands, runner, steps, rounds, lever="train_throughput b%d" % b, progress=progress,
                         log=lambda m: print(m, file=sys.stderr, flush=True))
@@ -94,8 +107,13 @@ def main(argv=None):
     p.add_argument("--torch-python", metavar="PATH",
                    help="a Python with torch for the PyTorch yardstick (default: $GLUONPERF_TORCH_PYTHON or "
                         ".venv-torch/bin/python)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="bfloat16: gluonperf.train --dtype bfloat16 (and float32) against PyTorch's bfloat16 "
+                        "autocast (default: %(default)s)")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")
     args = p.parse_args(argv)
+    if args.dtype == "bfloat16" and args.runner == "steprate":
+        p.error("--dtype bfloat16 needs --runner train")
     cli.guard_command(args, PROG, stall_timeout=0)  # each run has its own timeout; stop children on signals
     runner = {"auto": None, "train": TRAIN, "steprate": STEPRATE}[args.runner]
     torch = torch_runner(args.torch_python) if args.model == "resnet18" else None
@@ -107,7 +125,7 @@ def main(argv=None):
     if warning:
         print("note: " + warning, file=sys.stderr)
     results = run([int(b) for b in args.batch_sizes.split(",")], args.rounds, args.steps, runner, model=args.model,
-                  torch=torch)
+                  torch=torch, dtype=args.dtype)
     cli.emit(results, args, (), title="training throughput vs the book's loop (median of %d interleaved rounds; "
                                       "ratio = median of per-round ratios, min..max)" % args.rounds,
                        columns=["batch_size", "name", "images_per_s", "min_per_s", "max_per_s", "ratio",

@@ -212,7 +212,7 @@ def environment(contexts=()):
         "cpu_count": os.cpu_count(),
         "env": {
             k: v for k, v in sorted(os.environ.items())
-            if k.startswith(("MXNET_", "DMLC_", "KMP_", "OMP_", "GOMP_", "MALLOC_", "GLUONPERF_"))
+            if k.startswith(("MXNET_", "DMLC_", "KMP_", "OMP_", "GOMP_", "MALLOC_", "GLUONPERF_", "DNNL_", "ONEDNN_"))
             or k in ("MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "LD_PRELOAD")
         },
         "python": platform.python_version(),

@@ -1,4 +1,5 @@
-"""The ceiling of this machine: peak float32 FLOP/s, measured with the thread settings in force.
+"""The ceiling of this machine: peak float32 (or bfloat16) FLOP/s, measured with the thread
+settings in force.
 
 Three kernels, each large enough to be compute-bound:
 - a matrix product through MXNet's oneDNN path (`FullyConnected`),
@@ -12,7 +13,10 @@ On a machine shared with other work one pass can fall into a busy spell: `best_o
 combines passes measured at different times (e.g. before and after an experiment).
 
 `physical_bound()` is a generous upper limit for a sanity check: cores x 64 float32
-FLOP/cycle (two AVX-512 FMA units) x 5 GHz.
+FLOP/cycle (two AVX-512 FMA units) x 5 GHz; for bfloat16, cores x 2048 FLOP/cycle (an AMX
+unit's 1024 bfloat16 multiply-adds) x 5 GHz.
+In bfloat16 (`dtype`, as `--dtype bfloat16` trains: inputs cast with `amp_cast`) the
+`nd.dot` kernel is left out: OpenBLAS has no bfloat16.
 """
 import math
 
@@ -27,9 +31,9 @@ SIZES = {"full": (1536, (32, 128, 28)), "quick": (384, (4, 32, 14))}
 REGION_S = 0.05  # each timed repeat runs the kernel at least this long
 
 
-def physical_bound(cores=None):
-    """cores x 64 float32 FLOP/cycle x 5 GHz: no CPU of today exceeds it."""
-    return (cores or physical_cores()) * 64 * 5e9
+def physical_bound(cores=None, dtype="float32"):
+    """cores x 64 float32 (2048 bfloat16) FLOP/cycle x 5 GHz: no CPU of today exceeds it."""
+    return (cores or physical_cores()) * (2048 if dtype == "bfloat16" else 64) * 5e9
 
 
 def _time_kernel(fn, flops, label, repeat, progress):
@@ -41,16 +45,24 @@ def _time_kernel(fn, flops, label, repeat, progress):
     return m, flops / m.min, flops / m.median
 
 
-def kernels(ctx, size="full"):
-    """{name: (callable, flops per call, shape description)} of the ceiling kernels on `ctx`."""
+def kernels(ctx, size="full", dtype="float32"):
+    """{name: (callable, flops per call, shape description)} of the ceiling kernels on `ctx`
+    in `dtype` (float32 or bfloat16)."""
+    if dtype not in ("float32", "bfloat16"):
+        raise ValueError("dtype %r: use float32 or bfloat16" % (dtype,))
     n, (batch, channels, hw) = SIZES[size]
-    a = mx.nd.random.uniform(shape=(n, n), ctx=ctx)
-    b = mx.nd.random.uniform(shape=(n, n), ctx=ctx)
-    x = mx.nd.random.uniform(shape=(batch, channels, hw, hw), ctx=ctx)
-    w = mx.nd.random.uniform(shape=(channels, channels, 3, 3), ctx=ctx)
+
+    def uniform(shape):
+        t = mx.nd.random.uniform(shape=shape, ctx=ctx)
+        if dtype == "float32":
+            return t
+        from mxnet.contrib.amp.amp import bfloat16
+        return mx.nd.amp_cast(t, dtype=bfloat16)
+    a, b = uniform((n, n)), uniform((n, n))
+    x, w = uniform((batch, channels, hw, hw)), uniform((channels, channels, 3, 3))
     matmul = 2.0 * n ** 3
     conv = 2.0 * batch * channels * hw * hw * channels * 9
-    return {
+    found = {
         "FullyConnected (oneDNN)": (lambda: mx.nd.FullyConnected(a, b, no_bias=True, num_hidden=n),
                                     matmul, "%dx%d . %dx%d" % (n, n, n, n)),
         "nd.dot": (lambda: mx.nd.dot(a, b), matmul, "%dx%d . %dx%d" % (n, n, n, n)),
@@ -58,18 +70,21 @@ def kernels(ctx, size="full"):
                                                                num_filter=channels),
                                      conv, "%dx%dx%dx%d, %d filters" % (batch, channels, hw, hw, channels)),
     }
+    if dtype == "bfloat16":
+        del found["nd.dot"]
+    return found
 
 
-def measure_ceiling(ctx, size="full", repeat=5, progress=None):
-    """Peak float32 FLOP/s of each kernel on `ctx` (one context: nd.dot must not run on two
+def measure_ceiling(ctx, size="full", repeat=5, progress=None, dtype="float32"):
+    """Peak `dtype` FLOP/s of each kernel on `ctx` (one context: nd.dot must not run on two
     at once). Returns Results (bench='ceiling'), one per kernel, the highest marked
     `ceiling=True`: name, flops per call, gflop_per_s (fastest repeat), median_gflop_per_s."""
     out = []
     threads = omp_threads()
-    for name, (fn, flops, shape) in kernels(ctx, size).items():
+    for name, (fn, flops, shape) in kernels(ctx, size, dtype).items():
         m, best, median = _time_kernel(fn, flops, name, repeat, progress)
         out.append(result("ceiling", name, m, kernel=name, shape=shape, flops=flops, gflop_per_s=best / 1e9,
-                          median_gflop_per_s=median / 1e9, context=str(ctx), omp_threads=threads))
+                          median_gflop_per_s=median / 1e9, context=str(ctx), omp_threads=threads, dtype=dtype))
     top = max(r.metrics["gflop_per_s"] for r in out)
     return [result("ceiling", r.name, **dict(r.metrics, ceiling=r.metrics["gflop_per_s"] == top)) for r in out]
 

@@ -166,6 +166,15 @@ def thread_defaults(argv, at_least=1):
     return apply_thread_defaults(cpu_contexts_in_argv(argv, at_least))
 
 
+def dtype_defaults(argv):
+    """For a command about to load MXNet with --dtype bfloat16: what gluonperf.precision.prepare
+    sets (the AMX permission, oneDNN's instruction set). Returns the note to show, or None."""
+    if any(a in ("-h", "--help") for a in argv):
+        return None
+    from .precision import dtype_in_argv, prepare
+    return prepare(dtype_in_argv(argv))
+
+
 def advise(ctxs, threads_note=None, prefix=""):
     """Tell the user (stderr) about thread settings made for them, settings that leave
     much of the machine idle (with the fix), and a machine already busy."""
@@ -182,6 +191,11 @@ def advise(ctxs, threads_note=None, prefix=""):
 _AS_COMMAND = False
 
 
+def _one_line_error(parser, message):
+    """argparse's error, without the usage block it prints first: one line, exit code 2."""
+    parser.exit(2, "%s: error: %s (see --help)\n" % (parser.prog, message))
+
+
 def run(main, prog, argv=None):
     """Run `main(argv)`, turning bad input and MXNet errors into one line and an exit code.
 
@@ -189,6 +203,7 @@ def run(main, prog, argv=None):
     error can only come from a command that loaded MXNet."""
     global _AS_COMMAND
     _AS_COMMAND = True
+    argparse.ArgumentParser.error = _one_line_error  # this process is the command: every parser it builds
     try:
         code = main(argv)
     except UserError as e:

@@ -18,6 +18,8 @@ from . import UserError, cli
 # As a command, choose MXNet's thread count before MXNet is loaded (by the imports below);
 # the operator-table run also turns bulk execution off, which is read only at that moment.
 THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else None
+# --dtype bfloat16: the AMX permission (per process, so the operator-table child asks again)
+DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 if __name__ == "__main__" and "--operators-only" in sys.argv[1:]:
     os.environ["MXNET_EXEC_BULK_EXEC_TRAIN"] = "0"
 
@@ -25,7 +27,7 @@ from .train import add_training_flags  # noqa: E402  (loads MXNet)
 
 PROG = "python -m gluonperf.profile"
 FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "batch_size", "lr",
-         "optimizer", "momentum", "wd", "kvstore", "seed")
+         "optimizer", "momentum", "wd", "kvstore", "seed", "dtype")
 CEILING_COLUMNS = ["kernel", "shape", "gflop_per_s", "median_gflop_per_s", "before_gflop_per_s",
                    "after_gflop_per_s", "ceiling"]
 WORK_COLUMNS = ["op", "layers", "forward_gflop", "backward_gflop", "training_gflop", "ceiling_images_per_s"]
@@ -38,8 +40,8 @@ TOP_OPERATORS = 15
 def build_parser():
     p = argparse.ArgumentParser(
         prog=PROG, parents=[cli.common_parser()],
-        description="Where a training step's time goes, against this machine's ceiling: the peak float32 "
-                    "FLOP/s measured now, the model's FLOPs per training image, the step split into its "
+        description="Where a training step's time goes, against this machine's ceiling: the peak FLOP/s "
+                    "(float32, or bfloat16 with --dtype bfloat16) measured now, the model's FLOPs per training image, the step split into its "
                     "parts (each fenced by a sync), MXNet's profiler per operator, and a verdict. The "
                     "training configuration flags are gluonperf.train's.")
     add_training_flags(p, FLAGS, defaults={"dataset": "synthetic"})
@@ -179,6 +181,8 @@ def main(argv=None):
     if args.operators_only:
         return operators_only(args, ctxs, config)
     cli.advise(ctxs, THREADS_NOTE)
+    if DTYPE_NOTE:
+        cli.note("note: " + DTYPE_NOTE)
 
     from .ceiling import best_of, ceiling_devices, ceiling_flops, measure_ceiling
     from .contexts import describe
@@ -187,12 +191,12 @@ def main(argv=None):
     flops = model_flops(config, ctxs)
     setup = prepare(config, ctxs)  # data, model and trainer: bad data settings fail before any timing
     with cli.progress_bar(3 * 5, "ceiling") as bar:
-        start = measure_ceiling(ctxs[0], args.ceiling, progress=bar.update)
+        start = measure_ceiling(ctxs[0], args.ceiling, progress=bar.update, dtype=args.dtype)
     with cli.progress_bar(2 * (args.warmup + args.steps), "breakdown") as bar:
         parts = breakdown(config, ctxs, args.steps, args.warmup, progress=bar.update, setup=setup)
     del setup
     with cli.progress_bar(3 * 5, "ceiling again") as bar:  # a busy spell may have hidden the peak before
-        ceiling = best_of([start, measure_ceiling(ctxs[0], args.ceiling, progress=bar.update)],
+        ceiling = best_of([start, measure_ceiling(ctxs[0], args.ceiling, progress=bar.update, dtype=args.dtype)],
                           ("before", "after"))
     peak = ceiling_flops(ceiling) * ceiling_devices(ctxs)
     operators = with_ceiling(operators_in_fresh_process(args, args.trace), peak)
@@ -203,13 +207,14 @@ def main(argv=None):
     summary = profiled.metrics
     table = [r for r in operators if r.name != "profiled step"][:TOP_OPERATORS] + [gap_row(profiled)]
     step = next(r for r in parts if r.name == "fenced step").metrics
-    where = "%s, batch %d on %s, hybridize %s, kvstore %s, %s data" % (
-        args.model, args.batch_size, describe(ctxs), args.hybridize, args.kvstore, args.dataset)
+    where = "%s, batch %d on %s, hybridize %s, kvstore %s, %s data%s" % (
+        args.model, args.batch_size, describe(ctxs), args.hybridize, args.kvstore, args.dataset,
+        "" if args.dtype == "float32" else ", %s mixed precision" % args.dtype)
     threads = ceiling[0].metrics["omp_threads"]
     sections = [
-        ("ceiling: peak float32 GFLOP/s on %s with %d OpenMP thread(s) per operator: fastest of %d repeats, "
+        ("ceiling: peak %s GFLOP/s on %s with %d OpenMP thread(s) per operator: fastest of %d repeats, "
          "measured before and after run 1, the higher counts (its median beside it)%s"
-         % (ctxs[0], threads, ceiling[0].metrics["repeats"],
+         % (args.dtype, ctxs[0], threads, ceiling[0].metrics["repeats"],
                                   "; x%d contexts' worth" % ceiling_devices(ctxs) if ceiling_devices(ctxs) > 1 else ""),
          ceiling, CEILING_COLUMNS),
         ("work: GFLOP per training image of %s, input %s (1 multiply-add = 2 FLOPs; backward = 2x forward "

@@ -31,6 +31,7 @@ from . import UserError, guard
 from .benchmark import Measurement, sync
 from .contexts import describe
 from .data import load, loader
+from .precision import check as check_dtype
 from .profiling import Trace, aggregate_stats
 from .records import result
 from .training import EpochStats, build_net, make_trainer, scaled_lr, split, train_steps
@@ -73,6 +74,10 @@ def check_config(config, contexts):
     if config.batch_size < len(contexts):
         raise UserError("--batch-size %d is smaller than the number of contexts (%d); every context "
                         "needs at least one sample per batch" % (config.batch_size, len(contexts)))
+    try:
+        check_dtype(config.dtype, contexts)
+    except ValueError as e:
+        raise UserError("--%s" % e)
 
 
 def endless(data):

@@ -10,6 +10,8 @@ from . import UserError, cli
 
 # As a command, choose MXNet's thread count before MXNet is loaded (by the imports below).
 THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else None
+# and, for --dtype bfloat16, oneDNN's instruction set and the AMX permission (gluonperf.precision)
+DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 
 from .data import DATASETS  # noqa: E402  (loads MXNet)
 
@@ -26,12 +28,13 @@ SCALING_COLUMNS = ["devices", "batch_size", "step_s", "iqr_s", "t1_s", "t2_s", "
 # ones they take with `add_training_flags`, so names, checks and help stay one.
 TRAINING_FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "batch_size",
                   "epochs", "lr", "lr_scale", "optimizer", "momentum", "wd", "warmup_epochs", "lr_decay",
-                  "kvstore", "seed", "log_interval")
+                  "kvstore", "seed", "log_interval", "dtype")
 
 
 def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
     """Add the training-configuration flags `names` (in TRAINING_FLAGS order) to parser `p`;
     `defaults` overrides TrainConfig's default of some (e.g. {"dataset": "synthetic"})."""
+    from .precision import DTYPES
     from .training import HYBRIDIZE, KVSTORES, LR_DECAYS, OPTIMIZERS, TrainConfig
     d = TrainConfig(**(defaults or {}))
     flags = {
@@ -99,6 +102,11 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
         "log_interval": lambda: p.add_argument(
             "--log-interval", type=cli.non_negative_int, default=d.log_interval,
             help="print a progress line every N batches on stderr (0: never; default: %(default)s)"),
+        "dtype": lambda: p.add_argument(
+            "--dtype", choices=DTYPES, default=d.dtype,
+            help="bfloat16: mixed precision with MXNet's AMP, convolutions and dense layers in bfloat16 "
+                 "(CPU contexts only; pays on CPUs with AMX, where gluonperf lets oneDNN use it; "
+                 "weights and optimizer stay float32; default: %(default)s)"),
     }
     unknown = set(names) - set(flags)
     if unknown:
@@ -161,6 +169,14 @@ def check(args, ctxs):
         check_segments(get_model(args.model), args.checkpoint_segments)
         if args.scaling:
             raise UserError("--scaling times the plain step; drop --checkpoint-segments (bench footprint measures it)")
+    from .precision import check as check_dtype
+    try:
+        check_dtype(args.dtype, ctxs)
+    except ValueError as e:
+        raise UserError("--%s" % e)
+    if args.dtype == "bfloat16" and args.checkpoint_segments:
+        raise UserError("--checkpoint-segments does not work with --dtype bfloat16 (MXNet 1.9.1's AMP breaks "
+                        "the recomputed segments' backward); use one or the other")
     if args.kvstore.startswith("dist") and args.scaling:
         raise UserError("--scaling compares the contexts of one machine; use --kvstore device or local")
     cli.check_outputs(args)
@@ -205,6 +221,10 @@ def main(argv=None):
     ctxs = cli.contexts(args)
     check(args, ctxs)
     cli.advise(ctxs, THREADS_NOTE)
+    from .precision import hint
+    for line in (DTYPE_NOTE, hint(args.dtype, ctxs)):
+        if line:
+            cli.note("note: " + line)
     if args.checkpoint_segments and args.hybridize == "static":
         cli.note("note: with --checkpoint-segments the model is hybridized without static_alloc/static_shape: "
                  "static buffers would keep every segment's recomputed activations allocated")
@@ -243,7 +263,7 @@ def main(argv=None):
              title="%s on %s, global batch %d on %s (%d worker%s), kvstore %s, hybridize %s"
                    % (args.model, args.dataset, args.batch_size * first["num_workers"], first["contexts"],
                       first["num_workers"], "s" if first["num_workers"] > 1 else "", args.kvstore,
-                      args.hybridize))
+                      args.hybridize) + ("" if args.dtype == "float32" else ", %s mixed precision" % args.dtype))
     if args.plot:
         plot(results, args.plot)
     return 0

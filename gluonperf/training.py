@@ -25,6 +25,7 @@ from .benchmark import Benchmark, Measurement, sync
 from .contexts import describe
 from .data import CLASSES, load, loader
 from .models import get_model
+from .precision import enable as enable_dtype
 from .records import Result, _atomic_write, result, umask_mode
 
 HYBRIDIZE = {"none": None, "hybrid": {}, "static": {"static_alloc": True, "static_shape": True}}
@@ -63,6 +64,7 @@ class TrainConfig:
     resume: Optional[str] = None
     steps: int = 20
     checkpoint_segments: int = 0
+    dtype: str = "float32"
 
 
 class Diverged(UserError):
@@ -85,7 +87,9 @@ def create_kvstore(config):
 
 
 def build_net(config, contexts):
-    """The model, initialised on every context with the same (seeded) weights."""
+    """The model, initialised on every context with the same (seeded) weights, in
+    bfloat16 mixed precision with --dtype bfloat16 (gluonperf.precision)."""
+    enable_dtype(config.dtype, contexts)
     net = get_model(config.model, CLASSES, contexts)
     net.initialize(mx.init.Xavier(), ctx=contexts)
     flags = HYBRIDIZE[config.hybridize]
@@ -160,10 +164,16 @@ def split(batch, contexts):
     return gluon.utils.split_and_load(batch, use, even_split=False)
 
 
+def as_float32(output):
+    """A model's output in float32 (under bfloat16 AMP the last dense layer gives bfloat16,
+    which numpy, and so the top-k metrics, cannot order)."""
+    return output if output.dtype == np.float32 else output.astype("float32")
+
+
 def forward_backward(net, loss_fn, xs, ys):
     """Forward and backward on every context's slice; returns outputs and losses."""
     with autograd.record():
-        outputs = [net(x) for x in xs]
+        outputs = [as_float32(net(x)) for x in xs]
         losses = [loss_fn(o, y) for o, y in zip(outputs, ys)]
     autograd.backward(losses)
     return outputs, losses
@@ -174,7 +184,7 @@ def evaluate(net, data, contexts):
     top1, top5 = mx.metric.Accuracy(), mx.metric.TopKAccuracy(top_k=5)
     for x, y in data:
         xs, ys = split(x, contexts), split(y, contexts)
-        outputs = [net(x) for x in xs]
+        outputs = [as_float32(net(x)) for x in xs]
         top1.update(ys, outputs)
         top5.update(ys, outputs)
     return top1.get()[1], top5.get()[1]
@@ -420,7 +430,7 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
         sync_initial_weights(net, trainer, contexts, train_set[0][0].shape)
     common = dict(model=config.model, dataset=config.dataset, batch_size=config.batch_size,
                   contexts=describe(contexts), devices=len(contexts), num_workers=num_workers, rank=rank,
-                  hybridize=config.hybridize, kvstore=config.kvstore, workers=config.workers)
+                  hybridize=config.hybridize, kvstore=config.kvstore, workers=config.workers, dtype=config.dtype)
     for epoch in range(first, config.epochs):
         mx.random.seed(_epoch_seed(config.seed, epoch))
         train_data.sampler.set_epoch(epoch)

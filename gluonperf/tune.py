@@ -28,6 +28,7 @@ from typing import Optional, Tuple
 
 from . import UserError, guard
 from .advice import TAKEN_VARIABLE, TEMP_COPY_FOR_CONTEXTS, idle_warnings, physical_cores, recommended_threads
+from .precision import has_amx
 from .records import Result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -341,6 +342,10 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
                                          MXNET_CPU_TEMP_COPY=1))
             return out
         stages.append(("contexts", split))
+    if (runner is not None and runner.module == "gluonperf.train" and has_amx()
+            and all(c.startswith("cpu") for c in contexts)):
+        # bfloat16 mixed precision: a lever of the arithmetic, so only where it can pay (AMX)
+        stages.append(("dtype", lambda b: [b, b.with_flags("dtype=bfloat16", dtype="bfloat16")]))
     return stages
 
 
@@ -383,7 +388,9 @@ def tune(model="resnet18", contexts=("cpu",), batch_sizes=(64,), steps=10, round
         out.append(Result("tune", "best", {
             "lever": "all", "batch_size": batch, "speedup": speedup, "env_vars": dict(best.env),
             "flags": dict(best.flags), "command": runner.command_line(best, steps),
-            "warnings": idle_warnings(ctxs, env)}))
+            "warnings": idle_warnings(ctxs, env) + (
+                ["--dtype bfloat16 changes the arithmetic (convolutions and dense layers in bfloat16): check "
+                 "that your model learns as well before keeping it"] if best.flag("dtype") == "bfloat16" else [])}))
     return out
 
 
@@ -431,8 +438,8 @@ def build_parser():
     p.add_argument("--levers", help="only these levers, comma-separated: threads,hybridize,data (DataLoader "
                                     "workers, train runner only),engine,onednn,allocator (jemalloc/tcmalloc "
                                     "through LD_PRELOAD, when installed),bulk (bulk execution),optimizer "
-                                    "(update aggregation),openmp (thread binding),contexts "
-                                    "(default: all)")
+                                    "(update aggregation),openmp (thread binding),contexts,dtype "
+                                    "(bfloat16 mixed precision; train runner, CPUs with AMX) (default: all)")
     p.add_argument("--runner", choices=("auto", "train", "steprate"), default="auto",
                    help="what runs a candidate: gluonperf.train --dataset synthetic, or the small "
                         "gluonperf.steprate worker (default: train when it exists)")
@@ -443,7 +450,7 @@ def build_parser():
 
 
 LEVER_NAMES = ("threads", "hybridize", "data", "engine", "onednn", "allocator", "bulk", "optimizer", "openmp",
-               "contexts")
+               "contexts", "dtype")
 
 
 def parse_args(argv):

@@ -84,6 +84,18 @@ def test_peak_is_positive_and_below_a_generous_physical_bound():
     assert top.metrics["ceiling"]
 
 
+def test_bfloat16_ceiling_leaves_out_openblas():
+    """In this process oneDNN is not allowed AMX (no DNNL_MAX_CPU_ISA), so this measures what
+    it then does with bfloat16; the command's own run gets AMX where the CPU has it."""
+    results = measure_ceiling(mx.cpu(0), "quick", repeat=2, dtype="bfloat16")
+    assert [r.metrics["kernel"] for r in results] == ["FullyConnected (oneDNN)", "Convolution 3x3 (oneDNN)"]
+    assert all(r.metrics["dtype"] == "bfloat16" for r in results)
+    for r in results:
+        assert 0 < r.metrics["gflop_per_s"] < physical_bound(dtype="bfloat16") / 1e9
+    with pytest.raises(ValueError, match="float32 or bfloat16"):
+        measure_ceiling(mx.cpu(0), "quick", dtype="float16")
+
+
 # --- the breakdown --------------------------------------------------------------------
 
 def test_fenced_parts_sum_to_the_fenced_step_within_10_percent():
@@ -172,6 +184,21 @@ def test_two_contexts_communicate_and_write_every_output(run, tmp_path):
     with open(str(table)) as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(records) and "bench" in rows[0]
+
+
+def test_bfloat16_profile_holds_the_step_against_the_bfloat16_ceiling(run, tmp_path):
+    from gluonperf.precision import has_amx
+    out = tmp_path / "bf16.jsonl"
+    p = run("gluonperf.profile", "--model", "lenet", "--batch-size", "64", "--dtype", "bfloat16", *QUICK,
+            "--json", str(out), timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert "ceiling: peak bfloat16 GFLOP/s" in p.stdout and "bfloat16 mixed precision" in p.stdout
+    records = [(r, env) for r, env in read_jsonl(str(out))]
+    assert {r.metrics["dtype"] for r, _ in records if r.bench == "ceiling"} == {"bfloat16"}
+    ops = {r.name for r, _ in records if r.bench == "operators"}
+    assert "amp_cast" in ops or "amp_multicast" in ops  # the operator-table child ran under AMP too
+    if has_amx():
+        assert records[0][1]["env"]["DNNL_MAX_CPU_ISA"] == "AVX512_CORE_AMX"
 
 
 def test_a_gluoncv_zoo_model(run, tmp_path):

@@ -46,6 +46,26 @@ def test_digits_on_two_contexts_learns(run, tmp_path):
     assert "epoch 1 batch 5/" in p.stderr  # the --log-interval line
 
 
+def test_bfloat16_mixed_precision_learns_on_two_contexts(run, tmp_path):
+    """--dtype bfloat16 (MXNet's AMP): learns as float32 does, reports its top-5 in float32,
+    keeps float32 weights, and says on stderr what it set for the CPU."""
+    from gluonperf.precision import cpu_flags
+    out, save = tmp_path / "bf16.jsonl", tmp_path / "ckpt"
+    p = run("gluonperf.train", "--dataset", "digits", "--ctx", "cpu0,cpu1", "--model", "lenet", "--epochs", "3",
+            "--batch-size", "64", "--dtype", "bfloat16", "--json", str(out), "--save", str(save))
+    assert p.returncode == 0, p.stderr
+    records = read_jsonl(str(out))
+    last, env = records[-1]
+    assert last.metrics["dtype"] == "bfloat16" and last.metrics["test_top1"] > 0.5  # chance is 0.1
+    assert last.metrics["test_top5"] >= last.metrics["test_top1"]  # top-k of bfloat16 outputs was garbage
+    assert "note: --dtype bfloat16: " in p.stderr and "mixed precision" in p.stdout.splitlines()[0]
+    if {"amx_bf16", "amx_tile"} <= cpu_flags():  # oneDNN may use AMX, in a process allowed to
+        assert env["env"]["DNNL_MAX_CPU_ISA"] == "AVX512_CORE_AMX"
+    params, meta = params_of(str(save))
+    assert meta["config"]["dtype"] == "bfloat16"
+    assert {v.dtype for v in params.values()} == {np.float32}  # checkpoints as float32 runs write them
+
+
 def test_synthetic_runs_with_limit(run):
     p = run("gluonperf.train", "--dataset", "synthetic", "--ctx", "cpu0,cpu1", "--model", "mlp",
             "--limit", "128", "--epochs", "1", "--batch-size", "32", "--workers", "0")
@@ -60,7 +80,7 @@ def test_help_explains_every_flag(run):
     for flag in ("--ctx", "--model", "--hybridize", "--dataset", "--data-dir", "--limit", "--workers",
                  "--batch-size", "--epochs", "--lr", "--lr-scale", "--optimizer", "--momentum", "--wd",
                  "--warmup-epochs", "--lr-decay", "--kvstore", "--seed", "--log-interval", "--json",
-                 "--csv", "--plot", "--save", "--resume", "--scaling", "--steps"):
+                 "--csv", "--plot", "--save", "--resume", "--scaling", "--steps", "--dtype"):
         assert flag in p.stdout
 
 
@@ -76,6 +96,8 @@ def test_help_explains_every_flag(run):
     (["--batch-size", "100"], "larger than this worker's 64 training samples"),
     (["--kvstore", "dist_sync"], "python -m gluonperf.launch"),
     (["--kvstore", "nccl"], "GPUs only"),
+    (["--dtype", "float16"], "invalid choice: 'float16'"),
+    (["--dtype", "bfloat16", "--checkpoint-segments", "2"], "--checkpoint-segments does not work with --dtype"),
 ])
 def test_errors_are_one_line(args, words, capsys, monkeypatch):
     """Run in this process (cli.run, as `python -m gluonperf.train` does) to keep it fast."""

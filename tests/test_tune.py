@@ -177,3 +177,21 @@ def test_the_winners_warnings_know_that_train_sets_its_own_threads(monkeypatch):
     assert best["gluonperf.train"] == []  # no "OMP_NUM_THREADS unset" for a command that sets it
     if physical_cores() > 1:  # the steprate worker runs with the environment it is given
         assert any("OMP_NUM_THREADS unset" in w for w in best["gluonperf.steprate"])
+
+
+def test_dtype_lever_only_where_bfloat16_can_pay_and_its_winner_is_flagged(monkeypatch):
+    import gluonperf.tune as t
+    from gluonperf.records import Result
+    monkeypatch.setattr(t, "has_amx", lambda: False)
+    assert "dtype" not in dict(levers(Candidate("b"), ["cpu0"], [64], ["device"], cores=2, runner=TRAIN))
+    monkeypatch.setattr(t, "has_amx", lambda: True)
+    assert [c.flag("dtype") for c in stage("dtype")] == [None, "bfloat16"]
+    assert "dtype" not in dict(levers(Candidate("b"), ["cpu0"], [64], ["device"], cores=2, runner=STEPRATE))
+    assert "dtype" not in dict(levers(Candidate("b"), ["gpu0"], [64], ["device"], cores=2, runner=TRAIN))
+
+    def challenger_wins(cands, *args, **kwargs):
+        return [Result("tune", cands[-1].name, {"ratio": 1.9})]
+    monkeypatch.setattr(t, "paired_sweep", challenger_wins)
+    monkeypatch.setattr(t, "sweep", challenger_wins)
+    best = t.tune("mlp", ["cpu"], [8], runner=TRAIN, only=["dtype"])[-1].metrics
+    assert "--dtype bfloat16" in best["command"] and any("changes the arithmetic" in w for w in best["warnings"])

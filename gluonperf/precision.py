@@ -1,0 +1,120 @@
+"""Training in bfloat16 on CPUs: MXNet's automatic mixed precision (AMP), and what the
+CPU needs for it to pay.
+
+`--dtype bfloat16` runs convolutions and dense layers in bfloat16 (`amp.init`: MXNet
+casts their inputs; weights, gradients, BatchNorm, the loss and the optimizer stay
+float32, so checkpoints are the same as float32 runs'). It pays only on CPUs with
+Intel AMX: MXNet 1.9.1's oneDNN 2.4 uses AMX only when told to
+(DNNL_MAX_CPU_ISA=AVX512_CORE_AMX) and only in a process Linux allowed to use the AMX
+tile registers (arch_prctl(ARCH_REQ_XCOMP_PERM), Linux 5.16+); without that permission
+the first AMX instruction kills the process (SIGILL). Without AMX, oneDNN runs
+bfloat16 on AVX512-BF16, which was slower than float32 (benchmarks/LEVERS.md).
+
+`prepare(dtype)` does the environment part and must run before MXNet is loaded;
+`enable(dtype, contexts)` switches AMP on and must run before the model is built.
+"""
+import ctypes
+import os
+
+DTYPES = ("float32", "bfloat16")
+AMX_ISA = "AVX512_CORE_AMX"
+_ARCH_REQ_XCOMP_PERM = 0x1023   # linux/arch/x86/include/uapi/asm/prctl.h
+_XFEATURE_XTILEDATA = 18
+_SYS_ARCH_PRCTL = 158           # x86-64
+
+
+def cpu_flags():
+    """The CPU's feature flags from /proc/cpuinfo (an empty set where there is none)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def request_amx():
+    """Ask Linux for this process's permission to use the AMX tile registers; True if given."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def dtype_in_argv(argv):
+    """The value of a command line's --dtype (read before argparse and MXNet), or float32."""
+    for i, arg in enumerate(argv):
+        if arg == "--dtype" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--dtype="):
+            return arg.split("=", 1)[1]
+    return "float32"
+
+
+def prepare(dtype, environ=None, flags=None, request=request_amx):
+    """Before MXNet loads: for bfloat16 on a CPU with AMX, get the AMX permission and set
+    DNNL_MAX_CPU_ISA (unless the user set it). Returns a one-line note for the user (what
+    was set, or why bfloat16 will be slow here), or None for float32."""
+    environ = os.environ if environ is None else environ
+    if dtype != "bfloat16":
+        return None
+    flags = cpu_flags() if flags is None else flags
+    if has_amx(flags):
+        if not request():
+            return ("--dtype bfloat16: Linux refused this process the AMX registers (kernel older than 5.16?), "
+                    "so oneDNN runs bfloat16 on AVX512-BF16, which is slower than float32; use float32")
+        if "DNNL_MAX_CPU_ISA" in environ:
+            return ("--dtype bfloat16: AMX allowed; DNNL_MAX_CPU_ISA=%s as you set it (%s lets oneDNN use AMX)"
+                    % (environ["DNNL_MAX_CPU_ISA"], AMX_ISA))
+        environ["DNNL_MAX_CPU_ISA"] = AMX_ISA
+        return ("--dtype bfloat16: convolutions and dense layers run in bfloat16 on the CPU's AMX units "
+                "(gluonperf set DNNL_MAX_CPU_ISA=%s, as oneDNN 2.4 leaves AMX off); weights, BatchNorm and "
+                "the optimizer stay float32" % AMX_ISA)
+    if "avx512_bf16" in flags:
+        return ("--dtype bfloat16: this CPU has no AMX, so oneDNN runs bfloat16 on AVX512-BF16, "
+                "which is slower than float32; use float32")
+    return ("--dtype bfloat16: this CPU has no bfloat16 instructions (no AMX, no AVX512-BF16): oneDNN "
+            "emulates them, far slower than float32; use float32")
+
+
+def has_amx(flags=None):
+    """True when the CPU has AMX with bfloat16 (Sapphire Rapids and later Xeons)."""
+    return {"amx_bf16", "amx_tile"} <= (cpu_flags() if flags is None else flags)
+
+
+def hint(dtype, contexts, flags=None):
+    """A one-line note for a float32 run on CPU contexts of a CPU with AMX, where
+    --dtype bfloat16 can train much faster (benchmarks/LEVERS.md); else None."""
+    if dtype != "float32" or not contexts or not has_amx(flags):
+        return None
+    if any(getattr(c, "device_type", "cpu") != "cpu" for c in contexts):
+        return None
+    return ("this CPU has AMX: --dtype bfloat16 (mixed precision; float32 weights) can train much faster "
+            "here; check that it learns as well for your model")
+
+
+def check(dtype, contexts):
+    """ValueError for an unknown dtype, or bfloat16 on a non-CPU context (MXNet 1.9's
+    bfloat16 kernels are oneDNN's, CPU only)."""
+    if dtype not in DTYPES:
+        raise ValueError("dtype %r: use one of %s" % (dtype, ", ".join(DTYPES)))
+    others = [str(c) for c in contexts if getattr(c, "device_type", str(c)[:3]) != "cpu"]
+    if dtype == "bfloat16" and others:
+        raise ValueError("dtype bfloat16 runs on CPU contexts only (MXNet's bfloat16 kernels are oneDNN's); "
+                         "%s is not one: use float32 there" % ", ".join(others))
+
+
+def enable(dtype, contexts):
+    """Switch MXNet's AMP to `dtype` for every model built after this call (a no-op for
+    float32); ValueError as `check` says."""
+    check(dtype, contexts)
+    from mxnet.contrib.amp import amp
+    if dtype == "float32":
+        if getattr(amp, "_amp_initialized", False):
+            raise ValueError("dtype float32: bfloat16 AMP was switched on earlier in this process and MXNet "
+                             "cannot switch it off; run float32 in a fresh process")
+        return
+    amp.init(target_dtype="bfloat16")  # once per process; later calls do nothing

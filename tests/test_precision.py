@@ -1,0 +1,67 @@
+"""gluonperf.precision: what --dtype bfloat16 sets before MXNet loads, and what it refuses.
+
+`enable("bfloat16")` is only run in subprocesses (test_train): MXNet's AMP patches the
+operators of the whole process and cannot be switched off again."""
+import mxnet as mx
+import pytest
+
+from gluonperf.precision import AMX_ISA, dtype_in_argv, enable, hint, prepare
+
+AMX = {"avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8"}
+
+
+def test_float32_changes_nothing():
+    env = {}
+    assert prepare("float32", env, flags=AMX, request=lambda: pytest.fail("asked for AMX")) is None
+    assert env == {}
+
+
+def test_amx_cpu_gets_the_permission_and_onednn_isa():
+    env, asked = {}, []
+    note = prepare("bfloat16", env, flags=AMX, request=lambda: asked.append(1) or True)
+    assert asked == [1] and env == {"DNNL_MAX_CPU_ISA": AMX_ISA}
+    assert "AMX" in note and "stay float32" in note
+
+
+def test_a_user_set_isa_is_kept():
+    env = {"DNNL_MAX_CPU_ISA": "AVX512_CORE"}
+    note = prepare("bfloat16", env, flags=AMX, request=lambda: True)
+    assert env == {"DNNL_MAX_CPU_ISA": "AVX512_CORE"} and "as you set it" in note
+
+
+def test_without_the_permission_the_isa_is_not_raised():
+    """With AMX in the ISA but no permission, the first AMX instruction kills the process (SIGILL)."""
+    env = {}
+    note = prepare("bfloat16", env, flags=AMX, request=lambda: False)
+    assert env == {} and "refused" in note and "use float32" in note
+
+
+@pytest.mark.parametrize("flags, words", [
+    ({"avx512f", "avx512_bf16"}, "no AMX"),
+    ({"avx2", "fma"}, "no bfloat16 instructions"),
+])
+def test_cpus_where_bfloat16_is_slow_are_named(flags, words):
+    env = {}
+    note = prepare("bfloat16", env, flags=flags, request=lambda: pytest.fail("asked for AMX"))
+    assert env == {} and words in note and "use float32" in note
+
+
+def test_dtype_in_argv():
+    assert dtype_in_argv(["--epochs", "1"]) == "float32"
+    assert dtype_in_argv(["--dtype", "bfloat16"]) == "bfloat16"
+    assert dtype_in_argv(["--dtype=bfloat16", "--ctx", "cpu"]) == "bfloat16"
+
+
+def test_enable_rejects_what_mxnet_cannot_run():
+    with pytest.raises(ValueError, match="one of float32, bfloat16"):
+        enable("float16", [mx.cpu()])
+    with pytest.raises(ValueError, match="CPU contexts only.*gpu"):
+        enable("bfloat16", [mx.cpu(0), mx.gpu(0)])
+    assert enable("float32", [mx.cpu()]) is None  # nothing to switch on
+
+
+def test_float32_runs_on_an_amx_cpu_hear_of_bfloat16():
+    assert "--dtype bfloat16" in hint("float32", [mx.cpu(0), mx.cpu(1)], flags=AMX)
+    assert hint("bfloat16", [mx.cpu()], flags=AMX) is None  # already on
+    assert hint("float32", [mx.cpu()], flags={"avx512f", "avx512_bf16"}) is None  # slower there
+    assert hint("float32", [mx.gpu(0)], flags=AMX) is None  # CPU only
