@@ -446,7 +446,8 @@ def profile(records):
         "; largest losses: " + "; ".join(findings) if findings else "")
     m = parts[0].metrics if parts else {}
     tables = [Table(ceiling, ["name", "shape", "gflop_per_s", "median_gflop_per_s", "ceiling", "omp_threads"],
-                    "the ceiling: peak float32 FLOP/s measured on this machine"),
+                    "the ceiling: peak %s FLOP/s measured on this machine"
+                    % (ceiling[0].metrics.get("dtype", "float32") if ceiling else "float32")),
               Table(work, ["name", "layers", "forward_gflop", "backward_gflop", "training_gflop"],
                     "the model's work per training image"),
               Table(parts, ["name", "time_s", ("share", lambda r: _pct(r.metrics.get("share"))), "noisy"],

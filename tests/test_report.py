@@ -34,7 +34,7 @@ COMMANDS = {
                 "--ceiling", "quick"],
 }
 # Real suite and tune outputs of this machine, as saved in the repository.
-SAVED = ["train_throughput_final.json", "tune_b128.json"]
+SAVED = ["train_throughput_final.json", "tune_b128.json", "profile_bf16_b64_2026-11-22_s4.json"]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--window-size=1200,2000", "--enable-logging=stderr", "--v=0"]
@@ -126,6 +126,8 @@ def test_report_of_real_outputs_is_self_contained_and_holds_every_record(results
     assert "skipped %s" % (results / "trace.json") in p.stderr  # a profiler trace is not results
     text = out.read_text()
     page = Page(text)
+    # the saved bfloat16 profile is held against its own ceiling, the command's float32 one against float32's
+    assert "peak bfloat16 FLOP/s" in text and "peak float32 FLOP/s" in text
     # one row per record in the folded tables, and every record's name in a table cell
     assert page.detail_rows == len(records)
     assert {r.name for r in records} <= set(page.cells)
