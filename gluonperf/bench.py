@@ -27,6 +27,8 @@ def contexts_at_once(argv):
 
 # As a command, choose MXNet's thread count before any experiment loads MXNet.
 THREADS_NOTE = cli.thread_defaults(sys.argv[1:], contexts_at_once(sys.argv[1:])) if __name__ == "__main__" else None
+# footprint --dtype bfloat16: oneDNN's instruction set for the workers (each asks for AMX itself)
+DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 
 PROG = "python -m gluonperf.bench"
 
@@ -594,6 +596,9 @@ def add_footprint(sub, common):
                         "(glibc's malloc makes the same run's peak RSS differ from process to process) "
                         "(default: %(default)s)")
     p.add_argument("--seed", type=cli.non_negative_int, default=0, help="seed of weights and data (default: %(default)s)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="bfloat16: the step as python -m gluonperf.train --dtype bfloat16 runs it (mixed "
+                        "precision; CPU contexts; not with --checkpoint) (default: %(default)s)")
     p.add_argument("--plot", metavar="PNG",
                    help="also draw memory and images/s against the batch size, one line per configuration")
     p.set_defaults(run=run_footprint)
@@ -616,10 +621,12 @@ def run_footprint(args):
     configs = effective_configs(args.hybridize, args.checkpoint)
     if "static" in args.hybridize and any(args.checkpoint):
         cli.note("note: with checkpointing, static runs as hybrid (segments are never statically allocated)")
+    if DTYPE_NOTE:
+        cli.note("note: " + DTYPE_NOTE)
     with cli.progress_bar(len(configs) * (len(args.batch_sizes) + len(budgets)) * args.repeat, "footprint") as bar:
         rows = footprint(args.model, args.batch_sizes, ctxs, args.hybridize, args.checkpoint, steps=args.steps,
                          warmup=args.warmup, budgets=budgets, seed=args.seed, repeat=args.repeat,
-                         progress=bar.update)
+                         progress=bar.update, dtype=args.dtype)
     results = [r for r in rows if r.bench == "footprint"]
     budget_rows = [r for r in rows if r.bench == "footprint-budget"]
     memory = "device memory" if any(c.device_type == "gpu" for c in ctxs) else "RSS"
@@ -628,10 +635,11 @@ def run_footprint(args):
         columns[4:4] = ["peak_above_min_bytes", "peak_above_max_bytes"]
     if any("error" in r.metrics for r in results):
         columns.append("error")
-    sections = [("%s training step on %s (sgd, momentum): %s, %d warm-up + %d timed steps; "
+    sections = [("%s training step on %s (sgd, momentum%s): %s, %d warm-up + %d timed steps; "
                  "model = parameters + gradients + optimizer states; peak above = peak %s during the steps above "
                  "the model%s; needs = model + peak above"
-                 % (args.model, ",".join(map(str, ctxs)), "one fresh process per run" if args.repeat == 1 else
+                 % (args.model, ",".join(map(str, ctxs)),
+                    "" if args.dtype == "float32" else ", %s mixed precision" % args.dtype, "one fresh process per run" if args.repeat == 1 else
                     "%d fresh processes per run" % args.repeat, args.warmup, args.steps, memory,
                     " (median over the processes)" if args.repeat > 1 else ""), results, columns)]
     if budget_rows:

@@ -37,7 +37,7 @@ import sys
 import mxnet as mx
 import numpy as np
 
-from . import UserError, guard
+from . import UserError, guard, precision
 from .benchmark import Benchmark, Measurement
 from .memory import MemorySampler, device_memory_used, rss
 from .records import result, save_figure
@@ -113,10 +113,11 @@ def _peak(usage, contexts):
 
 
 def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0, steps=5, warmup=1,
-                   seed=0, lr=0.1):
-    """Build `model`, run `warmup` then `steps` training steps at `batch_size` (split over
-    `contexts`) and return a flat dict of what they used (see the module's docstring).
-    Meant to run alone in a fresh process (`run_step_footprint`)."""
+                   seed=0, lr=0.1, dtype="float32"):
+    """Build `model` (in bfloat16 mixed precision with dtype='bfloat16', as
+    `train --dtype bfloat16` runs it), run `warmup` then `steps` training steps at
+    `batch_size` (split over `contexts`) and return a flat dict of what they used (see the
+    module's docstring). Meant to run alone in a fresh process (`run_step_footprint`)."""
     from mxnet import autograd, gluon
     from .data import CLASSES
     from .models import get_model, input_shape
@@ -125,6 +126,12 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
     contexts = list(contexts)
     if batch_size < len(contexts):
         raise UserError("batch %d is smaller than the %d contexts" % (batch_size, len(contexts)))
+    if dtype == "bfloat16" and checkpoint:
+        raise UserError("checkpointing does not work with bfloat16 (MXNet 1.9.1's AMP breaks the recomputed "
+                        "segments' backward); use one or the other")
+    if dtype == "bfloat16" and precision.has_amx():
+        precision.request_amx()  # per process; the command set DNNL_MAX_CPU_ISA for its workers
+    precision.enable(dtype, contexts)
     mx.random.seed(seed)
     rng = np.random.RandomState(seed)
     shape = tuple(input_shape(model))
@@ -176,7 +183,7 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
     model_total = counted["param_bytes"] + counted["grad_bytes"] + counted["state_bytes"]
     m = Measurement("step", tuple(times))
     return dict(
-        model=model, batch_size=batch_size, hybridize=hybridize, checkpoint=checkpoint,
+        model=model, batch_size=batch_size, hybridize=hybridize, checkpoint=checkpoint, dtype=dtype,
         contexts=",".join(str(c) for c in contexts), memory="device" if on_device else "rss",
         steps=steps, warmup=warmup, step_samples_s=list(times),
         base_bytes=base, peak_bytes=peak, warmup_peak_above_bytes=warm_peak - base - counted["state_bytes"],
@@ -341,7 +348,7 @@ def effective_configs(hybridize, checkpoint):
 
 
 def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,), steps=5, warmup=1,
-              budgets=(), seed=0, repeat=1, timeout=None, progress=None):
+              budgets=(), seed=0, repeat=1, timeout=None, progress=None, dtype="float32"):
     """`repeat` fresh processes per (hybridize, checkpoint, batch size), merged by
     `_repeated` (the median peak, with its min and max); see the module's docstring. Returns one Result per run (bench 'footprint', name e.g. 'static ckpt4',
     metrics of `step_footprint`, plus `peak_vs_plain` and `time_vs_plain` against the
@@ -359,6 +366,13 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
             raise UserError("unknown hybridize setting %r; choose from %s" % (h, ",".join(HYBRIDIZE)))
     if any(c < 0 for c in checkpoint):
         raise UserError("checkpoint segments must be 0 (off) or more")
+    try:
+        precision.check(dtype, contexts)
+    except ValueError as e:
+        raise UserError(str(e))
+    if dtype == "bfloat16" and any(checkpoint):
+        raise UserError("checkpointing does not work with bfloat16 (MXNet 1.9.1's AMP breaks the recomputed "
+                        "segments' backward); use --checkpoint 0")
     small = [b for b in batch_sizes if b < len(contexts)]
     if small:
         raise UserError("batch size %d is smaller than the %d contexts; every context needs a sample"
@@ -379,7 +393,7 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
 
     def params_for(h, c, batch):
         return {"model": model, "batch_size": batch, "contexts": ctx_text, "hybridize": h, "checkpoint": c,
-                "steps": steps, "warmup": warmup, "seed": seed}
+                "steps": steps, "warmup": warmup, "seed": seed, "dtype": dtype}
 
     runs = {}
 

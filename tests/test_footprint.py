@@ -89,6 +89,17 @@ def test_footprint_on_two_contexts(run):
     assert "cpu(0),cpu(1)" in p.stdout.splitlines()[0]
 
 
+def test_bfloat16_step_in_the_workers(run, tmp_path):
+    """Each fresh worker process runs the step under bfloat16 AMP (and asks for AMX itself)."""
+    out = tmp_path / "fp.jsonl"
+    p = run("gluonperf.bench", "footprint", "--model", "lenet", "--batch-sizes", "16", "--hybridize", "static",
+            "--steps", "1", "--dtype", "bfloat16", "--json", str(out), timeout=120)
+    assert p.returncode == 0, p.stderr
+    rows = [r for r, _ in read_jsonl(str(out))]
+    assert [(r.name, r.metrics["dtype"]) for r in rows] == [("static", "bfloat16")]
+    assert rows[0].metrics["peak_above_bytes"] > 0 and "bfloat16 mixed precision" in p.stdout.splitlines()[0]
+
+
 @pytest.mark.parametrize("args, words", [
     (["--budget", "100K"], "below the"),  # LeNet's parameters alone take about 0.5 MiB
     (["--budget", "lots"], "is not a size"),  # argparse's errors come after its usage lines
@@ -96,6 +107,8 @@ def test_footprint_on_two_contexts(run):
     (["--checkpoint", "99"], "at most 7 checkpoint segments"),
     (["--batch-sizes", "1", "--ctx", "cpu0,cpu1"], "smaller than the 2 contexts"),
     (["--model", "nosuchnet"], "unknown model"),
+    (["--dtype", "bfloat16", "--checkpoint", "2"], "checkpointing does not work with bfloat16"),
+    (["--dtype", "bfloat16", "--ctx", "cpu0,gpu0"], "GPU"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(args, words, tmp_path, capsys):
     """In this process (cli.run, as the command does), to keep it fast."""
