@@ -611,17 +611,18 @@ BUDGET_COLUMNS = ["name", "budget_bytes", "predicted_batch", "largest_batch", "f
 
 
 def run_footprint(args):
-    from .footprint import effective_configs, footprint, plot_footprint
+    from .footprint import check_dtype, effective_configs, footprint, plot_footprint
     from .models import get_model
     get_model(args.model)  # unknown names fail here, before any work
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
     budgets = sorted(set(args.budget or []))
+    check_dtype(args.dtype, ctxs, args.checkpoint)  # before any note about it
     configs = effective_configs(args.hybridize, args.checkpoint)
     if "static" in args.hybridize and any(args.checkpoint):
         cli.note("note: with checkpointing, static runs as hybrid (segments are never statically allocated)")
-    if DTYPE_NOTE:
+    if DTYPE_NOTE and args.dtype == "bfloat16":
         cli.note("note: " + DTYPE_NOTE)
     with cli.progress_bar(len(configs) * (len(args.batch_sizes) + len(budgets)) * args.repeat, "footprint") as bar:
         rows = footprint(args.model, args.batch_sizes, ctxs, args.hybridize, args.checkpoint, steps=args.steps,

@@ -51,6 +51,10 @@ def kernels(ctx, size="full", dtype="float32"):
     if dtype not in ("float32", "bfloat16"):
         raise ValueError("dtype %r: use float32 or bfloat16" % (dtype,))
     n, (batch, channels, hw) = SIZES[size]
+    if dtype == "bfloat16":
+        from .precision import has_amx, request_amx
+        if has_amx():
+            request_amx()  # oneDNN may be allowed AMX (DNNL_MAX_CPU_ISA): without permission it dies
 
     def uniform(shape):
         t = mx.nd.random.uniform(shape=shape, ctx=ctx)

@@ -203,7 +203,8 @@ def run(main, prog, argv=None):
     error can only come from a command that loaded MXNet."""
     global _AS_COMMAND
     _AS_COMMAND = True
-    argparse.ArgumentParser.error = _one_line_error  # this process is the command: every parser it builds
+    usage_error = argparse.ArgumentParser.error
+    argparse.ArgumentParser.error = _one_line_error  # every parser the command builds
     try:
         code = main(argv)
     except UserError as e:
@@ -223,6 +224,7 @@ def run(main, prog, argv=None):
         print("%s: MXNet error: %s" % (prog, first), file=sys.stderr)
         code = 1
     finally:
+        argparse.ArgumentParser.error = usage_error
         guard.stop_stall_guard()
         guard.cleanup()
     sys.exit(code or 0)

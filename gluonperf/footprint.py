@@ -112,6 +112,18 @@ def _peak(usage, contexts):
     return usage.rss_peak
 
 
+def check_dtype(dtype, contexts, checkpoint=(0,)):
+    """UserError for a dtype the step cannot run here: unknown, bfloat16 off the CPU, or
+    bfloat16 with checkpointing (MXNet 1.9.1's AMP breaks the recomputed segments' backward)."""
+    try:
+        precision.check(dtype, contexts)
+    except ValueError as e:
+        raise UserError(str(e))
+    if dtype == "bfloat16" and any(checkpoint):
+        raise UserError("checkpointing does not work with bfloat16 (MXNet 1.9.1's AMP breaks the recomputed "
+                        "segments' backward); use --checkpoint 0")
+
+
 def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0, steps=5, warmup=1,
                    seed=0, lr=0.1, dtype="float32"):
     """Build `model` (in bfloat16 mixed precision with dtype='bfloat16', as
@@ -126,12 +138,8 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
     contexts = list(contexts)
     if batch_size < len(contexts):
         raise UserError("batch %d is smaller than the %d contexts" % (batch_size, len(contexts)))
-    if dtype == "bfloat16" and checkpoint:
-        raise UserError("checkpointing does not work with bfloat16 (MXNet 1.9.1's AMP breaks the recomputed "
-                        "segments' backward); use one or the other")
-    if dtype == "bfloat16" and precision.has_amx():
-        precision.request_amx()  # per process; the command set DNNL_MAX_CPU_ISA for its workers
-    precision.enable(dtype, contexts)
+    check_dtype(dtype, contexts, [checkpoint])
+    precision.enable(dtype, contexts)  # asks for AMX in this worker; the command set DNNL_MAX_CPU_ISA
     mx.random.seed(seed)
     rng = np.random.RandomState(seed)
     shape = tuple(input_shape(model))
@@ -366,13 +374,7 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
             raise UserError("unknown hybridize setting %r; choose from %s" % (h, ",".join(HYBRIDIZE)))
     if any(c < 0 for c in checkpoint):
         raise UserError("checkpoint segments must be 0 (off) or more")
-    try:
-        precision.check(dtype, contexts)
-    except ValueError as e:
-        raise UserError(str(e))
-    if dtype == "bfloat16" and any(checkpoint):
-        raise UserError("checkpointing does not work with bfloat16 (MXNet 1.9.1's AMP breaks the recomputed "
-                        "segments' backward); use --checkpoint 0")
+    check_dtype(dtype, contexts, checkpoint)
     small = [b for b in batch_sizes if b < len(contexts)]
     if small:
         raise UserError("batch size %d is smaller than the %d contexts; every context needs a sample"

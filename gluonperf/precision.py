@@ -45,13 +45,18 @@ def request_amx():
 
 
 def dtype_in_argv(argv):
-    """The value of a command line's --dtype (read before argparse and MXNet), or float32."""
+    """The value of a command line's --dtype (read before argparse and MXNet), or float32;
+    as argparse reads it: the last one counts, and so do abbreviations (--dt, --dtyp)."""
+    value = "float32"
     for i, arg in enumerate(argv):
-        if arg == "--dtype" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--dtype="):
-            return arg.split("=", 1)[1]
-    return "float32"
+        flag, eq, inline = arg.partition("=")
+        if len(flag) < 4 or not "--dtype".startswith(flag):
+            continue
+        if eq:
+            value = inline
+        elif i + 1 < len(argv):
+            value = argv[i + 1]
+    return value
 
 
 def prepare(dtype, environ=None, flags=None, request=request_amx):
@@ -63,12 +68,19 @@ def prepare(dtype, environ=None, flags=None, request=request_amx):
         return None
     flags = cpu_flags() if flags is None else flags
     if has_amx(flags):
+        isa = environ.get("DNNL_MAX_CPU_ISA")
         if not request():
+            unset = ""
+            if isa and "AMX" in isa.upper():  # oneDNN would use AMX unallowed: the process would die (SIGILL)
+                del environ["DNNL_MAX_CPU_ISA"]
+                unset = "; gluonperf unset your DNNL_MAX_CPU_ISA=%s, since AMX without permission kills the process" % isa
             return ("--dtype bfloat16: Linux refused this process the AMX registers (kernel older than 5.16?), "
-                    "so oneDNN runs bfloat16 on AVX512-BF16, which is slower than float32; use float32")
-        if "DNNL_MAX_CPU_ISA" in environ:
-            return ("--dtype bfloat16: AMX allowed; DNNL_MAX_CPU_ISA=%s as you set it (%s lets oneDNN use AMX)"
-                    % (environ["DNNL_MAX_CPU_ISA"], AMX_ISA))
+                    "so oneDNN runs bfloat16 on AVX512-BF16, which is slower than float32; use float32%s" % unset)
+        if isa and "AMX" not in isa.upper():
+            return ("--dtype bfloat16: DNNL_MAX_CPU_ISA=%s as you set it keeps oneDNN off AMX, so bfloat16 runs "
+                    "on AVX512-BF16, slower than float32; unset it or set %s" % (isa, AMX_ISA))
+        if isa:
+            return "--dtype bfloat16: AMX allowed; DNNL_MAX_CPU_ISA=%s as you set it" % isa
         environ["DNNL_MAX_CPU_ISA"] = AMX_ISA
         return ("--dtype bfloat16: convolutions and dense layers run in bfloat16 on the CPU's AMX units "
                 "(gluonperf set DNNL_MAX_CPU_ISA=%s, as oneDNN 2.4 leaves AMX off); weights, BatchNorm and "
@@ -111,6 +123,8 @@ def enable(dtype, contexts):
     """Switch MXNet's AMP to `dtype` for every model built after this call (a no-op for
     float32); ValueError as `check` says."""
     check(dtype, contexts)
+    if dtype == "bfloat16" and has_amx():
+        request_amx()  # per process, repeatable: oneDNN may be allowed AMX by the environment it inherited
     from mxnet.contrib.amp import amp
     if dtype == "float32":
         if getattr(amp, "_amp_initialized", False):

@@ -181,7 +181,7 @@ def main(argv=None):
     if args.operators_only:
         return operators_only(args, ctxs, config)
     cli.advise(ctxs, THREADS_NOTE)
-    if DTYPE_NOTE:
+    if DTYPE_NOTE and args.dtype == "bfloat16":
         cli.note("note: " + DTYPE_NOTE)
 
     from .ceiling import best_of, ceiling_devices, ceiling_flops, measure_ceiling

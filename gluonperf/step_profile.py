@@ -34,7 +34,7 @@ from .data import load, loader
 from .precision import check as check_dtype
 from .profiling import Trace, aggregate_stats
 from .records import result
-from .training import EpochStats, build_net, make_trainer, scaled_lr, split, train_steps
+from .training import EpochStats, as_float32, build_net, make_trainer, scaled_lr, split, train_steps
 
 PARTS = (
     ("load", "next batch (loader)"),
@@ -119,7 +119,7 @@ def fenced_step(s):
     xs, ys = split(x, s.contexts), split(y, s.contexts)
     fence()
     with autograd.record():
-        outputs = [s.net(a) for a in xs]
+        outputs = [as_float32(s.net(a)) for a in xs]
         losses = [s.loss_fn(o, b) for o, b in zip(outputs, ys)]
     fence()
     autograd.backward(losses)

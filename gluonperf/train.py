@@ -222,7 +222,7 @@ def main(argv=None):
     check(args, ctxs)
     cli.advise(ctxs, THREADS_NOTE)
     from .precision import hint
-    for line in (DTYPE_NOTE, hint(args.dtype, ctxs)):
+    for line in (DTYPE_NOTE if args.dtype == "bfloat16" else None, hint(args.dtype, ctxs)):
         if line:
             cli.note("note: " + line)
     if args.checkpoint_segments and args.hybridize == "static":

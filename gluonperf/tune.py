@@ -108,7 +108,7 @@ def default_runner():
 def candidate_env(candidate):
     """This environment without MXNet/OpenMP settings (the candidate says them all), plus the candidate's."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("MXNET_", "OMP_", "KMP_", "GOMP_")) and k != TAKEN_VARIABLE}
+           if not k.startswith(("MXNET_", "OMP_", "KMP_", "GOMP_", "DNNL_", "ONEDNN_")) and k != TAKEN_VARIABLE}
     env.update(dict(candidate.env))
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")

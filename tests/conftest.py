@@ -8,9 +8,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def clean_env(**extra):
-    """This environment without OMP_*/MXNET_*/GOMP_*/KMP_* settings, as a user's shell
+    """This environment without OMP_*/MXNET_*/GOMP_*/KMP_*/DNNL_*/ONEDNN_* settings, as a user's shell
     has it, so that a command's own thread defaults apply; plus PYTHONPATH and `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_", "GOMP_", "KMP_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_", "GOMP_", "KMP_", "DNNL_", "ONEDNN_"))}
     env["PYTHONPATH"] = ROOT
     env.update(extra)
     return env

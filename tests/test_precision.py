@@ -23,17 +23,23 @@ def test_amx_cpu_gets_the_permission_and_onednn_isa():
     assert "AMX" in note and "stay float32" in note
 
 
-def test_a_user_set_isa_is_kept():
+def test_a_user_set_isa_is_kept_and_read():
+    env = {"DNNL_MAX_CPU_ISA": "AVX512_CORE_AMX"}
+    note = prepare("bfloat16", env, flags=AMX, request=lambda: True)
+    assert env == {"DNNL_MAX_CPU_ISA": "AVX512_CORE_AMX"} and "AMX allowed" in note and "as you set it" in note
     env = {"DNNL_MAX_CPU_ISA": "AVX512_CORE"}
     note = prepare("bfloat16", env, flags=AMX, request=lambda: True)
-    assert env == {"DNNL_MAX_CPU_ISA": "AVX512_CORE"} and "as you set it" in note
+    assert env == {"DNNL_MAX_CPU_ISA": "AVX512_CORE"} and "keeps oneDNN off AMX" in note
 
 
-def test_without_the_permission_the_isa_is_not_raised():
+def test_without_the_permission_amx_is_never_allowed():
     """With AMX in the ISA but no permission, the first AMX instruction kills the process (SIGILL)."""
     env = {}
     note = prepare("bfloat16", env, flags=AMX, request=lambda: False)
     assert env == {} and "refused" in note and "use float32" in note
+    env = {"DNNL_MAX_CPU_ISA": "AVX512_CORE_AMX"}  # the user's own setting would crash: it goes, and we say so
+    note = prepare("bfloat16", env, flags=AMX, request=lambda: False)
+    assert env == {} and "unset your DNNL_MAX_CPU_ISA=AVX512_CORE_AMX" in note
 
 
 @pytest.mark.parametrize("flags, words", [
@@ -50,6 +56,10 @@ def test_dtype_in_argv():
     assert dtype_in_argv(["--epochs", "1"]) == "float32"
     assert dtype_in_argv(["--dtype", "bfloat16"]) == "bfloat16"
     assert dtype_in_argv(["--dtype=bfloat16", "--ctx", "cpu"]) == "bfloat16"
+    # as argparse: the last one counts, abbreviations too
+    assert dtype_in_argv(["--dtype", "bfloat16", "--dtype", "float32"]) == "float32"
+    assert dtype_in_argv(["--dtyp", "bfloat16"]) == dtype_in_argv(["--dt=bfloat16"]) == "bfloat16"
+    assert dtype_in_argv(["--d", "bfloat16", "--data-dir", "x"]) == "float32"  # not --dtype's
 
 
 def test_enable_rejects_what_mxnet_cannot_run():
@@ -65,3 +75,20 @@ def test_float32_runs_on_an_amx_cpu_hear_of_bfloat16():
     assert hint("bfloat16", [mx.cpu()], flags=AMX) is None  # already on
     assert hint("float32", [mx.cpu()], flags={"avx512f", "avx512_bf16"}) is None  # slower there
     assert hint("float32", [mx.gpu(0)], flags=AMX) is None  # CPU only
+
+
+def test_a_process_that_inherits_the_amx_isa_asks_for_amx_itself():
+    """A library caller or a child that inherits DNNL_MAX_CPU_ISA=AVX512_CORE_AMX, and runs
+    bfloat16 without going through a command's `prepare`, must not die of SIGILL."""
+    import os
+    import subprocess
+    import sys
+    from gluonperf.precision import has_amx
+    if not has_amx():
+        pytest.skip("this CPU has no AMX: nothing to crash on")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("import mxnet as mx; from gluonperf.ceiling import measure_ceiling; "
+            "r = measure_ceiling(mx.cpu(0), 'quick', repeat=1, dtype='bfloat16'); print(len(r))")
+    env = dict(os.environ, PYTHONPATH=root, DNNL_MAX_CPU_ISA="AVX512_CORE_AMX", OMP_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.split() == ["2"], (p.returncode, p.stderr[-500:])
