@@ -462,6 +462,50 @@ def profile(records):
                  tables, svg(fig), reading)
 
 
+def footprint(records):
+    """bench footprint: what each (setting, batch) needs, model and step stacked; the
+    checkpointed runs against their plain step; the largest batch per budget."""
+    runs = [r for r in records if r.bench == "footprint"]
+    budgets = [r for r in records if r.bench == "footprint-budget"]
+    ok = [r for r in runs if "error" not in r.metrics]
+    mib = 2.0 ** 20
+    labels = ["%s, batch %s" % (r.name, r.metrics["batch_size"]) for r in ok]
+    fig, ax = figure(width=8.0, height=0.45 * len(ok) + 1.4)
+    a = ax[0][0]
+    ys = list(range(len(ok)))[::-1]  # first run on top
+    model = [r.metrics["model_bytes"] / mib for r in ok]
+    above = [r.metrics["peak_above_bytes"] / mib for r in ok]
+    a.barh(ys, model, color="tab:grey", label="model (parameters, gradients, optimizer states)")
+    a.barh(ys, above, left=model, color="tab:blue", label="the step's peak above the model")
+    a.set_yticks(ys)
+    a.set_yticklabels(labels, fontsize=8)
+    a.set_xlabel("MiB")
+    a.legend(fontsize=7, loc="lower right")
+    for r in budgets:
+        if r.metrics.get("budget_bytes"):
+            a.axvline(r.metrics["budget_bytes"] / mib, color="tab:red", linestyle="--", linewidth=1)
+    least = min(ok, key=lambda r: r.metrics["needs_bytes"] / r.metrics["batch_size"])
+    parts = ["least memory per sample: %s at batch %s, %.0f MiB above the model"
+             % (least.name, least.metrics["batch_size"], least.metrics["peak_above_bytes"] / mib)]
+    parts += ["%s at batch %s: %s the plain step's memory at %s its time"
+              % (r.name, r.metrics["batch_size"], _num(r.metrics["peak_vs_plain"]) + "x",
+                 _num(r.metrics["time_vs_plain"]) + "x") for r in ok if r.metrics.get("peak_vs_plain")]
+    parts += ["largest batch within %.0f MiB for %s: %s" % (r.metrics["budget_bytes"] / mib, r.name,
+                                                            r.metrics.get("largest_batch"))
+              for r in budgets if r.metrics.get("budget_bytes")]
+    m = runs[0].metrics
+    tables = [Table(runs, ["name", "batch_size", "model_bytes", "peak_above_bytes", "bytes_per_sample",
+                           "needs_bytes", "step_s", "images_per_s", "peak_vs_plain", "time_vs_plain", "error"],
+                    "each run: the model's bytes and the step's peak above them")]
+    if budgets:
+        tables.append(Table(budgets, ["name", "budget_bytes", "predicted_batch", "largest_batch", "fits",
+                                      "needs_bytes", "over_batch", "error"], "the largest batch within each budget"))
+    dtype = m.get("dtype", "float32")
+    return Block("%s on %s%s" % (m.get("model"), m.get("contexts"),
+                                 "" if dtype == "float32" else ", %s mixed precision" % dtype),
+                 tables, svg(fig), "; ".join(parts))
+
+
 def _baseline(group):
     """The candidate a lever's ratios are relative to (its own ratio is exactly 1 every round)."""
     return next((r.name for r in group if r.metrics.get("ratio") == 1 and r.metrics.get("ratio_min") == 1
@@ -509,7 +553,7 @@ def tune(records):
 
 
 # The page's sections after the environment, in the order a reader needs them. A new kind
-# (e.g. the profile command's, or bench footprint's) is one more line here and a renderer.
+# is one more line here and a renderer.
 KINDS = [
     Kind(("hybridize",), "Hybridize: imperative vs hybridize() vs static", hybridize),
     Kind(("hybridize_suite",), "Hybridize against the book's loop", hybridize_suite),
@@ -524,6 +568,8 @@ KINDS = [
     Kind(("ceiling", "work", "breakdown", "operators", "verdict"),
          "Profile: where a training step's time goes, against the machine's ceiling", profile),
     Kind(("tune",), "Throughput suites and tune: ratios with their min..max", tune),
+    Kind(("footprint", "footprint-budget"), "Memory of a training step: settings, checkpointing, budgets",
+         footprint),
 ]
 BY_BENCH = {b: kind for kind in KINDS for b in kind.benches}
 

@@ -32,6 +32,8 @@ COMMANDS = {
                 "--repeat", "2"],
     "profile": ["gluonperf.profile", "--model", "mlp", "--batch-size", "16", "--steps", "2", "--warmup", "1",
                 "--ceiling", "quick"],
+    "footprint": ["gluonperf.bench", "footprint", "--model", "lenet", "--batch-sizes", "8,16", "--hybridize", "hybrid",
+                  "--checkpoint", "0,2", "--steps", "1", "--budget", "64M"],
 }
 # Real suite and tune outputs of this machine, as saved in the repository.
 SAVED = ["train_throughput_final.json", "tune_b128.json", "profile_bf16_b64_2026-11-22_s4.json"]
@@ -138,7 +140,7 @@ def test_report_of_real_outputs_is_self_contained_and_holds_every_record(results
     assert not re.search(r"url\((?!#)|@import", text)  # only the SVGs' own clip paths, url(#id)
     # sections in the order a reader needs them, each kind drawn (an SVG each) and read
     order = ["Machine and environment", "Hybridize", "Asynchronous", "Memory", "Two devices", "Computation and",
-             "Allreduce", "Training", "Scaling", "Profile", "Throughput suites"]
+             "Allreduce", "Training", "Scaling", "Profile", "Throughput suites", "Memory of a training step"]
     positions = [next(i for i, h in enumerate(page.h2) if h.startswith(o)) for o in order]
     assert positions == sorted(positions)
     assert page.tags.count("svg") >= len(order) - 1
@@ -155,6 +157,8 @@ def test_report_of_real_outputs_is_self_contained_and_holds_every_record(results
     assert "of the copyto ceiling" in readings  # allreduce
     assert "best at batch 128: 1.52x the defaults" in readings  # tune's saved winner
     assert re.search(r"of the ceiling \([0-9.]+ GFLOP/s", readings)  # profile's verdict
+    assert "least memory per sample: " in readings and "the plain step's memory at" in readings  # footprint
+    assert re.search(r"largest batch within 64 MiB for hybrid: [0-9]+", readings)
     assert "not drawn" not in text
 
 
