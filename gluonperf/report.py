@@ -506,6 +506,63 @@ def footprint(records):
                  tables, svg(fig), "; ".join(parts))
 
 
+def predict(records):
+    """gluonperf.predict: predicted speedup against the ideal per devices-per-machine, the
+    largest efficient configuration per machine count, and checks against measured runs."""
+    rows = [r for r in records if r.bench == "predict"]
+    best = [r for r in records if r.bench == "predict-best"]
+    checks = [r for r in records if r.bench == "predict-check"]
+    fig, ax = figure(width=7.0, height=3.4)
+    a = ax[0][0]
+    parts, tables = [], []
+    if rows:
+        for d in sorted({r.metrics["devices"] for r in rows}):
+            line = sorted((r for r in rows if r.metrics["devices"] == d), key=lambda r: r.metrics["total_devices"])
+            a.plot([r.metrics["total_devices"] for r in line], [r.metrics["speedup"] for r in line], "o-",
+                   label="%d device%s per machine" % (d, "s" if d > 1 else ""))
+        top = max(r.metrics["total_devices"] for r in rows)
+        a.plot([1, top], [1, top], "k--", linewidth=1, label="ideal")
+        a.set_xscale("log", base=2)
+        a.set_yscale("log", base=2)
+        a.set_xlabel("devices in all")
+        a.set_ylabel("predicted speedup")
+        a.legend(fontsize=7)
+        a.grid(True, alpha=0.3)
+        largest = max(rows, key=lambda r: (r.metrics["total_devices"], r.metrics["devices"]))
+        bound = [r.name for r in rows if r.metrics.get("comm_bound")]
+        parts.append("%s devices (%s): efficiency %s, %s images/s predicted; %s" % (
+            largest.metrics["total_devices"], largest.name, _num(largest.metrics["efficiency"]),
+            _num(largest.metrics["images_per_s"]),
+            "communication-bound (t2 > t1): " + ", ".join(bound) if bound else "none communication-bound"))
+        tables.append(Table(rows, ["name", "global_batch", "t1_s", "t2_s", "step_s", "images_per_s", "speedup",
+                                   "efficiency", "comm_bound", "lr", "warmup_epochs"],
+                            "predicted, per devices x machines"))
+    if best:
+        fit = [r for r in best if r.metrics.get("devices")]
+        if fit:
+            far = max(fit, key=lambda r: r.metrics["machines"])
+            parts.append("at efficiency >= %s: %s machines x %s devices" % (
+                _num(far.metrics["min_efficiency"]), far.metrics["machines"], far.metrics["devices"]))
+        tables.append(Table(best, ["name", "devices", "total_devices", "efficiency", "images_per_s"],
+                            "the most devices per machine that keep the efficiency"))
+    if checks:
+        errors = [r.metrics["error"] for r in checks]
+        parts.append("checked against runs here: within 25%% in %d of %d (errors %s..%s)" % (
+            sum(1 for r in checks if r.metrics.get("within_25pct")), len(checks), _pct(min(errors)),
+            _pct(max(errors))))
+        tables.append(Table(checks, ["name", "predicted_step_s", "measured_step_s", "predicted_images_per_s",
+                                     "measured_images_per_s", ("error", lambda r: _pct(r.metrics["error"])),
+                                     "within_25pct"], "predictions against measured runs"))
+        if not rows:
+            _labelled_bars(a, [r.name for r in checks], [100 * r.metrics["error"] for r in checks],
+                           xlabel="prediction error, % of the measured step", annotate=lambda v: "%.0f%%" % v)
+    m = (rows or checks or best)[0].metrics
+    links = ", ".join(dict.fromkeys(str(r.metrics[k]) for k in ("machine_link", "network_link")
+                                    for r in rows if r.metrics.get(k)))
+    return Block("%s%s" % (m.get("model", "predict"), " over " + links if links else ""), tables, svg(fig),
+                 "; ".join(parts))
+
+
 def _baseline(group):
     """The candidate a lever's ratios are relative to (its own ratio is exactly 1 every round)."""
     return next((r.name for r in group if r.metrics.get("ratio") == 1 and r.metrics.get("ratio_min") == 1
@@ -570,6 +627,8 @@ KINDS = [
     Kind(("tune",), "Throughput suites and tune: ratios with their min..max", tune),
     Kind(("footprint", "footprint-budget"), "Memory of a training step: settings, checkpointing, budgets",
          footprint),
+    Kind(("predict", "predict-best", "predict-check"), "Predicted scaling: devices and machines you do not have",
+         predict),
 ]
 BY_BENCH = {b: kind for kind in KINDS for b in kind.benches}
 

@@ -32,6 +32,8 @@ COMMANDS = {
                 "--repeat", "2"],
     "profile": ["gluonperf.profile", "--model", "mlp", "--batch-size", "16", "--steps", "2", "--warmup", "1",
                 "--ceiling", "quick"],
+    "predict": ["gluonperf.predict", "--model", "lenet", "--t1", "0.01", "--per-device-batch", "32", "--devices", "1,2",
+                "--machines", "1,2", "--link", "pcie3", "--network", "25gbe"],
     "footprint": ["gluonperf.bench", "footprint", "--model", "lenet", "--batch-sizes", "8,16", "--hybridize", "hybrid",
                   "--checkpoint", "0,2", "--steps", "1", "--budget", "64M"],
 }
@@ -140,7 +142,8 @@ def test_report_of_real_outputs_is_self_contained_and_holds_every_record(results
     assert not re.search(r"url\((?!#)|@import", text)  # only the SVGs' own clip paths, url(#id)
     # sections in the order a reader needs them, each kind drawn (an SVG each) and read
     order = ["Machine and environment", "Hybridize", "Asynchronous", "Memory", "Two devices", "Computation and",
-             "Allreduce", "Training", "Scaling", "Profile", "Throughput suites", "Memory of a training step"]
+             "Allreduce", "Training", "Scaling", "Profile", "Throughput suites", "Memory of a training step",
+             "Predicted scaling"]
     positions = [next(i for i, h in enumerate(page.h2) if h.startswith(o)) for o in order]
     assert positions == sorted(positions)
     assert page.tags.count("svg") >= len(order) - 1
@@ -159,6 +162,7 @@ def test_report_of_real_outputs_is_self_contained_and_holds_every_record(results
     assert re.search(r"of the ceiling \([0-9.]+ GFLOP/s", readings)  # profile's verdict
     assert "least memory per sample: " in readings and "the plain step's memory at" in readings  # footprint
     assert re.search(r"largest batch within 64 MiB for hybrid: [0-9]+", readings)
+    assert re.search(r"4 devices \(2x2\): efficiency [0-9.]+", readings) and "at efficiency >= 0.8" in readings
     assert "not drawn" not in text
 
 
@@ -281,3 +285,16 @@ def test_report_runs_without_mxnet(results, tmp_path):
                        timeout=60)
     assert p.returncode == 0, p.stderr
     assert json.loads(open(results / "train.json").readline())["bench"] == "train" and out.exists()
+
+
+def test_predict_checks_alone_are_drawn_as_errors():
+    """`predict --validate` writes only checks: the block reads how many came within 25%."""
+    env = {"mxnet": "1.9.1", "cpu_count": 2, "cpu_model": "Test CPU", "env": {}}
+    checks = [Result("predict-check", "device devices=%d" % d, {
+        "scheme": "device", "devices": d, "predicted_step_s": 0.02, "measured_step_s": 0.02 / (1 + e),
+        "predicted_images_per_s": 3200.0, "measured_images_per_s": 3200.0 * (1 + e), "error": e,
+        "within_25pct": abs(e) <= 0.25, "model": "lenet"}) for d, e in ((1, 0.05), (2, -0.3))]
+    html, _ = report.render_page([("v.json", [(c, env) for c in checks])], "t")
+    page = Page(html)
+    assert "checked against runs here: within 25% in 1 of 2 (errors -30%..5%)" in " | ".join(page.readings)
+    assert html.count("<svg") == 1 and not any(h.startswith("Other records") for h in page.h2)
