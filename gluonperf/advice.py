@@ -138,6 +138,18 @@ def recommended_threads(contexts=1, cores=None, taken=0):
 TAKEN_VARIABLE = "GLUONPERF_CORES_TAKEN"  # set with the thread default when other processes held cores
 
 
+def thread_settings(contexts=1, taken=0, cores=None):
+    """The variables of the thread default: OMP_NUM_THREADS = `recommended_threads` with
+    `taken` cores left out (at most all but one: the command keeps a core), and
+    TAKEN_VARIABLE recording how many were left out, when any were."""
+    cores = cores or physical_cores()
+    taken = max(0, min(taken, cores - 1))
+    out = {"OMP_NUM_THREADS": str(recommended_threads(contexts, cores, taken))}
+    if taken:
+        out[TAKEN_VARIABLE] = str(taken)
+    return out
+
+
 def busy_cores(interval=0.2):
     """Cores other processes keep busy now: the machine's busy share over `interval`
     seconds, measured while this process sleeps (psutil), in cores (hyper-threads not
@@ -183,17 +195,14 @@ def apply_thread_defaults(contexts=1, environ=None, taken=None):
     notes = []
     if "OMP_NUM_THREADS" not in environ and "MXNET_OMP_MAX_THREADS" not in environ:
         cores = physical_cores()
-        taken = cores_taken() if taken is None else taken
-        taken = min(taken, cores - 1)
-        threads = recommended_threads(contexts, cores, taken)
-        environ["OMP_NUM_THREADS"] = str(threads)
+        settings = thread_settings(contexts, cores_taken() if taken is None else taken, cores)
+        environ.update(settings)
+        threads, taken = int(settings["OMP_NUM_THREADS"]), int(settings.get(TAKEN_VARIABLE, 0))
         free = ("" if not taken else ", %d of the %d cores being busy with other processes when it started"
                 % (taken, cores))
         share = ("one thread per %score" % ("free " if taken else "") if contexts == 1 else
                  "the %d %scores shared by the %d CPU contexts that run at once"
                  % (cores - taken, "free " if taken else "", contexts))
-        if taken:
-            environ[TAKEN_VARIABLE] = str(taken)
         notes.append("OMP_NUM_THREADS was unset, so gluonperf set it to %d (%s%s); MXNet's own default "
                      "would use half the processors" % (threads, share, free))
     if contexts > 1 and "MXNET_CPU_TEMP_COPY" not in environ:

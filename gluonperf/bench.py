@@ -612,6 +612,7 @@ BUDGET_COLUMNS = ["name", "budget_bytes", "predicted_batch", "largest_batch", "f
 
 def run_footprint(args):
     from .footprint import check_dtype, effective_configs, footprint, plot_footprint
+    from .precision import label as precision_label
     from .models import get_model
     get_model(args.model)  # unknown names fail here, before any work
     ctxs = cli.contexts(args)
@@ -640,7 +641,7 @@ def run_footprint(args):
                  "model = parameters + gradients + optimizer states; peak above = peak %s during the steps above "
                  "the model%s; needs = model + peak above"
                  % (args.model, ",".join(map(str, ctxs)),
-                    "" if args.dtype == "float32" else ", %s mixed precision" % args.dtype, "one fresh process per run" if args.repeat == 1 else
+                    precision_label(args.dtype), "one fresh process per run" if args.repeat == 1 else
                     "%d fresh processes per run" % args.repeat, args.warmup, args.steps, memory,
                     " (median over the processes)" if args.repeat > 1 else ""), results, columns)]
     if budget_rows:

@@ -154,14 +154,19 @@ def note(message):
     print(message, file=sys.stderr)
 
 
+def _asks_help(argv):
+    """True for -h/--help: the command will only print its help, so nothing is set or sampled."""
+    return any(a in ("-h", "--help") for a in argv)
+
+
 def thread_defaults(argv, at_least=1):
     """For a command about to load MXNet: set OMP_NUM_THREADS to one thread per core,
     shared among the CPU contexts that run at once (those of --ctx, and at least
     `at_least`), unless the user set it. MXNet reads it once, when loaded, and by
     default gives each operator only half the processors.
     Returns the note to show, or None when nothing was changed."""
-    if any(a in ("-h", "--help") for a in argv):
-        return None  # help runs nothing: no need to sample the cores' load
+    if _asks_help(argv):
+        return None
     from .advice import apply_thread_defaults, cpu_contexts_in_argv
     return apply_thread_defaults(cpu_contexts_in_argv(argv, at_least))
 
@@ -169,7 +174,7 @@ def thread_defaults(argv, at_least=1):
 def dtype_defaults(argv):
     """For a command about to load MXNet with --dtype bfloat16: what gluonperf.precision.prepare
     sets (the AMX permission, oneDNN's instruction set). Returns the note to show, or None."""
-    if any(a in ("-h", "--help") for a in argv):
+    if _asks_help(argv):
         return None
     from .precision import dtype_in_argv, prepare
     return prepare(dtype_in_argv(argv))

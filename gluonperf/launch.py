@@ -189,16 +189,11 @@ def local_thread_defaults(num_workers, environ=None, taken=0):
     would otherwise take one thread per core, and the workers together oversubscribe
     them), leaving out the `taken` cores other processes hold (advice.cores_taken);
     nothing when the user set it."""
-    from .advice import TAKEN_VARIABLE, physical_cores, recommended_threads
+    from .advice import thread_settings
     environ = os.environ if environ is None else environ
     if "OMP_NUM_THREADS" in environ or "MXNET_OMP_MAX_THREADS" in environ:
         return {}
-    cores = physical_cores()
-    taken = max(0, min(taken, cores - 1))
-    out = {"OMP_NUM_THREADS": str(recommended_threads(num_workers, cores, taken))}
-    if taken:
-        out[TAKEN_VARIABLE] = str(taken)
-    return out
+    return thread_settings(num_workers, taken)
 
 
 def plan(command, num_workers, num_servers=1, hosts=None, root_uri=None, port=None,

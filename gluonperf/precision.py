@@ -102,10 +102,15 @@ def hint(dtype, contexts, flags=None):
     --dtype bfloat16 can train much faster (benchmarks/LEVERS.md); else None."""
     if dtype != "float32" or not contexts or not has_amx(flags):
         return None
-    if any(getattr(c, "device_type", "cpu") != "cpu" for c in contexts):
+    if any(c.device_type != "cpu" for c in contexts):
         return None
     return ("this CPU has AMX: --dtype bfloat16 (mixed precision; float32 weights) can train much faster "
             "here; check that it learns as well for your model")
+
+
+def label(dtype):
+    """What a title adds for `dtype`: ', bfloat16 mixed precision', or nothing for float32."""
+    return "" if dtype == "float32" else ", %s mixed precision" % dtype
 
 
 def check(dtype, contexts):
@@ -113,7 +118,7 @@ def check(dtype, contexts):
     bfloat16 kernels are oneDNN's, CPU only)."""
     if dtype not in DTYPES:
         raise ValueError("dtype %r: use one of %s" % (dtype, ", ".join(DTYPES)))
-    others = [str(c) for c in contexts if getattr(c, "device_type", str(c)[:3]) != "cpu"]
+    others = [str(c) for c in contexts if c.device_type != "cpu"]
     if dtype == "bfloat16" and others:
         raise ValueError("dtype bfloat16 runs on CPU contexts only (MXNet's bfloat16 kernels are oneDNN's); "
                          "%s is not one: use float32 there" % ", ".join(others))

@@ -186,6 +186,7 @@ def main(argv=None):
 
     from .ceiling import best_of, ceiling_devices, ceiling_flops, measure_ceiling
     from .contexts import describe
+    from .precision import label as precision_label
     from .step_profile import (BULK_VARIABLE, SAMPLE_SHAPE, breakdown, gap_row, model_flops, prepare, verdict,
                                with_ceiling, work)
     flops = model_flops(config, ctxs)
@@ -209,7 +210,7 @@ def main(argv=None):
     step = next(r for r in parts if r.name == "fenced step").metrics
     where = "%s, batch %d on %s, hybridize %s, kvstore %s, %s data%s" % (
         args.model, args.batch_size, describe(ctxs), args.hybridize, args.kvstore, args.dataset,
-        "" if args.dtype == "float32" else ", %s mixed precision" % args.dtype)
+        precision_label(args.dtype))
     threads = ceiling[0].metrics["omp_threads"]
     sections = [
         ("ceiling: peak %s GFLOP/s on %s with %d OpenMP thread(s) per operator: fastest of %d repeats, "

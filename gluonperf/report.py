@@ -25,6 +25,7 @@ from typing import Callable, List, Optional, Tuple
 
 from . import UserError
 from . import compare as cmp
+from .precision import label as precision_label
 from .records import Result, atomic_write_bytes, format_value
 
 PROG = "python -m gluonperf.report"
@@ -502,7 +503,7 @@ def footprint(records):
                                       "needs_bytes", "over_batch", "error"], "the largest batch within each budget"))
     dtype = m.get("dtype", "float32")
     return Block("%s on %s%s" % (m.get("model"), m.get("contexts"),
-                                 "" if dtype == "float32" else ", %s mixed precision" % dtype),
+                                 precision_label(dtype)),
                  tables, svg(fig), "; ".join(parts))
 
 

@@ -221,7 +221,7 @@ def main(argv=None):
     ctxs = cli.contexts(args)
     check(args, ctxs)
     cli.advise(ctxs, THREADS_NOTE)
-    from .precision import hint
+    from .precision import hint, label as precision_label
     for line in (DTYPE_NOTE if args.dtype == "bfloat16" else None, hint(args.dtype, ctxs)):
         if line:
             cli.note("note: " + line)
@@ -263,7 +263,7 @@ def main(argv=None):
              title="%s on %s, global batch %d on %s (%d worker%s), kvstore %s, hybridize %s"
                    % (args.model, args.dataset, args.batch_size * first["num_workers"], first["contexts"],
                       first["num_workers"], "s" if first["num_workers"] > 1 else "", args.kvstore,
-                      args.hybridize) + ("" if args.dtype == "float32" else ", %s mixed precision" % args.dtype))
+                      args.hybridize) + precision_label(args.dtype))
     if args.plot:
         plot(results, args.plot)
     return 0
