@@ -21,6 +21,10 @@ from gluonperf.tune import STEPRATE, Candidate, Runner, paired_sweep  # noqa: E4
 
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"  # Debian's libjemalloc2
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"  # Debian's libtcmalloc-minimal4
+# OpenMP runtimes that stand in for GNU libgomp (both export its GOMP_* symbols):
+LLVM_OMP = "/usr/lib/x86_64-linux-gnu/libomp.so.5"  # Debian's libomp5-14
+INTEL_OMP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                         ".venv-torch", "lib", "libiomp5.so")  # pip install intel-openmp into the bench venv
 BOOK = Runner("benchmarks/book_loop.py", ("--warmup", "2"), serves=True)
 
 
@@ -78,6 +82,17 @@ def candidates(batch_size, model="resnet18"):
         static2.with_env("train defaults but OMP_NUM_THREADS=1", OMP_NUM_THREADS=1),
         static2.with_flags("", ctx="cpu0,cpu1", per_step_sync="").with_env(
             "cpu0,cpu1 + train defaults + sync every step", OMP_NUM_THREADS=1, MXNET_CPU_TEMP_COPY=64),
+        # the OpenMP runtime, in place of GNU libgomp (issue 12, fifth session)
+        static2.with_env("train defaults + LLVM libomp (LD_PRELOAD)", LD_PRELOAD=LLVM_OMP),
+        static2.with_env("train defaults + Intel libiomp5 (LD_PRELOAD)", LD_PRELOAD=INTEL_OMP),
+        static2.with_flags("", ctx="cpu0,cpu1").with_env(
+            "cpu0,cpu1 + train defaults + LLVM libomp", OMP_NUM_THREADS=1, MXNET_CPU_TEMP_COPY=64,
+            LD_PRELOAD=LLVM_OMP),
+        static2.with_flags("", ctx="cpu0,cpu1").with_env(
+            "cpu0,cpu1 + train defaults + Intel libiomp5", OMP_NUM_THREADS=1, MXNET_CPU_TEMP_COPY=64,
+            LD_PRELOAD=INTEL_OMP),
+        static2.with_env("train defaults + Intel libiomp5 + KMP_BLOCKTIME=0", LD_PRELOAD=INTEL_OMP,
+                         KMP_BLOCKTIME=0),
     ]
     return out
 
