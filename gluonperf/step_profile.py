@@ -50,6 +50,7 @@ RUN_TIMED = "timed"        # this process, no profiler, bulk execution as in tra
 RUN_PROFILED = "profiled"  # a process with MXNET_EXEC_BULK_EXEC_TRAIN=0 and the profiler on
 BULK_VARIABLE = "MXNET_EXEC_BULK_EXEC_TRAIN"
 GAPS = "(no operator running)"
+WAITING = "%s waiting (other contexts working)"  # a context idle while another one runs operators
 SLOWER_PROFILED = 1.25  # a profiled step this much slower than the fenced one earns a caveat
 SAMPLE_SHAPE = (1, 28, 28)  # every data set of gluonperf.data yields 1x28x28 images
 
@@ -245,12 +246,26 @@ def phase(name):
     return "forward"
 
 
-def busy_seconds(trace):
+def trace_devices(trace):
+    """{pid: device} of a loaded Chrome trace: MXNet names the process of each device's
+    operators 'cpu/0', 'gpu/1', ...; returned as gluonperf writes contexts ('cpu0', 'gpu1')."""
+    out = {}
+    for e in trace["traceEvents"]:
+        if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "process_name":
+            kind, _, index = str(e.get("args", {}).get("name", "")).partition("/")
+            if kind in ("cpu", "gpu") and index.isdigit():
+                out[e.get("pid")] = "%s%s" % (kind, index)
+    return out
+
+
+def busy_seconds(trace, pids=None):
     """Seconds during which at least one operator (other than the engine's waits) ran,
-    from a loaded Chrome trace."""
+    from a loaded Chrome trace; only those of the processes `pids` (devices) if given."""
     intervals, open_ = [], {}
     for e in trace["traceEvents"]:
         if not isinstance(e, dict) or e.get("cat") != "operator" or e.get("name") in SYNC_OPS:
+            continue
+        if pids is not None and e.get("pid") not in pids:
             continue
         if e.get("ph") == "X":
             intervals.append((e["ts"], e["ts"] + e.get("dur", 0)))
@@ -269,6 +284,19 @@ def busy_seconds(trace):
             total += b - end
             end = b
     return total / 1e6  # the trace's clock is in microseconds
+
+
+def context_waits(trace, contexts):
+    """{context: seconds} each of several contexts ran none of its operators while another
+    context ran some: the time it waited (for the other contexts' gradients, or for work the
+    engine queued behind theirs), over the whole trace. Empty for one context."""
+    names = [describe([c]) for c in contexts]
+    if len(names) < 2:
+        return {}
+    devices = trace_devices(trace)
+    pids = {name: {pid for pid, d in devices.items() if d == name} for name in names}
+    anyone = busy_seconds(trace, set().union(*pids.values()))
+    return {name: max(0.0, anyone - busy_seconds(trace, pids[name])) for name in names}
 
 
 def operator_table(config, contexts, steps=10, warmup=3, trace_path=None, flops=None, progress=None):
@@ -296,6 +324,7 @@ def operator_table(config, contexts, steps=10, warmup=3, trace_path=None, flops=
         data = trace.dump()
     step = wall / steps
     busy = busy_seconds(data) / steps
+    waits = context_waits(data, s.contexts)
     batch = config.batch_size
     bulk = os.environ.get(BULK_VARIABLE, "unset (bulk execution on)")
     common = dict(model=config.model, batch_size=batch, contexts=describe(s.contexts), hybridize=config.hybridize,
@@ -307,8 +336,11 @@ def operator_table(config, contexts, steps=10, warmup=3, trace_path=None, flops=
         rows.append(result("operators", name, op=name, phase=phase(name), calls_per_step=stat["Count"] / steps,
                            time_s=seconds, share=seconds / step,
                            flops=None if per_image is None else per_image * batch, **common))
+    for name, seconds in waits.items():
+        rows.append(result("operators", WAITING % name, op=WAITING % name, phase="wait", time_s=seconds / steps,
+                           share=seconds / steps / step, **common))
     rows.sort(key=lambda r: -r.metrics["time_s"])
-    total = sum(r.metrics["time_s"] for r in rows if r.metrics["phase"] != "sync")
+    total = sum(r.metrics["time_s"] for r in rows if r.metrics["phase"] not in ("sync", "wait"))
     rows.append(result("operators", "profiled step", op="profiled step", step_s=step, time_s=step,
                        operators_s=total, operator_share=total / step, busy_s=busy, busy_share=min(1.0, busy / step),
                        unattributed_share=max(0.0, 1.0 - busy / step), **common))
@@ -341,6 +373,8 @@ def describe_op(name):
     """'Convolution forward', 'BatchNorm backward', 'multi_sgd_mom_update (update)'."""
     if name == GAPS:
         return "Python/engine gaps (no operator running)"
+    if name.endswith(WAITING % ""):
+        return "%s idle while other contexts worked" % name[:-len(WAITING % "")].strip()
     if name.startswith("_backward_"):
         return "%s backward" % name[len("_backward_"):]
     p = phase(name)
@@ -384,7 +418,7 @@ def verdict(flops, ceiling_results, breakdown_results, operator_results, context
         if m.get("gflop_per_s"):
             text = "%s: %.0f%% of the step at %.3g GFLOP/s (%.0f%% of the ceiling)" % (
                 what, 100 * m["share"], m["gflop_per_s"], 100 * m["of_ceiling"])
-        elif r.name == GAPS:
+        elif r.name == GAPS or m.get("phase") == "wait":
             text = "%s: %.0f%% of the step" % (what, 100 * m["share"])
         else:
             text = "%s: %.0f%% of the step, no FLOPs counted" % (what, 100 * m["share"])

@@ -10,7 +10,7 @@ from gluonperf import UserError
 from gluonperf.ceiling import measure_ceiling, physical_bound
 from gluonperf.flops import count_flops, count_model_flops
 from gluonperf.records import read_jsonl
-from gluonperf.step_profile import PARTS, REST, breakdown, busy_seconds
+from gluonperf.step_profile import PARTS, REST, breakdown, busy_seconds, context_waits
 from gluonperf.training import TrainConfig
 
 QUICK = ["--ceiling", "quick", "--steps", "3", "--warmup", "1", "--dataset", "digits"]
@@ -128,6 +128,18 @@ def test_busy_time_counts_overlapping_operators_once():
     assert busy_seconds({"traceEvents": events}) == pytest.approx(150e-6)
 
 
+def test_a_context_waits_while_only_another_one_works():
+    """cpu0 runs 0-100 us; cpu1 runs 0-60 and 80-100: cpu1 waited 20 us, cpu0 never; the
+    pinned-memory worker (pid 2) is not a training context."""
+    meta = [{"ph": "M", "name": "process_name", "pid": p, "args": {"name": n}}
+            for p, n in ((0, "cpu/0"), (1, "cpu/1"), (2, "cpu pinned/"))]
+    ops = [{"name": "op", "cat": "operator", "ph": "X", "ts": a, "dur": b - a, "pid": p, "tid": p}
+           for p, a, b in ((0, 0, 100), (1, 0, 60), (1, 80, 100), (2, 100, 400))]
+    waits = context_waits({"traceEvents": meta + ops}, [mx.cpu(0), mx.cpu(1)])
+    assert waits == {"cpu0": pytest.approx(0.0), "cpu1": pytest.approx(20e-6)}
+    assert context_waits({"traceEvents": meta + ops}, [mx.cpu(0)]) == {}
+
+
 # --- the command, as users run it -----------------------------------------------------------
 
 def test_one_context_with_bulk_execution_off_the_operators_cover_the_step(run, tmp_path):
@@ -177,6 +189,9 @@ def test_two_contexts_communicate_and_write_every_output(run, tmp_path):
     assert parts["allreduce_grads"]["time_s"] > 0
     assert parts["fenced step"]["contexts"] == "cpu0,cpu1"
     ops = {r.name: r.metrics for r in records if r.bench == "operators"}
+    for ctx in ("cpu0", "cpu1"):  # each context's time idle while the other one worked
+        wait = ops["%s waiting (other contexts working)" % ctx]
+        assert wait["phase"] == "wait" and 0 <= wait["share"] < 1
     assert any(m.get("phase") == "comm" for m in ops.values())  # the kvstore's copies and sums
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     events = json.loads(trace.read_text())["traceEvents"]
