@@ -109,6 +109,7 @@ def emit(results, args, ctxs=(), title=None, columns=None, out=None, records=Non
 
     `records` (default: `results`) is what the files get, when they hold more than the
     table shows. Files come first: a reader that stops early (| head) loses no result."""
+    flush_notes()
     write_outputs(results if records is None else records, args, ctxs)
     print(format_table(results, columns=columns, title=title), file=out or sys.stdout)
 
@@ -119,6 +120,7 @@ def emit_sections(sections, args, ctxs=(), records=None, out=None):
     columns) section, separated by a blank line."""
     if records is None:
         records = [r for _, results, _ in sections for r in results]
+    flush_notes()
     write_outputs(records, args, ctxs)
     for number, (title, results, columns) in enumerate(sections):
         if number:
@@ -144,14 +146,33 @@ class _GuardedBar(tqdm):
 
 def progress_bar(total, desc):
     """A tqdm bar on a terminal, silent when stderr is piped or redirected; every update
-    is progress for the stall guard (`guard_command`)."""
+    is progress for the stall guard (`guard_command`). The work starts: held-back notes
+    come out first."""
+    flush_notes()
     guard.beat("%s (starting)" % desc)
     return _GuardedBar(total=total, desc=desc, leave=False, disable=not sys.stderr.isatty())
 
 
+_LATER = []  # notes held back by note_later
+
+
 def note(message):
-    """A remark for the person at the terminal (stderr, so stdout stays the table)."""
+    """A remark for the person at the terminal (stderr, so stdout stays the table); the
+    notes held back by `note_later` come out first."""
+    flush_notes()
     print(message, file=sys.stderr)
+
+
+def note_later(message):
+    """A remark on the settings in force, shown once the command gets going (its first
+    note, progress bar or table, or its end) and dropped if it stops on bad input first,
+    so that an error stays one line."""
+    _LATER.append(message)
+
+
+def flush_notes():
+    while _LATER:
+        print(_LATER.pop(0), file=sys.stderr)
 
 
 def _asks_help(argv):
@@ -185,12 +206,12 @@ def advise(ctxs, threads_note=None, prefix=""):
     much of the machine idle (with the fix), and a machine already busy."""
     from .advice import idle_warnings, load_warning
     if threads_note:
-        note("note: " + threads_note)
+        note_later("note: " + threads_note)
     for line in idle_warnings(ctxs):
-        note("warning: " + prefix + line)
+        note_later("warning: " + prefix + line)
     busy = load_warning()
     if busy:
-        note("note: " + busy)
+        note_later("note: " + busy)
 
 
 _AS_COMMAND = False
@@ -212,7 +233,9 @@ def run(main, prog, argv=None):
     argparse.ArgumentParser.error = _one_line_error  # every parser the command builds
     try:
         code = main(argv)
+        flush_notes()
     except UserError as e:
+        _LATER.clear()  # the error is the one line: settings notes are moot
         print("%s: error: %s" % (prog, e), file=sys.stderr)
         code = 2
     except KeyboardInterrupt:
@@ -225,6 +248,7 @@ def run(main, prog, argv=None):
         base = sys.modules.get("mxnet.base")
         if base is None or not isinstance(e, base.MXNetError):
             raise
+        _LATER.clear()
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print("%s: MXNet error: %s" % (prog, first), file=sys.stderr)
         code = 1

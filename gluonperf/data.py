@@ -83,10 +83,11 @@ def _official(root):
     return all(check_sha1(os.path.join(root, name), sha1) for name, sha1 in FASHION_FILES.items())
 
 
-def fashion_mnist(data_dir=None):
-    """Fashion-MNIST arrays ((x_train, y_train), (x_test, y_test)) from `data_dir`: MXNet's FashionMNIST reads (and, when the files are
-    absent and the machine is online, downloads) the official files; a copy whose
-    checksums differ from the official ones is read directly from its IDX files."""
+def check_available(name, data_dir=None):
+    """UserError now (before a command starts its work) if data set `name` cannot be
+    loaded: Fashion-MNIST's files absent from `data_dir` and no network to fetch them."""
+    if name != "fashion-mnist":
+        return
     root = os.path.expanduser(data_dir or DEFAULT_DATA_DIR)
     missing = _missing_fashion(root)
     if missing:
@@ -95,6 +96,15 @@ def fashion_mnist(data_dir=None):
             where = "put them there" if data_dir else "put them there or pass --data-dir DIR where they are"
             raise UserError("%s lacks the Fashion-MNIST file(s) %s, and they cannot be downloaded (offline); %s, "
                             "or use --dataset digits, which works offline" % (root, ", ".join(missing), where))
+
+
+def fashion_mnist(data_dir=None):
+    """Fashion-MNIST arrays ((x_train, y_train), (x_test, y_test)) from `data_dir`: MXNet's FashionMNIST reads (and, when the files are
+    absent and the machine is online, downloads) the official files; a copy whose
+    checksums differ from the official ones is read directly from its IDX files."""
+    root = os.path.expanduser(data_dir or DEFAULT_DATA_DIR)
+    check_available("fashion-mnist", data_dir)
+    missing = _missing_fashion(root)
     if missing or _official(root):
         sets = []
         for train in (True, False):

@@ -74,6 +74,8 @@ def check(args, ctxs):
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
     cli.check_output_path(args.trace, "--trace")
+    from .data import check_available
+    check_available(args.dataset, args.data_dir)
 
 
 def child_argv(args, out, trace):
@@ -182,7 +184,7 @@ def main(argv=None):
         return operators_only(args, ctxs, config)
     cli.advise(ctxs, THREADS_NOTE)
     if DTYPE_NOTE and args.dtype == "bfloat16":
-        cli.note("note: " + DTYPE_NOTE)
+        cli.note_later("note: " + DTYPE_NOTE)
 
     from .ceiling import best_of, ceiling_devices, ceiling_flops, measure_ceiling
     from .contexts import describe

@@ -181,6 +181,8 @@ def check(args, ctxs):
         raise UserError("--scaling compares the contexts of one machine; use --kvstore device or local")
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
+    from .data import check_available
+    check_available(args.dataset, args.data_dir)
     if args.resume:
         from .training import check_resumable, read_checkpoint
         _, meta = read_checkpoint(args.resume)
@@ -224,9 +226,9 @@ def main(argv=None):
     from .precision import hint, label as precision_label
     for line in (DTYPE_NOTE if args.dtype == "bfloat16" else None, hint(args.dtype, ctxs)):
         if line:
-            cli.note("note: " + line)
+            cli.note_later("note: " + line)
     if args.checkpoint_segments and args.hybridize == "static":
-        cli.note("note: with --checkpoint-segments the model is hybridized without static_alloc/static_shape: "
+        cli.note_later("note: with --checkpoint-segments the model is hybridized without static_alloc/static_shape: "
                  "static buffers would keep every segment's recomputed activations allocated")
     config = config_from(args, ctxs)
     if args.scaling:

@@ -124,3 +124,28 @@ def test_thread_default_leaves_out_cores_other_processes_hold():
             sys.modules["mxnet"] = loaded
     # the same thread count chosen by the user, on an idle machine, is still reported
     assert idle_warnings(["cpu0"], {"OMP_NUM_THREADS": "1"}, cores=2, logical=2)
+
+
+def test_settings_notes_wait_for_the_work_and_vanish_before_an_error(capsys):
+    """cli.note_later: shown before the command's first output (or at its end), dropped
+    when it stops on bad input, so that the error is the only line."""
+    import pytest
+    from gluonperf import UserError, cli
+
+    def fails(argv):
+        cli.note_later("note: threads")
+        raise UserError("bad input")
+
+    def works(argv):
+        cli.note_later("note: threads")
+        cli.note("wrote x")
+        return 0
+
+    def quiet(argv):
+        cli.note_later("note: threads")
+
+    for main, code, err in ((fails, 2, "prog: error: bad input\n"), (works, 0, "note: threads\nwrote x\n"),
+                            (quiet, 0, "note: threads\n")):
+        with pytest.raises(SystemExit) as stop:
+            cli.run(main, "prog", [])
+        assert stop.value.code == code and capsys.readouterr().err == err

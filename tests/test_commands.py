@@ -157,6 +157,24 @@ def test_user_set_threads_do_not_hang_two_contexts(argv, tmp_path):
     assert "oversubscribe" in p.stderr
 
 
+@pytest.mark.parametrize("argv", [
+    ["gluonperf.bench", "scratch", "--ctx", "cpu0,cpu1", "--batch-size", "1"],
+    ["gluonperf.train", "--dataset", "fashion-mnist", "--data-dir", "{empty}"],
+    ["gluonperf.profile", "--dataset", "fashion-mnist", "--data-dir", "{empty}"],
+], ids=["scratch-batch", "train-no-data", "profile-no-data"])
+def test_bad_input_is_the_only_line_even_after_the_thread_default(argv, tmp_path):
+    """The commands choose their thread settings (and say so) before they read their input;
+    a command that then stops on bad input prints only its one error line. Fashion-MNIST
+    is made unreachable (MXNET_GLUON_REPO on a closed local port) whatever the network."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    argv = [a.replace("{empty}", str(empty)) for a in argv]
+    p = command(["-m", *argv], tmp_path, timeout=120, MXNET_GLUON_REPO="https://127.0.0.1:9/")
+    assert p.returncode == 2 and p.stdout == ""
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "error:" in p.stderr
+
+
 def test_bench_memory_plot_and_json(tmp_path):
     out, png = tmp_path / "m.json", tmp_path / "m.png"
     p = command(["-m", "gluonperf.bench", "memory", "--batches", "6", "--every", "1,2", "--batch-size", "64",
