@@ -195,3 +195,18 @@ def test_dtype_lever_only_where_bfloat16_can_pay_and_its_winner_is_flagged(monke
     monkeypatch.setattr(t, "sweep", challenger_wins)
     best = t.tune("mlp", ["cpu"], [8], runner=TRAIN, only=["dtype"])[-1].metrics
     assert "--dtype bfloat16" in best["command"] and any("changes the arithmetic" in w for w in best["warnings"])
+
+
+def test_levers_refuses_a_preloaded_library_that_is_missing(monkeypatch, tmp_path):
+    """The dynamic loader ignores a missing LD_PRELOAD library with a warning: the candidate
+    would be measured without its lever. benchmarks/levers.py refuses it up front."""
+    import os
+    import sys
+    from conftest import ROOT
+    from gluonperf import UserError
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    import levers
+    monkeypatch.setattr(levers, "INTEL_OMP", str(tmp_path / "libiomp5.so"))
+    with pytest.raises(UserError, match="libiomp5.so, which is not there"):
+        levers.main(["--only", "36"])
+    sys.modules.pop("levers", None)
