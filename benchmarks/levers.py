@@ -110,13 +110,14 @@ def main(argv=None):
         keep = {0} | {int(i) for i in args.only.split(",")}
         cands = [c for i, c in enumerate(cands) if i in keep]
     # a library the loader cannot find is ignored with a warning: the run would measure without it
-    missing = [c for c in cands if dict(c.env).get("LD_PRELOAD") and not os.path.isfile(dict(c.env)["LD_PRELOAD"])]
+    preloads = {c.name: dict(c.env).get("LD_PRELOAD") for c in cands}
+    missing = [c.name for c in cands if preloads[c.name] and not os.path.isfile(preloads[c.name])]
     if missing and args.only:
         raise cli.UserError("%r needs %s, which is not there; install it (see LEVERS.md) or leave the candidate "
-                            "out of --only" % (missing[0].name, dict(missing[0].env)["LD_PRELOAD"]))
-    for c in missing:
-        cli.note("note: left out %r: %s is not there" % (c.name, dict(c.env)["LD_PRELOAD"]))
-    cands = [c for c in cands if c not in missing]
+                            "out of --only" % (missing[0], preloads[missing[0]]))
+    for name in missing:
+        cli.note("note: left out %r: %s is not there" % (name, preloads[name]))
+    cands = [c for c in cands if c.name not in missing]
     cli.guard_command(args, "benchmarks/levers.py", stall_timeout=0)  # stop the candidates on signals
     results = paired_sweep(cands, STEPRATE, args.steps, args.rounds, lever="levers",
                     log=lambda m: print(m, file=sys.stderr, flush=True))

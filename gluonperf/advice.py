@@ -138,6 +138,13 @@ def recommended_threads(contexts=1, cores=None, taken=0):
 TAKEN_VARIABLE = "GLUONPERF_CORES_TAKEN"  # set with the thread default when other processes held cores
 
 
+def threads_chosen(environ=None):
+    """True when the user chose MXNet's OpenMP threads (OMP_NUM_THREADS or
+    MXNET_OMP_MAX_THREADS): gluonperf's thread default then stays out of the way."""
+    environ = os.environ if environ is None else environ
+    return "OMP_NUM_THREADS" in environ or "MXNET_OMP_MAX_THREADS" in environ
+
+
 def thread_settings(contexts=1, taken=0, cores=None):
     """The variables of the thread default: OMP_NUM_THREADS = `recommended_threads` with
     `taken` cores left out (at most all but one: the command keeps a core), and
@@ -193,7 +200,7 @@ def apply_thread_defaults(contexts=1, environ=None, taken=None):
     if "mxnet" in sys.modules:
         return None
     notes = []
-    if "OMP_NUM_THREADS" not in environ and "MXNET_OMP_MAX_THREADS" not in environ:
+    if not threads_chosen(environ):
         cores = physical_cores()
         settings = thread_settings(contexts, cores_taken() if taken is None else taken, cores)
         environ.update(settings)

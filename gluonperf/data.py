@@ -85,9 +85,10 @@ def _official(root):
 
 def check_available(name, data_dir=None):
     """UserError now (before a command starts its work) if data set `name` cannot be
-    loaded: Fashion-MNIST's files absent from `data_dir` and no network to fetch them."""
+    loaded: Fashion-MNIST's files absent from `data_dir` and no network to fetch them.
+    Returns the Fashion-MNIST files still to download (none for the other data sets)."""
     if name != "fashion-mnist":
-        return
+        return []
     root = os.path.expanduser(data_dir or DEFAULT_DATA_DIR)
     missing = _missing_fashion(root)
     if missing:
@@ -96,6 +97,7 @@ def check_available(name, data_dir=None):
             where = "put them there" if data_dir else "put them there or pass --data-dir DIR where they are"
             raise UserError("%s lacks the Fashion-MNIST file(s) %s, and they cannot be downloaded (offline); %s, "
                             "or use --dataset digits, which works offline" % (root, ", ".join(missing), where))
+    return missing
 
 
 def fashion_mnist(data_dir=None):
@@ -103,8 +105,7 @@ def fashion_mnist(data_dir=None):
     absent and the machine is online, downloads) the official files; a copy whose
     checksums differ from the official ones is read directly from its IDX files."""
     root = os.path.expanduser(data_dir or DEFAULT_DATA_DIR)
-    check_available("fashion-mnist", data_dir)
-    missing = _missing_fashion(root)
+    missing = check_available("fashion-mnist", data_dir)
     if missing or _official(root):
         sets = []
         for train in (True, False):

@@ -189,9 +189,8 @@ def local_thread_defaults(num_workers, environ=None, taken=0):
     would otherwise take one thread per core, and the workers together oversubscribe
     them), leaving out the `taken` cores other processes hold (advice.cores_taken);
     nothing when the user set it."""
-    from .advice import thread_settings
-    environ = os.environ if environ is None else environ
-    if "OMP_NUM_THREADS" in environ or "MXNET_OMP_MAX_THREADS" in environ:
+    from .advice import thread_settings, threads_chosen
+    if threads_chosen(environ):
         return {}
     return thread_settings(num_workers, taken)
 
@@ -479,10 +478,9 @@ def main(argv=None):
     if (args.host_ip or args.env) and not hosts:
         raise UserError("--host-ip and --env only apply with --hostfile")
     servers = args.num_servers or (len(hosts) if hosts else 1)
-    taken = 0
-    if not hosts and "OMP_NUM_THREADS" not in os.environ and "MXNET_OMP_MAX_THREADS" not in os.environ:
-        from .advice import cores_taken
-        taken = cores_taken()  # before any node starts: the job's own processes are not "others"
+    from .advice import cores_taken, threads_chosen
+    # sampled before any node starts: the job's own processes are not "others"
+    taken = cores_taken() if not hosts and not threads_chosen() else 0
     nodes = plan(command, args.num_workers, servers, hosts=hosts, root_uri=args.host_ip,
                  port=args.port, python=args.python, forward=args.env, taken=taken)
     if args.dry_run:
