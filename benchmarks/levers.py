@@ -107,7 +107,11 @@ def main(argv=None):
     args = p.parse_args(argv)
     cands = candidates(args.batch_size)
     if args.only:
-        keep = {0} | {int(i) for i in args.only.split(",")}
+        items = [i.strip() for i in args.only.split(",")]
+        if not all(i.isdigit() and int(i) < len(cands) for i in items):
+            raise cli.UserError("--only %r: give candidate numbers from 1 to %d, comma-separated (0, the book "
+                                "loop, always runs)" % (args.only, len(cands) - 1))
+        keep = {0} | {int(i) for i in items}
         cands = [c for i, c in enumerate(cands) if i in keep]
     # a library the loader cannot find is ignored with a warning: the run would measure without it
     preloads = {c.name: dict(c.env).get("LD_PRELOAD") for c in cands}

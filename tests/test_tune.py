@@ -197,7 +197,7 @@ def test_dtype_lever_only_where_bfloat16_can_pay_and_its_winner_is_flagged(monke
     assert "--dtype bfloat16" in best["command"] and any("changes the arithmetic" in w for w in best["warnings"])
 
 
-def test_levers_refuses_a_preloaded_library_that_is_missing(monkeypatch, tmp_path):
+def test_levers_refuses_a_missing_preload_library_and_unknown_candidates(monkeypatch, tmp_path):
     """The dynamic loader ignores a missing LD_PRELOAD library with a warning: the candidate
     would be measured without its lever. benchmarks/levers.py refuses it up front."""
     import os
@@ -209,4 +209,7 @@ def test_levers_refuses_a_preloaded_library_that_is_missing(monkeypatch, tmp_pat
     monkeypatch.setattr(levers, "INTEL_OMP", str(tmp_path / "libiomp5.so"))
     with pytest.raises(UserError, match="libiomp5.so, which is not there"):
         levers.main(["--only", "36"])
+    for bad in ("99", "abc", "4,"):  # no candidate by that number: refused, not ignored
+        with pytest.raises(UserError, match="candidate numbers from 1 to"):
+            levers.main(["--only", bad])
     sys.modules.pop("levers", None)
