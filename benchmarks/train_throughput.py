@@ -11,9 +11,10 @@ For each batch size, in fresh processes, interleaved round by round:
   - `gluonperf.train OMP_NUM_THREADS=<cores> --workers 0`: the same with the
     levers benchmarks/LEVERS.md found (one OpenMP thread per core, batches loaded
     in the main thread; --hybridize static is already train's default);
-  - `gluonperf.train --ctx cpu0,cpu1`: the same global batch split over two CPU
-    contexts on the same cores, with train's defaults for two contexts (one
-    OpenMP thread each, MXNET_CPU_TEMP_COPY=64): data parallelism's own cost.
+  - `gluonperf.train --ctx cpu0,cpu1 --kvstore device` and `... --kvstore flat`: the
+    same global batch split over two CPU contexts on the same cores, with train's
+    defaults for two contexts (one OpenMP thread each, MXNET_CPU_TEMP_COPY=64), the
+    gradients summed by MXNet's kvstore or by gluonperf.flat: data parallelism's own cost.
 Every gluonperf run is sandwiched between two book-loop runs (tune.sweep), and
 its ratio is to the mean of those two.
 Until gluonperf.train exists in this checkout, gluonperf.steprate (the same loop
@@ -65,8 +66,9 @@ def candidates(batch_size, runner, model="resnet18", torch=None, dtype="float32"
     if runner is STEPRATE:  # steprate has no DataLoader by default
         tuned = ours.with_flags("", hybridize="static").with_env(
             "%s OMP_NUM_THREADS=%d" % (runner.module, cores), OMP_NUM_THREADS=cores)
-    two = ours.with_flags("%s --ctx cpu0,cpu1" % runner.module, ctx="cpu0,cpu1")
-    out = [book, ours, tuned] if runner is STEPRATE else [book, ours, tuned, two]
+    two = [ours.with_flags("%s --ctx cpu0,cpu1 --kvstore %s" % (runner.module, kv), ctx="cpu0,cpu1", kvstore=kv)
+           for kv in ("device", "flat")]
+    out = [book, ours, tuned] if runner is STEPRATE else [book, ours, tuned] + two
     pytorch = Candidate("pytorch eager", (), (("batch_size", str(batch_size)),), torch)
     if dtype == "bfloat16":
         if runner is STEPRATE:

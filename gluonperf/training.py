@@ -31,7 +31,7 @@ from .records import Result, _atomic_write, result, umask_mode
 HYBRIDIZE = {"none": None, "hybrid": {}, "static": {"static_alloc": True, "static_shape": True}}
 OPTIMIZERS = ("sgd", "nag")
 LR_DECAYS = ("cosine", "step", "none")
-KVSTORES = ("device", "local", "nccl", "dist_sync", "dist_device_sync")
+KVSTORES = ("device", "flat", "local", "nccl", "dist_sync", "dist_device_sync")
 # Fields a resumed run must share with the checkpoint it continues. The learning-rate
 # settings may change (e.g. resume with a lower --lr after the loss became NaN).
 RESUME_KEYS = ("model", "dataset", "limit", "batch_size", "seed", "optimizer", "momentum")
@@ -136,6 +136,9 @@ def make_trainer(net, config, lr, schedule=None, kvstore="device"):
     params = {"learning_rate": lr, "momentum": config.momentum, "wd": config.wd}
     if schedule is not None:
         params["lr_scheduler"] = schedule
+    if kvstore == "flat":
+        from .flat import FlatTrainer
+        return FlatTrainer(net, config.optimizer, params)
     return gluon.Trainer(net.collect_params(), config.optimizer, params,
                          kvstore=kvstore, update_on_kvstore=False)
 
