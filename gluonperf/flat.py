@@ -112,7 +112,9 @@ class FlatTrainer(gluon.Trainer):
             for o in range(n):
                 if o != k:  # context o's gradients of share k to context k, added to its own
                     self._grads[o][a:b].copyto(self._incoming[k])
-                    nd.elemwise_add(mine, self._incoming[k], out=mine)
+                    # _grad_add is elemwise_add by another name, which the profile can tell
+                    # from a model's own additions (gluonperf.step_profile.phase)
+                    nd._internal._grad_add(mine, self._incoming[k], out=mine)
 
     def _update(self, ignore_stale_grad=False):
         if self._owned is None:
@@ -139,6 +141,17 @@ class FlatTrainer(gluon.Trainer):
                 if i in updater.states:
                     state = updater.states[i]
                     states[i] = state.copyto(self._contexts[0]) if isinstance(state, nd.NDArray) else state
+        # MXNet's optimizer counts updates per device; under the device kvstore every
+        # context counts every parameter. Here only its owner does: count them all
+        # everywhere, or a device run resuming from this file would use an older
+        # learning rate on some parameters of some contexts than on others.
+        counts = self._optimizer._all_index_update_counts
+        latest = {}
+        for per_device in counts.values():
+            for i, n in per_device.items():
+                latest[i] = max(latest.get(i, 0), n)
+        for ctx in self._contexts:
+            counts.setdefault(ctx.device_id, {}).update(latest)
         gathered = mx.optimizer.get_updater(self._optimizer)
         gathered.states = states
         with open(fname, "wb") as f:

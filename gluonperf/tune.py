@@ -465,7 +465,7 @@ def parse_args(argv):
     if any(b < len(args.contexts) for b in args.batch_sizes):
         raise UserError("--batch-sizes must be at least the number of contexts (%d)" % len(args.contexts))
     args.kvstores = [k.strip() for k in args.kvstore.split(",") if k.strip()]
-    known = ("device", "local", "nccl")
+    known = ("flat", "device", "local", "nccl")
     if not args.kvstores or any(k not in known for k in args.kvstores):
         raise UserError("--kvstore %r: choose from %s, comma-separated" % (args.kvstore, ", ".join(known)))
     args.only = None
