@@ -65,7 +65,8 @@ def check(args, ctxs):
     """Refuse bad input before any long work starts."""
     from .models import get_model
     from .step_profile import check_config
-    from .train import config_from
+    from .train import config_from, resolve_kvstore
+    resolve_kvstore(args, ctxs)
     get_model(args.model)  # unknown names fail here
     check_config(config_from(args, ctxs), ctxs)
     if args.kvstore == "nccl" and any(c.device_type != "gpu" for c in ctxs):

@@ -92,10 +92,12 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
             help="after warm-up: cosine to 0, step (x0.1 at 50%% and 75%% of the epochs) or none "
                  "(default: %(default)s)"),
         "kvstore": lambda: p.add_argument(
-            "--kvstore", choices=KVSTORES, default=d.kvstore,
-            help="how gradients are summed: device (on the devices), local (on the CPU), nccl "
-                 "(GPUs), dist_sync / dist_device_sync (across machines, started by "
-                 "python -m gluonperf.launch) (default: %(default)s)"),
+            "--kvstore", choices=KVSTORES, default=None,
+            help="how gradients are summed: device (MXNet's kvstore, on the devices), flat (gluonperf's: "
+                 "each context sums its share of one flat gradient array and updates those weights "
+                 "once), local (on the CPU), nccl (GPUs), dist_sync / dist_device_sync (across "
+                 "machines, started by python -m gluonperf.launch) (default: flat on several CPU "
+                 "contexts, where it was measured faster; device otherwise)"),
         "seed": lambda: p.add_argument(
             "--seed", type=cli.non_negative_int, default=d.seed,
             help="seed of initialisation and data order (default: %(default)s)"),
@@ -154,9 +156,25 @@ def config_from(args, ctxs):
     return TrainConfig(**values)
 
 
+KVSTORE_NOTE = ("note: --kvstore unset, so gluonperf sums the gradients of the %d CPU contexts with flat "
+                "(each context sums and updates its share once; it trained faster than MXNet's device "
+                "kvstore here, benchmarks/LEVERS.md); --kvstore device for MXNet's")
+
+
+def resolve_kvstore(args, ctxs):
+    """--kvstore left unset: flat on several CPU contexts (gluonperf.flat, measured faster
+    there), device otherwise; said on stderr once the command's work starts."""
+    if args.kvstore is None:
+        from .training import default_kvstore
+        args.kvstore = default_kvstore(ctxs)
+        if args.kvstore == "flat":
+            cli.note_later(KVSTORE_NOTE % len(ctxs))
+
+
 def check(args, ctxs):
     """Refuse bad input before any long work starts."""
     from .models import get_model
+    resolve_kvstore(args, ctxs)
     get_model(args.model)  # unknown names fail here
     if args.batch_size < len(ctxs):
         raise UserError("--batch-size %d is smaller than the number of contexts (%d); every context "

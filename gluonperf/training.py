@@ -129,10 +129,19 @@ def lr_schedule(config, lr, iters_per_epoch):
     return schedule
 
 
+def default_kvstore(contexts):
+    """flat on several CPU contexts (gluonperf.flat: measured faster than device there,
+    benchmarks/LEVERS.md), MXNet's device kvstore otherwise."""
+    contexts = list(contexts)
+    return "flat" if len(contexts) > 1 and all(c.device_type == "cpu" for c in contexts) else "device"
+
+
 def make_trainer(net, config, lr, schedule=None, kvstore="device"):
     """gluon.Trainer over `kvstore`. update_on_kvstore=False: gradients are all-reduced
     over the kvstore and every context applies the update, which lets `scaling` time
-    allreduce_grads() and update() apart and keeps trainer states savable in dist runs."""
+    allreduce_grads() and update() apart and keeps trainer states savable in dist runs.
+    kvstore 'flat' (several contexts): gluonperf.flat.FlatTrainer, which sums each
+    context's share of one flat gradient array and updates each parameter once."""
     params = {"learning_rate": lr, "momentum": config.momentum, "wd": config.wd}
     if schedule is not None:
         params["lr_scheduler"] = schedule

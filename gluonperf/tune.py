@@ -433,8 +433,8 @@ def build_parser():
     p.add_argument("--steps", type=positive_int, default=10, help="timed training steps per run (default: %(default)s)")
     p.add_argument("--rounds", type=positive_int, default=3,
                    help="interleaved rounds per lever; more rounds, less noise (default: %(default)s)")
-    p.add_argument("--kvstore", default="device", help="comma-separated kvstores to try with several contexts "
-                                                       "(default: %(default)s)")
+    p.add_argument("--kvstore", default=None, help="comma-separated kvstores to try with several contexts "
+                                                   "(default: flat,device on CPU contexts, device otherwise)")
     p.add_argument("--levers", help="only these levers, comma-separated: threads,hybridize,data (DataLoader "
                                     "workers, train runner only),engine,onednn,allocator (jemalloc/tcmalloc "
                                     "through LD_PRELOAD, when installed),bulk (bulk execution),optimizer "
@@ -464,6 +464,8 @@ def parse_args(argv):
         raise UserError("--batch-sizes %r must be whole numbers, comma-separated, e.g. 64,128" % args.batch_sizes)
     if any(b < len(args.contexts) for b in args.batch_sizes):
         raise UserError("--batch-sizes must be at least the number of contexts (%d)" % len(args.contexts))
+    if args.kvstore is None:
+        args.kvstore = "flat,device" if all(c.startswith("cpu") for c in args.contexts) else "device"
     args.kvstores = [k.strip() for k in args.kvstore.split(",") if k.strip()]
     known = ("flat", "device", "local", "nccl")
     if not args.kvstores or any(k not in known for k in args.kvstores):
