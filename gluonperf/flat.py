@@ -26,7 +26,8 @@ storage the array is a view of; flat weights crashed the first evaluation.
 
 Caveats, as for any trainer that keeps state outside the Parameters:
 - after `allreduce_grads()` a context's gradients are summed only in its own share;
-- every trainable parameter is updated every step (no stale-gradient check);
+- a parameter whose gradient backward did not write since the last step raises
+  UserWarning, as in Trainer (with `ignore_stale_grad=True` it is skipped);
 - dense gradients of one data type, grad_req 'write'.
 Trainer states saved with `save_states` are the `device` kvstore's format (every
 parameter's state, on the first context), so a checkpoint moves between `--kvstore
@@ -96,7 +97,10 @@ class FlatTrainer(gluon.Trainer):
             for old, new in zip(p.list_grad(), views):
                 old.copyto(new)
             p._grad = views  # gluon.Parameter keeps one gradient array per context in this list
+            fresh = [d._fresh_grad for d in p.list_data()]
             autograd.mark_variables(p.list_data(), views, p.grad_req)
+            for d, was in zip(p.list_data(), fresh):  # marking anew forgets that backward wrote them
+                d._fresh_grad = was
         # A hybridized block's cached graph holds on to the arrays it was built with (with
         # static_alloc its backward kept writing the old gradients): build it anew.
         self._block.apply(lambda b: b._clear_cached_op() if isinstance(b, gluon.HybridBlock) else None)
@@ -119,14 +123,27 @@ class FlatTrainer(gluon.Trainer):
     def _update(self, ignore_stale_grad=False):
         if self._owned is None:
             self._flatten()
-        for k, (updater, mine) in enumerate(zip(self._updaters, self._owned)):
+        fresh = []  # per context, the owned parameters that backward gave a gradient (as Trainer checks)
+        for mine in self._owned:
+            fresh.append([])
+            for i, p in mine:
+                data = p.list_data()
+                if all(d._fresh_grad for d in data):
+                    fresh[-1].append((i, p))
+                elif not ignore_stale_grad:
+                    stale = next(d for d in data if not d._fresh_grad)
+                    raise UserWarning("Gradient of Parameter `%s` on context %s has not been updated by backward "
+                                      "since last `step`; call step with ignore_stale_grad=True to skip it"
+                                      % (p.name, stale.context))
+        for k, (updater, mine) in enumerate(zip(self._updaters, fresh)):
             if mine:
                 updater([i for i, _ in mine], [p.list_grad()[k] for _, p in mine],
                         [p.list_data()[k] for _, p in mine])
-        for k, mine in enumerate(self._owned):  # all-gather: each owner's new weights to the others
+        for k, mine in enumerate(fresh):  # all-gather: each owner's new weights to the others
             for _, p in mine:
                 data = p.list_data()
                 for o, target in enumerate(data):
+                    target._fresh_grad = False
                     if o != k:
                         data[k].copyto(target)
 

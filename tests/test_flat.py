@@ -116,6 +116,27 @@ def test_states_are_the_device_kvstores_and_load_both_ways(tmp_path):
     assert fresh_device.optimizer.num_update == 2
 
 
+def test_a_stale_gradient_is_refused_or_skipped_as_trainer_does():
+    net = gluon.nn.HybridSequential()
+    net.add(gluon.nn.Dense(4, in_units=3), gluon.nn.Dense(2, in_units=3))  # the second is never used
+    net.initialize(ctx=TWO)
+    trainer = FlatTrainer(net, "sgd", {"learning_rate": 0.1})
+    unused = net[1].weight.data(TWO[0]).asnumpy()
+    used = net[0].weight.data(TWO[0]).asnumpy()
+
+    def step(**kw):
+        with mx.autograd.record():
+            losses = [net[0](nd.ones((2, 3), ctx=c)).sum() for c in TWO]
+        mx.autograd.backward(losses)
+        trainer.step(4, **kw)
+    with pytest.raises(UserWarning, match="has not been updated by backward"):
+        step()
+    step(ignore_stale_grad=True)
+    for c in TWO:
+        np.testing.assert_array_equal(net[1].weight.data(c).asnumpy(), unused)
+        assert not np.allclose(net[0].weight.data(c).asnumpy(), used)
+
+
 def test_a_block_is_required():
     net = gluon.nn.Dense(2)
     with pytest.raises(ValueError, match="Block"):
