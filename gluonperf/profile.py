@@ -70,7 +70,7 @@ def check(args, ctxs):
     get_model(args.model)  # unknown names fail here
     check_config(config_from(args, ctxs), ctxs)
     if args.kvstore == "nccl" and any(c.device_type != "gpu" for c in ctxs):
-        raise UserError("--kvstore nccl sums gradients between GPUs only; with --ctx %s use device or local"
+        raise UserError("--kvstore nccl sums gradients between GPUs only; with --ctx %s use flat, device or local"
                         % args.ctx)
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")

@@ -71,7 +71,7 @@ def check_config(config, contexts):
     """UserError for a configuration this experiment cannot run."""
     if config.kvstore.startswith("dist"):
         raise UserError("--kvstore %s: profile runs on the contexts of one machine (it starts a second "
-                        "process for the operator table); use --kvstore device or local" % config.kvstore)
+                        "process for the operator table); use --kvstore flat, device or local" % config.kvstore)
     if config.batch_size < len(contexts):
         raise UserError("--batch-size %d is smaller than the number of contexts (%d); every context "
                         "needs at least one sample per batch" % (config.batch_size, len(contexts)))

@@ -180,7 +180,7 @@ def check(args, ctxs):
         raise UserError("--batch-size %d is smaller than the number of contexts (%d); every context "
                         "needs at least one sample per batch" % (args.batch_size, len(ctxs)))
     if args.kvstore == "nccl" and any(c.device_type != "gpu" for c in ctxs):
-        raise UserError("--kvstore nccl sums gradients between GPUs only; with --ctx %s use device or local"
+        raise UserError("--kvstore nccl sums gradients between GPUs only; with --ctx %s use flat, device or local"
                         % args.ctx)
     if args.checkpoint_segments:
         from .recompute import check_segments
@@ -196,7 +196,7 @@ def check(args, ctxs):
         raise UserError("--checkpoint-segments does not work with --dtype bfloat16 (MXNet 1.9.1's AMP breaks "
                         "the recomputed segments' backward); use one or the other")
     if args.kvstore.startswith("dist") and args.scaling:
-        raise UserError("--scaling compares the contexts of one machine; use --kvstore device or local")
+        raise UserError("--scaling compares the contexts of one machine; use --kvstore flat, device or local")
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
     from .data import check_available

@@ -503,7 +503,7 @@ def scaling(config, contexts, steps=None, progress=None):
         raise UserError("--batch-size %d is smaller than the number of contexts (%d)"
                         % (config.batch_size, len(contexts)))
     if config.kvstore.startswith("dist"):
-        raise UserError("--scaling runs on the contexts of one machine; use --kvstore device or local")
+        raise UserError("--scaling runs on the contexts of one machine; use --kvstore flat, device or local")
     train_set, _ = load(config.dataset, config.data_dir, config.limit, config.seed)
     need = per_device * len(contexts)
     index = np.arange(need) % len(train_set)
