@@ -78,22 +78,21 @@ class FlatTrainer(gluon.Trainer):
             raise ValueError("kvstore flat needs gradients of one data type; got %s"
                              % ", ".join(sorted(d.name for d in dtypes)))
         contexts, n = self._contexts, len(self._contexts)
-        sizes = [int(np.prod(p.shape)) for _, p in trainable]
-        owner = owners(sizes, n)
+        size = {i: int(np.prod(p.shape)) for i, p in trainable}
+        owner = owners([size[i] for i, _ in trainable], n)
         self._owned = [[ip for ip, o in zip(trainable, owner) if o == k] for k in range(n)]
         offset, bounds, layout = 0, [0], []
         for mine in self._owned:
             for i, p in mine:
-                layout.append((p, offset))
-                offset += -(-int(np.prod(p.shape)) // ALIGN) * ALIGN
+                layout.append((p, offset, size[i]))
+                offset += -(-size[i] // ALIGN) * ALIGN
             bounds.append(offset)
         self._shares = list(zip(bounds[:-1], bounds[1:]))  # [a, b) of the flat arrays owned by context k
         dtype = dtypes.pop() if dtypes else np.float32
         self._grads = [nd.zeros((offset,), ctx=c, dtype=dtype) for c in contexts]
         self._incoming = [nd.zeros((b - a,), ctx=c, dtype=dtype) for (a, b), c in zip(self._shares, contexts)]
-        for p, start in layout:
-            size = int(np.prod(p.shape))
-            views = [g[start:start + size].reshape(p.shape) for g in self._grads]
+        for p, start, length in layout:
+            views = [g[start:start + length].reshape(p.shape) for g in self._grads]
             for old, new in zip(p.list_grad(), views):
                 old.copyto(new)
             p._grad = views  # gluon.Parameter keeps one gradient array per context in this list

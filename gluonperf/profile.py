@@ -65,13 +65,10 @@ def check(args, ctxs):
     """Refuse bad input before any long work starts."""
     from .models import get_model
     from .step_profile import check_config
-    from .train import config_from, resolve_kvstore
-    resolve_kvstore(args, ctxs)
+    from .train import check_kvstore, config_from
+    check_kvstore(args, ctxs)
     get_model(args.model)  # unknown names fail here
     check_config(config_from(args, ctxs), ctxs)
-    if args.kvstore == "nccl" and any(c.device_type != "gpu" for c in ctxs):
-        raise UserError("--kvstore nccl sums gradients between GPUs only; with --ctx %s use flat, device or local"
-                        % args.ctx)
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
     cli.check_output_path(args.trace, "--trace")

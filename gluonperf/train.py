@@ -161,27 +161,28 @@ KVSTORE_NOTE = ("note: --kvstore unset, so gluonperf sums the gradients of the %
                 "kvstore here, benchmarks/LEVERS.md); --kvstore device for MXNet's")
 
 
-def resolve_kvstore(args, ctxs):
+def check_kvstore(args, ctxs):
     """--kvstore left unset: flat on several CPU contexts (gluonperf.flat, measured faster
-    there), device otherwise; said on stderr once the command's work starts."""
+    there), device otherwise, said on stderr once the command's work starts; nccl refused
+    off GPUs. For train and profile."""
     if args.kvstore is None:
         from .training import default_kvstore
         args.kvstore = default_kvstore(ctxs)
         if args.kvstore == "flat":
             cli.note_later(KVSTORE_NOTE % len(ctxs))
+    if args.kvstore == "nccl" and any(c.device_type != "gpu" for c in ctxs):
+        raise UserError("--kvstore nccl sums gradients between GPUs only; with --ctx %s use flat, device or local"
+                        % args.ctx)
 
 
 def check(args, ctxs):
     """Refuse bad input before any long work starts."""
     from .models import get_model
-    resolve_kvstore(args, ctxs)
+    check_kvstore(args, ctxs)
     get_model(args.model)  # unknown names fail here
     if args.batch_size < len(ctxs):
         raise UserError("--batch-size %d is smaller than the number of contexts (%d); every context "
                         "needs at least one sample per batch" % (args.batch_size, len(ctxs)))
-    if args.kvstore == "nccl" and any(c.device_type != "gpu" for c in ctxs):
-        raise UserError("--kvstore nccl sums gradients between GPUs only; with --ctx %s use flat, device or local"
-                        % args.ctx)
     if args.checkpoint_segments:
         from .recompute import check_segments
         check_segments(get_model(args.model), args.checkpoint_segments)
