@@ -191,15 +191,30 @@ def forward_backward(net, loss_fn, xs, ys):
     return outputs, losses
 
 
+def hits(outputs, labels, k=5):
+    """(top-1, top-k) hits of a batch's outputs against its labels (one NDArray of each
+    per context), counted in numpy as MXNet's Accuracy and TopKAccuracy count them.
+    Not with those metrics: their argmax (like a loss's sum()) is an engine operator,
+    queued with the training's own; with two CPU contexts these reads made one context
+    wait for work queued on the other (up to 170 ms in a trace) and cost `--ctx
+    cpu0,cpu1` 8% of its throughput (benchmarks/LEVERS.md, seventh session)."""
+    top1 = topk = 0
+    for output, label in zip(outputs, labels):
+        output, label = output.asnumpy(), label.asnumpy().astype(np.int64).ravel()
+        best = np.argpartition(output, -min(k, output.shape[1]), axis=1)[:, -k:]
+        top1 += int((output.argmax(axis=1) == label).sum())
+        topk += int((best == label[:, None]).any(axis=1).sum())
+    return top1, topk
+
+
 def evaluate(net, data, contexts):
     """Top-1 and top-5 accuracy of `net` on a DataLoader."""
-    top1, top5 = mx.metric.Accuracy(), mx.metric.TopKAccuracy(top_k=5)
+    top1 = top5 = count = 0
     for x, y in data:
         xs, ys = split(x, contexts), split(y, contexts)
-        outputs = [as_float32(net(x)) for x in xs]
-        top1.update(ys, outputs)
-        top5.update(ys, outputs)
-    return top1.get()[1], top5.get()[1]
+        h1, h5 = hits([as_float32(net(x)) for x in xs], ys)
+        top1, top5, count = top1 + h1, top5 + h5, count + x.shape[0]
+    return top1 / count, top5 / count
 
 
 # --- checkpoints ---------------------------------------------------------------
@@ -325,24 +340,32 @@ def check_resumable(config, meta, directory):
 
 
 class EpochStats:
-    """Running loss and train top-1/top-5 of one epoch."""
+    """Running loss and train top-1/top-5 of one epoch, read in numpy (see `hits`)."""
 
     def __init__(self):
-        self.top1, self.top5 = mx.metric.Accuracy(), mx.metric.TopKAccuracy(top_k=5)
-        self.loss_sum, self.images = 0.0, 0
+        self.loss_sum, self.images, self.top1_hits, self.top5_hits = 0.0, 0, 0, 0
 
     @property
     def loss(self):
-        return self.loss_sum / self.images
+        return self.loss_sum / self.images if self.images else float("nan")
+
+    @property
+    def top1(self):
+        return self.top1_hits / self.images if self.images else float("nan")
+
+    @property
+    def top5(self):
+        return self.top5_hits / self.images if self.images else float("nan")
 
     def add(self, n, losses, outputs, labels):
         """Add one batch of `n` samples; returns its mean loss (this waits for the batch)."""
-        batch_loss = sum(l.sum().asscalar() for l in losses) / n
+        batch_loss = sum(float(l.asnumpy().sum(dtype=np.float64)) for l in losses) / n
         if math.isfinite(batch_loss):
+            top1, top5 = hits(outputs, labels)
             self.loss_sum += batch_loss * n
             self.images += n
-            self.top1.update(labels, outputs)
-            self.top5.update(labels, outputs)
+            self.top1_hits += top1
+            self.top5_hits += top5
         return batch_loss
 
 
@@ -461,14 +484,14 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
                 progress(epoch + 1, i + 1, batches, batch_loss)
             if log and config.log_interval and (i + 1) % config.log_interval == 0:
                 log("epoch %d batch %d/%d: loss %.4f, train top-1 %.4f, %.1f images/s"
-                    % (epoch + 1, i + 1, batches, stats.loss, stats.top1.get()[1],
+                    % (epoch + 1, i + 1, batches, stats.loss, stats.top1,
                        stats.images * num_workers / (time.perf_counter() - start)))
         sync()
         train_s = time.perf_counter() - start
         test_top1, test_top5 = evaluate(net, test_data, contexts)
         epoch_s = time.perf_counter() - start
         record = result("train", "epoch %d" % (epoch + 1), epoch=epoch + 1, loss=stats.loss,
-                        train_top1=stats.top1.get()[1], train_top5=stats.top5.get()[1],
+                        train_top1=stats.top1, train_top5=stats.top5,
                         test_top1=test_top1, test_top5=test_top5, epoch_s=epoch_s, train_s=train_s,
                         train_images_per_s=stats.images * num_workers / train_s, lr=trainer.learning_rate,
                         param_checksum=param_checksum(net, contexts[0]), **common)

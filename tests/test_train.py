@@ -8,7 +8,7 @@ import pytest
 
 from gluonperf import UserError
 from gluonperf.records import read_jsonl
-from gluonperf.training import Diverged, TrainConfig, fit, lr_schedule, read_checkpoint, scaling
+from gluonperf.training import Diverged, EpochStats, TrainConfig, fit, hits, lr_schedule, read_checkpoint, scaling
 
 TWO = [mx.cpu(0), mx.cpu(1)]
 
@@ -219,6 +219,24 @@ def test_resume_refuses_a_different_run(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="no checkpoint"):
         fit(small(resume=str(tmp_path / "empty")), [mx.cpu(0)])
+
+
+def test_hits_count_as_mxnet_metrics_do_over_contexts():
+    """train's epoch figures and evaluate count in numpy (an MXNet metric's argmax made
+    one CPU context wait for another): the same top-1 and top-5 as MXNet's metrics."""
+    rng = np.random.RandomState(0)
+    outputs = [mx.nd.array(rng.randn(n, 10), ctx=mx.cpu(i)) for i, n in enumerate((33, 31))]
+    labels = [mx.nd.array(rng.randint(0, 10, o.shape[0]), ctx=o.context) for o in outputs]
+    top1, top5 = mx.metric.Accuracy(), mx.metric.TopKAccuracy(top_k=5)
+    top1.update(labels, outputs)
+    top5.update(labels, outputs)
+    assert hits(outputs, labels) == (round(top1.get()[1] * 64), round(top5.get()[1] * 64))
+    stats = EpochStats()
+    losses = [mx.nd.array(rng.rand(o.shape[0]), ctx=o.context) for o in outputs]
+    assert stats.add(64, losses, outputs, labels) == pytest.approx(sum(l.sum().asscalar() for l in losses) / 64)
+    assert (stats.top1, stats.top5) == (top1.get()[1], top5.get()[1])
+    stats.add(64, [mx.nd.array([np.nan])], outputs, labels)  # a NaN batch is not counted
+    assert stats.images == 64
 
 
 def test_warmup_then_cosine_schedule():
