@@ -241,9 +241,8 @@ def phase(name):
         return "backward"
     if "update" in name:
         return "update"
-    if "copy" in name.lower() or name == "ElementwiseSum" or name.startswith("KVStore"):  # the kvstore's work
-        return "comm"
-    if name == "_grad_add":  # kvstore flat's sums (gluonperf.flat); grad_req 'add' is not used here
+    # the kvstore's work; _grad_add: kvstore flat's sums (gluonperf.flat; grad_req 'add' is not used here)
+    if "copy" in name.lower() or name in ("ElementwiseSum", "_grad_add") or name.startswith("KVStore"):
         return "comm"
     return "forward"
 

@@ -345,17 +345,20 @@ class EpochStats:
     def __init__(self):
         self.loss_sum, self.images, self.top1_hits, self.top5_hits = 0.0, 0, 0, 0
 
+    def _per_image(self, total):
+        return total / self.images if self.images else float("nan")
+
     @property
     def loss(self):
-        return self.loss_sum / self.images if self.images else float("nan")
+        return self._per_image(self.loss_sum)
 
     @property
     def top1(self):
-        return self.top1_hits / self.images if self.images else float("nan")
+        return self._per_image(self.top1_hits)
 
     @property
     def top5(self):
-        return self.top5_hits / self.images if self.images else float("nan")
+        return self._per_image(self.top5_hits)
 
     def add(self, n, losses, outputs, labels):
         """Add one batch of `n` samples; returns its mean loss (this waits for the batch)."""
