@@ -107,12 +107,17 @@ def resnet_block(num_channels, num_residuals, first_block=False, **residual):
 def resnet18(num_classes=10, book_relu=False, fuse=False):
     """The book's ResNet-18 variant for small (28x28) images.
 
-    book_relu=True keeps the book's `F.relu` in the residual blocks; fuse=True runs each
-    block's first BatchNorm and ReLU as one operator (CPU contexts only). See `Residual`."""
+    book_relu=True keeps the book's `F.relu` in the residual blocks; fuse=True runs every
+    BatchNorm that a ReLU follows (the first layer's and each block's first) and its ReLU
+    as one operator (CPU contexts only). See `Residual`."""
     net = nn.HybridSequential()
     with net.name_scope():
-        net.add(nn.Conv2D(64, kernel_size=3, strides=1, padding=1),
-                nn.BatchNorm(), nn.Activation("relu"))
+        net.add(nn.Conv2D(64, kernel_size=3, strides=1, padding=1))
+        if fuse and not book_relu:  # the same parameter names as the BatchNorm it replaces, and
+            # a pass-through where the ReLU was: save_parameters names children by position
+            net.add(nn.BatchNormReLU(prefix="batchnorm0_"), nn.HybridLambda(lambda F, x: x))
+        else:
+            net.add(nn.BatchNorm(), nn.Activation("relu"))
         relu = {"book_relu": book_relu, "fuse": fuse}
         net.add(resnet_block(64, 2, first_block=True, **relu),
                 resnet_block(128, 2, **relu),

@@ -35,6 +35,9 @@ def test_get_model_fuses_for_cpu_contexts_only():
     assert "_contrib_BatchNormWithReLU" not in ops(get_model("resnet18", contexts=[mx.gpu(0)]))
     fused = ops(get_model("resnet18", contexts=[mx.cpu(0)]))
     assert ("_contrib_BatchNormWithReLU" in fused) == fusable([mx.cpu(0)])
+    if fusable([mx.cpu(0)]):  # every BatchNorm a ReLU follows: the first layer's and 8 blocks' first
+        assert fused.count('"op": "_contrib_BatchNormWithReLU"') == 9
+        assert fused.count('"op": "Activation"') == 8  # after each block's sum
     assert '"op": "relu"' not in fused and '"op": "relu"' in ops(resnet18(book_relu=True))
 
 
