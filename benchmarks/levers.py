@@ -93,6 +93,9 @@ def candidates(batch_size, model="resnet18"):
             LD_PRELOAD=INTEL_OMP),
         static2.with_env("train defaults + Intel libiomp5 + KMP_BLOCKTIME=0", LD_PRELOAD=INTEL_OMP,
                          KMP_BLOCKTIME=0),
+        # transparent huge pages for malloc'd memory (glibc >= 2.35; THP "madvise"), issue 12, eighth session
+        static2.with_env("train defaults + GLIBC_TUNABLES=glibc.malloc.hugetlb=1",
+                         GLIBC_TUNABLES="glibc.malloc.hugetlb=1"),
     ]
     return out
 

@@ -294,6 +294,25 @@ def allocators():
     return [lib for lib in found if lib]
 
 
+THP_MODE = "/sys/kernel/mm/transparent_hugepage/enabled"
+HUGE_PAGES = "glibc.malloc.hugetlb=1"  # GLIBC_TUNABLES: malloc asks for transparent huge pages
+
+
+def huge_pages_tunable():
+    """HUGE_PAGES when it can change something here: glibc 2.35 or later (the tunable's
+    first release) and Linux transparent huge pages in "madvise" mode (with "always"
+    malloc's large blocks get huge pages anyway, with "never" not at all); else None."""
+    import platform
+    libc, version = platform.libc_ver()
+    try:
+        with open(THP_MODE) as f:
+            mode = f.read()
+        new_enough = libc == "glibc" and tuple(int(v) for v in version.split(".")[:2]) >= (2, 35)
+    except (OSError, ValueError):
+        return None
+    return HUGE_PAGES if new_enough and "[madvise]" in mode else None
+
+
 def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
     """The lever stages: (lever name, function best_candidate -> [candidates])."""
     cores = cores or physical_cores()
@@ -309,8 +328,10 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
     stages.append(("engine", lambda b: [b, b.with_env("MXNET_ENGINE_TYPE=ThreadedEngine",
                                                       MXNET_ENGINE_TYPE="ThreadedEngine")]))
     stages.append(("onednn", lambda b: [b, b.with_env("MXNET_MKLDNN_ENABLED=0", MXNET_MKLDNN_ENABLED=0)]))
+    huge = huge_pages_tunable()
     stages.append(("allocator", lambda b: [b] + [b.with_env("LD_PRELOAD=%s" % lib, LD_PRELOAD=lib)
-                                                 for lib in allocators()]))
+                                                 for lib in allocators()]
+                   + ([b.with_env("GLIBC_TUNABLES=" + huge, GLIBC_TUNABLES=huge)] if huge else [])))
     stages.append(("bulk", lambda b: [b, b.with_env("MXNET_EXEC_BULK_EXEC_TRAIN=0", MXNET_EXEC_BULK_EXEC_TRAIN=0),
                                       b.with_env("MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN=1000",
                                                  MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN=1000)]))
@@ -437,7 +458,8 @@ def build_parser():
                                                    "(default: flat,device on CPU contexts, device otherwise)")
     p.add_argument("--levers", help="only these levers, comma-separated: threads,hybridize,data (DataLoader "
                                     "workers, train runner only),engine,onednn,allocator (jemalloc/tcmalloc "
-                                    "through LD_PRELOAD, when installed),bulk (bulk execution),optimizer "
+                                    "through LD_PRELOAD, when installed; glibc's transparent huge pages, "
+                                    "where the kernel leaves them to madvise),bulk (bulk execution),optimizer "
                                     "(update aggregation),openmp (thread binding),contexts,dtype "
                                     "(bfloat16 mixed precision; train runner, CPUs with AMX) (default: all)")
     p.add_argument("--runner", choices=("auto", "train", "steprate"), default="auto",

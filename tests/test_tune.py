@@ -6,6 +6,7 @@ import pytest
 from gluonperf import UserError
 
 from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, count_runs, levers, paired_sweep, parse_args, sweep
+from gluonperf import tune
 
 FAKE = textwrap.dedent("""
     import json, os, sys
@@ -86,11 +87,32 @@ def stage(name, contexts=("cpu0",), runner=TRAIN):
 
 def test_allocator_lever_tries_only_installed_allocators(monkeypatch):
     import ctypes.util
+    monkeypatch.setattr(tune, "huge_pages_tunable", lambda: None)
     monkeypatch.setattr(ctypes.util, "find_library",
                         lambda n: {"jemalloc": None, "tcmalloc": "libtcmalloc.so.4"}.get(n))
     assert [dict(c.env).get("LD_PRELOAD") for c in stage("allocator")] == [None, "libtcmalloc.so.4"]
     monkeypatch.setattr(ctypes.util, "find_library", lambda n: None)
     assert len(stage("allocator")) == 1  # nothing installed: the stage is skipped
+
+
+def test_allocator_lever_tries_glibc_huge_pages_where_they_can_change_something(monkeypatch, tmp_path):
+    import ctypes.util
+    import platform
+    monkeypatch.setattr(ctypes.util, "find_library", lambda n: None)
+    mode = tmp_path / "enabled"
+    monkeypatch.setattr(tune, "THP_MODE", str(mode))
+    monkeypatch.setattr(platform, "libc_ver", lambda: ("glibc", "2.36"))
+    for text, tried in (("always [madvise] never\n", True), ("[always] madvise never\n", False),
+                        ("always madvise [never]\n", False)):
+        mode.write_text(text)
+        envs = [dict(c.env).get("GLIBC_TUNABLES") for c in stage("allocator")]
+        assert envs == ([None, "glibc.malloc.hugetlb=1"] if tried else [None]), text
+    mode.write_text("always [madvise] never\n")
+    monkeypatch.setattr(platform, "libc_ver", lambda: ("glibc", "2.31"))  # before the tunable
+    assert len(stage("allocator")) == 1
+    monkeypatch.setattr(tune, "THP_MODE", str(tmp_path / "absent"))  # no THP (another kernel, or not Linux)
+    monkeypatch.setattr(platform, "libc_ver", lambda: ("glibc", "2.36"))
+    assert len(stage("allocator")) == 1
 
 
 def test_new_levers_change_one_setting_each():
