@@ -115,10 +115,7 @@ def _peak(usage, contexts):
 def check_dtype(dtype, contexts, checkpoint=(0,)):
     """UserError for a dtype the step cannot run here: unknown, bfloat16 off the CPU, or
     bfloat16 with checkpointing (MXNet 1.9.1's AMP breaks the recomputed segments' backward)."""
-    try:
-        precision.check(dtype, contexts)
-    except ValueError as e:
-        raise UserError(str(e))
+    precision.check_flag(dtype, contexts)
     if dtype == "bfloat16" and any(checkpoint):
         raise UserError("checkpointing does not work with bfloat16 (MXNet 1.9.1's AMP breaks the recomputed "
                         "segments' backward); use --checkpoint 0")

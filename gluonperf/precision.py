@@ -124,6 +124,15 @@ def check(dtype, contexts):
                          "%s is not one: use float32 there" % ", ".join(others))
 
 
+def check_flag(dtype, contexts):
+    """`check` for a command's --dtype flag: the same refusal as a one-line UserError."""
+    from . import UserError
+    try:
+        check(dtype, contexts)
+    except ValueError as e:
+        raise UserError("--%s" % e)
+
+
 def enable(dtype, contexts):
     """Switch MXNet's AMP to `dtype` for every model built after this call (a no-op for
     float32); ValueError as `check` says."""

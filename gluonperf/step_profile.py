@@ -31,7 +31,7 @@ from . import UserError, guard
 from .benchmark import Measurement, sync
 from .contexts import describe
 from .data import load, loader
-from .precision import check as check_dtype
+from .precision import check_flag
 from .profiling import Trace, aggregate_stats
 from .records import result
 from .training import EpochStats, as_float32, build_net, make_trainer, scaled_lr, split, train_steps
@@ -75,10 +75,7 @@ def check_config(config, contexts):
     if config.batch_size < len(contexts):
         raise UserError("--batch-size %d is smaller than the number of contexts (%d); every context "
                         "needs at least one sample per batch" % (config.batch_size, len(contexts)))
-    try:
-        check_dtype(config.dtype, contexts)
-    except ValueError as e:
-        raise UserError("--%s" % e)
+    check_flag(config.dtype, contexts)
 
 
 def endless(data):

@@ -188,11 +188,8 @@ def check(args, ctxs):
         check_segments(get_model(args.model), args.checkpoint_segments)
         if args.scaling:
             raise UserError("--scaling times the plain step; drop --checkpoint-segments (bench footprint measures it)")
-    from .precision import check as check_dtype
-    try:
-        check_dtype(args.dtype, ctxs)
-    except ValueError as e:
-        raise UserError("--%s" % e)
+    from .precision import check_flag
+    check_flag(args.dtype, ctxs)
     if args.dtype == "bfloat16" and args.checkpoint_segments:
         raise UserError("--checkpoint-segments does not work with --dtype bfloat16 (MXNet 1.9.1's AMP breaks "
                         "the recomputed segments' backward); use one or the other")

@@ -5,7 +5,8 @@ operators of the whole process and cannot be switched off again."""
 import mxnet as mx
 import pytest
 
-from gluonperf.precision import AMX_ISA, dtype_in_argv, enable, hint, prepare
+from gluonperf import UserError
+from gluonperf.precision import AMX_ISA, check_flag, dtype_in_argv, enable, hint, prepare
 
 AMX = {"avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8"}
 
@@ -68,6 +69,15 @@ def test_enable_rejects_what_mxnet_cannot_run():
     with pytest.raises(ValueError, match="CPU contexts only.*gpu"):
         enable("bfloat16", [mx.cpu(0), mx.gpu(0)])
     assert enable("float32", [mx.cpu()]) is None  # nothing to switch on
+
+
+def test_the_commands_refuse_a_dtype_as_one_line_naming_the_flag():
+    # train, profile and bench footprint all refuse through check_flag
+    with pytest.raises(UserError, match=r"^--dtype bfloat16 runs on CPU contexts only.*gpu\(0\)"):
+        check_flag("bfloat16", [mx.cpu(0), mx.gpu(0)])
+    with pytest.raises(UserError, match=r"^--dtype 'float16': use one of float32, bfloat16$"):
+        check_flag("float16", [mx.cpu()])
+    assert check_flag("bfloat16", [mx.cpu(0), mx.cpu(1)]) is None
 
 
 def test_float32_runs_on_an_amx_cpu_hear_of_bfloat16():
