@@ -17,7 +17,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gluonperf import cli  # noqa: E402
-from gluonperf.tune import STEPRATE, Candidate, Runner, paired_sweep  # noqa: E402
+from gluonperf.tune import HUGE_PAGES, STEPRATE, Candidate, Runner, paired_sweep  # noqa: E402
 
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"  # Debian's libjemalloc2
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"  # Debian's libtcmalloc-minimal4
@@ -94,8 +94,7 @@ def candidates(batch_size, model="resnet18"):
         static2.with_env("train defaults + Intel libiomp5 + KMP_BLOCKTIME=0", LD_PRELOAD=INTEL_OMP,
                          KMP_BLOCKTIME=0),
         # transparent huge pages for malloc'd memory (glibc >= 2.35; THP "madvise"), issue 12, eighth session
-        static2.with_env("train defaults + GLIBC_TUNABLES=glibc.malloc.hugetlb=1",
-                         GLIBC_TUNABLES="glibc.malloc.hugetlb=1"),
+        static2.with_env("train defaults + GLIBC_TUNABLES=" + HUGE_PAGES, GLIBC_TUNABLES=HUGE_PAGES),
     ]
     return out
 

@@ -212,7 +212,7 @@ def evaluate(net, data, contexts):
     top1 = top5 = count = 0
     for x, y in data:
         xs, ys = split(x, contexts), split(y, contexts)
-        h1, h5 = hits([as_float32(net(x)) for x in xs], ys)
+        h1, h5 = hits([as_float32(net(part)) for part in xs], ys)
         top1, top5, count = top1 + h1, top5 + h5, count + x.shape[0]
     return (top1 / count, top5 / count) if count else (float("nan"), float("nan"))
 
