@@ -174,13 +174,14 @@ def main(argv=None):
     if args.list_models:
         cli.print_models()
         return 0
-    from .train import config_from
+    from .train import config_from, note_optimizer
     ctxs = cli.contexts(args)
     check(args, ctxs)
     config = config_from(args, ctxs)
     if args.operators_only:
         return operators_only(args, ctxs, config)
     cli.advise(ctxs, THREADS_NOTE)
+    note_optimizer(args, ctxs)
     if DTYPE_NOTE and args.dtype == "bfloat16":
         cli.note_later("note: " + DTYPE_NOTE)
 

@@ -175,6 +175,14 @@ def check_kvstore(args, ctxs):
                         % args.ctx)
 
 
+def note_optimizer(args, ctxs):
+    """Say on stderr when SGD's update runs per parameter (gluonperf.optimizers). For train and profile."""
+    from .optimizers import note
+    line = note(args.optimizer, args.momentum, ctxs)
+    if line:
+        cli.note_later("note: " + line)
+
+
 def check(args, ctxs):
     """Refuse bad input before any long work starts."""
     from .models import get_model
@@ -239,6 +247,7 @@ def main(argv=None):
     ctxs = cli.contexts(args)
     check(args, ctxs)
     cli.advise(ctxs, THREADS_NOTE)
+    note_optimizer(args, ctxs)
     from .precision import hint, label as precision_label
     for line in (DTYPE_NOTE if args.dtype == "bfloat16" else None, hint(args.dtype, ctxs)):
         if line:

@@ -25,11 +25,11 @@ from .benchmark import Benchmark, Measurement, sync
 from .contexts import describe
 from .data import CLASSES, load, loader
 from .models import get_model
+from .optimizers import NAMES as OPTIMIZERS, create as create_optimizer, upgrade as upgrade_optimizer
 from .precision import enable as enable_dtype
 from .records import Result, _atomic_write, result, umask_mode
 
 HYBRIDIZE = {"none": None, "hybrid": {}, "static": {"static_alloc": True, "static_shape": True}}
-OPTIMIZERS = ("sgd", "nag")
 LR_DECAYS = ("cosine", "step", "none")
 KVSTORES = ("device", "flat", "local", "nccl", "dist_sync", "dist_device_sync")
 # Fields a resumed run must share with the checkpoint it continues. The learning-rate
@@ -141,15 +141,17 @@ def make_trainer(net, config, lr, schedule=None, kvstore="device"):
     over the kvstore and every context applies the update, which lets `scaling` time
     allreduce_grads() and update() apart and keeps trainer states savable in dist runs.
     kvstore 'flat' (several contexts): gluonperf.flat.FlatTrainer, which sums each
-    context's share of one flat gradient array and updates each parameter once."""
+    context's share of one flat gradient array and updates each parameter once.
+    The optimizer is gluonperf.optimizers': SGD updates each parameter with its own
+    operator on CPU."""
     params = {"learning_rate": lr, "momentum": config.momentum, "wd": config.wd}
     if schedule is not None:
         params["lr_scheduler"] = schedule
+    optimizer = create_optimizer(config.optimizer, **params)
     if kvstore == "flat":
         from .flat import FlatTrainer
-        return FlatTrainer(net, config.optimizer, params)
-    return gluon.Trainer(net.collect_params(), config.optimizer, params,
-                         kvstore=kvstore, update_on_kvstore=False)
+        return FlatTrainer(net, optimizer)
+    return gluon.Trainer(net.collect_params(), optimizer, kvstore=kvstore, update_on_kvstore=False)
 
 
 def sync_initial_weights(net, trainer, contexts, sample_shape):
@@ -456,7 +458,7 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
     if checkpoint:
         net.load_parameters(os.path.join(checkpoint, "params"), ctx=contexts)
         trainer.load_states(os.path.join(checkpoint, "states"))
-        optimizer = trainer.optimizer  # unpickled from the states: give it this run's settings
+        optimizer = upgrade_optimizer(trainer.optimizer)  # unpickled from the states: give it this run's settings
         optimizer.lr_scheduler, optimizer.wd = schedule, config.wd
         first = meta["epoch"]
         history = [Result(r["bench"], r["name"], {k: v for k, v in r.items() if k not in ("bench", "name")})

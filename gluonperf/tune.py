@@ -335,8 +335,10 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
     stages.append(("bulk", lambda b: [b, b.with_env("MXNET_EXEC_BULK_EXEC_TRAIN=0", MXNET_EXEC_BULK_EXEC_TRAIN=0),
                                       b.with_env("MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN=1000",
                                                  MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN=1000)]))
-    stages.append(("optimizer", lambda b: [b, b.with_env("MXNET_OPTIMIZER_AGGREGATION_SIZE=60",
-                                                         MXNET_OPTIMIZER_AGGREGATION_SIZE=60)]))
+    # gluonperf's SGD updates each parameter on its own unless this is set (gluonperf.optimizers):
+    # the candidate is MXNet's multi-tensor update with MXNet's default group size
+    stages.append(("optimizer", lambda b: [b, b.with_env("MXNET_OPTIMIZER_AGGREGATION_SIZE=4",
+                                                         MXNET_OPTIMIZER_AGGREGATION_SIZE=4)]))
     # (not GOMP_SPINCOUNT=infinite: its idle threads spin for ever, taking a core from
     # everything else, including the other candidates of a paired sweep)
     stages.append(("openmp", lambda b: [b, b.with_env("OMP_PROC_BIND=true OMP_PLACES=cores",
@@ -460,7 +462,7 @@ def build_parser():
                                     "workers, train runner only),engine,onednn,allocator (jemalloc/tcmalloc "
                                     "through LD_PRELOAD, when installed; glibc's transparent huge pages, "
                                     "where the kernel leaves them to madvise),bulk (bulk execution),optimizer "
-                                    "(update aggregation),openmp (thread binding),contexts,dtype "
+                                    "(MXNet's multi-tensor SGD update against gluonperf's per-parameter one),openmp (thread binding),contexts,dtype "
                                     "(bfloat16 mixed precision; train runner, CPUs with AMX) (default: all)")
     p.add_argument("--runner", choices=("auto", "train", "steprate"), default="auto",
                    help="what runs a candidate: gluonperf.train --dataset synthetic, or the small "
