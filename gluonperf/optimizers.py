@@ -24,7 +24,13 @@ import mxnet as mx
 from mxnet import nd
 
 AGGREGATION = "MXNET_OPTIMIZER_AGGREGATION_SIZE"
-NAMES = ("sgd", "nag")
+
+
+def per_array(momentum, device_types, environ=None):
+    """Whether SGD updates each parameter on its own (with momentum, on CPU devices only,
+    MXNET_OPTIMIZER_AGGREGATION_SIZE unset): the rule `SGD` follows and `note` reports."""
+    environ = os.environ if environ is None else environ
+    return AGGREGATION not in environ and momentum > 0 and all(d == "cpu" for d in device_types)
 
 
 class SGD(mx.optimizer.SGD):
@@ -48,19 +54,20 @@ class SGD(mx.optimizer.SGD):
         return None
 
     def _updates_per_array(self, weights, grads, multi_precision):
-        return (AGGREGATION not in os.environ and self.momentum > 0 and not multi_precision
-                and all(w.context.device_type == "cpu" and w.stype == "default" and g.stype == "default"
-                        for w, g in zip(weights, grads)))
+        return (per_array(self.momentum, [w.context.device_type for w in weights]) and not multi_precision
+                and all(w.stype == "default" and g.stype == "default" for w, g in zip(weights, grads)))
+
+
+OPTIMIZERS = {"sgd": SGD, "nag": mx.optimizer.NAG}
+NAMES = tuple(OPTIMIZERS)
 
 
 def create(name, **params):
     """The optimizer `name` (one of NAMES) with `params` (SGD's or NAG's arguments), for
     gluon.Trainer. Raises ValueError for another name."""
-    if name == "sgd":
-        return SGD(**params)
-    if name == "nag":
-        return mx.optimizer.NAG(**params)
-    raise ValueError("unknown optimizer %r; choose from %s" % (name, ", ".join(NAMES)))
+    if name not in OPTIMIZERS:
+        raise ValueError("unknown optimizer %r; choose from %s" % (name, ", ".join(NAMES)))
+    return OPTIMIZERS[name](**params)
 
 
 def upgrade(optimizer):
@@ -73,9 +80,7 @@ def upgrade(optimizer):
 
 def note(optimizer, momentum, contexts, environ=None):
     """The line telling the user about the per-array update when it applies, else None."""
-    environ = os.environ if environ is None else environ
-    if (optimizer != "sgd" or momentum <= 0 or AGGREGATION in environ
-            or any(c.device_type != "cpu" for c in contexts)):
+    if optimizer != "sgd" or not per_array(momentum, [c.device_type for c in contexts], environ):
         return None
     return ("%s unset, so SGD updates each parameter with its own sgd_mom_update (MXNet's multi-tensor kernel "
             "took twice as long on CPU for ResNet-18, benchmarks/LEVERS.md); set it (MXNet's default: 4) for MXNet's"

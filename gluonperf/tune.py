@@ -462,8 +462,9 @@ def build_parser():
                                     "workers, train runner only),engine,onednn,allocator (jemalloc/tcmalloc "
                                     "through LD_PRELOAD, when installed; glibc's transparent huge pages, "
                                     "where the kernel leaves them to madvise),bulk (bulk execution),optimizer "
-                                    "(MXNet's multi-tensor SGD update against gluonperf's per-parameter one),openmp (thread binding),contexts,dtype "
-                                    "(bfloat16 mixed precision; train runner, CPUs with AMX) (default: all)")
+                                    "(MXNet's multi-tensor SGD update against gluonperf's per-parameter one),"
+                                    "openmp (thread binding),contexts,dtype (bfloat16 mixed precision; train runner, "
+                                    "CPUs with AMX) (default: all)")
     p.add_argument("--runner", choices=("auto", "train", "steprate"), default="auto",
                    help="what runs a candidate: gluonperf.train --dataset synthetic, or the small "
                         "gluonperf.steprate worker (default: train when it exists)")
