@@ -20,11 +20,13 @@ its ratio is to the mean of those two.
 Until gluonperf.train exists in this checkout, gluonperf.steprate (the same loop
 on in-memory batches) stands in for it, and the records say so (`runner`).
 Each record holds images/s (median over rounds) and the median of the per-round
-ratios to the book's loop; the JSON file also holds the environment, so
-`python -m gluonperf.compare OLD NEW` can compare two such files.
+ratios to the book's loop; with PyTorch, also vs_pytorch: the median over rounds of
+(its ratio) / (PyTorch's ratio in the same round), min..max. The JSON file also holds
+the environment, so `python -m gluonperf.compare OLD NEW` can compare two such files.
 """
 import argparse
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -84,6 +86,21 @@ def candidates(batch_size, runner, model="resnet18", torch=None, dtype="float32"
     return out
 
 
+def against(results, yardstick):
+    """Set every result against the one named `yardstick`, round by round: vs_pytorch is
+    the median over rounds of (its ratio to the book loop) / (the yardstick's, the same
+    round), with vs_pytorch_min..max; rounds where either run failed are left out."""
+    base = next((r.metrics.get("round_ratios") for r in results if r.name == yardstick), None)
+    if base is None:
+        raise ValueError("no result named %r with round_ratios" % yardstick)
+    for r in results:
+        mine = r.metrics.get("round_ratios") or []
+        q = [a / b for a, b in zip(mine, base) if a and b]
+        r.metrics.update(vs_pytorch=statistics.median(q) if q else None, vs_pytorch_min=min(q) if q else None,
+                         vs_pytorch_max=max(q) if q else None)
+    return results
+
+
 def run(batch_sizes, rounds, steps, runner=None, progress=None, model="resnet18", torch=None, dtype="float32"):
     runner = runner or default_runner()
     out = []
@@ -92,6 +109,8 @@ def run(batch_sizes, rounds, steps, runner=None, progress=None, model="resnet18"
         modules = {c.name: c.runner.module for c in cands}
         results = sweep(cands, runner, steps, rounds, lever="train_throughput b%d" % b, progress=progress,
                         log=lambda m: print(m, file=sys.stderr, flush=True))
+        if model == "resnet18" and torch is not None:  # the last candidate: PyTorch eager (or its autocast)
+            against(results, cands[-1].name)
         for r in results:
             r.metrics.update(batch_size=b, runner=modules[r.name], model=model)
         out.extend(results)
@@ -131,7 +150,8 @@ def main(argv=None):
     cli.emit(results, args, (), title="training throughput vs the book's loop (median of %d interleaved rounds; "
                                       "ratio = median of per-round ratios, min..max)" % args.rounds,
                        columns=["batch_size", "name", "images_per_s", "min_per_s", "max_per_s", "ratio",
-                                "ratio_min", "ratio_max", "error"])
+                                "ratio_min", "ratio_max"] + (["vs_pytorch", "vs_pytorch_min", "vs_pytorch_max"]
+                                                             if torch is not None else []) + ["error"])
 
 
 if __name__ == "__main__":

@@ -153,7 +153,8 @@ def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=
 
 
 def _sandwich(candidates, measure, rounds, lever, progress, log):
-    """Run B c1 B c2 B ... `rounds` times; ({name: [images/s]}, {name: [ratios]}, {name: error})."""
+    """Run B c1 B c2 B ... `rounds` times; ({name: [images/s]}, {name: [ratio per round, None where
+    a run failed]}, {name: error})."""
     names = [c.name for c in candidates]
     if len(set(names)) != len(names):
         raise ValueError("candidate names must differ: %s" % names)
@@ -181,11 +182,9 @@ def _sandwich(candidates, measure, rounds, lever, progress, log):
         for c in order:
             value = one(c, r)
             after = one(base, r)
-            if value and before and after:
-                ratios[c.name].append(value / ((before + after) / 2))
+            ratios[c.name].append(value / ((before + after) / 2) if value and before and after else None)
             before = after
-        if before:
-            ratios[base.name].append(1.0)
+        ratios[base.name].append(1.0 if before else None)
     return figures, ratios, errors
 
 
@@ -198,7 +197,7 @@ def summarize(candidates, figures, errors, runner, steps, lever, paired_ratios=N
         vals = figures[c.name]
         ok = [v for v in vals if v]
         if paired_ratios is not None:
-            ratios = paired_ratios[c.name]
+            ratios = [r for r in paired_ratios[c.name] if r is not None]
         else:
             ratios = [v / b for v, b in zip(vals, base) if v and b]
         metrics = {"lever": lever, "batch_size": int(c.flag("batch_size", 0)) or None,
@@ -208,6 +207,8 @@ def summarize(candidates, figures, errors, runner, steps, lever, paired_ratios=N
                    "ratio_min": min(ratios) if ratios else None, "ratio_max": max(ratios) if ratios else None,
                    "rounds": len(ok), "env_vars": dict(c.env), "flags": dict(c.flags),
                    "command": (c.runner or runner).command_line(c, steps)}
+        if paired_ratios is not None:  # round by round, so two candidates can be set against each other
+            metrics["round_ratios"] = list(paired_ratios[c.name])
         if c.name in errors:
             metrics["error"] = errors[c.name]
         out.append(Result("tune", c.name, metrics))

@@ -38,6 +38,9 @@ def test_sweep_ranks_by_ratio_and_records_failures(tmp_path):
     assert by["fast"]["ratio"] == 2.5 and by["fast"]["rank"] == 1 and by["fast"]["rounds"] == 2
     assert by["base"]["ratio"] == 1.0 and by["base"]["rounds"] == 6  # B f B x B, twice
     assert "told to fail" in by["broken"]["error"] and by["broken"]["ratio"] is None
+    # round by round, aligned (None where a run failed), so suites can pair two candidates
+    assert by["fast"]["round_ratios"] == [2.5, 2.5] and by["base"]["round_ratios"] == [1.0, 1.0]
+    assert by["broken"]["round_ratios"] == [None, None]
     assert by["fast"]["command"].startswith("FAKE_RATE=25 ")
     assert by["fast"]["env_vars"]["FAKE_RATE"] == "25"
 
@@ -59,6 +62,7 @@ def test_paired_sweep_keeps_one_process_per_candidate(tmp_path):
     # the baseline ran before and after every other candidate: 1 + 3 per round
     assert by["base"]["ratio"] == 1.0 and by["base"]["rounds"] == 12
     assert by["dies"]["rounds"] == 1 and "died" in by["dies"]["error"]
+    assert by["dies"]["round_ratios"] == [1.0, None, None]
     assert "told to fail" in by["broken"]["error"] and by["broken"]["rounds"] == 0
     assert len(seen) == 7 + 6 + 5  # a failed candidate is not asked again
 
@@ -235,3 +239,27 @@ def test_levers_refuses_a_missing_preload_library_and_unknown_candidates(monkeyp
         with pytest.raises(UserError, match="candidate numbers from 1 to"):
             levers.main(["--only", bad])
     sys.modules.pop("levers", None)
+
+
+def test_throughput_suite_sets_each_run_against_pytorch_round_by_round(monkeypatch):
+    """benchmarks/train_throughput.py's vs_pytorch: per round, a candidate's ratio to the
+    book loop over PyTorch's in that round; rounds where either failed are left out."""
+    import os
+    import sys
+    from conftest import ROOT
+    from gluonperf.records import Result
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    import train_throughput
+    rows = [Result("tune", "book loop", {"round_ratios": [1.0, 1.0, 1.0]}),
+            Result("tune", "gluonperf.train", {"round_ratios": [2.4, 2.2, 2.5]}),
+            Result("tune", "broken", {"round_ratios": [None, None, None]}),
+            Result("tune", "pytorch eager", {"round_ratios": [2.0, 1.6, None]})]
+    by = {r.name: r.metrics for r in train_throughput.against(rows, "pytorch eager")}
+    assert by["gluonperf.train"]["vs_pytorch"] == pytest.approx((1.2 + 2.2 / 1.6) / 2)  # round 3 left out
+    assert by["gluonperf.train"]["vs_pytorch_min"] == pytest.approx(1.2)
+    assert by["gluonperf.train"]["vs_pytorch_max"] == pytest.approx(2.2 / 1.6)
+    assert by["pytorch eager"]["vs_pytorch"] == 1.0 and by["book loop"]["vs_pytorch_max"] == 0.625
+    assert by["broken"]["vs_pytorch"] is None
+    with pytest.raises(ValueError, match="no result named"):
+        train_throughput.against(rows, "jax")
+    sys.modules.pop("train_throughput", None)
