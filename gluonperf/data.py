@@ -64,6 +64,9 @@ def read_idx(images_gz, labels_gz):
     return images.reshape(n, 1, rows, cols).astype(np.float32) / 255.0, labels.astype(np.int32)
 
 
+_REACHABLE = set()  # download hosts this process has reached
+
+
 def _online(url, timeout=ONLINE_TIMEOUT_S):
     """Can we open a TCP connection to the download host within `timeout` seconds?"""
     parsed = urlparse(url)
@@ -93,10 +96,12 @@ def check_available(name, data_dir=None):
     missing = _missing_fashion(root)
     if missing:
         from mxnet.gluon.utils import _get_repo_url
-        if not _online(_get_repo_url()):
+        url = _get_repo_url()
+        if url not in _REACHABLE and not _online(url):
             where = "put them there" if data_dir else "put them there or pass --data-dir DIR where they are"
             raise UserError("%s lacks the Fashion-MNIST file(s) %s, and they cannot be downloaded (offline); %s, "
                             "or use --dataset digits, which works offline" % (root, ", ".join(missing), where))
+        _REACHABLE.add(url)  # a command checks before its work and again when it loads: connect once
     return missing
 
 

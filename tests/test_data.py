@@ -151,3 +151,19 @@ def test_loader_with_worker_threads_gives_the_same_batches():
     pooled = data.loader(train, 16, shuffle=True, workers=2)
     for a, b in zip(plain, pooled):
         assert np.array_equal(a[0].asnumpy(), b[0].asnumpy())
+
+
+def test_the_download_host_is_checked_once_per_process(tmp_path, monkeypatch):
+    """train and profile check before their work and again when they load: one connection."""
+    calls = []
+    monkeypatch.setattr(data, "_REACHABLE", set())
+    monkeypatch.setattr(data, "_online", lambda url: calls.append(url) or True)
+    for _ in range(2):
+        assert sorted(data.check_available("fashion-mnist", str(tmp_path))) == sorted(data.FASHION_FILES)
+    assert len(calls) == 1
+    monkeypatch.setattr(data, "_REACHABLE", set())
+    monkeypatch.setattr(data, "_online", lambda url: calls.append(url) or False)
+    for _ in range(2):  # an unreachable host is asked again, and refused each time
+        with pytest.raises(UserError, match="cannot be downloaded"):
+            data.check_available("fashion-mnist", str(tmp_path))
+    assert len(calls) == 3
