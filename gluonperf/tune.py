@@ -329,10 +329,12 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
     stages.append(("engine", lambda b: [b, b.with_env("MXNET_ENGINE_TYPE=ThreadedEngine",
                                                       MXNET_ENGINE_TYPE="ThreadedEngine")]))
     stages.append(("onednn", lambda b: [b, b.with_env("MXNET_MKLDNN_ENABLED=0", MXNET_MKLDNN_ENABLED=0)]))
-    huge = huge_pages_tunable()
-    stages.append(("allocator", lambda b: [b] + [b.with_env("LD_PRELOAD=%s" % lib, LD_PRELOAD=lib)
-                                                 for lib in allocators()]
-                   + ([b.with_env("GLIBC_TUNABLES=" + huge, GLIBC_TUNABLES=huge)] if huge else [])))
+
+    def allocator(b):  # looked up only when this lever runs
+        huge = huge_pages_tunable()
+        return ([b] + [b.with_env("LD_PRELOAD=%s" % lib, LD_PRELOAD=lib) for lib in allocators()]
+                + ([b.with_env("GLIBC_TUNABLES=" + huge, GLIBC_TUNABLES=huge)] if huge else []))
+    stages.append(("allocator", allocator))
     stages.append(("bulk", lambda b: [b, b.with_env("MXNET_EXEC_BULK_EXEC_TRAIN=0", MXNET_EXEC_BULK_EXEC_TRAIN=0),
                                       b.with_env("MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN=1000",
                                                  MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN=1000)]))

@@ -99,6 +99,11 @@ def test_allocator_lever_tries_only_installed_allocators(monkeypatch):
     assert len(stage("allocator")) == 1  # nothing installed: the stage is skipped
 
 
+def test_other_levers_do_not_look_up_huge_pages(monkeypatch):
+    monkeypatch.setattr(tune, "huge_pages_tunable", lambda: pytest.fail("read for a lever not chosen"))
+    assert len(stage("optimizer")) == 2
+
+
 def test_allocator_lever_tries_glibc_huge_pages_where_they_can_change_something(monkeypatch, tmp_path):
     import ctypes.util
     import platform
