@@ -75,11 +75,11 @@ def interleaved_times(model, batch, n, rounds, ctx):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="resnet18")
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--segments", type=int, default=4)
+    p.add_argument("--batch-size", type=cli.positive_int, default=128)
+    p.add_argument("--segments", type=cli.positive_int, default=4)
     p.add_argument("--budget", type=size_bytes, default=size_bytes("2G"))
-    p.add_argument("--steps", type=int, default=5, help="timed steps per memory run")
-    p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds")
+    p.add_argument("--steps", type=cli.positive_int, default=5, help="timed steps per memory run")
+    p.add_argument("--rounds", type=cli.positive_int, default=5, help="interleaved timing rounds")
     p.add_argument("--json", metavar="PATH")
     args = p.parse_args()
     ctx = mx.cpu()
@@ -127,4 +127,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(lambda argv: main(), "benchmarks/checkpointing.py")

@@ -48,7 +48,7 @@ def suite(model, batch_size, train, repeat, number, ctx=None):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--repeat", type=int, default=5, help="interleaved repeats (default: %(default)s)")
+    p.add_argument("--repeat", type=cli.positive_int, default=5, help="interleaved repeats (default: %(default)s)")
     p.add_argument("--quick", action="store_true", help="fewer calls (for a smoke run)")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")
     args = p.parse_args(argv)
@@ -62,4 +62,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    cli.run(main, "benchmarks/hybridize_suite.py")

@@ -120,9 +120,10 @@ def run(batch_sizes, rounds, steps, runner=None, progress=None, model="resnet18"
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="resnet18", help="model for every runner (default: %(default)s)")
-    p.add_argument("--batch-sizes", default="64,128", help="comma-separated (default: %(default)s)")
-    p.add_argument("--steps", type=int, default=8, help="timed steps per run (default: %(default)s)")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default: %(default)s)")
+    p.add_argument("--batch-sizes", type=cli.positive_int_list, default=[64, 128],
+                   help="comma-separated (default: 64,128)")
+    p.add_argument("--steps", type=cli.positive_int, default=8, help="timed steps per run (default: %(default)s)")
+    p.add_argument("--rounds", type=cli.positive_int, default=3, help="interleaved rounds (default: %(default)s)")
     p.add_argument("--runner", choices=("auto", "train", "steprate"), default="auto",
                    help="what stands for gluonperf (default: gluonperf.train when it exists)")
     p.add_argument("--torch-python", metavar="PATH",
@@ -135,6 +136,10 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.dtype == "bfloat16" and args.runner == "steprate":
         p.error("--dtype bfloat16 needs --runner train")
+    from gluonperf.models import list_models
+    if args.model not in list_models():
+        p.error("unknown model %r; python -m gluonperf.train --list-models shows the %d names --model accepts"
+                % (args.model, len(list_models())))
     cli.guard_command(args, PROG, stall_timeout=0)  # each run has its own timeout; stop children on signals
     runner = {"auto": None, "train": TRAIN, "steprate": STEPRATE}[args.runner]
     torch = torch_runner(args.torch_python) if args.model == "resnet18" else None
@@ -145,7 +150,7 @@ def main(argv=None):
     warning = load_warning()
     if warning:
         print("note: " + warning, file=sys.stderr)
-    results = run([int(b) for b in args.batch_sizes.split(",")], args.rounds, args.steps, runner, model=args.model,
+    results = run(args.batch_sizes, args.rounds, args.steps, runner, model=args.model,
                   torch=torch, dtype=args.dtype)
     cli.emit(results, args, (), title="training throughput vs the book's loop (median of %d interleaved rounds; "
                                       "ratio = median of per-round ratios, min..max)" % args.rounds,

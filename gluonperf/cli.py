@@ -63,6 +63,9 @@ positive_int = _checked(int, "a whole number", lambda v: v >= 1, "must be at lea
 non_negative_int = _checked(int, "a whole number", lambda v: v >= 0, "must be 0 or more")
 positive_float = _checked(float, "a number", lambda v: math.isfinite(v) and v > 0, "must be above 0")
 non_negative_float = _checked(float, "a number", lambda v: math.isfinite(v) and v >= 0, "must be 0 or more")
+positive_int_list = _checked(lambda text: [int(v) for v in text.split(",")],
+                             "a list of whole numbers, comma-separated (e.g. 64,128)",
+                             lambda v: min(v) >= 1, "must all be at least 1")
 
 
 def print_models():

@@ -311,6 +311,19 @@ def test_throughput_suite_tiny(tmp_path):
     assert {r["name"] for r in records(out)} >= {"book loop", "gluonperf.train"}
 
 
+@pytest.mark.parametrize("script,args", [
+    ("train_throughput", ["--batch-sizes", "64,x"]), ("train_throughput", ["--batch-sizes", "64,0"]),
+    ("train_throughput", ["--steps", "0"]), ("train_throughput", ["--rounds", "-1"]),
+    ("train_throughput", ["--model", "bogus"]), ("levers", ["--steps", "0"]), ("levers", ["--batch-size", "x"]),
+    ("checkpointing", ["--steps", "0"]), ("checkpointing", ["--segments", "0"]), ("hybridize_suite", ["--repeat", "0"]),
+])
+def test_suites_bad_input_is_one_line(script, args, tmp_path):
+    p = command(["benchmarks/%s.py" % script, *args, "--json", str(tmp_path / "out.json")], tmp_path)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert args[0] in p.stderr or "unknown model" in p.stderr
+    assert not (tmp_path / "out.json").exists()
+
+
 def test_model_variants_suite_tiny(tmp_path):
     out = tmp_path / "mv.json"
     p = command(["benchmarks/model_variants.py", "--batch-size", "4", "--rounds", "2", "--steps", "1",
