@@ -598,12 +598,18 @@ def tune(records):
         parts = []
         for g, rs in groups.items():
             top = min(rs, key=lambda r: r.metrics.get("rank") or 1e9)
-            parts.append("%s: %s runs %sx as fast as %s (%s..%s)" % (
+            against = ("" if top.metrics.get("vs_pytorch") is None else ", %sx PyTorch (%s..%s)" % (
+                _num(top.metrics["vs_pytorch"]), _num(top.metrics.get("vs_pytorch_min")),
+                _num(top.metrics.get("vs_pytorch_max"))))
+            parts.append("%s: %s runs %sx as fast as %s (%s..%s)%s" % (
                 g, top.name, _num(top.metrics.get("ratio")), _baseline(rs), _num(top.metrics.get("ratio_min")),
-                _num(top.metrics.get("ratio_max"))))
+                _num(top.metrics.get("ratio_max")), against))
         reading = "; ".join(parts)
+    # benchmarks/train_throughput.py with PyTorch also sets every run against PyTorch, round by round
+    vs = (["vs_pytorch", ("vs_pytorch min..max", _range("vs_pytorch_min", "vs_pytorch_max"))]
+          if any(r.metrics.get("vs_pytorch") is not None for r in cands) else [])
     tables = [Table(cands, ["batch_size", "lever", "rank", "name", "images_per_s", "ratio",
-                            ("ratio min..max", _range("ratio_min", "ratio_max")), "rounds", "error"],
+                            ("ratio min..max", _range("ratio_min", "ratio_max"))] + vs + ["rounds", "error"],
                     "ratios to each lever's baseline, measured interleaved (min..max over rounds)")]
     if best:
         tables.append(Table(best, ["batch_size", "name", "speedup", "command", "warnings"], "winning settings"))

@@ -38,7 +38,8 @@ COMMANDS = {
                   "--checkpoint", "0,2", "--steps", "1", "--budget", "64M"],
 }
 # Real suite and tune outputs of this machine, as saved in the repository.
-SAVED = ["train_throughput_final.json", "tune_b128.json", "profile_bf16_b64_2026-11-22_s4.json"]
+SAVED = ["train_throughput_final.json", "train_throughput_2026-11-22_s10.json", "tune_b128.json",
+         "profile_bf16_b64_2026-11-22_s4.json"]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--window-size=1200,2000", "--enable-logging=stderr", "--v=0"]
@@ -159,6 +160,10 @@ def test_report_of_real_outputs_is_self_contained_and_holds_every_record(results
     assert "on 2 devices:" in readings and "efficiency" in readings  # scaling
     assert "of the copyto ceiling" in readings  # allreduce
     assert "best at batch 128: 1.52x the defaults" in readings  # tune's saved winner
+    # the suite's fastest run per batch size, against the book loop and, round by round, PyTorch
+    assert "train_throughput b64: gluonperf.train runs 2.26x as fast as book loop (2.15..2.28), " \
+           "1.24x PyTorch (1.15..1.26)" in readings
+    assert "vs_pytorch min..max" in text and "1.15..1.26" in page.cells
     assert re.search(r"of the ceiling \([0-9.]+ GFLOP/s", readings)  # profile's verdict
     assert "least memory per sample: " in readings and "the plain step's memory at" in readings  # footprint
     assert re.search(r"largest batch within 64 MiB for hybrid: [0-9]+", readings)
