@@ -102,7 +102,8 @@ def candidates(batch_size, model="resnet18"):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--batch-size", type=cli.positive_int, default=64, help="global batch size (default: %(default)s)")
-    p.add_argument("--steps", type=cli.positive_int, default=3, help="timed steps per candidate per round (default: %(default)s)")
+    p.add_argument("--steps", type=cli.positive_int, default=3,
+                   help="timed steps per candidate per round (default: %(default)s)")
     p.add_argument("--rounds", type=cli.positive_int, default=5, help="interleaved rounds (default: %(default)s)")
     p.add_argument("--only", help="comma-separated candidate numbers to run (0 = book loop, always run)")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")

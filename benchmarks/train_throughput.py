@@ -137,9 +137,10 @@ def main(argv=None):
     if args.dtype == "bfloat16" and args.runner == "steprate":
         p.error("--dtype bfloat16 needs --runner train")
     from gluonperf.models import list_models
-    if args.model not in list_models():
+    models = list_models()
+    if args.model not in models:
         p.error("unknown model %r; python -m gluonperf.train --list-models shows the %d names --model accepts"
-                % (args.model, len(list_models())))
+                % (args.model, len(models)))
     cli.guard_command(args, PROG, stall_timeout=0)  # each run has its own timeout; stop children on signals
     runner = {"auto": None, "train": TRAIN, "steprate": STEPRATE}[args.runner]
     torch = torch_runner(args.torch_python) if args.model == "resnet18" else None

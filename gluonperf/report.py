@@ -598,9 +598,8 @@ def tune(records):
         parts = []
         for g, rs in groups.items():
             top = min(rs, key=lambda r: r.metrics.get("rank") or 1e9)
-            against = ("" if top.metrics.get("vs_pytorch") is None else ", %sx PyTorch (%s..%s)" % (
-                _num(top.metrics["vs_pytorch"]), _num(top.metrics.get("vs_pytorch_min")),
-                _num(top.metrics.get("vs_pytorch_max"))))
+            against = ("" if top.metrics.get("vs_pytorch") is None else ", %sx PyTorch (%s)" % (
+                _num(top.metrics["vs_pytorch"]), _range("vs_pytorch_min", "vs_pytorch_max")(top)))
             parts.append("%s: %s runs %sx as fast as %s (%s..%s)%s" % (
                 g, top.name, _num(top.metrics.get("ratio")), _baseline(rs), _num(top.metrics.get("ratio_min")),
                 _num(top.metrics.get("ratio_max")), against))
