@@ -95,6 +95,10 @@ def candidates(batch_size, model="resnet18"):
                          KMP_BLOCKTIME=0),
         # transparent huge pages for malloc'd memory (glibc >= 2.35; THP "madvise"), issue 12, eighth session
         static2.with_env("train defaults + GLIBC_TUNABLES=" + HUGE_PAGES, GLIBC_TUNABLES=HUGE_PAGES),
+        # MXNet's last switches no session had measured (issue 12, eleventh session): none moved the step
+        static2.with_env("train defaults + MXNET_EXEC_INPLACE_GRAD_SUM_CAP=2", MXNET_EXEC_INPLACE_GRAD_SUM_CAP=2),
+        static2.with_env("train defaults + MXNET_USE_OPERATOR_TUNING=0", MXNET_USE_OPERATOR_TUNING=0),
+        static2.with_env("train defaults + MXNET_CPU_PARALLEL_SIZE=4096", MXNET_CPU_PARALLEL_SIZE=4096),
     ]
     return out
 
