@@ -68,6 +68,7 @@ def run_hybridize(args):
     get_model(args.model)  # unknown names fail here, before any work
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
+    cli.check_output_dir(args.export, "--export")
     number = args.number or (10 if args.train else 1000)
     with cli.progress_bar(3 * args.repeat, "hybridize") as bar:
         results = compare_modes(model=args.model, batch_size=args.batch_size, ctx=ctxs[0],

@@ -86,11 +86,24 @@ def check_output_path(path, flag):
         return
     if os.path.isdir(path):
         raise UserError("%s %s is a directory; give a file path" % (flag, path))
-    parent = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
-        raise UserError("%s %s cannot be written (%s is not a writable directory)" % (flag, path, parent))
+    _check_creatable(os.path.dirname(os.path.abspath(path)), path, flag)
+
+
+def check_output_dir(path, flag):
+    """Refuse an output directory that is a file or cannot be created, before any work is done."""
+    if path is None:
+        return
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserError("%s %s is a file; give a directory" % (flag, path))
+    _check_creatable(os.path.abspath(path), path, flag)
+
+
+def _check_creatable(directory, path, flag):
+    """`directory` exists and is writable, or its nearest existing ancestor is a writable directory."""
+    while not os.path.exists(directory):
+        directory = os.path.dirname(directory)
+    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+        raise UserError("%s %s cannot be written (%s is not a writable directory)" % (flag, path, directory))
 
 
 def check_outputs(args):

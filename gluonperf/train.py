@@ -205,6 +205,7 @@ def check(args, ctxs):
         raise UserError("--scaling compares the contexts of one machine; use --kvstore flat, device or local")
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
+    cli.check_output_dir(args.save, "--save")
     from .data import check_available
     check_available(args.dataset, args.data_dir)
     if args.resume:

@@ -240,8 +240,12 @@ class CheckpointDir:
         self.directory, self.keep = directory, keep
         if os.path.exists(directory) and not os.path.isdir(directory):
             raise UserError("--save %s is a file; give a directory" % directory)
-        os.makedirs(directory, exist_ok=True)
-        self._lock = open(os.path.join(directory, ".lock"), "a+")
+        try:
+            os.makedirs(directory, exist_ok=True)
+            self._lock = open(os.path.join(directory, ".lock"), "a+")
+        except OSError as e:
+            raise UserError("--save %s cannot be written (%s); give a writable directory"
+                            % (directory, e.strerror or e)) from None
         try:
             fcntl.flock(self._lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -33,6 +33,11 @@ def test_bad_input_is_one_line_and_nonzero(run, tmp_path):
     assert "is not a context" in _one_line_error(run("gluonperf.bench", "hybridize", "--ctx", "cpux"))
     assert "at least 1" in _one_line_error(run("gluonperf.bench", "hybridize", "--batch-size", "0"))
     assert "is a directory" in _one_line_error(run("gluonperf.bench", "hybridize", "--json", str(tmp_path)))
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    assert "is a file" in _one_line_error(run("gluonperf.bench", "hybridize", "--export", str(a_file)))
+    p = run("gluonperf.bench", "hybridize", "--export", str(a_file / "model"))
+    assert "is not a writable directory" in _one_line_error(p) and p.stdout == ""
 
 
 def test_list_models(run):

@@ -122,6 +122,27 @@ def test_an_error_in_a_real_process_is_one_line_and_exit_2(run):
     assert len(p.stderr.strip().splitlines()) == 1 and "GPU" in p.stderr
 
 
+def test_a_save_directory_that_cannot_be_made_is_one_line_before_any_training(run, tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a directory")
+    for save, words in ((a_file, "is a file; give a directory"), (a_file / "ckpt", "is not a writable directory")):
+        p = run("gluonperf.train", "--dataset", "synthetic", "--model", "lenet", "--limit", "64", "--epochs", "1",
+                "--save", str(save), timeout=120)
+        assert p.returncode == 2 and p.stdout == "", p.stderr
+        lines = [l for l in p.stderr.strip().splitlines() if not l.startswith("note: ")]
+        assert len(lines) == 1 and "Traceback" not in p.stderr and words in lines[0], p.stderr
+    assert a_file.read_text() == "not a directory"
+
+
+def test_a_checkpoint_directory_that_fails_to_open_is_a_user_error(tmp_path):
+    """The library's own check, for a path that turns bad after the command checked it."""
+    from gluonperf.training import CheckpointDir
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    with pytest.raises(UserError, match="cannot be written"):
+        CheckpointDir(str(a_file / "ckpt"))
+
+
 def test_save_resume_and_plot_from_the_command_line(run, tmp_path):
     ckpt, png, out = tmp_path / "ckpt", tmp_path / "acc.png", tmp_path / "r.jsonl"
     args = ["gluonperf.train", "--dataset", "digits", "--ctx", "cpu0,cpu1", "--model", "mlp", "--limit", "128",
