@@ -82,6 +82,7 @@ def main():
     p.add_argument("--rounds", type=cli.positive_int, default=5, help="interleaved timing rounds")
     p.add_argument("--json", metavar="PATH")
     args = p.parse_args()
+    cli.check_outputs(args)
     ctx = mx.cpu()
     if THREADS_NOTE:
         print("note: " + THREADS_NOTE, file=sys.stderr)

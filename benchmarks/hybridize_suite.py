@@ -52,6 +52,7 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="fewer calls (for a smoke run)")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")
     args = p.parse_args(argv)
+    cli.check_outputs(args)
     results = suite("mlp", 1, False, args.repeat, 100 if args.quick else 1000)
     results += suite("resnet18", 64, True, args.repeat, 1 if args.quick else 3)
     cli.emit(results, args, [mx.cpu()], title="hybridize: per-call time and ratio to the book's loop "

@@ -129,6 +129,7 @@ def main(argv=None):
     for name in missing:
         cli.note("note: left out %r: %s is not there" % (name, preloads[name]))
     cands = [c for c in cands if c.name not in missing]
+    cli.check_outputs(args)
     cli.guard_command(args, "benchmarks/levers.py", stall_timeout=0)  # stop the candidates on signals
     results = paired_sweep(cands, STEPRATE, args.steps, args.rounds, lever="levers",
                     log=lambda m: print(m, file=sys.stderr, flush=True))

@@ -141,6 +141,7 @@ def main(argv=None):
     if args.model not in models:
         p.error("unknown model %r; python -m gluonperf.train --list-models shows the %d names --model accepts"
                 % (args.model, len(models)))
+    cli.check_outputs(args)
     cli.guard_command(args, PROG, stall_timeout=0)  # each run has its own timeout; stop children on signals
     runner = {"auto": None, "train": TRAIN, "steprate": STEPRATE}[args.runner]
     torch = torch_runner(args.torch_python) if args.model == "resnet18" else None

@@ -324,6 +324,18 @@ def test_suites_bad_input_is_one_line(script, args, tmp_path):
     assert not (tmp_path / "out.json").exists()
 
 
+@pytest.mark.parametrize("script", ["train_throughput", "levers", "checkpointing", "hybridize_suite", "model_variants"])
+def test_suites_refuse_an_unwritable_json_before_running(script, tmp_path):
+    """Suites run for minutes to hours: a --json that cannot be written is refused before the
+    first run, not after the last (where the results would be lost)."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    p = command(["benchmarks/%s.py" % script, "--json", str(a_file / "out.json")], tmp_path, timeout=60)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    lines = [l for l in p.stderr.strip().splitlines() if not l.startswith("note: ")]
+    assert len(lines) == 1 and "is not a writable directory" in lines[0], p.stderr
+
+
 def test_model_variants_suite_tiny(tmp_path):
     out = tmp_path / "mv.json"
     p = command(["benchmarks/model_variants.py", "--batch-size", "4", "--rounds", "2", "--steps", "1",
