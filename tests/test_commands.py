@@ -396,3 +396,18 @@ def test_the_stall_guard_stops_a_step_that_makes_no_progress(tmp_path):
     assert "stalled: no progress" in last and "parallel" in last and "OMP_NUM_THREADS=" in last
     assert "gluonperf/" in last  # where the main thread waits
     assert not out.exists() and not [f for f in os.listdir(tmp_path) if f.startswith(".tmp")]
+
+
+def test_the_package_lists_its_commands_and_each_has_help(tmp_path):
+    p = command(["-m", "gluonperf"], tmp_path, timeout=60)
+    assert p.returncode == 0 and p.stderr == ""
+    names = [line.split()[0] for line in p.stdout.split("commands:")[1].strip().splitlines()]
+    assert {"bench", "train", "profile", "tune", "predict", "launch", "compare", "report"} == set(names)
+    for name in names:
+        h = command(["-m", "gluonperf.%s" % name, "--help"], tmp_path, timeout=120)
+        assert h.returncode == 0 and "usage:" in h.stdout, (name, h.stderr)
+    experiments = p.stdout.split("bench")[1].splitlines()[0]
+    bench_help = command(["-m", "gluonperf.bench", "--help"], tmp_path, timeout=120).stdout
+    assert all(e.strip() in bench_help for e in experiments.split(":")[1].split(","))
+    bad = command(["-m", "gluonperf", "train"], tmp_path, timeout=60)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "gluonperf.train --help" in bad.stderr
