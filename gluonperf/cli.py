@@ -61,6 +61,8 @@ def _checked(convert, what, ok, rule):
 
 positive_int = _checked(int, "a whole number", lambda v: v >= 1, "must be at least 1")
 non_negative_int = _checked(int, "a whole number", lambda v: v >= 0, "must be 0 or more")
+tcp_port = _checked(int, "a whole number", lambda v: 0 < v < 65536, "is not a TCP port (1 to 65535)")
+
 positive_float = _checked(float, "a number", lambda v: math.isfinite(v) and v > 0, "must be above 0")
 non_negative_float = _checked(float, "a number", lambda v: math.isfinite(v) and v >= 0, "must be 0 or more")
 positive_int_list = _checked(lambda text: [int(v) for v in text.split(",")],

@@ -29,6 +29,7 @@ import argparse
 import ipaddress
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -38,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import UserError
-from .cli import positive_float, positive_int
+from .cli import positive_float, positive_int, tcp_port
 
 PROG = "python -m gluonperf.launch"
 
@@ -148,6 +149,16 @@ def free_port(address="127.0.0.1"):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((address, 0))
         return s.getsockname()[1]
+
+
+def port_in_use(port):
+    """Whether a process on this machine already listens on TCP `port` (the scheduler's bind would fail)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("", port))
+        except OSError:
+            return True
+    return False
 
 
 def is_loopback(address):
@@ -445,7 +456,7 @@ def build_parser():
     p.add_argument("--host-ip", metavar="ADDRESS",
                    help="with --hostfile: this machine's address that the hosts can reach "
                         "(default: what the hostname resolves to)")
-    p.add_argument("--port", type=positive_int, default=None,
+    p.add_argument("--port", type=tcp_port, default=None,
                    help="scheduler port (default: a free port picked here)")
     p.add_argument("--python", default=sys.executable,
                    help="Python that runs the scheduler and servers (python -c 'import mxnet'); "
@@ -475,6 +486,12 @@ def main(argv=None):
     if not command:
         raise UserError("no command to run: put it after --, e.g. %s -n 2 -- python train.py" % PROG)
     hosts = read_hostfile(args.hostfile) if args.hostfile else None
+    if not hosts and not shutil.which(command[0]):
+        raise UserError("%s: no such command on this machine (not on PATH, or not an executable file)"
+                        % command[0])
+    if args.port and port_in_use(args.port):
+        raise UserError("--port %d is in use on this machine; give a free one, or leave --port out and a free "
+                        "one is picked" % args.port)
     if (args.host_ip or args.env) and not hosts:
         raise UserError("--host-ip and --env only apply with --hostfile")
     servers = args.num_servers or (len(hosts) if hosts else 1)

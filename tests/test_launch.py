@@ -7,6 +7,7 @@ check that none is left once the launcher has exited.
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -192,13 +193,21 @@ def test_read_hostfile(tmp_path):
     (["-n", "2", "--hostfile", "/nonexistent/hosts", "--", "true"], "does not exist"),
     (["-n", "2", "--hostfile", "EMPTY", "--", "true"], "lists no hosts"),
     (["-n", "2", "--host-ip", "127.0.0.1", "--", "true"], "only apply with --hostfile"),
+    (["-n", "2", "--port", "65536", "--", "true"], "is not a TCP port"),
+    (["-n", "2", "--port", "BUSY", "--", "true"], "is in use on this machine"),
+    (["-n", "2", "--", "no-such-command-here", "x"], "no such command on this machine"),
+    (["-n", "2", "--", "./no-such-script.py"], "no such command on this machine"),
 ])
 def test_bad_input_is_one_line(tmp_path, args, message):
     empty = tmp_path / "empty"
     empty.write_text("\n# nothing\n")
-    args = [str(empty) if a == "EMPTY" else a for a in args]
+    busy = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # a port someone listens on
+    busy.bind(("", 0))
+    busy.listen()
+    args = [str(empty) if a == "EMPTY" else str(busy.getsockname()[1]) if a == "BUSY" else a for a in args]
     token = uuid.uuid4().hex
-    done, _ = launch(args, token)
+    with busy:
+        done, _ = launch(args, token)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
