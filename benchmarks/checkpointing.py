@@ -72,7 +72,7 @@ def interleaved_times(model, batch, n, rounds, ctx):
     return measure_interleaved(steps, warmup=1, repeat=rounds)
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="resnet18")
     p.add_argument("--batch-size", type=cli.positive_int, default=128)
@@ -81,7 +81,7 @@ def main():
     p.add_argument("--steps", type=cli.positive_int, default=5, help="timed steps per memory run")
     p.add_argument("--rounds", type=cli.positive_int, default=5, help="interleaved timing rounds")
     p.add_argument("--json", metavar="PATH")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     cli.check_outputs(args)
     ctx = mx.cpu()
     if THREADS_NOTE:
@@ -128,4 +128,4 @@ def main():
 
 
 if __name__ == "__main__":
-    cli.run(lambda argv: main(), "benchmarks/checkpointing.py")
+    cli.run(main, "benchmarks/checkpointing.py")

@@ -591,6 +591,8 @@ def tune(records):
                        "ratio to the lever's baseline (median, min..max over rounds)")
         ax[0][0].axvline(1, color="black", lw=0.8, ls="--")
         fig = svg(f)
+    # benchmarks/train_throughput.py with PyTorch also sets every run against PyTorch, round by round
+    vs_range = _range("vs_pytorch_min", "vs_pytorch_max")
     if best:
         reading = "; ".join("best at batch %s: %.3gx the defaults with %s" % (
             r.metrics.get("batch_size"), r.metrics["speedup"], r.metrics.get("command")) for r in best)
@@ -599,13 +601,12 @@ def tune(records):
         for g, rs in groups.items():
             top = min(rs, key=lambda r: r.metrics.get("rank") or 1e9)
             against = ("" if top.metrics.get("vs_pytorch") is None else ", %sx PyTorch (%s)" % (
-                _num(top.metrics["vs_pytorch"]), _range("vs_pytorch_min", "vs_pytorch_max")(top)))
+                _num(top.metrics["vs_pytorch"]), vs_range(top)))
             parts.append("%s: %s runs %sx as fast as %s (%s..%s)%s" % (
                 g, top.name, _num(top.metrics.get("ratio")), _baseline(rs), _num(top.metrics.get("ratio_min")),
                 _num(top.metrics.get("ratio_max")), against))
         reading = "; ".join(parts)
-    # benchmarks/train_throughput.py with PyTorch also sets every run against PyTorch, round by round
-    vs = (["vs_pytorch", ("vs_pytorch min..max", _range("vs_pytorch_min", "vs_pytorch_max"))]
+    vs = (["vs_pytorch", ("vs_pytorch min..max", vs_range)]
           if any(r.metrics.get("vs_pytorch") is not None for r in cands) else [])
     tables = [Table(cands, ["batch_size", "lever", "rank", "name", "images_per_s", "ratio",
                             ("ratio min..max", _range("ratio_min", "ratio_max"))] + vs + ["rounds", "error"],
