@@ -17,7 +17,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gluonperf import cli  # noqa: E402
-from gluonperf.tune import HUGE_PAGES, STEPRATE, Candidate, Runner, paired_sweep  # noqa: E402
+from gluonperf.tune import HUGE_PAGES, STEPRATE, Candidate, Runner, Sweeps, paired_sweep  # noqa: E402
 
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"  # Debian's libjemalloc2
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"  # Debian's libtcmalloc-minimal4
@@ -131,15 +131,14 @@ def main(argv=None):
     cands = [c for c in cands if c.name not in missing]
     cli.check_outputs(args)
     cli.guard_command(args, "benchmarks/levers.py", stall_timeout=0)  # stop the candidates on signals
-    results = paired_sweep(cands, STEPRATE, args.steps, args.rounds, lever="levers",
-                    log=lambda m: print(m, file=sys.stderr, flush=True))
-    for r in results:
-        r.metrics.update(bench_batch=args.batch_size)
-    cli.emit(results, args, (), title="levers at batch %d: images/s and ratio to the book's loop "
-                                      "(median of %d interleaved rounds, min..max of the per-round ratios)"
-                                      % (args.batch_size, args.rounds),
-                       columns=["rank", "name", "images_per_s", "min_per_s", "max_per_s", "ratio",
-                                "ratio_min", "ratio_max", "error"])
+    title = ("levers at batch %d: images/s and ratio to the book's loop (median of %d interleaved rounds, "
+             "min..max of the per-round ratios)" % (args.batch_size, args.rounds))
+    columns = ["rank", "name", "images_per_s", "min_per_s", "max_per_s", "ratio", "ratio_min", "ratio_max", "error"]
+    sweeps = Sweeps(tidy=lambda results: [r.metrics.update(bench_batch=args.batch_size) for r in results])
+    with cli.keep_on_stop(sweeps.results, args, title, columns):  # a stopped suite keeps its finished rounds
+        results = paired_sweep(cands, STEPRATE, args.steps, args.rounds, lever="levers",
+                               log=lambda m: print(m, file=sys.stderr, flush=True), sweeps=sweeps)
+    cli.emit(results, args, (), title=title, columns=columns)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gluonperf.advice import load_warning, physical_cores  # noqa: E402
 from gluonperf import cli  # noqa: E402
-from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, default_runner, sweep  # noqa: E402
+from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, Sweeps, default_runner, sweep  # noqa: E402
 
 PROG = "benchmarks/train_throughput.py"
 BOOK = Runner("benchmarks/book_loop.py", ("--warmup", "2"), serves=True)
@@ -101,19 +101,25 @@ def against(results, yardstick):
     return results
 
 
-def run(batch_sizes, rounds, steps, runner=None, progress=None, model="resnet18", torch=None, dtype="float32"):
+def run(batch_sizes, rounds, steps, runner=None, progress=None, model="resnet18", torch=None, dtype="float32",
+        sweeps=None):
+    """Every batch size's sweep; `sweeps` (a tune.Sweeps) keeps what has finished for a stopped run."""
     runner = runner or default_runner()
+    sweeps = sweeps or Sweeps()
     out = []
     for b in batch_sizes:
         cands = candidates(b, runner, model, torch, dtype)
         modules = {c.name: c.runner.module for c in cands}
-        results = sweep(cands, runner, steps, rounds, lever="train_throughput b%d" % b, progress=progress,
-                        log=lambda m: print(m, file=sys.stderr, flush=True))
-        if model == "resnet18" and torch is not None:  # the last candidate: PyTorch eager (or its autocast)
-            against(results, cands[-1].name)
-        for r in results:
-            r.metrics.update(batch_size=b, runner=modules[r.name], model=model)
-        out.extend(results)
+
+        def tidy(results, b=b, yardstick=cands[-1].name, modules=modules):
+            # the last candidate is PyTorch eager (or its autocast); a stopped sweep may not have run it yet
+            if model == "resnet18" and torch is not None and any(r.name == yardstick for r in results):
+                against(results, yardstick)
+            for r in results:
+                r.metrics.update(batch_size=b, runner=modules[r.name], model=model)
+        sweeps.tidy = tidy
+        out.extend(sweep(cands, runner, steps, rounds, lever="train_throughput b%d" % b, progress=progress,
+                         log=lambda m: print(m, file=sys.stderr, flush=True), sweeps=sweeps))
     return out
 
 
@@ -152,13 +158,15 @@ def main(argv=None):
     warning = load_warning()
     if warning:
         print("note: " + warning, file=sys.stderr)
-    results = run(args.batch_sizes, args.rounds, args.steps, runner, model=args.model,
-                  torch=torch, dtype=args.dtype)
-    cli.emit(results, args, (), title="training throughput vs the book's loop (median of %d interleaved rounds; "
-                                      "ratio = median of per-round ratios, min..max)" % args.rounds,
-                       columns=["batch_size", "name", "images_per_s", "min_per_s", "max_per_s", "ratio",
-                                "ratio_min", "ratio_max"] + (["vs_pytorch", "vs_pytorch_min", "vs_pytorch_max"]
-                                                             if torch is not None else []) + ["error"])
+    title = ("training throughput vs the book's loop (median of %d interleaved rounds; ratio = median of "
+             "per-round ratios, min..max)" % args.rounds)
+    columns = ["batch_size", "name", "images_per_s", "min_per_s", "max_per_s", "ratio", "ratio_min", "ratio_max"] + (
+        ["vs_pytorch", "vs_pytorch_min", "vs_pytorch_max"] if torch is not None else []) + ["error"]
+    sweeps = Sweeps()
+    with cli.keep_on_stop(sweeps.results, args, title, columns):  # a stopped suite keeps its finished runs
+        results = run(args.batch_sizes, args.rounds, args.steps, runner, model=args.model,
+                      torch=torch, dtype=args.dtype, sweeps=sweeps)
+    cli.emit(results, args, (), title=title, columns=columns)
 
 
 if __name__ == "__main__":

@@ -132,6 +132,25 @@ def emit(results, args, ctxs=(), title=None, columns=None, out=None, records=Non
     print(format_table(results, columns=columns, title=title), file=out or sys.stdout)
 
 
+def keep_on_stop(results, args, title, columns=None, ctxs=()):
+    """A block inside which a signal or a stall does not lose what a long command has
+    finished: `results()` (see tune.Sweeps) goes to the --json / --csv files the command
+    was given, the unfinished part marked `"partial": true`, and its table to stdout."""
+    def keep():
+        records = results()
+        if not records:
+            return None
+        write_outputs(records, args, ctxs)
+        partial = sum(1 for r in records if r.metrics.get("partial"))
+        print(format_table(records, columns=columns + ["partial"] if columns else None,
+                           title="%s [stopped: %d of these %d results are partial]" % (title, partial, len(records))))
+        sys.stdout.flush()
+        files = [f for f in (getattr(args, "json", None), getattr(args, "csv", None)) if f]
+        return "kept the %d results measured so far%s (%d partial: the sweep under way)" % (
+            len(records), " in " + " and ".join(files) if files else "", partial)
+    return guard.on_stop(keep)
+
+
 def emit_sections(sections, args, ctxs=(), records=None, out=None):
     """Like `emit`, for a command that prints several tables: write --json / --csv once
     (`records`, default every section's results), then print each (title, results,

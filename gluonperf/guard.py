@@ -11,6 +11,8 @@
 - `install_signal_handlers`: SIGINT, SIGTERM and SIGHUP are handled by a thread woken
   through `signal.set_wakeup_fd`, so they work even while the main thread is blocked
   inside MXNet: it stops every child, removes the temporary paths and exits 128 + signal.
+- `on_stop`: what a long command still does when a signal or a stall stops it (write
+  the results it has finished), before the children are stopped.
 
 Nothing here imports MXNet.
 """
@@ -32,6 +34,7 @@ _children = set()
 _temp_paths = set()
 _guard = None
 _stopping = threading.Event()  # set by `cleanup` when the process is about to exit
+_on_stop = []  # functions `stop` calls first: what a stopped command still keeps
 
 
 def _hold_if_stopping():
@@ -168,6 +171,43 @@ def cleanup(stopping=False):
         _remove(path)
 
 
+@contextlib.contextmanager
+def on_stop(fn):
+    """While inside this block, a signal or a stall that stops the process first calls `fn()`,
+    from the thread that stops it, with the main thread held: how a long command keeps the
+    results it has finished. `fn` returns a line to print on stderr, or None."""
+    with _lock:
+        _on_stop.append(fn)
+    try:
+        yield
+    finally:
+        with _lock:
+            _on_stop.remove(fn)
+
+
+def stopping():
+    """True once a signal or a stall is stopping the process (its children are being killed:
+    a run that ends now failed because of it)."""
+    return _stopping.is_set()
+
+
+def keep_on_stop():
+    """Mark the process as stopping, then run the `on_stop` functions; the lines they return.
+    An error in one is one of the lines: the process is exiting anyway."""
+    with _lock:
+        _stopping.set()
+        fns = list(_on_stop)
+    lines = []
+    for fn in fns:
+        try:
+            line = fn()
+        except Exception as e:  # noqa: BLE001 (a disk full must not keep the children running)
+            line = "could not keep the finished results: %s: %s" % (type(e).__name__, e)
+        if line:
+            lines.append(line)
+    return lines
+
+
 # --- the stall guard ----------------------------------------------------------------
 
 def thread_settings():
@@ -228,10 +268,13 @@ class StallGuard:
         while not self._stop.wait(self.poll):
             idle = time.monotonic() - self.last
             if idle > self.timeout:
-                message = ("%s: stalled: no progress for %.0f s while %s; the main thread waits in %s; "
-                           "thread settings: %s. Nothing was written. If a step is just slow, raise "
-                           "--stall-timeout" % (self.prog, idle, self.what, where_main_waits(), thread_settings()))
+                where = where_main_waits()  # before the main thread is held
                 try:
+                    kept = keep_on_stop()
+                    message = ("%s: stalled: no progress for %.0f s while %s; the main thread waits in %s; "
+                               "thread settings: %s. %s If a step is just slow, raise --stall-timeout"
+                               % (self.prog, idle, self.what, where, thread_settings(),
+                                  " ".join(kept) if kept else "Nothing was written."))
                     sys.stderr.write("\n" + message + "\n")
                     sys.stderr.flush()
                 finally:
@@ -287,8 +330,11 @@ def install_signal_handlers(prog):
                 continue
             name = signal.Signals(signum).name
             try:
+                kept = keep_on_stop()
                 sys.stderr.write("\n%s: %s received; stopped%s\n"
                                  % (prog, name, " its child processes too" if _children else ""))
+                for line in kept:
+                    sys.stderr.write("%s: %s\n" % (prog, line))
                 sys.stderr.flush()
             finally:
                 cleanup(stopping=True)

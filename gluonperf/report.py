@@ -608,8 +608,13 @@ def tune(records):
         reading = "; ".join(parts)
     vs = (["vs_pytorch", ("vs_pytorch min..max", vs_range)]
           if any(r.metrics.get("vs_pytorch") is not None for r in cands) else [])
+    partial = [r for r in cands if r.metrics.get("partial")]
+    if partial:  # written by a run stopped part-way (cli.keep_on_stop)
+        reading = ("stopped before the end: %d row(s) marked partial hold only the rounds their sweep had "
+                   "finished. " % len(partial)) + reading
     tables = [Table(cands, ["batch_size", "lever", "rank", "name", "images_per_s", "ratio",
-                            ("ratio min..max", _range("ratio_min", "ratio_max"))] + vs + ["rounds", "error"],
+                            ("ratio min..max", _range("ratio_min", "ratio_max"))] + vs + ["rounds", "error"]
+                    + (["partial"] if partial else []),
                     "ratios to each lever's baseline, measured interleaved (min..max over rounds)")]
     if best:
         tables.append(Table(best, ["batch_size", "name", "speedup", "command", "warnings"], "winning settings"))

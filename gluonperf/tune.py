@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -137,42 +138,89 @@ def measure_candidate(runner, candidate, steps, timeout=900):
             return None, "no throughput figure in the output of %s" % runner.module
 
 
-def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=900, log=None):
+class Sweeps:
+    """What a command's sweeps have measured so far, so that a stopped command keeps it.
+
+    `sweep` and `paired_sweep`, given one, register the sweep under way and, when it
+    ends, pass its Results through `tidy` (the caller's own additions, e.g. the batch
+    size) into `done`. `results()` is `done` plus the sweep under way summarized from
+    the runs it has finished, each of those Results marked `partial`."""
+
+    def __init__(self, tidy=None):
+        self.done, self.tidy = [], tidy
+        self._running = None
+        self._lock = threading.Lock()
+
+    def start(self, *summary_args):
+        with self._lock:
+            self._running = (summary_args, self.tidy)
+
+    def finish(self, results):
+        with self._lock:
+            tidy, self._running = (self._running or (None, self.tidy))[1], None
+            if tidy:
+                tidy(results)
+            self.done.extend(results)
+        return results
+
+    def results(self):
+        with self._lock:
+            out, running = list(self.done), self._running
+        if running is not None:
+            args, tidy = running
+            part = [r for r in summarize(*args) if r.metrics["rounds"]]
+            for r in part:
+                r.metrics["partial"] = True
+            if tidy:
+                tidy(part)
+            out.extend(part)
+        return out
+
+
+def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=900, log=None, sweeps=None):
     """Measure candidates, each run in a fresh process, interleaved with the baseline.
 
     The first candidate is the baseline; every other candidate's run is sandwiched
     between two baseline runs (B c1 B c2 B ... per round, order rotating) and its
     ratio is its images/s over the mean of the two baseline figures around it, so a
     change of machine load during the sweep hits both sides of each ratio alike.
-    `log(message)`, if given, hears of every run as it ends.
+    `log(message)`, if given, hears of every run as it ends; `sweeps` (a `Sweeps`)
+    keeps what has finished for a command that is stopped.
     Returns one Result per candidate, best first."""
     def measure(c):
         return measure_candidate(c.runner or runner, c, steps, timeout)
-    figures, ratios, errors = _sandwich(candidates, measure, rounds, lever, progress, log)
-    return summarize(candidates, figures, errors, runner, steps, lever, ratios)
+    figures, ratios, errors = _tables(candidates, runner, steps, lever, sweeps)
+    _sandwich(candidates, measure, rounds, lever, progress, log, figures, ratios, errors)
+    results = summarize(candidates, figures, errors, runner, steps, lever, ratios)
+    return sweeps.finish(results) if sweeps else results
 
 
-def _sandwich(candidates, measure, rounds, lever, progress, log):
-    """Run B c1 B c2 B ... `rounds` times; ({name: [images/s]}, {name: [ratio per round, None where
-    a run failed]}, {name: error})."""
+def _tables(candidates, runner, steps, lever, sweeps):
+    """Empty ({name: [images/s]}, {name: [ratio]}, {name: error}) for `_sandwich`, registered with `sweeps`."""
     names = [c.name for c in candidates]
     if len(set(names)) != len(names):
         raise ValueError("candidate names must differ: %s" % names)
-    base, others = candidates[0], candidates[1:]
     figures = {c.name: [] for c in candidates}
     ratios = {c.name: [] for c in candidates}
     errors = {}
+    if sweeps:
+        sweeps.start(candidates, figures, errors, runner, steps, lever, ratios)
+    return figures, ratios, errors
+
+
+def _sandwich(candidates, measure, rounds, lever, progress, log, figures, ratios, errors):
+    """Run B c1 B c2 B ... `rounds` times, filling `figures` ({name: [images/s]}), `ratios` ({name:
+    [ratio per round, None where a run failed]}) and `errors` ({name: error})."""
+    base, others = candidates[0], candidates[1:]
 
     def one(c, r):
-        if c.name in errors:
-            value, error = None, errors[c.name]
-        else:
-            value, error = measure(c)
-            if log:
-                log("%s round %d: %s: %s" % (lever, r + 1, c.name, error or "%.2f images/s" % value))
+        ran = c.name not in errors
+        value, error = measure(c) if ran else (None, errors[c.name])
         figures[c.name].append(value)
         if error:
             errors[c.name] = error
+        if log and ran and not guard.stopping():  # recorded first: what log's listener reads includes it
+            log("%s round %d: %s: %s" % (lever, r + 1, c.name, error or "%.2f images/s" % value))
         if progress:
             progress()
         return value
@@ -185,7 +233,6 @@ def _sandwich(candidates, measure, rounds, lever, progress, log):
             ratios[c.name].append(value / ((before + after) / 2) if value and before and after else None)
             before = after
         ratios[base.name].append(1.0 if before else None)
-    return figures, ratios, errors
 
 
 def summarize(candidates, figures, errors, runner, steps, lever, paired_ratios=None):
@@ -266,21 +313,24 @@ class Worker:
         self.err.close()
 
 
-def paired_sweep(candidates, runner, steps, rounds=5, lever="", progress=None, timeout=900, log=None):
+def paired_sweep(candidates, runner, steps, rounds=5, lever="", progress=None, timeout=900, log=None,
+                 sweeps=None):
     """Like `sweep` (same sandwich B c1 B c2 B ...), but each candidate is ONE warmed-up
     process (started once, with its own environment) that runs `steps` steps when asked
     while the others wait idle: rounds are short, and start-up and warm-up are paid
     once and never timed."""
+    figures, ratios, errors = _tables(candidates, runner, steps, lever, sweeps)
     workers = {}
     try:
         for c in candidates:  # one at a time, so warm-ups do not compete
             workers[c.name] = Worker(c.runner or runner, c, timeout)
-        figures, ratios, errors = _sandwich(candidates, lambda c: workers[c.name].run(steps),
-                                            rounds, lever, progress, log)
+        _sandwich(candidates, lambda c: workers[c.name].run(steps), rounds, lever, progress, log,
+                  figures, ratios, errors)
     finally:
         for w in workers.values():
             w.close()
-    return summarize(candidates, figures, errors, runner, steps, lever, ratios)
+    results = summarize(candidates, figures, errors, runner, steps, lever, ratios)
+    return sweeps.finish(results) if sweeps else results
 
 
 # malloc replacements tried through LD_PRELOAD, each by its library names in order of
@@ -376,13 +426,14 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
 
 
 def tune(model="resnet18", contexts=("cpu",), batch_sizes=(64,), steps=10, rounds=3, kvstores=("device",),
-         runner=None, only=None, progress=None, timeout=900):
+         runner=None, only=None, progress=None, timeout=900, sweeps=None):
     """The whole sweep, per batch size: each lever's candidates against the best so far.
 
     Returns every candidate's Result (bench='tune', with `lever`, `ratio` to that
     stage's baseline and `rank` within it) plus, per batch size, a 'best' Result
     whose `speedup` is the product of the kept levers' ratios (the chain of
-    one-lever-at-a-time wins) and whose `command` is the winning command line."""
+    one-lever-at-a-time wins) and whose `command` is the winning command line.
+    `sweeps` (a `Sweeps`) keeps every lever's results as they come, for a stopped tune."""
     runner = runner or default_runner()
     contexts = list(contexts)
     out = []
@@ -401,7 +452,7 @@ def tune(model="resnet18", contexts=("cpu",), batch_sizes=(64,), steps=10, round
             if len(cands) < 2:
                 continue
             measure = paired_sweep if runner.serves else sweep
-            results = measure(cands, runner, steps, rounds, lever, progress, timeout)
+            results = measure(cands, runner, steps, rounds, lever, progress, timeout, sweeps=sweeps)
             out.extend(results)
             winner = results[0]
             if winner.metrics.get("ratio") and winner.name != cands[0].name and winner.metrics["ratio"] > 1:
@@ -517,7 +568,7 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    from .cli import advise, emit, guard_command, note, progress_bar
+    from .cli import advise, emit, guard_command, keep_on_stop, note, progress_bar
     args = parse_args(argv)
     # each run is bounded by --timeout; the guard catches a hang of tune itself between runs
     guard_command(args, "python -m gluonperf.tune", stall_timeout=args.timeout + 120)
@@ -526,16 +577,18 @@ def main(argv=None):
                        args.runner_obj)
     note("tune: %d runs of %s, each in a fresh process" % (total, args.runner_obj.module))
     bar = progress_bar(total, "tune")
+    title = "tune: %s on %s, images/s per candidate, ratio to the lever's baseline (median of %d interleaved " \
+            "rounds)" % (args.model, ",".join(args.contexts), args.rounds)
+    columns = ["batch_size", "lever", "rank", "name", "images_per_s", "ratio", "ratio_min", "ratio_max", "error"]
+    sweeps = Sweeps()
     try:
-        results = tune(args.model, args.contexts, args.batch_sizes, args.steps, args.rounds, args.kvstores,
-                       args.runner_obj, args.only, bar.update, args.timeout)
+        with keep_on_stop(sweeps.results, args, title, columns):
+            results = tune(args.model, args.contexts, args.batch_sizes, args.steps, args.rounds, args.kvstores,
+                           args.runner_obj, args.only, bar.update, args.timeout, sweeps)
     finally:
         bar.close()
     table = [r for r in results if r.name != "best"]
-    emit(table, args, title="tune: %s on %s, images/s per candidate, ratio to the lever's baseline "
-                            "(median of %d interleaved rounds)" % (args.model, ",".join(args.contexts), args.rounds),
-         columns=["batch_size", "lever", "rank", "name", "images_per_s", "ratio", "ratio_min", "ratio_max", "error"],
-         records=results)  # the files also get the winners ('best')
+    emit(table, args, title=title, columns=columns, records=results)  # the files also get the winners ('best')
     for best in (r for r in results if r.name == "best"):
         m = best.metrics
         print("\nbest at batch %d: %.2fx the defaults (product of the kept levers' ratios)" % (m["batch_size"], m["speedup"]))

@@ -385,6 +385,45 @@ def test_a_signal_mid_run_leaves_no_process_and_no_temporary_files(argv, sig, tm
     assert not list(tmp.iterdir())
 
 
+def test_a_stopped_tune_keeps_the_runs_it_finished(tmp_path, sig=signal.SIGINT):
+    """Interrupting a long tune (hours, for a real model) must not lose the runs already
+    measured: they go to --json (the unfinished lever's rows marked partial) and their
+    table to stdout; exit 128 + signal; no process or temporary file left."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = tmp_path / "tune.json"
+    env, mark = marked_env(TMPDIR=str(tmp))
+    proc = subprocess.Popen([PY, "-m", "gluonperf.tune", "--model", "mlp", "--batch-sizes", "8", "--steps", "2",
+                             "--rounds", "4", "--levers", "engine", "--runner", "train",
+                             "--json", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        seen = set()  # every run is a fresh child: once the fifth has started, four have finished
+        deadline = time.time() + 200
+        while len(seen) < 5 and time.time() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            seen.update(p.pid for p in psutil.Process(proc.pid).children())
+            time.sleep(0.05)
+        assert len(seen) >= 5, "tune did not get to its fifth run"
+        proc.send_signal(sig)
+        stdout, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + sig, err
+    assert "Traceback" not in err and "kept the" in err and str(out) in err, err
+    rows = records(out)
+    assert rows and all(r["bench"] == "tune" and r["lever"] == "engine" and "env" in r for r in rows), rows
+    assert all(r["partial"] is True and 1 <= r["rounds"] < 8 for r in rows), rows  # engine: B c B, 4 rounds
+    assert not any(r["name"] == "best" for r in rows)
+    assert "stopped:" in stdout and "partial" in header(stdout)
+    deadline = time.time() + 10
+    while processes_of(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not processes_of(mark)
+    assert not list(tmp.iterdir()) and not [f for f in os.listdir(tmp_path) if f.startswith(".tmp")]
+
+
 def test_the_stall_guard_stops_a_step_that_makes_no_progress(tmp_path):
     """A step longer than --stall-timeout counts as a stall: exit 3, one line naming what
     the command waited on and the thread settings, no output file."""

@@ -67,6 +67,44 @@ def test_paired_sweep_keeps_one_process_per_candidate(tmp_path):
     assert len(seen) == 7 + 6 + 5  # a failed candidate is not asked again
 
 
+def test_sweeps_keep_what_a_stopped_sweep_has_finished(tmp_path):
+    """tune.Sweeps: while a sweep runs, results() is the finished sweeps plus the running one
+    summarized from its finished runs, marked partial and tidied; once it ends, nothing is partial."""
+    (tmp_path / "fake_worker.py").write_text(FAKE)
+    runner = Runner("fake_worker", serves=True)
+    base = Candidate("base", (("FAKE_RATE", "10"), ("FAKE_STARTS", str(tmp_path / "starts")),
+                              ("PYTHONPATH", str(tmp_path))), (("batch_size", "8"),))
+    fast = base.with_env("fast", FAKE_RATE=20)
+    sweeps = tune.Sweeps(tidy=lambda rs: [r.metrics.update(suite="test") for r in rs])
+    snapshots = []
+    paired_sweep([base, fast], runner, steps=1, rounds=2, lever="first", sweeps=sweeps,
+                 log=lambda m: snapshots.append(sweeps.results()))
+    # B f B per round: after the 1st run only the baseline has a figure, after the 2nd both
+    assert [r.name for r in snapshots[0]] == ["base"] and snapshots[0][0].metrics["rounds"] == 1
+    assert {r.name for r in snapshots[1]} == {"base", "fast"}
+    assert all(r.metrics["partial"] and r.metrics["suite"] == "test" for s in snapshots for r in s)
+    assert snapshots[1][0].metrics["images_per_s"] in (10, 20)
+    done = sweeps.results()
+    assert len(done) == 2 and not any(r.metrics.get("partial") for r in done)
+    assert all(r.metrics["suite"] == "test" and r.metrics["rounds"] for r in done)
+    # a second sweep: the first one's results stay whole beside the running one's
+    sweep([base, fast], Runner("fake_worker"), steps=1, rounds=1, lever="second", sweeps=sweeps,
+          log=lambda m: snapshots.append(sweeps.results()))
+    mid = snapshots[-2]
+    assert [r.metrics["lever"] for r in mid[:2]] == ["first", "first"] and not mid[0].metrics.get("partial")
+    assert all(r.metrics["partial"] for r in mid[2:]) and len(mid) == 4
+    assert len(sweeps.results()) == 4
+
+
+def test_an_on_stop_function_that_fails_is_one_line(monkeypatch):
+    from gluonperf import guard
+    monkeypatch.setattr(guard, "_stopping", guard.threading.Event())  # this process goes on
+    with guard.on_stop(lambda: "kept 3 results"), guard.on_stop(lambda: 1 / 0), guard.on_stop(lambda: None):
+        lines = guard.keep_on_stop()
+    assert lines == ["kept 3 results", "could not keep the finished results: ZeroDivisionError: division by zero"]
+    assert guard._stopping.is_set() and guard._on_stop == []
+
+
 def test_candidate_command_line_has_env_and_flags():
     c = Candidate("c").with_env("c", OMP_NUM_THREADS=2).with_flags("c", hybridize="static", batch_size=64)
     line = STEPRATE.command_line(c, steps=5)
@@ -267,4 +305,20 @@ def test_throughput_suite_sets_each_run_against_pytorch_round_by_round(monkeypat
     assert by["broken"]["vs_pytorch"] is None
     with pytest.raises(ValueError, match="no result named"):
         train_throughput.against(rows, "jax")
+    # a suite stopped before PyTorch's first run keeps its other runs, without vs_pytorch
+    sweeps = tune.Sweeps()
+    cands = [Candidate("book loop", (), (("batch_size", "8"),), Runner("book")),
+             Candidate("pytorch eager", (), (("batch_size", "8"),), Runner("torch"))]
+
+    def stopped_sweep(candidates, runner, steps, rounds, sweeps, **kwargs):  # one book-loop run, then a signal
+        sweeps.start(candidates, {"book loop": [50.0], "pytorch eager": []}, {}, runner, steps, "t",
+                     {"book loop": [], "pytorch eager": []})
+        raise KeyboardInterrupt
+    monkeypatch.setattr(train_throughput, "candidates", lambda *a, **k: cands)
+    monkeypatch.setattr(train_throughput, "sweep", stopped_sweep)
+    with pytest.raises(KeyboardInterrupt):
+        train_throughput.run([8], 1, 1, Runner("x"), torch=Runner("torch"), sweeps=sweeps)
+    kept = sweeps.results()
+    assert [r.name for r in kept] == ["book loop"] and kept[0].metrics["partial"]
+    assert kept[0].metrics["batch_size"] == 8 and "vs_pytorch" not in kept[0].metrics
     sys.modules.pop("train_throughput", None)
