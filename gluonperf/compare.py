@@ -196,6 +196,11 @@ def build_parser():
 
 
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    for i, a in enumerate(argv[:-1]):  # "--fail-above -5%": argparse takes "-5%" for an option
+        if a == "--fail-above" and argv[i + 1][:1] == "-" and argv[i + 1][1:2].isdigit():
+            argv[i:i + 2] = ["--fail-above=" + argv[i + 1]]
+            break
     args = build_parser().parse_args(argv)
     if args.json and (os.path.isdir(args.json) or not os.access(os.path.dirname(os.path.abspath(args.json)), os.W_OK)):
         raise UserError("--json %s cannot be written; give a file path in a writable directory" % args.json)
@@ -207,6 +212,11 @@ def main(argv=None):
                         "the same suite?" % (args.new, args.old, " (%s)" % args.metric if args.metric else ""))
     for line in environment_changes(old[0][1], new[0][1]):
         print("note: environment differs: %s" % line, file=sys.stderr)
+    for path, records in ((args.old, old), (args.new, new)):
+        partial = sum(1 for r, _ in records if r.metrics.get("partial"))
+        if partial:  # written by a run that was stopped (cli.keep_on_stop)
+            print("note: %s comes from a run that was stopped: %d record(s) hold only the rounds it had "
+                  "finished" % (path, partial), file=sys.stderr)
     columns = ["name"] + [f for f in ID_FIELDS if any(f in r.metrics for r in results)] + \
               ["metric", "better", "old", "new", "change", "status"]
     title = "%s -> %s" % (args.old, args.new)

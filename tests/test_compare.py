@@ -80,6 +80,18 @@ def test_cli_exits_1_on_regression_past_threshold(tmp_path, run):
     assert p.returncode == 0, p.stderr
     p = run("gluonperf.compare", old, new)  # no threshold: informational
     assert p.returncode == 0 and "worse" in p.stdout
+    # a negative threshold is refused with what is wrong, not argparse's "expected one argument"
+    p = run("gluonperf.compare", old, new, "--fail-above", "-5%")
+    assert p.returncode == 2 and "'-5%' must be between 0% and 1000%" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_cli_says_when_a_file_comes_from_a_stopped_run(tmp_path, run):
+    old = write(tmp_path / "old.json", [rec("book", per_s=100.0)])
+    new = write(tmp_path / "new.json", [rec("book", per_s=100.0, partial=True)])
+    p = run("gluonperf.compare", old, new)
+    assert p.returncode == 0, p.stderr
+    assert "new.json comes from a run that was stopped: 1 record(s)" in p.stderr and "old.json" not in p.stderr
 
 
 @pytest.mark.parametrize("content, message", [
