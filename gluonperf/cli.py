@@ -65,6 +65,7 @@ tcp_port = _checked(int, "a whole number", lambda v: 0 < v < 65536, "is not a TC
 
 positive_float = _checked(float, "a number", lambda v: math.isfinite(v) and v > 0, "must be above 0")
 non_negative_float = _checked(float, "a number", lambda v: math.isfinite(v) and v >= 0, "must be 0 or more")
+momentum = _checked(float, "a number", lambda v: 0 <= v < 1, "must be at least 0 and below 1 (e.g. 0.9)")
 positive_int_list = _checked(lambda text: [int(v) for v in text.split(",")],
                              "a list of whole numbers, comma-separated (e.g. 64,128)",
                              lambda v: min(v) >= 1, "must all be at least 1")

@@ -81,7 +81,7 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
             "--optimizer", choices=OPTIMIZERS, default=d.optimizer,
             help="sgd or nag (Nesterov), both with momentum (default: %(default)s)"),
         "momentum": lambda: p.add_argument(
-            "--momentum", type=cli.non_negative_float, default=d.momentum, help="momentum (default: %(default)s)"),
+            "--momentum", type=cli.momentum, default=d.momentum, help="momentum (default: %(default)s)"),
         "wd": lambda: p.add_argument(
             "--wd", type=cli.non_negative_float, default=d.wd, help="weight decay (default: %(default)s)"),
         "warmup_epochs": lambda: p.add_argument(
@@ -201,6 +201,9 @@ def check(args, ctxs):
     if args.dtype == "bfloat16" and args.checkpoint_segments:
         raise UserError("--checkpoint-segments does not work with --dtype bfloat16 (MXNet 1.9.1's AMP breaks "
                         "the recomputed segments' backward); use one or the other")
+    if not args.scaling and args.warmup_epochs > args.epochs:  # training.lr_schedule cuts it to the run
+        cli.note("note: --warmup-epochs %d is longer than the run (%d epoch(s)): the warm-up takes the whole run "
+                 "and reaches --lr %g only at its end" % (args.warmup_epochs, args.epochs, args.lr))
     if args.kvstore.startswith("dist") and args.scaling:
         raise UserError("--scaling compares the contexts of one machine; use --kvstore flat, device or local")
     cli.check_outputs(args)

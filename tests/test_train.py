@@ -97,6 +97,7 @@ def test_help_explains_every_flag(run):
     (["--kvstore", "dist_sync"], "python -m gluonperf.launch"),
     (["--kvstore", "nccl"], "GPUs only"),
     (["--dtype", "float16"], "invalid choice: 'float16'"),
+    (["--momentum", "1"], "'1' must be at least 0 and below 1"),
     (["--dtype", "bfloat16", "--checkpoint-segments", "2"], "--checkpoint-segments does not work with --dtype"),
 ])
 def test_errors_are_one_line(args, words, capsys, monkeypatch):
@@ -114,6 +115,16 @@ def test_errors_are_one_line(args, words, capsys, monkeypatch):
     lines = [l for l in err.strip().splitlines() if not l.startswith(("note: ", "warning: "))]
     assert len(lines) == 1 and "Traceback" not in err, err
     assert lines[0].startswith("python -m gluonperf.train: error: ") and words in lines[0]
+
+
+def test_a_warmup_longer_than_the_run_is_noted(capsys, monkeypatch):
+    from gluonperf import cli, train
+    with pytest.raises(SystemExit) as e:
+        cli.run(train.main, train.PROG, ["--dataset", "digits", "--model", "mlp", "--limit", "64", "--epochs", "1",
+                                         "--workers", "0", "--log-interval", "0", "--warmup-epochs", "3"])
+    err = capsys.readouterr().err
+    assert e.value.code == 0, err
+    assert "note: --warmup-epochs 3 is longer than the run (1 epoch(s))" in err
 
 
 def test_an_error_in_a_real_process_is_one_line_and_exit_2(run):
