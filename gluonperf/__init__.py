@@ -13,3 +13,16 @@ class UserError(ValueError):
 
     A `ValueError`, as Gluon's own bad-argument errors are, so library callers that
     catch `ValueError` (e.g. around `split_and_load`) catch gluonperf's too."""
+
+
+def error_line(error):
+    """One line that says what went wrong. MXNet's errors begin with a C++ "Traceback"
+    whose first line says nothing ("Traceback (most recent call last):"); their message is
+    on the line that starts with "MXNetError:", or the last one."""
+    lines = [l.strip() for l in str(error).strip().splitlines() if l.strip()]
+    if not lines:
+        return type(error).__name__
+    if lines[0].startswith("Traceback"):
+        mx_line = next((l for l in lines if l.startswith("MXNetError:")), lines[-1])
+        return mx_line[len("MXNetError:"):].strip() if mx_line.startswith("MXNetError:") else mx_line
+    return lines[0]

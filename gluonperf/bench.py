@@ -332,6 +332,9 @@ def run_async(args):
     cli.check_outputs(args)
     cli.check_output_path(args.trace, "--trace")
     ctx, trace = ctxs[0], Trace(args.trace)
+    if ctx.device_type == "cpu":  # x, x times x, and its copy in host memory; n x n float32 each
+        n = max([args.demo_size] + list(args.sizes))
+        cli.check_memory(3 * 4 * n * n, "an n x n product at n = %d" % n)
     with cli.progress_bar(2 * args.repeat * len(args.sizes), "async") as bar:
         demo = queue_vs_finish(ctx, args.demo_size, args.repeat, trace)
         calls = blocking_calls(ctx, args.demo_size, args.repeat, trace)
@@ -463,6 +466,10 @@ def run_parallel(args):
     cli.check_outputs(args)
     cli.check_output_path(args.trace, "--trace")
     a, b = pick_pair(ctxs)
+    # x and its --products products on each CPU context (n x n float32 each)
+    cli.check_memory(sum(4 * (args.products + 1) * size_for(c, args.cpu_size, args.gpu_size) ** 2
+                         for c in (a, b) if c.device_type == "cpu"),
+                     "--products %d of a %d x %d matrix on each context" % (args.products, args.cpu_size, args.cpu_size))
     trace = Trace(args.trace)
     with cli.progress_bar(3 * args.repeat, "parallel") as bar:
         results = concurrency(a, b, size_for(a, args.cpu_size, args.gpu_size), size_for(b, args.cpu_size, args.gpu_size),
@@ -506,6 +513,10 @@ def run_overlap(args):
     src, dest = pick_source_and_destination(ctxs)
     size = size_for(src, args.cpu_size, args.gpu_size)
     inner = args.inner or (None if src.device_type == "gpu" else min(16, size))
+    if src.device_type == "cpu":  # the products on the source, their copies on the destination
+        k = inner or size
+        cli.check_memory(4 * (2 * size * k + 2 * args.products * size * size),
+                         "--products %d of %d x %d on the source and their copies" % (args.products, size, size))
     trace = Trace(args.trace)
     with cli.progress_bar(3 * args.repeat, "overlap") as bar:
         results = overlap(src, dest, size, args.products, args.repeat, inner=inner, trace=trace,

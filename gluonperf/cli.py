@@ -10,7 +10,7 @@ import sys
 
 from tqdm import tqdm
 
-from . import UserError, guard
+from . import UserError, error_line, guard
 from .records import format_table, write_csv, write_jsonl
 
 # MXNet is imported where it is needed, not here: the launcher uses this module
@@ -107,6 +107,16 @@ def _check_creatable(directory, path, flag):
         directory = os.path.dirname(directory)
     if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
         raise UserError("%s %s cannot be written (%s is not a writable directory)" % (flag, path, directory))
+
+
+def check_memory(nbytes, what):
+    """Refuse, before any work, a size whose arrays need more host memory than is available
+    now: the alternative is swapping for minutes, then the kernel's OOM killer."""
+    import psutil
+    available = psutil.virtual_memory().available
+    if nbytes > available:
+        raise UserError("%s needs about %.1f GiB of memory, and this machine has %.1f GiB available; use a "
+                        "smaller size" % (what, nbytes / 2 ** 30, available / 2 ** 30))
 
 
 def check_outputs(args):
@@ -279,6 +289,11 @@ def run(main, prog, argv=None):
     except KeyboardInterrupt:
         print("%s: interrupted" % prog, file=sys.stderr)
         code = 130
+    except MemoryError as e:  # numpy's "Unable to allocate ..." (MXNet's own are MXNetErrors)
+        _LATER.clear()
+        print("%s: error: out of memory%s; use smaller sizes" % (prog, ": %s" % e if str(e) else ""),
+              file=sys.stderr)
+        code = 1
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 0
@@ -287,8 +302,10 @@ def run(main, prog, argv=None):
         if base is None or not isinstance(e, base.MXNetError):
             raise
         _LATER.clear()
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        print("%s: MXNet error: %s" % (prog, first), file=sys.stderr)
+        line = error_line(e)
+        if "allocate" in line.lower() and "memory" in line.lower():
+            line += " (out of memory: use smaller sizes, e.g. a lower --batch-size)"
+        print("%s: MXNet error: %s" % (prog, line), file=sys.stderr)
         code = 1
     finally:
         argparse.ArgumentParser.error = usage_error

@@ -31,7 +31,7 @@ from typing import Dict, Tuple
 
 import mxnet as mx
 
-from . import UserError
+from . import UserError, error_line
 
 # Operators whose backward costs 2 x their forward (they have weights).
 WEIGHTED = ("Convolution", "Deconvolution", "FullyConnected", "BatchNorm", "LayerNorm", "InstanceNorm",
@@ -174,7 +174,7 @@ def count_flops(block, sample_shape):
         _, shapes, _ = internals.infer_shape(data=shape)
     except mx.base.MXNetError as e:
         raise UserError("cannot infer the layer shapes of the model for input %s: %s"
-                        % ("x".join(map(str, sample_shape)), str(e).strip().splitlines()[0]))
+                        % ("x".join(map(str, sample_shape)), error_line(e)))
     graph = json.loads(internals.tojson())
     if shapes is None or len(shapes) != len(graph["heads"]):
         raise UserError("cannot infer every layer shape of the model for input %s"

@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 
 def test_hybridize_default_run_writes_json(run, tmp_path):
     out = tmp_path / "h.json"
@@ -38,6 +40,50 @@ def test_bad_input_is_one_line_and_nonzero(run, tmp_path):
     assert "is a file" in _one_line_error(run("gluonperf.bench", "hybridize", "--export", str(a_file)))
     p = run("gluonperf.bench", "hybridize", "--export", str(a_file / "model"))
     assert "is not a writable directory" in _one_line_error(p) and p.stdout == ""
+
+
+@pytest.mark.parametrize("args, words", [
+    (["async", "--demo-size", "100000000"], "an n x n product at n = 100000000 needs about"),
+    (["async", "--sizes", "10,300000"], "at n = 300000 needs about"),  # 1 TB: more than any machine here
+    (["parallel", "--cpu-size", "200000"], "--products 10 of a 200000 x 200000 matrix"),
+    (["overlap", "--cpu-size", "200000"], "--products 10 of 200000 x 200000"),
+])
+def test_sizes_larger_than_the_memory_are_refused_before_any_work(run, args, words):
+    """Before: numpy's MemoryError traceback, or minutes of swapping and the OOM killer."""
+    p = run("gluonperf.bench", *args, timeout=120)
+    assert p.returncode == 2 and words in _one_line_error(p) and "GiB available" in p.stderr
+    assert p.stdout == ""
+
+
+def test_errors_keep_the_line_that_says_what_went_wrong(capsys):
+    from gluonperf import cli, error_line
+    mx_error = ('Traceback (most recent call last):\n  File "../src/operator/tensor/init_op.h", line 318\n'
+                'MXNetError: Check failed: size < 2^31 : Size of tensor you are trying to allocate is too large')
+    assert error_line(RuntimeError(mx_error)) == "Check failed: size < 2^31 : Size of tensor you are trying to " \
+                                                 "allocate is too large"
+    assert error_line(RuntimeError("Check failed: x\nStack trace:\n  [bt] (0) libmxnet.so")) == "Check failed: x"
+    assert error_line(RuntimeError("")) == "RuntimeError"
+
+    def short_of_memory(argv):
+        raise MemoryError("Unable to allocate 71.1 PiB for an array with shape (100000000, 100000000)")
+    with pytest.raises(SystemExit) as e:
+        cli.run(short_of_memory, "python -m gluonperf.bench")
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and len(err.strip().splitlines()) == 1 and "out of memory: Unable to allocate" in err
+
+
+def test_an_mxnet_error_is_its_message_not_its_traceback_line(capsys):
+    import mxnet as mx
+    from gluonperf import cli
+
+    def too_large(argv):
+        mx.nd.zeros((50000, 50000)).wait_to_read()  # 2.5e9 elements: past MXNet 1.9.1's 2^31
+    with pytest.raises(SystemExit) as e:
+        cli.run(too_large, "python -m gluonperf.bench")
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("python -m gluonperf.bench: MXNet error: ") and "Traceback" not in err
+    assert "2^31" in err
 
 
 def test_list_models(run):
