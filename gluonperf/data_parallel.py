@@ -26,6 +26,8 @@ lo:hi of the flattened array from context ``src`` to context ``dst`` and either 
 them there (``add``) or overwrite (``copy``). `received_bytes` reads the traffic off
 the same list, and `allreduce_bandwidth` measures it against the kvstore.
 """
+import math
+
 import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon, nd
@@ -262,6 +264,8 @@ def train(ctx, train_iter, test_iter, epochs=4, lr=0.2, method="book", params=No
     """
     ctx = list(ctx)
     check_method(method)
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ValueError("lr must be a positive number, got %r" % (lr,))
     check_concurrent_products(ctx)
     params = params if params is not None else init_params()
     device_params = [get_params(params, c) for c in ctx]
@@ -277,10 +281,14 @@ def train(ctx, train_iter, test_iter, epochs=4, lr=0.2, method="book", params=No
                 nd.waitall()
                 if progress is not None:
                     progress()
+        train_loss = loss_sum.asscalar() / max(images, 1)
+        if not math.isfinite(train_loss):
+            from .training import Diverged
+            raise Diverged("loss became %s in epoch %d (learning rate %g); lower --lr" % (train_loss, epoch, lr))
         test_acc = evaluate_accuracy(test_iter, device_params[0], ctx[0])
         records.append(Result("scratch", "epoch %d" % epoch, {
             "epoch": epoch, "time_s": b.seconds, "images_per_s": images / b.seconds,
-            "train_loss": loss_sum.asscalar() / max(images, 1), "test_acc": test_acc,
+            "train_loss": train_loss, "test_acc": test_acc,
             "images": images, "contexts": ",".join(str(c) for c in ctx), "method": method, "lr": lr}))
     return records
 

@@ -213,6 +213,15 @@ def test_bench_cli_bad_input(run, tmp_path, capsys):
         capsys, "scratch", "--ctx", "cpu0,cpu1", "--batch-size", "1")
     assert "larger than the 10 training images" in _in_process_error(capsys, "scratch", "--limit", "10")
     assert "is a directory" in _in_process_error(capsys, "scratch", "--json", str(tmp_path))
+    # a learning rate that diverges ends in one line, not a table of nan losses
+    assert "loss became nan in epoch" in _in_process_error(
+        capsys, "scratch", "--dataset", "synthetic", "--limit", "256", "--epochs", "4", "--lr", "1e30")
+
+
+def test_train_rejects_a_learning_rate_that_is_not_a_positive_number():
+    for lr in (0, -0.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="lr must be a positive number"):
+            dp.train([mx.cpu()], [], [], lr=lr)
 
 
 def test_loaders_give_every_context_a_sample_and_repeat_with_a_seed():
