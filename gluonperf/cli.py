@@ -4,6 +4,7 @@ CLIs parse arguments, call an experiment, and hand its records here; they never
 compute. Bad input is one line on stderr and a non-zero exit, never a traceback.
 """
 import argparse
+import errno
 import math
 import os
 import sys
@@ -289,6 +290,13 @@ def run(main, prog, argv=None):
     except KeyboardInterrupt:
         print("%s: interrupted" % prog, file=sys.stderr)
         code = 130
+    except OSError as e:  # the disk filled up, or the file system turned read-only, after the checks
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO):
+            raise
+        _LATER.clear()
+        print("%s: error: cannot write %s: %s; free some space or write elsewhere"
+              % (prog, e.filename or "the output", e.strerror), file=sys.stderr)
+        code = 1
     except MemoryError as e:  # numpy's "Unable to allocate ..." (MXNet's own are MXNetErrors)
         _LATER.clear()
         print("%s: error: out of memory%s; use smaller sizes" % (prog, ": %s" % e if str(e) else ""),

@@ -35,3 +35,37 @@ def test_csv_has_union_of_columns(tmp_path):
     write_csv(_results(), str(path))
     rows = list(csv.DictReader(open(path)))
     assert rows[0]["bench"] == "demo" and rows[1]["note"] == "x" and rows[1]["median_s"] == ""
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, monkeypatch, capsys):
+    """Between the command's checks and its writing, the disk can fill up: the output is
+    not half-written, no temporary file is left, and the user gets one line (exit 1)."""
+    import errno
+    import os
+
+    import pytest
+
+    from gluonperf import cli, records
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(records.os, "fsync", full)
+    out = tmp_path / "out.json"
+    with pytest.raises(OSError) as e:
+        write_jsonl([result("b", "x", images_per_s=1.0)], str(out))
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(out)
+    assert os.listdir(tmp_path) == []
+
+    def main(argv):
+        write_jsonl([result("b", "x", images_per_s=1.0)], str(out))
+    with pytest.raises(SystemExit) as exit:
+        cli.run(main, "python -m gluonperf.bench")
+    err = capsys.readouterr().err
+    assert exit.value.code == 1 and err.count("\n") == 1 and "Traceback" not in err
+    assert "cannot write %s: No space left on device" % out in err
+    assert os.listdir(tmp_path) == []
+
+    def bug(argv):  # any other OSError is a bug to see whole, not a disk to free
+        open(str(tmp_path / "missing" / "file"))
+    with pytest.raises(FileNotFoundError):
+        cli.run(bug, "python -m gluonperf.bench")
