@@ -146,20 +146,24 @@ def emit(results, args, ctxs=(), title=None, columns=None, out=None, records=Non
 
 def keep_on_stop(results, args, title, columns=None, ctxs=()):
     """A block inside which a signal or a stall does not lose what a long command has
-    finished: `results()` (see tune.Sweeps) goes to the --json / --csv files the command
-    was given, the unfinished part marked `"partial": true`, and its table to stdout."""
+    finished: `results()` (e.g. tune.Sweeps.results; records of unfinished work marked
+    `"partial": true`) goes to the --json / --csv files the command was given, and its
+    table to stdout. `title` may be a function of nothing, called then."""
     def keep():
         records = results()
         if not records:
             return None
         write_outputs(records, args, ctxs)
         partial = sum(1 for r in records if r.metrics.get("partial"))
-        print(format_table(records, columns=columns + ["partial"] if columns else None,
-                           title="%s [stopped: %d of these %d results are partial]" % (title, partial, len(records))))
+        print(format_table(records, columns=columns + ["partial"] if columns and partial else columns,
+                           title="%s [stopped before the end: %d result(s)%s]"
+                                 % (title() if callable(title) else title, len(records),
+                                    ", %d cut short (partial)" % partial if partial else "")))
         sys.stdout.flush()
         files = [f for f in (getattr(args, "json", None), getattr(args, "csv", None)) if f]
-        return "kept the %d results measured so far%s (%d partial: the sweep under way)" % (
-            len(records), " in " + " and ".join(files) if files else "", partial)
+        return "kept the %d results measured so far%s%s" % (
+            len(records), " in " + " and ".join(files) if files else "",
+            " (%d cut short: partial)" % partial if partial else "")
     return guard.on_stop(keep)
 
 

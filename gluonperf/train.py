@@ -285,16 +285,22 @@ def main(argv=None):
             cli.note(message)
         else:
             bar.write(message, file=sys.stderr)
-    with bar:
-        results = fit(config, ctxs, progress=progress, log=log)
-    first = results[0].metrics
-    if first["rank"] != 0:  # in a dist run only worker 0 reports and writes files
+    def title(results):
+        first = results[0].metrics
+        return ("%s on %s, global batch %d on %s (%d worker%s), kvstore %s, hybridize %s"
+                % (args.model, args.dataset, args.batch_size * first["num_workers"], first["contexts"],
+                   first["num_workers"], "s" if first["num_workers"] > 1 else "", args.kvstore,
+                   args.hybridize) + precision_label(args.dtype))
+    finished = []
+
+    def stopped():  # a run stopped part-way keeps the epochs it finished (worker 0 writes them)
+        return [r for r in finished if r.metrics["rank"] == 0]
+    with bar, cli.keep_on_stop(stopped, args, lambda: title(finished), EPOCH_COLUMNS, ctxs):
+        results = fit(config, ctxs, progress=progress, log=log, epoch_done=lambda done: finished.__setitem__(
+            slice(None), done))
+    if results[0].metrics["rank"] != 0:  # in a dist run only worker 0 reports and writes files
         return 0
-    cli.emit(results, args, ctxs, columns=EPOCH_COLUMNS,
-             title="%s on %s, global batch %d on %s (%d worker%s), kvstore %s, hybridize %s"
-                   % (args.model, args.dataset, args.batch_size * first["num_workers"], first["contexts"],
-                      first["num_workers"], "s" if first["num_workers"] > 1 else "", args.kvstore,
-                      args.hybridize) + precision_label(args.dtype))
+    cli.emit(results, args, ctxs, columns=EPOCH_COLUMNS, title=title(results))
     if args.plot:
         plot(results, args.plot)
     return 0

@@ -407,14 +407,15 @@ def _epoch_seed(seed, epoch):
 
 # --- the training loop -----------------------------------------------------------
 
-def fit(config, contexts, progress=None, log=None):
+def fit(config, contexts, progress=None, log=None, epoch_done=None):
     """Train `config.model` on `contexts` for `config.epochs` epochs.
 
     Returns one Result per epoch (bench='train', name='epoch N') with loss, train
     and test top-1/top-5, epoch time and training images/s (timed to a sync point,
     evaluation excluded). `progress(epoch, batch, batches, loss)` is called after
     every training batch, `log(message)` every `log_interval` batches and after
-    each epoch. Raises `Diverged` (a UserError) when the loss becomes NaN or
+    each epoch, `epoch_done(results)` with the Results so far after each epoch (and its
+    checkpoint): what a command that is stopped still has. Raises `Diverged` (a UserError) when the loss becomes NaN or
     infinite, leaving the last good checkpoint in place.
     """
     contexts = list(contexts)
@@ -431,13 +432,14 @@ def fit(config, contexts, progress=None, log=None):
              if save_dir and rank == 0 else None)
     try:
         return _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_dir, saver,
-                    progress, log)
+                    progress, log, epoch_done)
     finally:
         if saver:
             saver.close()
 
 
-def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_dir, saver, progress, log):
+def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_dir, saver, progress, log,
+         epoch_done=None):
     train_set, test_set = load(config.dataset, config.data_dir, config.limit, config.seed)
     train_data = loader(train_set, config.batch_size, shuffle=True, workers=config.workers,
                         num_parts=num_workers, part_index=rank, last_batch="discard", seed=config.seed)
@@ -513,6 +515,8 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
         if saver:
             saver.save(epoch + 1, net, trainer, {"epoch": epoch + 1, "config": asdict(config),
                                                  "history": [r.row() for r in history]})
+        if epoch_done:
+            epoch_done(list(history))
     return history
 
 

@@ -416,12 +416,51 @@ def test_a_stopped_tune_keeps_the_runs_it_finished(tmp_path, sig=signal.SIGINT):
     assert rows and all(r["bench"] == "tune" and r["lever"] == "engine" and "env" in r for r in rows), rows
     assert all(r["partial"] is True and 1 <= r["rounds"] < 8 for r in rows), rows  # engine: B c B, 4 rounds
     assert not any(r["name"] == "best" for r in rows)
-    assert "stopped:" in stdout and "partial" in header(stdout)
+    assert "stopped before the end" in stdout and "partial" in header(stdout)
     deadline = time.time() + 10
     while processes_of(mark) and time.time() < deadline:
         time.sleep(0.2)
     assert not processes_of(mark)
     assert not list(tmp.iterdir()) and not [f for f in os.listdir(tmp_path) if f.startswith(".tmp")]
+
+
+def test_a_stopped_training_run_keeps_the_epochs_it_finished(tmp_path):
+    """Ctrl-C in epoch 3 of a long run: epochs 1 and 2 are in --json and in the table."""
+    import queue
+    import threading
+    out = tmp_path / "train.json"
+    env, mark = marked_env()
+    proc = subprocess.Popen([PY, "-m", "gluonperf.train", "--model", "mlp", "--dataset", "synthetic", "--limit",
+                             "2048", "--batch-size", "32", "--epochs", "1000", "--workers", "0", "--log-interval",
+                             "0", "--json", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(l) for l in proc.stderr], daemon=True).start()
+    err = []
+    try:
+        deadline = time.time() + 120
+        while not any(l.startswith("epoch 2:") for l in err) and time.time() < deadline:
+            try:
+                err.append(lines.get(timeout=1))
+            except queue.Empty:
+                assert proc.poll() is None, "".join(err)
+        proc.send_signal(signal.SIGINT)
+        stdout = proc.stdout.read()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    time.sleep(0.5)
+    while not lines.empty():
+        err.append(lines.get())
+    err = "".join(err)
+    assert proc.returncode == 130, err
+    assert "kept the" in err and str(out) in err and "Traceback" not in err, err
+    rows = records(out)
+    assert [r["epoch"] for r in rows][:2] == [1, 2] and all(r["train_images_per_s"] > 0 for r in rows)
+    assert not any(r.get("partial") for r in rows)  # whole epochs: none was cut short
+    assert "stopped before the end" in stdout and "loss" in header(stdout)
+    assert not processes_of(mark)
 
 
 def test_the_stall_guard_stops_a_step_that_makes_no_progress(tmp_path):
