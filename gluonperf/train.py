@@ -293,11 +293,13 @@ def main(argv=None):
                    args.hybridize) + precision_label(args.dtype))
     finished = []
 
+    def epoch_done(results):
+        finished[:] = results
+
     def stopped():  # a run stopped part-way keeps the epochs it finished (worker 0 writes them)
         return [r for r in finished if r.metrics["rank"] == 0]
     with bar, cli.keep_on_stop(stopped, args, lambda: title(finished), EPOCH_COLUMNS, ctxs):
-        results = fit(config, ctxs, progress=progress, log=log, epoch_done=lambda done: finished.__setitem__(
-            slice(None), done))
+        results = fit(config, ctxs, progress=progress, log=log, epoch_done=epoch_done)
     if results[0].metrics["rank"] != 0:  # in a dist run only worker 0 reports and writes files
         return 0
     cli.emit(results, args, ctxs, columns=EPOCH_COLUMNS, title=title(results))
