@@ -623,7 +623,7 @@ BUDGET_COLUMNS = ["name", "budget_bytes", "predicted_batch", "largest_batch", "f
 
 
 def run_footprint(args):
-    from .footprint import check_dtype, effective_configs, footprint, plot_footprint
+    from .footprint import check_dtype, effective_configs, footprint, plot_footprint, rows_of
     from .precision import label as precision_label
     from .models import get_model
     get_model(args.model)  # unknown names fail here, before any work
@@ -637,10 +637,13 @@ def run_footprint(args):
         cli.note("note: with checkpointing, static runs as hybrid (segments are never statically allocated)")
     if DTYPE_NOTE and args.dtype == "bfloat16":
         cli.note("note: " + DTYPE_NOTE)
-    with cli.progress_bar(len(configs) * (len(args.batch_sizes) + len(budgets)) * args.repeat, "footprint") as bar:
+    runs = {}  # what a stopped run keeps: the runs it finished
+    with cli.progress_bar(len(configs) * (len(args.batch_sizes) + len(budgets)) * args.repeat, "footprint") as bar, \
+            cli.keep_on_stop(lambda: rows_of(dict(runs), configs), args, "%s training step on %s: the runs that "
+                             "finished" % (args.model, ",".join(map(str, ctxs))), FOOTPRINT_COLUMNS, ctxs):
         rows = footprint(args.model, args.batch_sizes, ctxs, args.hybridize, args.checkpoint, steps=args.steps,
                          warmup=args.warmup, budgets=budgets, seed=args.seed, repeat=args.repeat,
-                         progress=bar.update, dtype=args.dtype)
+                         progress=bar.update, dtype=args.dtype, runs=runs)
     results = [r for r in rows if r.bench == "footprint"]
     budget_rows = [r for r in rows if r.bench == "footprint-budget"]
     memory = "device memory" if any(c.device_type == "gpu" for c in ctxs) else "RSS"

@@ -353,7 +353,7 @@ def effective_configs(hybridize, checkpoint):
 
 
 def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,), steps=5, warmup=1,
-              budgets=(), seed=0, repeat=1, timeout=None, progress=None, dtype="float32"):
+              budgets=(), seed=0, repeat=1, timeout=None, progress=None, dtype="float32", runs=None):
     """`repeat` fresh processes per (hybridize, checkpoint, batch size), merged by
     `_repeated` (the median peak, with its min and max); see the module's docstring. Returns one Result per run (bench 'footprint', name e.g. 'static ckpt4',
     metrics of `step_footprint`, plus `peak_vs_plain` and `time_vs_plain` against the
@@ -361,7 +361,9 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
     checkpointing runs as 'hybrid', see `effective_configs`), then, for each of
     `budgets` (bytes), one Result per configuration (bench 'footprint-budget') with the
     largest batch that fits. A run that fails (e.g. out of memory) is a row with `error`.
-    `progress()` is called after every process."""
+    `progress()` is called after every process. `runs`, a dict given by the caller, is
+    filled as the runs end ({(hybridize, checkpoint, batch): row}; `rows_of` makes them
+    Results): what a command that is stopped still has."""
     from .contexts import describe
     from .models import get_model
     contexts = list(contexts)
@@ -394,7 +396,7 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
         return {"model": model, "batch_size": batch, "contexts": ctx_text, "hybridize": h, "checkpoint": c,
                 "steps": steps, "warmup": warmup, "seed": seed, "dtype": dtype}
 
-    runs = {}
+    runs = {} if runs is None else runs
 
     def run(h, c, batch):
         if (h, c, batch) not in runs:
@@ -412,7 +414,14 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
                                   min_batch=len(contexts))
             budget_rows.append(result("footprint-budget", config_name(h, c), model=model, hybridize=h,
                                       checkpoint=c, **found))
-    rows = []  # every run, the budgets' confirming runs too, by configuration and batch size
+    return rows_of(runs, configs) + budget_rows
+
+
+def rows_of(runs, configs):
+    """Every finished run of `footprint` (the budgets' confirming runs too) as a Result, in the
+    order of `configs` (`effective_configs`) and batch size, checkpointed runs with their ratios
+    to the plain one."""
+    rows = []
     for h, c, batch in sorted(runs, key=lambda k: (configs.index(k[:2]), k[2])):
         row = dict(runs[h, c, batch])
         plain = runs.get((h, 0, batch))
@@ -420,7 +429,7 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
             row["peak_vs_plain"] = row["peak_above_bytes"] / max(plain["peak_above_bytes"], 1)
             row["time_vs_plain"] = row["step_s"] / plain["step_s"]
         rows.append(_row(row))
-    return rows + budget_rows
+    return rows
 
 
 # --- the plot -------------------------------------------------------------------------------

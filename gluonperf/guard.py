@@ -34,7 +34,8 @@ _children = set()
 _temp_paths = set()
 _guard = None
 _stopping = threading.Event()  # set by `cleanup` when the process is about to exit
-_on_stop = []  # functions `stop` calls first: what a stopped command still keeps
+_on_stop = []  # what a stopped command still does first (`on_stop`, run by `keep_on_stop`)
+KEEP_TIMEOUT = 60.0  # seconds an on_stop function may take before the process exits without it
 
 
 def _hold_if_stopping():
@@ -191,18 +192,29 @@ def stopping():
     return _stopping.is_set()
 
 
-def keep_on_stop():
+def keep_on_stop(timeout=None):
     """Mark the process as stopping, then run the `on_stop` functions; the lines they return.
-    An error in one is one of the lines: the process is exiting anyway."""
+    An error in one is one of the lines: the process is exiting anyway. Each runs in a
+    thread of its own, given `timeout` seconds (default KEEP_TIMEOUT): a function stuck on
+    a hung MXNet must not turn a stall or a Ctrl-C into a process that never exits."""
     with _lock:
         _stopping.set()
         fns = list(_on_stop)
+    timeout = KEEP_TIMEOUT if timeout is None else timeout
     lines = []
     for fn in fns:
-        try:
-            line = fn()
-        except Exception as e:  # noqa: BLE001 (a disk full must not keep the children running)
-            line = "could not keep the finished results: %s: %s" % (type(e).__name__, e)
+        out = {}
+
+        def call(fn=fn, out=out):
+            try:
+                out["line"] = fn()
+            except Exception as e:  # noqa: BLE001 (a full disk must not keep the children running)
+                out["line"] = "could not keep the finished results: %s: %s" % (type(e).__name__, e)
+        worker = threading.Thread(target=call, name="gluonperf-keep", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        line = out.get("line") if not worker.is_alive() else (
+            "could not keep the finished results: still writing after %g s" % timeout)
         if line:
             lines.append(line)
     return lines
@@ -274,7 +286,7 @@ class StallGuard:
                     message = ("%s: stalled: no progress for %.0f s while %s; the main thread waits in %s; "
                                "thread settings: %s. %s If a step is just slow, raise --stall-timeout"
                                % (self.prog, idle, self.what, where, thread_settings(),
-                                  " ".join(kept) if kept else "Nothing was written."))
+                                  "; ".join(kept) + "." if kept else "Nothing was written."))
                     sys.stderr.write("\n" + message + "\n")
                     sys.stderr.flush()
                 finally:

@@ -157,7 +157,8 @@ class Sweeps:
 
     def finish(self, results):
         with self._lock:
-            tidy, self._running = (self._running or (None, self.tidy))[1], None
+            tidy = self._running[1] if self._running else self.tidy
+            self._running = None
             if tidy:
                 tidy(results)
             self.done.extend(results)

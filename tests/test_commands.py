@@ -424,6 +424,38 @@ def test_a_stopped_tune_keeps_the_runs_it_finished(tmp_path, sig=signal.SIGINT):
     assert not list(tmp.iterdir()) and not [f for f in os.listdir(tmp_path) if f.startswith(".tmp")]
 
 
+def test_a_stopped_footprint_sweep_keeps_the_runs_it_finished(tmp_path):
+    """bench footprint runs one process per (setting, batch size): SIGTERM after two have
+    finished leaves their rows in --json."""
+    out = tmp_path / "fp.json"
+    env, mark = marked_env()
+    proc = subprocess.Popen([PY, "-m", "gluonperf.bench", "footprint", "--model", "mlp", "--batch-sizes",
+                             "8,16,32,64,128,256", "--hybridize", "static", "--steps", "2", "--json", str(out)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        seen = set()  # one child per run: once the third has started, two have finished
+        deadline = time.time() + 200
+        while len(seen) < 3 and time.time() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            seen.update(p.pid for p in psutil.Process(proc.pid).children())
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        stdout, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "kept the" in err and "Traceback" not in err, err
+    rows = records(out)
+    assert len(rows) >= 2 and [r["batch_size"] for r in rows][:2] == [8, 16], rows
+    assert all(r["bench"] == "footprint" and r["peak_above_bytes"] > 0 for r in rows)
+    assert "stopped before the end" in stdout
+    deadline = time.time() + 10
+    while processes_of(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not processes_of(mark)
+
+
 def test_a_stopped_training_run_keeps_the_epochs_it_finished(tmp_path):
     """Ctrl-C in epoch 3 of a long run: epochs 1 and 2 are in --json and in the table."""
     import queue

@@ -99,9 +99,13 @@ def test_sweeps_keep_what_a_stopped_sweep_has_finished(tmp_path):
 def test_an_on_stop_function_that_fails_is_one_line(monkeypatch):
     from gluonperf import guard
     monkeypatch.setattr(guard, "_stopping", guard.threading.Event())  # this process goes on
-    with guard.on_stop(lambda: "kept 3 results"), guard.on_stop(lambda: 1 / 0), guard.on_stop(lambda: None):
-        lines = guard.keep_on_stop()
-    assert lines == ["kept 3 results", "could not keep the finished results: ZeroDivisionError: division by zero"]
+    release = guard.threading.Event()
+    with guard.on_stop(lambda: "kept 3 results"), guard.on_stop(lambda: 1 / 0), guard.on_stop(lambda: None), \
+            guard.on_stop(release.wait):  # stuck, as on a hung MXNet: the process must still exit
+        lines = guard.keep_on_stop(timeout=0.5)
+    release.set()
+    assert lines == ["kept 3 results", "could not keep the finished results: ZeroDivisionError: division by zero",
+                     "could not keep the finished results: still writing after 0.5 s"]
     assert guard._stopping.is_set() and guard._on_stop == []
 
 
