@@ -357,6 +357,37 @@ def _wait_for_children(proc, count=1, timeout=120):
     raise AssertionError("no child process started")
 
 
+def _wait_for_runs(proc, count, timeout=200):
+    """Wait until `proc` has started `count` different children (one per run: the ones
+    before the last have finished)."""
+    seen = set()
+    deadline = time.time() + timeout
+    while len(seen) < count and time.time() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        seen.update(p.pid for p in psutil.Process(proc.pid).children())
+        time.sleep(0.05)
+    assert len(seen) >= count, "only %d runs started" % len(seen)
+
+
+def _signal_when(proc, ready, sig, timeout=60):
+    """Call `ready()` (it waits for the moment), send `sig` to `proc`; its (stdout, stderr).
+    `proc` is killed if anything fails on the way."""
+    try:
+        ready()
+        proc.send_signal(sig)
+        return proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _assert_none_left(mark):
+    deadline = time.time() + 10
+    while processes_of(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not processes_of(mark), [p.cmdline() for p in processes_of(mark)]
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("argv", [
     ["-m", "gluonperf.tune", "--model", "lenet", "--levers", "threads", "--rounds", "2", "--steps", "400"],
@@ -368,20 +399,11 @@ def test_a_signal_mid_run_leaves_no_process_and_no_temporary_files(argv, sig, tm
     env, mark = marked_env(TMPDIR=str(tmp))
     proc = subprocess.Popen([PY, *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    try:
-        _wait_for_children(proc)
-        time.sleep(1.5)  # the child is loading MXNet or running
-        proc.send_signal(sig)
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    # once the child is loading MXNet or running
+    out, err = _signal_when(proc, lambda: (_wait_for_children(proc), time.sleep(1.5)), sig, timeout=30)
     assert proc.returncode == 128 + sig, err
     assert "%s received" % signal.Signals(sig).name in err and "Traceback" not in err
-    deadline = time.time() + 10
-    while processes_of(mark) and time.time() < deadline:
-        time.sleep(0.2)
-    assert not processes_of(mark)
+    _assert_none_left(mark)
     assert not list(tmp.iterdir())
 
 
@@ -397,19 +419,7 @@ def test_a_stopped_tune_keeps_the_runs_it_finished(tmp_path, sig=signal.SIGINT):
                              "--rounds", "4", "--levers", "engine", "--runner", "train",
                              "--json", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    try:
-        seen = set()  # every run is a fresh child: once the fifth has started, four have finished
-        deadline = time.time() + 200
-        while len(seen) < 5 and time.time() < deadline:
-            assert proc.poll() is None, proc.communicate()
-            seen.update(p.pid for p in psutil.Process(proc.pid).children())
-            time.sleep(0.05)
-        assert len(seen) >= 5, "tune did not get to its fifth run"
-        proc.send_signal(sig)
-        stdout, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    stdout, err = _signal_when(proc, lambda: _wait_for_runs(proc, 5), sig)  # a child a run: four have finished
     assert proc.returncode == 128 + sig, err
     assert "Traceback" not in err and "kept the" in err and str(out) in err, err
     rows = records(out)
@@ -417,10 +427,7 @@ def test_a_stopped_tune_keeps_the_runs_it_finished(tmp_path, sig=signal.SIGINT):
     assert all(r["partial"] is True and 1 <= r["rounds"] < 8 for r in rows), rows  # engine: B c B, 4 rounds
     assert not any(r["name"] == "best" for r in rows)
     assert "stopped before the end" in stdout and "partial" in header(stdout)
-    deadline = time.time() + 10
-    while processes_of(mark) and time.time() < deadline:
-        time.sleep(0.2)
-    assert not processes_of(mark)
+    _assert_none_left(mark)
     assert not list(tmp.iterdir()) and not [f for f in os.listdir(tmp_path) if f.startswith(".tmp")]
 
 
@@ -432,28 +439,14 @@ def test_a_stopped_footprint_sweep_keeps_the_runs_it_finished(tmp_path):
     proc = subprocess.Popen([PY, "-m", "gluonperf.bench", "footprint", "--model", "mlp", "--batch-sizes",
                              "8,16,32,64,128,256", "--hybridize", "static", "--steps", "2", "--json", str(out)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        seen = set()  # one child per run: once the third has started, two have finished
-        deadline = time.time() + 200
-        while len(seen) < 3 and time.time() < deadline:
-            assert proc.poll() is None, proc.communicate()
-            seen.update(p.pid for p in psutil.Process(proc.pid).children())
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGTERM)
-        stdout, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    stdout, err = _signal_when(proc, lambda: _wait_for_runs(proc, 3), signal.SIGTERM)  # two runs have finished
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "kept the" in err and "Traceback" not in err, err
     rows = records(out)
     assert len(rows) >= 2 and [r["batch_size"] for r in rows][:2] == [8, 16], rows
     assert all(r["bench"] == "footprint" and r["peak_above_bytes"] > 0 for r in rows)
     assert "stopped before the end" in stdout
-    deadline = time.time() + 10
-    while processes_of(mark) and time.time() < deadline:
-        time.sleep(0.2)
-    assert not processes_of(mark)
+    _assert_none_left(mark)
 
 
 def test_a_stopped_training_run_keeps_the_epochs_it_finished(tmp_path):
