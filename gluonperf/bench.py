@@ -469,7 +469,8 @@ def run_parallel(args):
     # x and its --products products on each CPU context (n x n float32 each)
     cli.check_memory(sum(4 * (args.products + 1) * size_for(c, args.cpu_size, args.gpu_size) ** 2
                          for c in (a, b) if c.device_type == "cpu"),
-                     "--products %d of a %d x %d matrix on each context" % (args.products, args.cpu_size, args.cpu_size))
+                     "--products %d of a %d x %d matrix on each context"
+                     % (args.products, args.cpu_size, args.cpu_size))
     trace = Trace(args.trace)
     with cli.progress_bar(3 * args.repeat, "parallel") as bar:
         results = concurrency(a, b, size_for(a, args.cpu_size, args.gpu_size), size_for(b, args.cpu_size, args.gpu_size),

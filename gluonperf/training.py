@@ -415,8 +415,9 @@ def fit(config, contexts, progress=None, log=None, epoch_done=None):
     evaluation excluded). `progress(epoch, batch, batches, loss)` is called after
     every training batch, `log(message)` every `log_interval` batches and after
     each epoch, `epoch_done(results)` with the Results so far after each epoch (and its
-    checkpoint): what a command that is stopped still has. Raises `Diverged` (a UserError) when the loss becomes NaN or
-    infinite, leaving the last good checkpoint in place.
+    checkpoint): what a command that is stopped still has. Raises `Diverged` (a
+    UserError) when the loss becomes NaN or infinite, leaving the last good checkpoint
+    in place.
     """
     contexts = list(contexts)
     kvstore = create_kvstore(config)  # before data loading: dist workers need their rank
