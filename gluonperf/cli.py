@@ -144,16 +144,19 @@ def emit(results, args, ctxs=(), title=None, columns=None, out=None, records=Non
     print(format_table(results, columns=columns, title=title), file=out or sys.stdout)
 
 
-def keep_on_stop(results, args, title, columns=None, ctxs=()):
+def keep_on_stop(results, args, title, columns=None, ctxs=(), also=None):
     """A block inside which a signal or a stall does not lose what a long command has
     finished: `results()` (e.g. tune.Sweeps.results; records of unfinished work marked
-    `"partial": true`) goes to the --json / --csv files the command was given, and its
-    table to stdout. `title` may be a function of nothing, called then."""
+    `"partial": true`) goes to the --json / --csv files the command was given (and to
+    `also(records)`, e.g. a plot), and its table to stdout. `title` may be a function of
+    nothing, called then."""
     def keep():
         records = results()
         if not records:
             return None
         write_outputs(records, args, ctxs)
+        if also:
+            also(records)
         partial = sum(1 for r in records if r.metrics.get("partial"))
         print(format_table(records, columns=columns + ["partial"] if columns and partial else columns,
                            title="%s [stopped before the end: %d result(s)%s]"

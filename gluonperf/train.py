@@ -298,7 +298,8 @@ def main(argv=None):
 
     def stopped():  # a run stopped part-way keeps the epochs it finished (worker 0 writes them)
         return [r for r in finished if r.metrics["rank"] == 0]
-    with bar, cli.keep_on_stop(stopped, args, lambda: title(finished), EPOCH_COLUMNS, ctxs):
+    with bar, cli.keep_on_stop(stopped, args, lambda: title(finished), EPOCH_COLUMNS, ctxs,
+                               also=(lambda records: plot(records, args.plot)) if args.plot else None):
         results = fit(config, ctxs, progress=progress, log=log, epoch_done=epoch_done)
     if results[0].metrics["rank"] != 0:  # in a dist run only worker 0 reports and writes files
         return 0

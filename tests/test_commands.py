@@ -450,15 +450,15 @@ def test_a_stopped_footprint_sweep_keeps_the_runs_it_finished(tmp_path):
 
 
 def test_a_stopped_training_run_keeps_the_epochs_it_finished(tmp_path):
-    """Ctrl-C in epoch 3 of a long run: epochs 1 and 2 are in --json and in the table."""
+    """Ctrl-C in epoch 3 of a long run: epochs 1 and 2 are in --json, --plot and the table."""
     import queue
     import threading
     out = tmp_path / "train.json"
     env, mark = marked_env()
     proc = subprocess.Popen([PY, "-m", "gluonperf.train", "--model", "mlp", "--dataset", "synthetic", "--limit",
                              "2048", "--batch-size", "32", "--epochs", "1000", "--workers", "0", "--log-interval",
-                             "0", "--json", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                             "0", "--json", str(out), "--plot", str(tmp_path / "train.png")], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = queue.Queue()
     threading.Thread(target=lambda: [lines.put(l) for l in proc.stderr], daemon=True).start()
     err = []
@@ -484,6 +484,7 @@ def test_a_stopped_training_run_keeps_the_epochs_it_finished(tmp_path):
     rows = records(out)
     assert [r["epoch"] for r in rows][:2] == [1, 2] and all(r["train_images_per_s"] > 0 for r in rows)
     assert not any(r.get("partial") for r in rows)  # whole epochs: none was cut short
+    assert (tmp_path / "train.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "stopped before the end" in stdout and "loss" in header(stdout)
     assert not processes_of(mark)
 
