@@ -100,16 +100,18 @@ def _atomic_write(path, text):
 
 
 def atomic_write_bytes(path, data):
+    from . import guard  # the temporary file is registered, so a signal mid-write removes it too
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, umask_mode())
-        os.replace(tmp, path)
+        with guard.temp_path(tmp):
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, umask_mode())
+            os.replace(tmp, path)
     except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -69,3 +69,19 @@ def test_a_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, monkeypatc
         open(str(tmp_path / "missing" / "file"))
     with pytest.raises(FileNotFoundError):
         cli.run(bug, "python -m gluonperf.bench")
+
+
+def test_the_temporary_file_of_a_write_is_registered_for_cleanup(tmp_path, monkeypatch):
+    """A signal during the final write removes the half-written temporary file too: it is
+    registered with guard while it exists, and only then."""
+    import os
+
+    from gluonperf import guard, records
+    seen = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(records.os, "fsync", lambda fd: (seen.append(set(guard._temp_paths)), real_fsync(fd)))
+    out = tmp_path / "out.json"
+    write_jsonl([result("b", "x", images_per_s=1.0)], str(out))
+    assert [p for p in seen[0] if os.path.basename(p).startswith(".tmp-")], seen
+    assert not [p for p in guard._temp_paths if p.startswith(str(tmp_path))]
+    assert os.listdir(tmp_path) == ["out.json"] and read_jsonl(str(out))[0][0].name == "x"
