@@ -34,7 +34,7 @@ _children = set()
 _temp_paths = set()
 _guard = None
 _stopping = threading.Event()  # set by `cleanup` when the process is about to exit
-_on_stop = []  # what a stopped command still does first (`on_stop`, run by `keep_on_stop`)
+_on_stop = []  # what a stopped command still does first (`on_stop`, run by `run_on_stop`)
 KEEP_TIMEOUT = 60.0  # seconds an on_stop function may take before the process exits without it
 
 
@@ -192,7 +192,7 @@ def stopping():
     return _stopping.is_set()
 
 
-def keep_on_stop(timeout=None):
+def run_on_stop(timeout=None):
     """Mark the process as stopping, then run the `on_stop` functions; the lines they return.
     An error in one is one of the lines: the process is exiting anyway. Each runs in a
     thread of its own, given `timeout` seconds (default KEEP_TIMEOUT): a function stuck on
@@ -282,7 +282,7 @@ class StallGuard:
             if idle > self.timeout:
                 where = where_main_waits()  # before the main thread is held
                 try:
-                    kept = keep_on_stop()
+                    kept = run_on_stop()
                     message = ("%s: stalled: no progress for %.0f s while %s; the main thread waits in %s; "
                                "thread settings: %s. %s If a step is just slow, raise --stall-timeout"
                                % (self.prog, idle, self.what, where, thread_settings(),
@@ -342,7 +342,7 @@ def install_signal_handlers(prog):
                 continue
             name = signal.Signals(signum).name
             try:
-                kept = keep_on_stop()
+                kept = run_on_stop()
                 sys.stderr.write("\n%s: %s received; stopped%s\n"
                                  % (prog, name, " its child processes too" if _children else ""))
                 for line in kept:

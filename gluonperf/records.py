@@ -112,10 +112,8 @@ def atomic_write_bytes(path, data):
                 os.fsync(f.fileno())
             os.chmod(tmp, umask_mode())
             os.replace(tmp, path)
-    except BaseException as e:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(e, OSError) and e.filename is None:  # a full disk: say which file did not get written
+    except OSError as e:  # guard.temp_path has removed the temporary file
+        if e.filename is None:  # a full disk: say which file did not get written
             raise OSError(e.errno, e.strerror, path) from e
         raise
 

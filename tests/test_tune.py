@@ -102,7 +102,7 @@ def test_an_on_stop_function_that_fails_is_one_line(monkeypatch):
     release = guard.threading.Event()
     with guard.on_stop(lambda: "kept 3 results"), guard.on_stop(lambda: 1 / 0), guard.on_stop(lambda: None), \
             guard.on_stop(release.wait):  # stuck, as on a hung MXNet: the process must still exit
-        lines = guard.keep_on_stop(timeout=0.5)
+        lines = guard.run_on_stop(timeout=0.5)
     release.set()
     assert lines == ["kept 3 results", "could not keep the finished results: ZeroDivisionError: division by zero",
                      "could not keep the finished results: still writing after 0.5 s"]
