@@ -814,7 +814,9 @@ def environment_section(runs):
         m = machines[0]
         reading = "one machine: %s, %s cores, MXNet %s" % (m["CPU model"], m["cores (os.cpu_count)"], m["MXNet build"])
     elif machines:
-        reading = "results from %d different machines or builds: compare their figures with care" % len(machines)
+        reading = "results from %d different machines or builds (%s): compare their figures with care" % (
+            len(machines), "; ".join("#%d %s, %s cores, MXNet %s" % (i + 1, m["CPU model"], m["cores (os.cpu_count)"],
+                                                                     m["MXNet build"]) for i, m in enumerate(machines)))
     else:
         reading = "no file records its environment"
     thread_sets = sorted({r.metrics.get("thread settings") for r in settings if r.metrics.get("thread settings")})
