@@ -167,3 +167,21 @@ def test_the_download_host_is_checked_once_per_process(tmp_path, monkeypatch):
         with pytest.raises(UserError, match="cannot be downloaded"):
             data.check_available("fashion-mnist", str(tmp_path))
     assert len(calls) == 3
+
+
+def test_mxnet_starts_without_scikit_learn_yet_digits_still_loads():
+    """gluonperf keeps MXNet's start-up import of scikit-learn out (a third of every command's
+    start), and only that one: the digits data set still imports it when asked."""
+    import subprocess
+    import sys
+    from conftest import ROOT, clean_env
+    code = ("import sys, gluonperf, mxnet\n"
+            "assert 'sklearn' not in sys.modules, sorted(m for m in sys.modules if m.startswith('sklearn'))[:3]\n"
+            "assert mxnet.model.BASE_ESTIMATOR is object\n"
+            "from gluonperf import data\n"
+            "(x, y), _ = data.digits()\n"
+            "assert 'sklearn.datasets' in sys.modules and x.shape[1:] == (1, 28, 28), x.shape\n"
+            "print('ok')\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env=clean_env())
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
