@@ -15,8 +15,8 @@ class _NoScikitLearnForMXNet:
 
     MXNet 1.9.1 imports scikit-learn (and with it SciPy's statistics and pandas) when it
     loads, only so that its legacy `mxnet.model.FeedForward` can subclass
-    `BaseEstimator`. gluonperf never uses FeedForward, and that import is about a third of
-    every command's start (0.8 of 2.8 s on a 2-core AMD EPYC, 2026-11-23). This hook makes
+    `BaseEstimator`. gluonperf never uses FeedForward, and that import is a fifth to a third of
+    every command's start (0.5-0.8 of 2.4-2.9 s on a 2-core AMD EPYC, 2026-11-23). This hook makes
     that one import fail, as if scikit-learn were not installed (MXNet then uses `object`);
     every other import of scikit-learn, gluonperf's digits data set's included, goes on as
     usual. It acts only when gluonperf is imported before MXNet."""
