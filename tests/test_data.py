@@ -170,7 +170,7 @@ def test_the_download_host_is_checked_once_per_process(tmp_path, monkeypatch):
 
 
 def test_mxnet_starts_without_scikit_learn_yet_digits_still_loads():
-    """gluonperf keeps MXNet's start-up import of scikit-learn out (a third of every command's
+    """gluonperf keeps MXNet's start-up import of scikit-learn out (a fifth to a third of a command's
     start), and only that one: the digits data set still imports it when asked."""
     import subprocess
     import sys
