@@ -1,3 +1,4 @@
+import fcntl
 import os
 import subprocess
 import sys
@@ -29,3 +30,23 @@ def run_module(*args, timeout=300, env=None):
 @pytest.fixture
 def run():
     return run_module
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "alone: the test measures time or the machine's load (or makes load), so under "
+                   "pytest-xdist no other test runs beside it")
+
+
+@pytest.fixture(autouse=True)
+def _share_the_cores(request, tmp_path_factory):
+    """Under pytest-xdist (`-n 2`, pyproject's default) two tests run at once; most start
+    commands, which mostly wait for MXNet to load, and run side by side unharmed. A test
+    marked `alone` takes the cores to itself: a lock file shared by the workers, held
+    shared by every test and exclusively by an `alone` one."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    with open(tmp_path_factory.getbasetemp().parent / "cores.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if request.node.get_closest_marker("alone") else fcntl.LOCK_SH)
+        yield

@@ -1,3 +1,5 @@
+import pytest
+
 from gluonperf.advice import idle_warnings, omp_threads
 
 
@@ -58,6 +60,7 @@ def test_gpu_contexts_get_no_cpu_thread_warning():
     assert all("\n" not in line for line in idle_warnings(["cpu0"], {}, cores=16, logical=16))
 
 
+@pytest.mark.alone  # the default follows the load: another test's process takes a core
 def test_apply_thread_defaults_only_fills_an_unset_variable_before_mxnet_loads():
     import os
     import subprocess

@@ -31,6 +31,7 @@ def test_queue_vs_finish_reports_both_phases():
     assert finished.metrics["ratio_to_queued"] == pytest.approx(finished.metrics["median_s"] / queued.metrics["median_s"])
 
 
+@pytest.mark.alone
 def test_sync_per_op_loop_is_slower_than_async_loop_for_tiny_tensors():
     # A 64x64 product: the back end's work per op is of the order of the front end's, the
     # regime where the chapter's model says waiting on every result costs most. Medians of

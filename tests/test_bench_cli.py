@@ -101,6 +101,7 @@ def _env_without_threads():
     return env
 
 
+@pytest.mark.alone
 def test_commands_use_every_core_unless_told_otherwise(tmp_path):
     """MXNet alone gives each operator half the processors; as commands, bench and train set
     one OpenMP thread per core (shared among CPU contexts), say so, and record it."""

@@ -9,6 +9,7 @@ from gluonperf.benchmark import Benchmark, Measurement, environment, measure, me
 from gluonperf.memory import MemorySampler
 
 
+@pytest.mark.alone
 def test_timer_includes_queued_work():
     x = mx.nd.random.uniform(shape=(1500, 1500))
     mx.nd.waitall()
@@ -27,6 +28,7 @@ def test_timer_includes_queued_work():
     assert y.shape == (1500, 1500)
 
 
+@pytest.mark.alone
 def test_benchmark_excludes_work_queued_before_the_block():
     x = mx.nd.random.uniform(shape=(1500, 1500))
     mx.nd.waitall()

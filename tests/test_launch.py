@@ -375,6 +375,7 @@ def test_local_workers_leave_out_cores_others_hold(monkeypatch):
 
 @pytest.mark.skipif(psutil.cpu_count(logical=False) is None or psutil.cpu_count(logical=False) < 2,
                     reason="needs a core to take and one to keep")
+@pytest.mark.alone
 def test_launch_beside_a_busy_process_gives_workers_the_free_cores():
     """As `gluonperf.train` does: threads on a core another process holds wait at every barrier."""
     from conftest import clean_env
