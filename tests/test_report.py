@@ -16,9 +16,6 @@ from conftest import ROOT, clean_env, run_module
 from gluonperf import cli, report
 from gluonperf.records import Result, read_jsonl, write_jsonl
 
-# The module's fixtures run every command once; under pytest-xdist, on one worker only.
-pytestmark = pytest.mark.xdist_group("report")
-
 COMMANDS = {
     "hybridize": ["gluonperf.bench", "hybridize", "--repeat", "1", "--number", "5"],
     "async": ["gluonperf.bench", "async", "--demo-size", "64", "--sizes", "8,64", "--iterations", "20",
