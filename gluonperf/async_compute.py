@@ -508,4 +508,5 @@ def _worker(argument):
 
 
 if __name__ == "__main__":
-    _worker(sys.argv[1])
+    from . import cli
+    cli.worker_entry(_worker, __spec__.name, "python -m gluonperf.bench memory")

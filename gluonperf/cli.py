@@ -278,6 +278,18 @@ def _one_line_error(parser, message):
     parser.exit(2, "%s: error: %s (see --help)\n" % (parser.prog, message))
 
 
+def worker_entry(worker, module, command, argv=None):
+    """`python -m <module>` of a module that is only a command's worker process:
+    `worker(argument)` when given the one JSON argument its command passes; otherwise one
+    line naming the command to run instead, exit code 2 (not json's traceback)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1 or not argv[0].startswith("{"):
+        print("python -m %s: error: this module is the worker process of %s; run that (see its --help)"
+              % (module, command), file=sys.stderr)
+        sys.exit(2)
+    worker(argv[0])
+
+
 def run(main, prog, argv=None):
     """Run `main(argv)`, turning bad input and MXNet errors into one line and an exit code.
 

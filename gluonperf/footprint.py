@@ -470,4 +470,5 @@ def plot_footprint(results, path, title=None):
 
 
 if __name__ == "__main__":
-    _worker(sys.argv[1])
+    from . import cli
+    cli.worker_entry(_worker, __spec__.name, "python -m gluonperf.bench footprint")

@@ -523,3 +523,12 @@ def test_the_package_lists_its_commands_and_each_has_help(tmp_path):
     assert all(e.strip() in bench_help for e in experiments.split(":")[1].split(","))
     bad = command(["-m", "gluonperf", "train"], tmp_path, timeout=60)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "gluonperf.train --help" in bad.stderr
+    # the modules that are only a command's worker process say which command to run
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        workers = pool.map(lambda m: (m, command(["-m", "gluonperf." + m[0], "--help"], tmp_path, timeout=120)),
+                           [("footprint", "bench footprint"), ("async_compute", "bench memory")])
+        for (module, runs), w in workers:
+            assert w.returncode == 2 and w.stdout == "" and "Traceback" not in w.stderr, w.stderr
+            assert w.stderr.strip().splitlines() == [
+                "python -m gluonperf.%s: error: this module is the worker process of python -m gluonperf.%s; "
+                "run that (see its --help)" % (module, runs)]
