@@ -119,7 +119,7 @@ def _count_list(text):
 
 
 def add_allreduce(sub, common):
-    from .data_parallel import KVSTORES, METHODS
+    from .config import ALLREDUCE_KVSTORES as KVSTORES, ALLREDUCE_METHODS as METHODS
     p = sub.add_parser(
         "allreduce", parents=[common],
         help="allreduce bandwidth: book / ring / tree vs kvstore device / local vs plain copyto",
@@ -200,8 +200,7 @@ def run_allreduce(args):
 
 
 def add_scratch(sub, common):
-    from .data import DATASETS
-    from .data_parallel import METHODS
+    from .config import ALLREDUCE_METHODS as METHODS, DATASETS
     p = sub.add_parser(
         "scratch", parents=[common],
         help="the book's LeNet trained data-parallel from scratch (get_params, allreduce, split_and_load)",
@@ -562,7 +561,7 @@ def non_negative_int_list(text):
 
 
 def _hybridize_list(text):
-    from .footprint import HYBRIDIZE
+    from .config import HYBRIDIZE
     items = [t.strip() for t in text.split(",") if t.strip()]
     bad = [t for t in items if t not in HYBRIDIZE]
     if bad or not items:

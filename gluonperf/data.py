@@ -16,12 +16,8 @@ import numpy as np
 from mxnet import gluon
 
 from . import UserError
+from .config import DATASETS  # noqa: F401  (the names; data sets are loaded here)
 
-DATASETS = {
-    "fashion-mnist": "Zalando's Fashion-MNIST (60000 + 10000 28x28 images), read from --data-dir",
-    "digits": "scikit-learn's handwritten digits (1797 8x8 images) resized to 28x28; offline",
-    "synthetic": "random images whose label is learnable, for throughput",
-}
 CLASSES = 10
 
 # The standard Fashion-MNIST file names and the SHA-1 sums MXNet's FashionMNIST checks.

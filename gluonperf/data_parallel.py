@@ -32,7 +32,7 @@ import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon, nd
 
-from . import UserError
+from . import UserError, config
 from .benchmark import Benchmark, measure_interleaved
 from .blas import check_concurrent_products, matmul
 from .records import Result, result
@@ -133,6 +133,7 @@ def tree_schedule(k, n):
 
 SCHEDULES = {"book": book_schedule, "ring": ring_schedule, "tree": tree_schedule}
 METHODS = list(SCHEDULES)
+assert METHODS == config.ALLREDUCE_METHODS, "gluonperf.config.ALLREDUCE_METHODS names what --methods accepts"
 
 
 def check_method(method):
@@ -354,7 +355,7 @@ def _check_sum(fn, arrays):
     return err
 
 
-KVSTORES = ["kv-device", "kv-local"]
+KVSTORES = config.ALLREDUCE_KVSTORES  # handled by _kvstore_allreduce
 
 
 def allreduce_bandwidth(ctxs, sizes, counts=(2, 3, 4), methods=None, repeat=5, warmup=1,

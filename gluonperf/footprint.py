@@ -37,12 +37,12 @@ import sys
 import mxnet as mx
 import numpy as np
 
-from . import UserError, guard, precision
+from . import UserError, config, guard, precision
 from .benchmark import Benchmark, Measurement
 from .memory import MemorySampler, device_memory_used, rss
 from .records import result, save_figure
 
-HYBRIDIZE = ("none", "hybrid", "static")
+HYBRIDIZE = tuple(config.HYBRIDIZE)
 MAX_CONFIRM_RUNS = 3
 
 

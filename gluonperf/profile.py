@@ -15,7 +15,7 @@ import sys
 
 from . import UserError, cli
 
-# As a command, choose MXNet's thread count before MXNet is loaded (by the imports below);
+# As a command, choose MXNet's thread count before MXNet is loaded (by `main`, after parsing);
 # the operator-table run also turns bulk execution off, which is read only at that moment.
 THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 # --dtype bfloat16: the AMX permission (per process, so the operator-table child asks again)
@@ -23,7 +23,7 @@ DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if __name__ == "__main__" else Non
 if __name__ == "__main__" and "--operators-only" in sys.argv[1:]:
     os.environ["MXNET_EXEC_BULK_EXEC_TRAIN"] = "0"
 
-from .train import add_training_flags  # noqa: E402  (loads MXNet)
+from .train import add_training_flags  # noqa: E402
 
 PROG = "python -m gluonperf.profile"
 FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "batch_size", "lr",
@@ -50,8 +50,8 @@ def build_parser():
     p.add_argument("--warmup", type=cli.non_negative_int, default=3,
                    help="untimed steps before each measurement (default: %(default)s)")
     p.add_argument("--ceiling", choices=["full", "quick"], default="full",
-                   help="problem sizes of the peak measurement: full (1536^3 matrix product, 32x128x28x28 "
-                        "convolution) or quick (small, for smoke tests; a rougher peak) (default: %(default)s)")
+                   help="problem sizes of the peak measurement: full (1536^3 matrix product, 32x128x28x28 and "
+                        "128x256x7x7 convolutions) or quick (small, for smoke tests; a rougher peak) (default: %(default)s)")
     p.add_argument("--trace", metavar="PATH",
                    help="keep the Chrome trace of the profiled steps (open in ui.perfetto.dev or chrome://tracing)")
     p.add_argument("--plot", metavar="PNG",

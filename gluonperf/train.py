@@ -8,12 +8,14 @@ import sys
 
 from . import UserError, cli
 
-# As a command, choose MXNet's thread count before MXNet is loaded (by the imports below).
+# As a command, choose MXNet's thread count before MXNet is loaded (by `main`, once the flags are
+# parsed: --help and a bad flag answer without loading it).
 THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 # and, for --dtype bfloat16, oneDNN's instruction set and the AMX permission (gluonperf.precision)
 DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 
-from .data import DATASETS  # noqa: E402  (loads MXNet)
+from .config import DATASETS, HYBRIDIZE, KVSTORES, LR_DECAYS, OPTIMIZERS, TrainConfig  # noqa: E402
+from .precision import DTYPES  # noqa: E402
 
 PROG = "python -m gluonperf.train"
 
@@ -34,8 +36,6 @@ TRAINING_FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "l
 def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
     """Add the training-configuration flags `names` (in TRAINING_FLAGS order) to parser `p`;
     `defaults` overrides TrainConfig's default of some (e.g. {"dataset": "synthetic"})."""
-    from .precision import DTYPES
-    from .training import HYBRIDIZE, KVSTORES, LR_DECAYS, OPTIMIZERS, TrainConfig
     d = TrainConfig(**(defaults or {}))
     flags = {
         "model": lambda: p.add_argument(
@@ -120,7 +120,6 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
 
 
 def build_parser():
-    from .training import TrainConfig
     d = TrainConfig()
     p = argparse.ArgumentParser(
         prog=PROG, parents=[cli.common_parser()],
@@ -149,7 +148,7 @@ def build_parser():
 
 
 def config_from(args, ctxs):
-    from .training import TrainConfig, config_fields
+    from .config import config_fields
     values = {name: getattr(args, name) for name in config_fields() if hasattr(args, name)}
     if values["workers"] is None:
         values["workers"] = 0 if all(c.device_type == "cpu" for c in ctxs) else TrainConfig.workers

@@ -13,8 +13,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, fields
-from typing import Optional
+from dataclasses import asdict
 
 import mxnet as mx
 import numpy as np
@@ -22,49 +21,20 @@ from mxnet import autograd, gluon
 
 from . import UserError
 from .benchmark import Benchmark, Measurement, sync
+# the configuration and its names live in gluonperf.config (no MXNet: the CLIs parse with them); here too
+from .config import HYBRIDIZE, KVSTORES, LR_DECAYS, OPTIMIZERS, TrainConfig, config_fields  # noqa: F401
 from .contexts import describe
 from .data import CLASSES, load, loader
 from .models import get_model
-from .optimizers import NAMES as OPTIMIZERS, create as create_optimizer, upgrade as upgrade_optimizer
+from .optimizers import create as create_optimizer, upgrade as upgrade_optimizer
 from .precision import enable as enable_dtype
 from .records import Result, _atomic_write, result, umask_mode
 
-HYBRIDIZE = {"none": None, "hybrid": {}, "static": {"static_alloc": True, "static_shape": True}}
-LR_DECAYS = ("cosine", "step", "none")
-KVSTORES = ("device", "flat", "local", "nccl", "dist_sync", "dist_device_sync")
 # Fields a resumed run must share with the checkpoint it continues. The learning-rate
 # settings may change (e.g. resume with a lower --lr after the loss became NaN).
 RESUME_KEYS = ("model", "dataset", "limit", "batch_size", "seed", "optimizer", "momentum")
 LATEST = "latest"
 DMLC_ENV = ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_WORKER", "DMLC_NUM_SERVER")
-
-
-@dataclass
-class TrainConfig:
-    """Everything a training run depends on; field names match the CLI flags."""
-    model: str = "resnet18"
-    hybridize: str = "static"
-    dataset: str = "fashion-mnist"
-    data_dir: Optional[str] = None
-    limit: Optional[int] = None
-    workers: int = 2
-    batch_size: int = 64
-    epochs: int = 4
-    lr: float = 0.1
-    lr_scale: str = "none"
-    optimizer: str = "sgd"
-    momentum: float = 0.9
-    wd: float = 5e-4
-    warmup_epochs: int = 1
-    lr_decay: str = "cosine"
-    kvstore: str = "device"
-    seed: int = 0
-    log_interval: int = 50
-    save: Optional[str] = None
-    resume: Optional[str] = None
-    steps: int = 20
-    checkpoint_segments: int = 0
-    dtype: str = "float32"
 
 
 class Diverged(UserError):
@@ -590,7 +560,3 @@ def scaling(config, contexts, steps=None, progress=None):
             overlap_model_s=max(t1, t2) + upd, serial_model_s=t1 + t2 + upd,
             images_per_s=rate, speedup=rate / base, efficiency=rate / base / n))
     return results
-
-
-def config_fields():
-    return [f.name for f in fields(TrainConfig)]

@@ -509,6 +509,29 @@ def test_the_stall_guard_stops_a_step_that_makes_no_progress(tmp_path):
     assert not out.exists() and not [f for f in os.listdir(tmp_path) if f.startswith(".tmp")]
 
 
+def test_help_and_bad_flags_answer_without_loading_mxnet(tmp_path):
+    """The parsers are built from gluonperf.config, without MXNet: --help and a flag
+    argparse refuses answer in a tenth of a second, not after MXNet's 2 s start. An
+    `mxnet` that cannot be imported stands in front of the real one to prove it."""
+    fake = tmp_path / "no-mxnet" / "mxnet"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('MXNet was loaded')\n")
+    env = {"PYTHONPATH": os.pathsep.join([str(fake.parent), ROOT])}
+    helps = [[c, "--help"] for c in ("train", "profile", "bench", "tune", "predict", "launch", "compare", "report")]
+    helps += [["bench", e, "--help"] for e in ("hybridize", "async", "memory", "parallel", "overlap", "allreduce",
+                                               "scratch", "footprint")]
+    for argv in helps:
+        p = command(["-m", "gluonperf." + argv[0], *argv[1:]], tmp_path, timeout=60, **env)
+        assert p.returncode == 0 and "usage:" in p.stdout, (argv, p.stderr)
+    for argv, words in [(["train", "--batch-size", "0"], "'0' must be at least 1"),
+                        (["profile", "--dataset", "nope"], "invalid choice: 'nope'"),
+                        (["bench", "scratch", "--dataset", "nope"], "invalid choice: 'nope'"),
+                        (["bench", "footprint", "--hybridize", "fast"], "fast")]:
+        p = command(["-m", "gluonperf." + argv[0], *argv[1:]], tmp_path, timeout=60, **env)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and words in lines[-1] and "MXNet was loaded" not in p.stderr, (argv, p.stderr)
+
+
 def test_the_package_lists_its_commands_and_each_has_help(tmp_path):
     p = command(["-m", "gluonperf"], tmp_path, timeout=60)
     assert p.returncode == 0 and p.stderr == ""

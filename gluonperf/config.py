@@ -1,0 +1,55 @@
+"""A training run's configuration, and the names the commands' flags accept, without MXNet.
+
+The command lines build their parsers from these, so `--help` and a bad flag answer
+before MXNet loads (about 2 s on the machines gluonperf was measured on). The modules
+that do the work import them from here: `gluonperf.training`, `gluonperf.data`,
+`gluonperf.optimizers`, `gluonperf.data_parallel`.
+"""
+from dataclasses import dataclass, fields
+from typing import Optional
+
+DATASETS = {
+    "fashion-mnist": "Zalando's Fashion-MNIST (60000 + 10000 28x28 images), read from --data-dir",
+    "digits": "scikit-learn's handwritten digits (1797 8x8 images) resized to 28x28; offline",
+    "synthetic": "random images whose label is learnable, for throughput",
+}
+# hybridize mode -> arguments of Block.hybridize (None: imperative)
+HYBRIDIZE = {"none": None, "hybrid": {}, "static": {"static_alloc": True, "static_shape": True}}
+LR_DECAYS = ("cosine", "step", "none")
+KVSTORES = ("device", "flat", "local", "nccl", "dist_sync", "dist_device_sync")
+OPTIMIZERS = ("sgd", "nag")
+# bench allreduce / scratch: the from-scratch allreduce schedules, and MXNet's kvstores beside them
+ALLREDUCE_METHODS = ["book", "ring", "tree"]
+ALLREDUCE_KVSTORES = ["kv-device", "kv-local"]
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run depends on; field names match the CLI flags."""
+    model: str = "resnet18"
+    hybridize: str = "static"
+    dataset: str = "fashion-mnist"
+    data_dir: Optional[str] = None
+    limit: Optional[int] = None
+    workers: int = 2
+    batch_size: int = 64
+    epochs: int = 4
+    lr: float = 0.1
+    lr_scale: str = "none"
+    optimizer: str = "sgd"
+    momentum: float = 0.9
+    wd: float = 5e-4
+    warmup_epochs: int = 1
+    lr_decay: str = "cosine"
+    kvstore: str = "device"
+    seed: int = 0
+    log_interval: int = 50
+    save: Optional[str] = None
+    resume: Optional[str] = None
+    steps: int = 20
+    checkpoint_segments: int = 0
+    dtype: str = "float32"
+
+
+def config_fields():
+    return [f.name for f in fields(TrainConfig)]
