@@ -16,7 +16,7 @@ import numpy as np
 from mxnet import gluon
 
 from . import UserError
-from .config import DATASETS  # noqa: F401  (the names; data sets are loaded here)
+from .config import DATASETS
 
 CLASSES = 10
 

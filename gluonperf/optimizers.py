@@ -23,8 +23,6 @@ import os
 import mxnet as mx
 from mxnet import nd
 
-from . import config
-
 AGGREGATION = "MXNET_OPTIMIZER_AGGREGATION_SIZE"
 
 
@@ -62,7 +60,6 @@ class SGD(mx.optimizer.SGD):
 
 OPTIMIZERS = {"sgd": SGD, "nag": mx.optimizer.NAG}
 NAMES = tuple(OPTIMIZERS)
-assert NAMES == config.OPTIMIZERS, "gluonperf.config.OPTIMIZERS names the flags --optimizer accepts"
 
 
 def create(name, **params):

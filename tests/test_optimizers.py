@@ -60,6 +60,15 @@ def test_create_gives_the_named_optimizer_and_refuses_others():
         optimizers.create("adam")
 
 
+def test_the_names_the_parsers_offer_are_those_the_code_runs():
+    """The CLIs build their choices from gluonperf.config (no MXNet); each name must be one
+    the working module knows, and every one it knows offered."""
+    from gluonperf import config, data_parallel, footprint
+    assert optimizers.NAMES == config.OPTIMIZERS
+    assert list(data_parallel.SCHEDULES) == config.ALLREDUCE_METHODS == data_parallel.METHODS
+    assert footprint.HYBRIDIZE == tuple(config.HYBRIDIZE)
+
+
 def test_trainer_states_written_with_mxnets_sgd_load_and_update_per_array(tmp_path):
     """A checkpoint from before gluonperf had its SGD: the states load, the momentum is kept,
     and the optimizer becomes gluonperf's."""
