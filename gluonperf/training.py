@@ -21,8 +21,8 @@ from mxnet import autograd, gluon
 
 from . import UserError
 from .benchmark import Benchmark, Measurement, sync
-# the configuration and its names live in gluonperf.config (no MXNet: the CLIs parse with them); here too
-from .config import HYBRIDIZE, KVSTORES, LR_DECAYS, OPTIMIZERS, TrainConfig, config_fields  # noqa: F401
+# TrainConfig lives in gluonperf.config (no MXNet: the CLIs parse with it); callers of fit/scaling take it here too
+from .config import HYBRIDIZE, TrainConfig  # noqa: F401
 from .contexts import describe
 from .data import CLASSES, load, loader
 from .models import get_model
