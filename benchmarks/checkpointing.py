@@ -15,7 +15,8 @@ the step time; and the largest batch that fits a 2 GiB budget with and without.
    interleaved round by round (`benchmark.measure_interleaved`), so a change of load
    hits all three alike; the ratio is taken per round and its median reported.
 
-Prints both tables and whether the targets were met; --json writes every record.
+Prints both tables and whether the targets were met; --json writes every record (the memory
+records as soon as they are measured, so a run stopped during timing keeps them).
 """
 import argparse
 import os
@@ -31,7 +32,7 @@ import mxnet as mx  # noqa: E402
 import numpy as np  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
 
-from gluonperf.benchmark import measure_interleaved  # noqa: E402
+from gluonperf.benchmark import environment, measure_interleaved  # noqa: E402
 from gluonperf.bench import size_bytes  # noqa: E402
 from gluonperf.footprint import footprint  # noqa: E402
 from gluonperf.models import get_model, input_shape  # noqa: E402
@@ -91,6 +92,8 @@ def main(argv=None):
     memory = footprint(args.model, [args.batch_size], [ctx], ["hybrid", "static"], [0, n], steps=args.steps,
                        budgets=[args.budget], progress=lambda: print(".", end="", file=sys.stderr, flush=True))
     print(file=sys.stderr)
+    if args.json:  # the memory runs took most of the time: a run stopped during timing keeps them
+        write_jsonl(memory, args.json, environment([ctx]))
     runs = {r.name: r.metrics for r in memory if r.bench == "footprint" and r.metrics["batch_size"] == args.batch_size}
     print(format_table([r for r in memory if r.bench == "footprint"],
                        ["name", "batch_size", "model_bytes", "peak_above_bytes", "bytes_per_sample", "needs_bytes",
@@ -123,7 +126,6 @@ def main(argv=None):
                        "target: peak above the model <= %.2f x and step time <= %.2f x the plain step's"
                        % (MEMORY_TARGET, TIME_TARGET)))
     if args.json:
-        from gluonperf.benchmark import environment
         write_jsonl(memory + timing + checks, args.json, environment([ctx]))
 
 

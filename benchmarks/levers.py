@@ -103,6 +103,13 @@ def candidates(batch_size, model="resnet18"):
     return out
 
 
+def spins_when_idle(candidate):
+    """True for a candidate whose OpenMP threads never sleep (GOMP_SPINCOUNT=infinite): in a
+    paired sweep it waits warm beside the others, spinning on both cores, and every other
+    candidate ran 4-8x slower beside it (LEVERS.md, third and fifteenth sessions)."""
+    return str(dict(candidate.env).get("GOMP_SPINCOUNT", "")).lower() == "infinite"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--batch-size", type=cli.positive_int, default=64, help="global batch size (default: %(default)s)")
@@ -113,13 +120,24 @@ def main(argv=None):
     p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")
     args = p.parse_args(argv)
     cands = candidates(args.batch_size)
+    spinning = [i for i, c in enumerate(cands) if spins_when_idle(c)]
     if args.only:
         items = [i.strip() for i in args.only.split(",")]
         if not all(i.isdigit() and int(i) < len(cands) for i in items):
             raise cli.UserError("--only %r: give candidate numbers from 1 to %d, comma-separated (0, the book "
                                 "loop, always runs)" % (args.only, len(cands) - 1))
         keep = {0} | {int(i) for i in items}
+        bad = sorted(keep & set(spinning))
+        if bad:
+            raise cli.UserError("--only: candidate %d (%s) cannot run in this sweep: its idle OpenMP threads spin "
+                                "for ever and take the cores from every other candidate (LEVERS.md); leave it out"
+                                % (bad[0], cands[bad[0]].name))
         cands = [c for i, c in enumerate(cands) if i in keep]
+    else:
+        for i in spinning:
+            cli.note("note: left out %r: its idle OpenMP threads spin for ever and would take the cores from the "
+                     "other candidates" % cands[i].name)
+        cands = [c for i, c in enumerate(cands) if i not in spinning]
     # a library the loader cannot find is ignored with a warning: the run would measure without it
     preloads = {c.name: dict(c.env).get("LD_PRELOAD") for c in cands}
     missing = [c.name for c in cands if preloads[c.name] and not os.path.isfile(preloads[c.name])]

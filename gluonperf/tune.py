@@ -29,7 +29,7 @@ from typing import Optional, Tuple
 
 from . import UserError, guard
 from .advice import TAKEN_VARIABLE, TEMP_COPY_FOR_CONTEXTS, idle_warnings, physical_cores, recommended_threads
-from .precision import has_amx
+from .precision import has_bf16
 from .records import Result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -419,9 +419,9 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
                                          MXNET_CPU_TEMP_COPY=1))
             return out
         stages.append(("contexts", split))
-    if (runner is not None and runner.module == "gluonperf.train" and has_amx()
+    if (runner is not None and runner.module == "gluonperf.train" and has_bf16()
             and all(c.startswith("cpu") for c in contexts)):
-        # bfloat16 mixed precision: a lever of the arithmetic, so only where it can pay (AMX)
+        # bfloat16 mixed precision: a lever of the arithmetic, so only where it can pay (AMX, AVX512-BF16)
         stages.append(("dtype", lambda b: [b, b.with_flags("dtype=bfloat16", dtype="bfloat16")]))
     return stages
 
@@ -519,7 +519,7 @@ def build_parser():
                                     "where the kernel leaves them to madvise),bulk (bulk execution),optimizer "
                                     "(MXNet's multi-tensor SGD update against gluonperf's per-parameter one),"
                                     "openmp (thread binding),contexts,dtype (bfloat16 mixed precision; train runner, "
-                                    "CPUs with AMX) (default: all)")
+                                    "CPUs with AMX or AVX512-BF16) (default: all)")
     p.add_argument("--runner", choices=("auto", "train", "steprate"), default="auto",
                    help="what runs a candidate: gluonperf.train --dataset synthetic, or the small "
                         "gluonperf.steprate worker (default: train when it exists)")

@@ -322,6 +322,7 @@ def test_throughput_suite_tiny(tmp_path):
     ("train_throughput", ["--batch-sizes", "64,x"]), ("train_throughput", ["--batch-sizes", "64,0"]),
     ("train_throughput", ["--steps", "0"]), ("train_throughput", ["--rounds", "-1"]),
     ("train_throughput", ["--model", "bogus"]), ("levers", ["--steps", "0"]), ("levers", ["--batch-size", "x"]),
+    ("levers", ["--only", "4,19"]),  # GOMP_SPINCOUNT=infinite: it would take the cores from the others
     ("checkpointing", ["--steps", "0"]), ("checkpointing", ["--segments", "0"]), ("hybridize_suite", ["--repeat", "0"]),
 ])
 def test_suites_bad_input_is_one_line(script, args, tmp_path):
@@ -351,6 +352,35 @@ def test_model_variants_suite_tiny(tmp_path):
     rows = records(out)
     assert len(rows) == 3 and rows[0]["name"] == "book (F.relu)" and rows[0]["ratio"] == 1
     assert all(r["images_per_s"] > 0 and r["ratio_min"] <= r["ratio"] <= r["ratio_max"] for r in rows)
+
+
+def test_checkpointing_suite_stopped_during_timing_keeps_the_memory_records(tmp_path):
+    """The memory runs (fresh processes) take most of the suite's time: they are in --json
+    as soon as they finish, so a run stopped while it times the steps keeps them."""
+    out = tmp_path / "ckpt.json"
+    env, mark = marked_env()
+    proc = subprocess.Popen([PY, "benchmarks/checkpointing.py", "--model", "lenet", "--batch-size", "4",
+                             "--segments", "2", "--steps", "1", "--budget", "64M", "--rounds", "1000000",
+                             "--json", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + TIMEOUT
+        while not out.exists() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        assert out.exists() and proc.poll() is None, "no memory records before the timing: %s" % (
+            proc.stderr.read() if proc.poll() is not None else "still running")
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0 and "Traceback" not in err, err
+    rows = records(out)
+    assert {r["bench"] for r in rows} == {"footprint", "footprint-budget"}, rows
+    assert {r["name"] for r in rows if r["bench"] == "footprint"} >= {"hybrid", "static", "hybrid ckpt2"}
+    assert all(r["peak_above_bytes"] > 0 for r in rows if r["bench"] == "footprint" and not r.get("error"))
+    assert not processes_of(mark)
 
 
 def _wait_for_children(proc, count=1, timeout=120):

@@ -255,9 +255,9 @@ def test_the_winners_warnings_know_that_train_sets_its_own_threads(monkeypatch):
 def test_dtype_lever_only_where_bfloat16_can_pay_and_its_winner_is_flagged(monkeypatch):
     import gluonperf.tune as t
     from gluonperf.records import Result
-    monkeypatch.setattr(t, "has_amx", lambda: False)
+    monkeypatch.setattr(t, "has_bf16", lambda: False)
     assert "dtype" not in dict(levers(Candidate("b"), ["cpu0"], [64], ["device"], cores=2, runner=TRAIN))
-    monkeypatch.setattr(t, "has_amx", lambda: True)
+    monkeypatch.setattr(t, "has_bf16", lambda: True)
     assert [c.flag("dtype") for c in stage("dtype")] == [None, "bfloat16"]
     assert "dtype" not in dict(levers(Candidate("b"), ["cpu0"], [64], ["device"], cores=2, runner=STEPRATE))
     assert "dtype" not in dict(levers(Candidate("b"), ["gpu0"], [64], ["device"], cores=2, runner=TRAIN))
