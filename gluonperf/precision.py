@@ -10,7 +10,7 @@ tile registers (arch_prctl(ARCH_REQ_XCOMP_PERM), Linux 5.16+); without that perm
 the first AMX instruction kills the process (SIGILL). Without AMX, oneDNN runs
 bfloat16 on AVX512-BF16, where it depends on the CPU: 0.69x float32 for a convolution on
 an Intel Xeon with AMX turned off, 1.7x float32 for ResNet-18's training on an AMD EPYC
-Zen 5 (benchmarks/LEVERS.md); `gluonperf.tune --levers dtype` measures it.
+Zen 5 (benchmarks/LEVERS.md); `gluonperf.tune --levers hybridize,dtype` measures it.
 
 `prepare(dtype)` does the environment part and must run before MXNet is loaded;
 `enable(dtype, contexts)` switches AMP on and must run before the model is built.
@@ -19,7 +19,8 @@ import ctypes
 import os
 
 DTYPES = ("float32", "bfloat16")
-MEASURE = "measure it here (python -m gluonperf.tune --levers dtype) and check that your model learns as well"
+MEASURE = ("measure it here (python -m gluonperf.tune --levers hybridize,dtype) and check that your model "
+           "learns as well")
 AMX_ISA = "AVX512_CORE_AMX"
 _ARCH_REQ_XCOMP_PERM = 0x1023   # linux/arch/x86/include/uapi/asm/prctl.h
 _XFEATURE_XTILEDATA = 18

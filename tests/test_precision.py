@@ -56,9 +56,9 @@ def test_avx512_bf16_without_amx_is_left_to_a_measurement():
     env = {}
     flags = {"avx512f", "avx512_bf16"}
     note = prepare("bfloat16", env, flags=flags, request=lambda: pytest.fail("asked for AMX"))
-    assert env == {} and "no AMX" in note and "use float32" not in note and "--levers dtype" in note
+    assert env == {} and "no AMX" in note and "use float32" not in note and "--levers hybridize,dtype" in note
     float32_hint = hint("float32", [mx.cpu()], flags=flags)
-    assert "AVX512-BF16" in float32_hint and "--levers dtype" in float32_hint
+    assert "AVX512-BF16" in float32_hint and "--levers hybridize,dtype" in float32_hint
     assert has_bf16(flags) and has_bf16(AMX) and not has_bf16({"avx2", "fma"})
     assert hint("float32", [mx.cpu()], flags={"avx2", "fma"}) is None
 
