@@ -3,7 +3,7 @@ CPU needs for it to pay.
 
 `--dtype bfloat16` runs convolutions and dense layers in bfloat16 (`amp.init`: MXNet
 casts their inputs; weights, gradients, BatchNorm, the loss and the optimizer stay
-float32, so checkpoints are the same as float32 runs'). It pays only on CPUs with
+float32, so checkpoints are the same as float32 runs'). It pays most on CPUs with
 Intel AMX: MXNet 1.9.1's oneDNN 2.4 uses AMX only when told to
 (DNNL_MAX_CPU_ISA=AVX512_CORE_AMX) and only in a process Linux allowed to use the AMX
 tile registers (arch_prctl(ARCH_REQ_XCOMP_PERM), Linux 5.16+); without that permission
