@@ -13,6 +13,7 @@ import os
 import sys
 
 from . import UserError
+from .cli import check_output_path
 from .records import Result, format_table, format_value, read_jsonl, write_jsonl
 
 # Fields that identify what a record measured (not how fast it went).
@@ -202,8 +203,7 @@ def main(argv=None):
             argv[i:i + 2] = ["--fail-above=" + argv[i + 1]]
             break
     args = build_parser().parse_args(argv)
-    if args.json and (os.path.isdir(args.json) or not os.access(os.path.dirname(os.path.abspath(args.json)), os.W_OK)):
-        raise UserError("--json %s cannot be written; give a file path in a writable directory" % args.json)
+    check_output_path(args.json, "--json")  # as every command: before the work, not after it
     old = load(args.old, "OLD")
     new = load(args.new, "NEW")
     results = compare(old, new, args.fail_above, args.metric)

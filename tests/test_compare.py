@@ -127,3 +127,23 @@ def test_cli_json_output(tmp_path, run):
     assert p.returncode == 0, p.stderr
     row = json.loads(out.read_text().splitlines()[0])
     assert row["status"] == "improved" and row["change"] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("where", ["a-file/out.json", "a-dir"])
+def test_cli_refuses_an_unwritable_json_as_one_line(tmp_path, run, where):
+    """The same check as every other command's --json (cli.check_output_path), before reading."""
+    old = write(tmp_path / "old.json", [rec("book", per_s=100.0)])
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "a-dir").mkdir()
+    p = run("gluonperf.compare", old, old, "--json", str(tmp_path / where))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "--json" in p.stderr, p.stderr
+    assert (tmp_path / "a-file").read_text() == "" and list((tmp_path / "a-dir").iterdir()) == []
+
+
+def test_cli_json_into_a_new_directory(tmp_path, run):
+    old = write(tmp_path / "old.json", [rec("book", per_s=100.0)])
+    out = tmp_path / "new" / "dir" / "cmp.json"
+    p = run("gluonperf.compare", old, old, "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    assert json.loads(out.read_text().splitlines()[0])["status"]
