@@ -1,3 +1,4 @@
+import contextlib
 import fcntl
 import os
 import subprocess
@@ -44,9 +45,19 @@ def _share_the_cores(request, tmp_path_factory):
     commands, which mostly wait for MXNet to load, and run side by side unharmed. A test
     marked `alone` takes the cores to itself: a lock file shared by the workers, held
     shared by every test and exclusively by an `alone` one."""
+    with cores(tmp_path_factory, alone=bool(request.node.get_closest_marker("alone"))):
+        yield
+
+
+@contextlib.contextmanager
+def cores(tmp_path_factory, alone=False):
+    """The cores lock (see `_share_the_cores`), shared or, for `alone`, exclusive. A fixture
+    wider than a test that runs commands (test_report's module fixtures) is set up before
+    the test's own lock is taken, so it takes the shared lock itself: otherwise it runs
+    beside an `alone` test on the other worker, which then finds the machine busy."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
     with open(tmp_path_factory.getbasetemp().parent / "cores.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX if request.node.get_closest_marker("alone") else fcntl.LOCK_SH)
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         yield
