@@ -17,7 +17,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gluonperf import cli  # noqa: E402
-from gluonperf.tune import HUGE_PAGES, STEPRATE, Candidate, Runner, Sweeps, paired_sweep  # noqa: E402
+from gluonperf.tune import HUGE_PAGES, STEPRATE, Candidate, Runner, Sweeps, paired_sweep, spins_when_idle  # noqa: E402
 
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"  # Debian's libjemalloc2
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"  # Debian's libtcmalloc-minimal4
@@ -101,13 +101,6 @@ def candidates(batch_size, model="resnet18"):
         static2.with_env("train defaults + MXNET_CPU_PARALLEL_SIZE=4096", MXNET_CPU_PARALLEL_SIZE=4096),
     ]
     return out
-
-
-def spins_when_idle(candidate):
-    """True for a candidate whose OpenMP threads never sleep (GOMP_SPINCOUNT=infinite): in a
-    paired sweep it waits warm beside the others, spinning on both cores, and every other
-    candidate ran 4-8x slower beside it (LEVERS.md, third and fifteenth sessions)."""
-    return str(dict(candidate.env).get("GOMP_SPINCOUNT", "")).lower() == "infinite"
 
 
 def main(argv=None):

@@ -314,12 +314,24 @@ class Worker:
         self.err.close()
 
 
+def spins_when_idle(candidate):
+    """True for a candidate whose OpenMP threads never sleep (GOMP_SPINCOUNT=infinite): waiting
+    warm in a paired sweep, it spins on the cores, and every other candidate ran 4-8x slower
+    beside it (benchmarks/LEVERS.md, third and fifteenth sessions)."""
+    return str(dict(candidate.env).get("GOMP_SPINCOUNT", "")).lower() == "infinite"
+
+
 def paired_sweep(candidates, runner, steps, rounds=5, lever="", progress=None, timeout=900, log=None,
                  sweeps=None):
     """Like `sweep` (same sandwich B c1 B c2 B ...), but each candidate is ONE warmed-up
     process (started once, with its own environment) that runs `steps` steps when asked
     while the others wait idle: rounds are short, and start-up and warm-up are paid
-    once and never timed."""
+    once and never timed. ValueError for a candidate that `spins_when_idle`: it would
+    slow every other one (`sweep` runs it alone, in a process that exits)."""
+    spinning = [c.name for c in candidates if spins_when_idle(c)]
+    if spinning:
+        raise ValueError("%r cannot wait warm beside the other candidates: its idle OpenMP threads spin for ever "
+                         "and take the cores from them; leave it out, or measure it with sweep" % spinning[0])
     figures, ratios, errors = _tables(candidates, runner, steps, lever, sweeps)
     workers = {}
     try:

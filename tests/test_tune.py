@@ -45,6 +45,17 @@ def test_sweep_ranks_by_ratio_and_records_failures(tmp_path):
     assert by["fast"]["env_vars"]["FAKE_RATE"] == "25"
 
 
+def test_paired_sweep_refuses_a_candidate_that_spins_when_idle(tmp_path):
+    """GOMP_SPINCOUNT=infinite, waiting warm beside the others, ran them 8x slower (LEVERS.md):
+    refused before any process starts."""
+    starts = tmp_path / "starts"
+    base = Candidate("base", (("FAKE_STARTS", str(starts)),), (("batch_size", "8"),))
+    with pytest.raises(ValueError, match="'spins'.*spin for ever"):
+        paired_sweep([base, base.with_env("spins", GOMP_SPINCOUNT="INFINITE")], Runner("fake_worker", serves=True),
+                     steps=1, rounds=1)
+    assert not starts.exists()
+
+
 def test_paired_sweep_keeps_one_process_per_candidate(tmp_path):
     (tmp_path / "fake_worker.py").write_text(FAKE)
     runner = Runner("fake_worker", serves=True)
