@@ -19,8 +19,9 @@ import ctypes
 import os
 
 DTYPES = ("float32", "bfloat16")
-MEASURE = ("measure it here (python -m gluonperf.tune --levers hybridize,dtype) and check that your model "
-           "learns as well")
+# AVX512-BF16 without AMX, as measured (benchmarks/LEVERS.md, fourth and fifteenth sessions), and what to do
+WITHOUT_AMX = ("slower than float32 on an Intel Xeon and 1.7x faster on an AMD EPYC Zen 5; measure it here "
+               "(python -m gluonperf.tune --levers hybridize,dtype) and check that your model learns as well")
 AMX_ISA = "AVX512_CORE_AMX"
 _ARCH_REQ_XCOMP_PERM = 0x1023   # linux/arch/x86/include/uapi/asm/prctl.h
 _XFEATURE_XTILEDATA = 18
@@ -90,8 +91,7 @@ def prepare(dtype, environ=None, flags=None, request=request_amx):
                 "(gluonperf set DNNL_MAX_CPU_ISA=%s, as oneDNN 2.4 leaves AMX off); weights, BatchNorm and "
                 "the optimizer stay float32" % AMX_ISA)
     if "avx512_bf16" in flags:
-        return ("--dtype bfloat16: this CPU has no AMX, so oneDNN runs bfloat16 on AVX512-BF16, which was "
-                "slower than float32 on an Intel Xeon and 1.7x faster on an AMD EPYC Zen 5; " + MEASURE)
+        return "--dtype bfloat16: this CPU has no AMX, so oneDNN runs bfloat16 on AVX512-BF16, which was " + WITHOUT_AMX
     return ("--dtype bfloat16: this CPU has no bfloat16 instructions (no AMX, no AVX512-BF16): oneDNN "
             "emulates them, far slower than float32; use float32")
 
@@ -120,8 +120,7 @@ def hint(dtype, contexts, flags=None):
     if has_amx(flags):
         return ("this CPU has AMX: --dtype bfloat16 (mixed precision; float32 weights) can train much faster "
                 "here; check that it learns as well for your model")
-    return ("this CPU has AVX512-BF16: --dtype bfloat16 (mixed precision; float32 weights) trained 1.7x faster "
-            "than float32 on an AMD EPYC Zen 5 and slower on an Intel Xeon; " + MEASURE)
+    return "this CPU has AVX512-BF16: --dtype bfloat16 (mixed precision; float32 weights) was " + WITHOUT_AMX
 
 
 def label(dtype):
