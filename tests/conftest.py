@@ -3,6 +3,7 @@ import fcntl
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -60,4 +61,17 @@ def cores(tmp_path_factory, alone=False):
         return
     with open(tmp_path_factory.getbasetemp().parent / "cores.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if alone:
+            _wait_for_quiet()
         yield
+
+
+def _wait_for_quiet(timeout=30.0, busy=0.25):
+    """With the lock held alone, wait until the machine is idle (below `busy` of its CPU time
+    over half a second): the processes of the tests that ran before (commands still exiting,
+    a browser closing) outlive their tests' locks. After `timeout` the test runs anyway, and
+    one that needs an idle machine says what it found."""
+    import psutil
+    deadline = time.monotonic() + timeout
+    while psutil.cpu_percent(interval=0.5) / 100.0 >= busy and time.monotonic() < deadline:
+        pass
