@@ -4,6 +4,7 @@ CLIs parse arguments, call an experiment, and hand its records here; they never
 compute. Bad input is one line on stderr and a non-zero exit, never a traceback.
 """
 import argparse
+import atexit
 import errno
 import math
 import os
@@ -290,6 +291,20 @@ def worker_entry(worker, module, command, argv=None):
     worker(argv[0])
 
 
+def _quiet_mxnet_shutdown(base):
+    """After an MXNet error has been reported: MXNet's exit hook raises again what another
+    context's operator failed with (its engine keeps that error), and Python prints the
+    traceback. The hook still runs, with its error dropped: the one line has said it."""
+    atexit.unregister(base._notify_shutdown)
+
+    def notify_shutdown():
+        try:
+            base._notify_shutdown()
+        except base.MXNetError:
+            pass
+    atexit.register(notify_shutdown)
+
+
 def run(main, prog, argv=None):
     """Run `main(argv)`, turning bad input and MXNet errors into one line and an exit code.
 
@@ -333,6 +348,7 @@ def run(main, prog, argv=None):
         if "allocate" in line.lower() and "memory" in line.lower():
             line += " (out of memory: use smaller sizes, e.g. a lower --batch-size)"
         print("%s: MXNet error: %s" % (prog, line), file=sys.stderr)
+        _quiet_mxnet_shutdown(base)
         code = 1
     finally:
         argparse.ArgumentParser.error = usage_error
