@@ -142,6 +142,12 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.dtype == "bfloat16" and args.runner == "steprate":
         p.error("--dtype bfloat16 needs --runner train")
+    if args.dtype == "bfloat16":
+        from gluonperf.precision import check
+        try:  # refused before any run starts, not by every gluonperf.train run
+            check(args.dtype, [])
+        except ValueError as e:
+            p.error("--%s" % e)
     from gluonperf.models import list_models
     models = list_models()
     if args.model not in models:

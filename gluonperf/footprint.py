@@ -115,10 +115,10 @@ def _peak(usage, contexts):
 def check_dtype(dtype, contexts, checkpoint=(0,)):
     """UserError for a dtype the step cannot run here: unknown, bfloat16 off the CPU, or
     bfloat16 with checkpointing (MXNet 1.9.1's AMP breaks the recomputed segments' backward)."""
-    precision.check_flag(dtype, contexts)
-    if dtype == "bfloat16" and any(checkpoint):
+    if dtype == "bfloat16" and any(checkpoint):  # flags that conflict on any machine: said first
         raise UserError("checkpointing does not work with bfloat16 (MXNet 1.9.1's AMP breaks the recomputed "
                         "segments' backward); use --checkpoint 0")
+    precision.check_flag(dtype, contexts)
 
 
 def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0, steps=5, warmup=1,

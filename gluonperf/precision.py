@@ -11,6 +11,8 @@ the first AMX instruction kills the process (SIGILL). Without AMX, oneDNN runs
 bfloat16 on AVX512-BF16, where it depends on the CPU: 0.69x float32 for a convolution on
 an Intel Xeon with AMX turned off, 1.7x float32 for ResNet-18's training on an AMD EPYC
 Zen 5 (benchmarks/LEVERS.md); `gluonperf.tune --levers hybridize,dtype` measures it.
+oneDNN 2.4 has no bfloat16 kernels below AVX-512 (on an AVX2 AMD EPYC Zen 3, creating a
+bfloat16 convolution or dense layer fails): there `check` refuses bfloat16 before anything runs.
 
 `prepare(dtype)` does the environment part and must run before MXNet is loaded;
 `enable(dtype, contexts)` switches AMP on and must run before the model is built.
@@ -23,6 +25,10 @@ DTYPES = ("float32", "bfloat16")
 WITHOUT_AMX = ("slower than float32 on an Intel Xeon and 1.7x faster on an AMD EPYC Zen 5; measure it here "
                "(python -m gluonperf.tune --levers hybridize,dtype) and check that your model learns as well")
 AMX_ISA = "AVX512_CORE_AMX"
+# oneDNN 2.4's bfloat16 kernels need avx512_core (AVX-512 F, BW, VL and DQ): natively on AVX512-BF16
+# and AMX, emulated on the rest; DNNL_MAX_CPU_ISA set to one of these ISAs keeps it below that
+AVX512_CORE = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq"})
+ISAS_BELOW_AVX512_CORE = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX512_MIC", "AVX512_MIC_4OPS")
 _ARCH_REQ_XCOMP_PERM = 0x1023   # linux/arch/x86/include/uapi/asm/prctl.h
 _XFEATURE_XTILEDATA = 18
 _SYS_ARCH_PRCTL = 158           # x86-64
@@ -90,10 +96,25 @@ def prepare(dtype, environ=None, flags=None, request=request_amx):
         return ("--dtype bfloat16: convolutions and dense layers run in bfloat16 on the CPU's AMX units "
                 "(gluonperf set DNNL_MAX_CPU_ISA=%s, as oneDNN 2.4 leaves AMX off); weights, BatchNorm and "
                 "the optimizer stay float32" % AMX_ISA)
+    if why_no_bf16(environ, flags):
+        return None  # `check` refuses it, in one line, once the flags are parsed
     if "avx512_bf16" in flags:
         return "--dtype bfloat16: this CPU has no AMX, so oneDNN runs bfloat16 on AVX512-BF16, which was " + WITHOUT_AMX
     return ("--dtype bfloat16: this CPU has no bfloat16 instructions (no AMX, no AVX512-BF16): oneDNN "
-            "emulates them, far slower than float32; use float32")
+            "emulates them on AVX-512, which gluonperf has not measured; expect it slower than float32")
+
+
+def why_no_bf16(environ=None, flags=None):
+    """Why oneDNN 2.4 cannot run bfloat16 in this process (one phrase), or None where it can:
+    a CPU without AVX-512, or DNNL_MAX_CPU_ISA set below it."""
+    environ = os.environ if environ is None else environ
+    flags = cpu_flags() if flags is None else flags
+    if not AVX512_CORE <= flags:
+        return "this CPU has no AVX-512 (%s)" % ("AVX2 at most" if "avx2" in flags else "nor AVX2")
+    isa = environ.get("DNNL_MAX_CPU_ISA", "").strip().upper()
+    if isa in ISAS_BELOW_AVX512_CORE:
+        return "DNNL_MAX_CPU_ISA=%s keeps oneDNN below AVX-512" % isa
+    return None
 
 
 def has_bf16(flags=None):
@@ -128,22 +149,29 @@ def label(dtype):
     return "" if dtype == "float32" else ", %s mixed precision" % dtype
 
 
-def check(dtype, contexts):
-    """ValueError for an unknown dtype, or bfloat16 on a non-CPU context (MXNet 1.9's
-    bfloat16 kernels are oneDNN's, CPU only)."""
+def check(dtype, contexts, environ=None, flags=None):
+    """ValueError for an unknown dtype, bfloat16 on a non-CPU context (MXNet 1.9's
+    bfloat16 kernels are oneDNN's, CPU only), or bfloat16 where oneDNN has no kernels
+    for it (`why_no_bf16`)."""
     if dtype not in DTYPES:
         raise ValueError("dtype %r: use one of %s" % (dtype, ", ".join(DTYPES)))
+    if dtype != "bfloat16":
+        return
     others = [str(c) for c in contexts if c.device_type != "cpu"]
-    if dtype == "bfloat16" and others:
+    if others:
         raise ValueError("dtype bfloat16 runs on CPU contexts only (MXNet's bfloat16 kernels are oneDNN's); "
                          "%s is not one: use float32 there" % ", ".join(others))
+    why = why_no_bf16(environ, flags)
+    if why:
+        raise ValueError("dtype bfloat16 needs AVX-512 (MXNet 1.9.1's oneDNN has no bfloat16 kernels below it), "
+                         "and %s: use float32" % why)
 
 
-def check_flag(dtype, contexts):
+def check_flag(dtype, contexts, environ=None, flags=None):
     """`check` for a command's --dtype flag: the same refusal as a one-line UserError."""
     from . import UserError
     try:
-        check(dtype, contexts)
+        check(dtype, contexts, environ, flags)
     except ValueError as e:
         raise UserError("--%s" % e)
 

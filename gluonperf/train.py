@@ -195,11 +195,11 @@ def check(args, ctxs):
         check_segments(get_model(args.model), args.checkpoint_segments)
         if args.scaling:
             raise UserError("--scaling times the plain step; drop --checkpoint-segments (bench footprint measures it)")
-    from .precision import check_flag
-    check_flag(args.dtype, ctxs)
-    if args.dtype == "bfloat16" and args.checkpoint_segments:
+    if args.dtype == "bfloat16" and args.checkpoint_segments:  # flags that conflict on any machine: said first
         raise UserError("--checkpoint-segments does not work with --dtype bfloat16 (MXNet 1.9.1's AMP breaks "
                         "the recomputed segments' backward); use one or the other")
+    from .precision import check_flag
+    check_flag(args.dtype, ctxs)
     if not args.scaling and args.warmup_epochs > args.epochs:  # training.lr_schedule cuts it to the run
         cli.note("note: --warmup-epochs %d is longer than the run (%d epoch(s)): the warm-up takes the whole run "
                  "and reaches --lr %g only at its end" % (args.warmup_epochs, args.epochs, args.lr))

@@ -34,6 +34,18 @@ def run():
     return run_module
 
 
+def _why_no_bfloat16():
+    from gluonperf.precision import why_no_bf16
+    return why_no_bf16(clean_env())
+
+
+# Tests that train or measure in bfloat16: oneDNN 2.4 has no bfloat16 kernels below AVX-512, where
+# the commands refuse it (tested in test_precision and test_commands, on every machine, with
+# DNNL_MAX_CPU_ISA=AVX2); pytest reports these as skipped there, with the reason.
+needs_bfloat16 = pytest.mark.skipif(_why_no_bfloat16() is not None,
+                                    reason="no bfloat16 here: %s" % _why_no_bfloat16())
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "alone: the test measures time or the machine's load (or makes load), so under "

@@ -177,6 +177,46 @@ def test_bad_input_is_the_only_line_even_after_the_thread_default(argv, tmp_path
     assert "error:" in p.stderr
 
 
+@pytest.mark.parametrize("argv", [
+    ["-m", "gluonperf.train", "--dataset", "digits", "--model", "lenet", "--ctx", "cpu0,cpu1", "--epochs", "1"],
+    ["-m", "gluonperf.profile", "--model", "lenet", "--batch-size", "16", "--ceiling", "quick"],
+    ["-m", "gluonperf.bench", "footprint", "--model", "lenet", "--batch-sizes", "16"],
+    ["benchmarks/train_throughput.py", "--batch-sizes", "16", "--rounds", "1"],
+], ids=["train", "profile", "bench-footprint", "train_throughput"])
+def test_bfloat16_below_avx512_is_one_line_before_anything_runs(argv, tmp_path):
+    """oneDNN 2.4 has no bfloat16 kernels below AVX-512: on an AVX2 AMD EPYC Zen 3, `train
+    --dtype bfloat16` died in MXNet ("could not create a primitive descriptor iterator")
+    with a traceback from MXNet's exit hook. DNNL_MAX_CPU_ISA=AVX2 holds oneDNN there on any
+    x86 CPU, so the refusal is tested on every machine."""
+    out = tmp_path / "out.jsonl"
+    p = command([*argv, "--dtype", "bfloat16", "--json", str(out)], tmp_path, timeout=120, DNNL_MAX_CPU_ISA="AVX2")
+    lines = [l for l in p.stderr.strip().splitlines() if not l.startswith(("note: ", "warning: "))]
+    assert p.returncode == 2 and p.stdout == "" and "Traceback" not in p.stderr, p.stderr
+    assert len(lines) == 1 and "--dtype bfloat16 needs AVX-512" in lines[0] and "use float32" in lines[0], p.stderr
+    assert not out.exists()
+
+
+def test_an_mxnet_error_on_two_contexts_leaves_no_traceback_at_exit(tmp_path):
+    """An operator that fails on each of two contexts: the command reports the first in one
+    line, and MXNet's exit hook raised the other again, with a traceback (before cli.run
+    dropped it). A bfloat16 convolution under DNNL_MAX_CPU_ISA=AVX2 fails on any x86 CPU."""
+    code = ("import mxnet as mx\n"
+            "from mxnet.contrib.amp.amp import bfloat16\n"
+            "from gluonperf import cli\n"
+            "def main(argv):\n"
+            "    outs = []\n"
+            "    for i in range(2):\n"
+            "        x = mx.nd.amp_cast(mx.nd.ones((2, 3, 8, 8), ctx=mx.cpu(i)), dtype=bfloat16)\n"
+            "        w = mx.nd.amp_cast(mx.nd.ones((4, 3, 3, 3), ctx=mx.cpu(i)), dtype=bfloat16)\n"
+            "        outs.append(mx.nd.Convolution(x, w, kernel=(3, 3), no_bias=True, num_filter=4))\n"
+            "    outs[0].wait_to_read()\n"
+            "cli.run(main, 'two-errors')\n")
+    p = command(["-c", code], tmp_path, timeout=60, DNNL_MAX_CPU_ISA="AVX2")
+    assert p.returncode == 1 and "Traceback" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr
+    ours = [l for l in p.stderr.splitlines() if l.startswith("two-errors")]
+    assert ours == ["two-errors: MXNet error: MXNetError: could not create a primitive descriptor iterator"], p.stderr
+
+
 def test_bench_memory_plot_and_json(tmp_path):
     out, png = tmp_path / "m.json", tmp_path / "m.png"
     p = command(["-m", "gluonperf.bench", "memory", "--batches", "6", "--every", "1,2", "--batch-size", "64",

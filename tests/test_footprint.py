@@ -6,6 +6,7 @@ import pytest
 from gluonperf import UserError
 from gluonperf.bench import size_bytes
 from gluonperf.footprint import effective_configs, fit_line, footprint, largest_batch, parameter_bytes
+from conftest import needs_bfloat16
 from gluonperf.records import read_jsonl
 
 MiB = 2 ** 20
@@ -89,6 +90,7 @@ def test_footprint_on_two_contexts(run):
     assert "cpu(0),cpu(1)" in p.stdout.splitlines()[0]
 
 
+@needs_bfloat16
 def test_bfloat16_step_in_the_workers(run, tmp_path):
     """Each fresh worker process runs the step under bfloat16 AMP (and asks for AMX itself)."""
     out = tmp_path / "fp.jsonl"

@@ -6,9 +6,12 @@ import mxnet as mx
 import pytest
 
 from gluonperf import UserError
-from gluonperf.precision import AMX_ISA, check_flag, dtype_in_argv, enable, has_bf16, hint, prepare
+from gluonperf.precision import (AMX_ISA, AVX512_CORE, check, check_flag, dtype_in_argv, enable, has_bf16, hint,
+                                  prepare, why_no_bf16)
 
-AMX = {"avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8"}
+AMX = {"avx2", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8"} | AVX512_CORE
+AVX512_BF16 = {"avx2", "avx512_bf16"} | AVX512_CORE
+AVX2 = {"avx2", "fma"}  # an AMD EPYC Zen 3, say: oneDNN 2.4 has no bfloat16 kernels for it
 
 
 def test_float32_changes_nothing():
@@ -43,10 +46,30 @@ def test_without_the_permission_amx_is_never_allowed():
     assert env == {} and "unset your DNNL_MAX_CPU_ISA=AVX512_CORE_AMX" in note
 
 
-def test_cpus_without_bfloat16_instructions_are_told_to_use_float32():
+def test_avx512_without_bfloat16_instructions_is_told_it_is_emulated():
     env = {}
-    note = prepare("bfloat16", env, flags={"avx2", "fma"}, request=lambda: pytest.fail("asked for AMX"))
-    assert env == {} and "no bfloat16 instructions" in note and "use float32" in note
+    note = prepare("bfloat16", env, flags={"avx2"} | AVX512_CORE, request=lambda: pytest.fail("asked for AMX"))
+    assert env == {} and "no bfloat16 instructions" in note and "emulates" in note
+    assert check("bfloat16", [mx.cpu()], environ={}, flags={"avx2"} | AVX512_CORE) is None
+
+
+def test_bfloat16_is_refused_below_avx512_where_onednn_has_no_kernels_for_it():
+    """On an AVX2 CPU (an AMD EPYC Zen 3, 2026-11-23) oneDNN 2.4 failed to create any bfloat16
+    convolution or dense layer: the command died in MXNet. Now it is refused before anything
+    runs, and so is a DNNL_MAX_CPU_ISA that holds oneDNN below AVX-512."""
+    assert why_no_bf16({}, AVX2) == "this CPU has no AVX-512 (AVX2 at most)"
+    assert why_no_bf16({}, {"sse4_2"}) == "this CPU has no AVX-512 (nor AVX2)"
+    assert why_no_bf16({"DNNL_MAX_CPU_ISA": "avx2"}, AMX) == "DNNL_MAX_CPU_ISA=AVX2 keeps oneDNN below AVX-512"
+    for isa in ("AVX512_CORE", "AVX512_CORE_BF16", AMX_ISA, "ALL"):
+        assert why_no_bf16({"DNNL_MAX_CPU_ISA": isa}, AMX) is None
+    assert why_no_bf16({}, AVX512_BF16) is None
+    with pytest.raises(ValueError, match=r"^dtype bfloat16 needs AVX-512 .*this CPU has no AVX-512 .*use float32$"):
+        check("bfloat16", [mx.cpu()], environ={}, flags=AVX2)
+    with pytest.raises(UserError, match=r"^--dtype bfloat16 needs AVX-512 .*DNNL_MAX_CPU_ISA=AVX2 keeps"):
+        check_flag("bfloat16", [mx.cpu(0), mx.cpu(1)], environ={"DNNL_MAX_CPU_ISA": "AVX2"}, flags=AMX)
+    assert check("float32", [mx.cpu()], environ={}, flags=AVX2) is None  # float32 runs anywhere
+    env = {}  # and nothing is set, or said, before the refusal
+    assert prepare("bfloat16", env, flags=AVX2, request=lambda: pytest.fail("asked for AMX")) is None and env == {}
 
 
 def test_avx512_bf16_without_amx_is_left_to_a_measurement():
@@ -54,13 +77,13 @@ def test_avx512_bf16_without_amx_is_left_to_a_measurement():
     1.7x faster on an AMD EPYC Zen 5 (LEVERS.md): the note says both and how to measure, and
     a float32 run there gets the same pointer."""
     env = {}
-    flags = {"avx512f", "avx512_bf16"}
+    flags = AVX512_BF16
     note = prepare("bfloat16", env, flags=flags, request=lambda: pytest.fail("asked for AMX"))
     assert env == {} and "no AMX" in note and "use float32" not in note and "--levers hybridize,dtype" in note
     float32_hint = hint("float32", [mx.cpu()], flags=flags)
     assert "AVX512-BF16" in float32_hint and "--levers hybridize,dtype" in float32_hint
-    assert has_bf16(flags) and has_bf16(AMX) and not has_bf16({"avx2", "fma"})
-    assert hint("float32", [mx.cpu()], flags={"avx2", "fma"}) is None
+    assert has_bf16(flags) and has_bf16(AMX) and not has_bf16(AVX2)
+    assert hint("float32", [mx.cpu()], flags=AVX2) is None
 
 
 def test_dtype_in_argv():
@@ -87,7 +110,7 @@ def test_the_commands_refuse_a_dtype_as_one_line_naming_the_flag():
         check_flag("bfloat16", [mx.cpu(0), mx.gpu(0)])
     with pytest.raises(UserError, match=r"^--dtype 'float16': use one of float32, bfloat16$"):
         check_flag("float16", [mx.cpu()])
-    assert check_flag("bfloat16", [mx.cpu(0), mx.cpu(1)]) is None
+    assert check_flag("bfloat16", [mx.cpu(0), mx.cpu(1)], environ={}, flags=AMX) is None
 
 
 def test_float32_runs_on_an_amx_cpu_hear_of_bfloat16():

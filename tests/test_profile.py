@@ -9,6 +9,7 @@ from mxnet.gluon import nn
 from gluonperf import UserError
 from gluonperf.ceiling import measure_ceiling, physical_bound
 from gluonperf.flops import count_flops, count_model_flops
+from conftest import needs_bfloat16
 from gluonperf.records import read_jsonl
 from gluonperf.step_profile import PARTS, REST, breakdown, busy_seconds, context_waits
 from gluonperf.training import TrainConfig
@@ -84,6 +85,7 @@ def test_peak_is_positive_and_below_a_generous_physical_bound():
     assert top.metrics["ceiling"]
 
 
+@needs_bfloat16
 def test_bfloat16_ceiling_leaves_out_openblas():
     """In this process oneDNN is not allowed AMX (no DNNL_MAX_CPU_ISA), so this measures what
     it then does with bfloat16; the command's own run gets AMX where the CPU has it."""
@@ -202,6 +204,7 @@ def test_two_contexts_communicate_and_write_every_output(run, tmp_path):
     assert len(rows) == len(records) and "bench" in rows[0]
 
 
+@needs_bfloat16
 def test_bfloat16_profile_holds_the_step_against_the_bfloat16_ceiling(run, tmp_path):
     from gluonperf.precision import has_amx
     out = tmp_path / "bf16.jsonl"

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from gluonperf import UserError
+from conftest import needs_bfloat16
 from gluonperf.records import read_jsonl
 from gluonperf.training import Diverged, EpochStats, TrainConfig, fit, hits, lr_schedule, read_checkpoint, scaling
 
@@ -46,6 +47,7 @@ def test_digits_on_two_contexts_learns(run, tmp_path):
     assert "epoch 1 batch 5/" in p.stderr  # the --log-interval line
 
 
+@needs_bfloat16
 def test_bfloat16_mixed_precision_learns_on_two_contexts(run, tmp_path):
     """--dtype bfloat16 (MXNet's AMP): learns as float32 does, reports its top-5 in float32,
     keeps float32 weights, and says on stderr what it set for the CPU."""
