@@ -29,7 +29,7 @@ from typing import Optional, Tuple
 
 from . import UserError, guard
 from .advice import TAKEN_VARIABLE, TEMP_COPY_FOR_CONTEXTS, idle_warnings, physical_cores, recommended_threads
-from .precision import has_bf16
+from .precision import has_bf16, why_no_bf16
 from .records import Result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -431,7 +431,7 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
                                          MXNET_CPU_TEMP_COPY=1))
             return out
         stages.append(("contexts", split))
-    if (runner is not None and runner.module == "gluonperf.train" and has_bf16()
+    if (runner is not None and runner.module == "gluonperf.train" and has_bf16() and not why_no_bf16()
             and all(c.startswith("cpu") for c in contexts)):
         # bfloat16 mixed precision: a lever of the arithmetic, so only where it can pay (AMX, AVX512-BF16)
         stages.append(("dtype", lambda b: [b, b.with_flags("dtype=bfloat16", dtype="bfloat16")]))
@@ -494,17 +494,36 @@ def _unique(cands):
     return out
 
 
+# What a lever needs to have a candidate besides its baseline (the others always have one)
+LEVER_NEEDS = {"threads": "more than one core", "data": "the train runner (the default)",
+               "allocator": "jemalloc or tcmalloc installed, or glibc's transparent huge pages left to madvise",
+               "contexts": "several contexts in --ctx",
+               "dtype": "the train runner (the default), CPU contexts and a CPU with AMX or AVX512-BF16"}
+
+
+def _candidate_counts(contexts, batch_sizes, kvstores, only=None, runner=None):
+    """{lever: candidates including its baseline} of the levers (of `only`, or all) that have
+    a candidate besides the baseline here."""
+    base = Candidate("b", (), (("ctx", contexts[0]), ("hybridize", "none")))
+    counts = {}
+    for lever, make in levers(base, contexts, batch_sizes, kvstores, runner=runner):
+        if not only or lever in only:
+            n = len(_unique(make(base)))
+            if n > 1:
+                counts[lever] = n
+    return counts
+
+
+def levers_to_try(contexts, batch_sizes, kvstores, only=None, runner=None):
+    """The names of the levers (of `only`, or all) that have something to try here."""
+    return list(_candidate_counts(contexts, batch_sizes, kvstores, only, runner))
+
+
 def count_runs(model, contexts, batch_sizes, rounds, kvstores, only=None, runner=None):
     """How many subprocess runs `tune` will make (for the progress bar)."""
-    base = Candidate("b", (), (("ctx", contexts[0]), ("hybridize", "none")))
-    total = 0
-    for lever, make in levers(base, contexts, batch_sizes, kvstores, runner=runner):
-        if only and lever not in only:
-            continue
-        n = len(_unique(make(base)))
-        if n > 1:  # the baseline also runs between candidates: B c1 B c2 B
-            total += (2 * n - 1) * rounds
-    return total * len(batch_sizes)
+    counts = _candidate_counts(contexts, batch_sizes, kvstores, only, runner)
+    # the baseline also runs between candidates: B c1 B c2 B
+    return sum((2 * n - 1) * rounds for n in counts.values()) * len(batch_sizes)
 
 
 def build_parser():
@@ -577,6 +596,12 @@ def parse_args(argv):
     if runner is TRAIN and not os.path.exists(os.path.join(ROOT, "gluonperf", "train.py")):
         raise UserError("--runner train needs gluonperf/train.py, which this checkout lacks; use --runner steprate")
     args.runner_obj = runner
+    if args.only:
+        to_try = levers_to_try(args.contexts, args.batch_sizes, args.kvstores, args.only, runner)
+        idle = ["%s (needs %s)" % (l, LEVER_NEEDS[l]) for l in args.only if l not in to_try]
+        if not to_try:
+            raise UserError("--levers %s: nothing to try here: %s" % (args.levers, "; ".join(idle)))
+        args.idle_levers = idle
     return args
 
 
@@ -588,6 +613,8 @@ def main(argv=None):
     advise(args.contexts, prefix="this shell's settings: ")
     total = count_runs(args.model, args.contexts, args.batch_sizes, args.rounds, args.kvstores, args.only,
                        args.runner_obj)
+    for idle in getattr(args, "idle_levers", ()):
+        note("note: --levers: nothing to try here for %s" % idle)
     note("tune: %d runs of %s, each in a fresh process" % (total, args.runner_obj.module))
     bar = progress_bar(total, "tune")
     title = "tune: %s on %s, images/s per candidate, ratio to the lever's baseline (median of %d interleaved " \

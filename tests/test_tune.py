@@ -269,6 +269,9 @@ def test_dtype_lever_only_where_bfloat16_can_pay_and_its_winner_is_flagged(monke
     monkeypatch.setattr(t, "has_bf16", lambda: False)
     assert "dtype" not in dict(levers(Candidate("b"), ["cpu0"], [64], ["device"], cores=2, runner=TRAIN))
     monkeypatch.setattr(t, "has_bf16", lambda: True)
+    monkeypatch.setattr(t, "why_no_bf16", lambda: "DNNL_MAX_CPU_ISA=AVX2 keeps oneDNN below AVX-512")
+    assert "dtype" not in dict(levers(Candidate("b"), ["cpu0"], [64], ["device"], cores=2, runner=TRAIN))
+    monkeypatch.setattr(t, "why_no_bf16", lambda: None)
     assert [c.flag("dtype") for c in stage("dtype")] == [None, "bfloat16"]
     assert "dtype" not in dict(levers(Candidate("b"), ["cpu0"], [64], ["device"], cores=2, runner=STEPRATE))
     assert "dtype" not in dict(levers(Candidate("b"), ["gpu0"], [64], ["device"], cores=2, runner=TRAIN))
@@ -279,6 +282,35 @@ def test_dtype_lever_only_where_bfloat16_can_pay_and_its_winner_is_flagged(monke
     monkeypatch.setattr(t, "sweep", challenger_wins)
     best = t.tune("mlp", ["cpu"], [8], runner=TRAIN, only=["dtype"])[-1].metrics
     assert "--dtype bfloat16" in best["command"] and any("changes the arithmetic" in w for w in best["warnings"])
+
+
+def test_levers_with_nothing_to_try_here_are_named_and_alone_refused(monkeypatch):
+    """`--levers dtype` on a CPU without bfloat16 ran 0 runs and printed an empty table and
+    '1.00x the defaults' (an AMD EPYC Zen 3): now one line says why, before anything runs."""
+    import gluonperf.tune as t
+    monkeypatch.setattr(t, "has_bf16", lambda: False)
+    with pytest.raises(UserError, match=r"^--levers dtype: nothing to try here: dtype \(needs the train runner "
+                                        r"\(the default\), CPU contexts and a CPU with AMX or AVX512-BF16\)$"):
+        parse_args(["--levers", "dtype", "--runner", "train"])
+    with pytest.raises(UserError, match=r"nothing to try here: contexts \(needs several contexts in --ctx\); "
+                                        r"dtype \(needs"):
+        parse_args(["--levers", "contexts,dtype", "--ctx", "cpu0", "--runner", "train"])
+    args = parse_args(["--levers", "dtype,bulk", "--runner", "train"])
+    assert args.idle_levers == ["dtype (needs %s)" % t.LEVER_NEEDS["dtype"]] and args.only == ["dtype", "bulk"]
+    assert parse_args(["--levers", "bulk"]).idle_levers == []
+
+
+def test_every_lever_that_can_be_empty_says_what_it_needs(monkeypatch):
+    """A lever with only its baseline in the barest setting (one core, one context, the
+    steprate runner, no bfloat16, no allocator library) must have an entry in LEVER_NEEDS."""
+    import gluonperf.tune as t
+    monkeypatch.setattr(t, "has_bf16", lambda: False)
+    monkeypatch.setattr(t, "allocators", lambda: [])
+    monkeypatch.setattr(t, "huge_pages_tunable", lambda: None)
+    base = Candidate("b", (), (("ctx", "cpu0"), ("hybridize", "none")))
+    bare = {lever for lever, make in levers(base, ["cpu0"], [64], ["device"], cores=1, runner=STEPRATE)
+            if len(make(base)) > 1}
+    assert set(t.LEVER_NAMES) - bare == set(t.LEVER_NEEDS)
 
 
 def test_levers_refuses_a_missing_preload_library_and_unknown_candidates(monkeypatch, tmp_path):
