@@ -134,7 +134,7 @@ def hint(dtype, contexts, flags=None):
     --dtype bfloat16 can train much faster, or with AVX512-BF16, where it may
     (benchmarks/LEVERS.md); else None."""
     flags = cpu_flags() if flags is None else flags
-    if dtype != "float32" or not contexts or not has_bf16(flags):
+    if dtype != "float32" or not contexts or not has_bf16(flags) or why_no_bf16(flags=flags):
         return None
     if any(c.device_type != "cpu" for c in contexts):
         return None

@@ -72,7 +72,7 @@ def test_bfloat16_is_refused_below_avx512_where_onednn_has_no_kernels_for_it():
     assert prepare("bfloat16", env, flags=AVX2, request=lambda: pytest.fail("asked for AMX")) is None and env == {}
 
 
-def test_avx512_bf16_without_amx_is_left_to_a_measurement():
+def test_avx512_bf16_without_amx_is_left_to_a_measurement(monkeypatch):
     """Without AMX, oneDNN's AVX512-BF16 kernels were slower than float32 on an Intel Xeon and
     1.7x faster on an AMD EPYC Zen 5 (LEVERS.md): the note says both and how to measure, and
     a float32 run there gets the same pointer."""
@@ -84,6 +84,8 @@ def test_avx512_bf16_without_amx_is_left_to_a_measurement():
     assert "AVX512-BF16" in float32_hint and "--levers hybridize,dtype" in float32_hint
     assert has_bf16(flags) and has_bf16(AMX) and not has_bf16(AVX2)
     assert hint("float32", [mx.cpu()], flags=AVX2) is None
+    monkeypatch.setenv("DNNL_MAX_CPU_ISA", "AVX2")  # the hint must not send a run to a refusal
+    assert hint("float32", [mx.cpu()], flags=flags) is None
 
 
 def test_dtype_in_argv():
