@@ -220,15 +220,20 @@ def apply_thread_defaults(contexts=1, environ=None, taken=None):
     return "; ".join(notes) or None
 
 
-def cpu_contexts_in_argv(argv, at_least=1):
-    """How many CPU contexts a command line's --ctx names (1 when absent; at least
-    `at_least`, for experiments that run more contexts than --ctx names), read before
-    argparse and MXNet, so `apply_thread_defaults` can share the cores among them."""
-    spec = "cpu"
+def ctx_in_argv(argv, default="cpu"):
+    """The value of --ctx in a command line (`default` when absent), read before argparse."""
+    spec = default
     for i, arg in enumerate(argv):
         if arg == "--ctx" and i + 1 < len(argv):
             spec = argv[i + 1]
         elif arg.startswith("--ctx="):
             spec = arg.split("=", 1)[1]
-    items = [s.strip().lower() for s in spec.split(",") if s.strip()]
+    return spec
+
+
+def cpu_contexts_in_argv(argv, at_least=1):
+    """How many CPU contexts a command line's --ctx names (1 when absent; at least
+    `at_least`, for experiments that run more contexts than --ctx names), read before
+    argparse and MXNet, so `apply_thread_defaults` can share the cores among them."""
+    items = [s.strip().lower() for s in ctx_in_argv(argv).split(",") if s.strip()]
     return max(1, at_least, sum(1 for s in items if s.startswith("cpu")))

@@ -27,6 +27,12 @@ def contexts_at_once(argv):
 
 # As a command, choose MXNet's thread count before any experiment loads MXNet.
 THREADS_NOTE = cli.thread_defaults(sys.argv[1:], contexts_at_once(sys.argv[1:])) if __name__ == "__main__" else None
+# Experiments whose CPU contexts stand in for devices: glibc keeps freed memory, as a GPU's pool does
+# (gluonperf.allocator); not bench memory or footprint, which measure the process's memory.
+STAND_IN_COMMANDS = ("parallel", "overlap", "allreduce")
+# overlap: extra page faults per repeat (1 MiB of 4 KiB pages) worth telling the user about
+FAULTS_WORTH_A_NOTE = 256
+MALLOC_NOTE = cli.allocator_defaults(sys.argv[1:], STAND_IN_COMMANDS) if __name__ == "__main__" else None
 # footprint --dtype bfloat16: oneDNN's instruction set for the workers (each asks for AMX itself)
 DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 
@@ -521,7 +527,7 @@ def run_overlap(args):
     with cli.progress_bar(3 * args.repeat, "overlap") as bar:
         results = overlap(src, dest, size, args.products, args.repeat, inner=inner, trace=trace,
                           progress=bar.update)
-    columns = ["name", "median_s", "iqr_s", "noisy", "hidden_s", "overlap", "paired_overlap",
+    columns = ["name", "median_s", "iqr_s", "noisy", "minor_faults", "hidden_s", "overlap", "paired_overlap",
                "overlap_lost_in_noise"]
     if not results[0].metrics["stand_in"]:
         columns += [k for k in results[-1].metrics if k.startswith("device_peak_bytes")]
@@ -531,6 +537,12 @@ def run_overlap(args):
                       else "x (%dx%d) times w (%dx%d)" % (size, inner, inner, size),
                       src, dest, results[0].metrics["copy_bytes"] / 2 ** 20,
                       args.repeat, _stand_in_note(results[0].metrics["stand_in"])))
+    extra_faults = results[-1].metrics["extra_faults"]
+    if extra_faults is not None and extra_faults > FAULTS_WORTH_A_NOTE:
+        cli.note("note: the pipelined run took %d more page faults per repeat than compute and copy apart "
+                 "(%.0f MiB faulted in again): the allocator gave freed arrays back to the system, a cost "
+                 "that is not overlap (gluonperf avoids it unless MALLOC_*, GLIBC_TUNABLES or LD_PRELOAD choose the "
+                 "allocator: see the README's bench overlap)" % (extra_faults, extra_faults * 4096 / 2 ** 20))
     if results[-1].metrics["overlap_lost_in_noise"]:
         cli.note("note: the runs' spread is larger than half the shorter of compute and copy, so the "
                  "overlap ratio is noise; raise --repeat, or balance them with --inner")
@@ -697,6 +709,8 @@ def main(argv=None):
     if not getattr(args, "list_models", False):
         used = getattr(args, "contexts_used", cli.contexts)
         cli.advise(used(args), THREADS_NOTE)
+    if MALLOC_NOTE:
+        cli.note_later("note: " + MALLOC_NOTE)
     return args.run(args)
 
 

@@ -17,8 +17,19 @@ import mxnet as mx
 
 from .memory import MemorySampler, MemoryUsage
 
+try:
+    import resource
+except ImportError:  # not on Windows
+    resource = None
+
 # A result whose interquartile range exceeds this fraction of its median is flagged noisy.
 NOISY_SPREAD = 0.10
+
+
+def minor_faults():
+    """Page faults this process has taken so far that needed no disk read (each maps a fresh
+    page, e.g. of an array malloc got from the system); None where the OS does not count them."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource else None
 
 
 def sync():
@@ -37,6 +48,8 @@ class Benchmark:
     As in the book, `Benchmark('label', verbose=True)` prints `label time: 0.1234 sec`.
     With `memory=True` a background sampler records peak RSS (and device memory of
     the GPU contexts in `contexts`) during the block: `b.memory` is a MemoryUsage.
+    `b.minor_faults` counts the process's minor page faults during the block (every
+    thread's, so MXNet's workers are in it), or is None where the OS does not count them.
     """
 
     def __init__(self, description="Done", verbose=False, memory=False, contexts=(), interval=0.002):
@@ -44,12 +57,14 @@ class Benchmark:
         self.verbose = verbose
         self.seconds: Optional[float] = None
         self.memory: Optional[MemoryUsage] = None
+        self.minor_faults: Optional[int] = None
         self._sampler = MemorySampler(contexts, interval) if memory else None
 
     def __enter__(self):
         sync()  # work queued before the block must not be billed to it
         if self._sampler:
             self._sampler.start()
+        self._faults = minor_faults()
         self._start = time.perf_counter()
         return self
 
@@ -58,6 +73,8 @@ class Benchmark:
             sync()
         finally:
             self.seconds = time.perf_counter() - self._start
+            if self._faults is not None:
+                self.minor_faults = minor_faults() - self._faults
             if self._sampler:
                 self.memory = self._sampler.stop()
         if self.verbose and exc_type is None:
@@ -79,6 +96,7 @@ class Measurement:
     samples: Tuple[float, ...]
     number: int = 1
     peak_rss: Optional[int] = None
+    faults: Optional[Tuple[int, ...]] = None  # minor page faults per repeat (all `number` calls)
 
     def __post_init__(self):
         if not self.samples:
@@ -128,6 +146,8 @@ class Measurement:
         }
         if self.peak_rss is not None:
             row["rss_peak_bytes"] = self.peak_rss
+        if self.faults is not None:
+            row["minor_faults"] = sum(self.faults) / (len(self.faults) * self.number)  # per call
         return row
 
 
@@ -156,6 +176,7 @@ def measure_interleaved(fns, warmup=1, repeat=5, number=1, memory=False, context
             fns[label]()
         sync()
     samples = {label: [] for label in labels}
+    faults = {label: [] for label in labels}
     peaks = {label: 0 for label in labels}
     for r in range(repeat):
         order = labels[r % len(labels):] + labels[:r % len(labels)]
@@ -165,12 +186,14 @@ def measure_interleaved(fns, warmup=1, repeat=5, number=1, memory=False, context
                 for _ in range(number):
                     fn()
             samples[label].append(b.seconds / number)
+            faults[label].append(b.minor_faults)
             if memory:
                 peaks[label] = max(peaks[label], b.memory.rss_peak)
             if progress is not None:
                 progress()
     return {
-        label: Measurement(label, tuple(samples[label]), number, peaks[label] if memory else None)
+        label: Measurement(label, tuple(samples[label]), number, peaks[label] if memory else None,
+                           None if None in faults[label] else tuple(faults[label]))
         for label in labels
     }
 

@@ -249,6 +249,21 @@ def thread_defaults(argv, at_least=1):
     return apply_thread_defaults(cpu_contexts_in_argv(argv, at_least))
 
 
+def allocator_defaults(argv, stand_in_commands):
+    """For `python -m gluonperf.bench <command>` about to load MXNet: when the command is one
+    of `stand_in_commands` (CPU contexts standing in for devices) and --ctx names no GPU,
+    keep glibc from giving freed memory back (gluonperf.allocator). Returns the note to show,
+    or None when nothing was changed."""
+    if _asks_help(argv):
+        return None
+    command = next((a for a in argv if not a.startswith("-")), None)
+    from .advice import ctx_in_argv
+    if command not in stand_in_commands or "gpu" in ctx_in_argv(argv).lower():
+        return None
+    from .allocator import keep_freed_memory
+    return keep_freed_memory()
+
+
 def dtype_defaults(argv):
     """For a command about to load MXNet with --dtype bfloat16: what gluonperf.precision.prepare
     sets (the AMX permission, oneDNN's instruction set). Returns the note to show, or None."""

@@ -132,7 +132,8 @@ def overlap(ctx, dest, size=1000, n=10, repeat=7, warmup=1, inner=None, trace=_N
     `hidden_s / min(t_compute, t_copy)` (1 = the shorter one is fully hidden, 0 = none),
     from the medians, and `paired_overlap`, the median of the same ratio per repeat;
     `overlap_lost_in_noise` is True when the spread (IQR) of any variant exceeds half the
-    shorter time, so that the ratio cannot be trusted.
+    shorter time, so that the ratio cannot be trusted; `extra_faults`, the minor page faults
+    per repeat the pipelined run took beyond the two apart (None where not counted).
 
     Each y is a size x size product; with `inner` K it is x (size x K) times w (K x size),
     which costs K/size of the book's x times x for the same bytes to copy: on a CPU a full
@@ -171,10 +172,14 @@ def overlap(ctx, dest, size=1000, n=10, repeat=7, warmup=1, inner=None, trace=_N
     # The ratio divides by the shorter of the two: when the runs' spread is of that order,
     # the overlap is noise, whatever its value (even above 1, which cannot happen).
     unresolved = max(m[label].iqr for label in labels) > 0.5 * min(t_c, t_copy)
+    # Page faults the pipelined run took beyond the two apart: the allocator had given freed
+    # arrays back to the system and faulted them in again (gluonperf.allocator), a cost of its own.
+    faults = [m[label].summary().get("minor_faults") for label in labels]
+    extra_faults = None if None in faults else faults[2] - faults[0] - faults[1]
     out = []
     for label in labels:
         extra = ({"hidden_s": hidden, "overlap": hidden / min(t_c, t_copy), "paired_overlap": paired,
-                  "overlap_lost_in_noise": unresolved}
+                  "overlap_lost_in_noise": unresolved, "extra_faults": extra_faults}
                  if label == "compute and copy" else {})
         out.append(result("overlap", label, m[label], **common, **extra, **peaks[label]))
     return out

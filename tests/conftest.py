@@ -13,7 +13,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def clean_env(**extra):
     """This environment without OMP_*/MXNET_*/GOMP_*/KMP_*/DNNL_*/ONEDNN_* settings, as a user's shell
     has it, so that a command's own thread defaults apply; plus PYTHONPATH and `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_", "GOMP_", "KMP_", "DNNL_", "ONEDNN_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("OMP_", "MXNET_", "GOMP_", "KMP_", "DNNL_", "ONEDNN_", "MALLOC_", "GLUONPERF_"))}
     env["PYTHONPATH"] = ROOT
     env.update(extra)
     return env

@@ -119,3 +119,31 @@ def test_environment_records_the_build():
     assert "MKLDNN" in env["features"] or env["features"]
     assert env["cpu_count"] >= 1 and isinstance(env["env"], dict)
     assert isinstance(env["cpu_model"], str) and env["cpu_model"]
+
+
+def _touch_fresh_pages(nbytes):
+    """Map `nbytes` of fresh anonymous memory (no huge pages) and write one byte per 4 KiB
+    page: each write is one minor page fault."""
+    import mmap
+    m = mmap.mmap(-1, nbytes)
+    if hasattr(mmap, "MADV_NOHUGEPAGE"):
+        m.madvise(mmap.MADV_NOHUGEPAGE)
+    for offset in range(0, nbytes, 4096):
+        m[offset] = 1
+    m.close()
+
+
+def test_benchmark_counts_the_page_faults_of_fresh_memory():
+    with Benchmark("fresh") as fresh:
+        _touch_fresh_pages(8 << 20)
+    with Benchmark("nothing new") as quiet:
+        pass
+    assert fresh.minor_faults >= 2048 - 64, fresh.minor_faults  # 8 MiB of 4 KiB pages
+    assert quiet.minor_faults < 64, quiet.minor_faults
+
+
+def test_measurement_gives_page_faults_per_call():
+    m = measure(lambda: _touch_fresh_pages(4 << 20), warmup=0, repeat=3, number=2)
+    assert len(m.faults) == 3
+    assert 1024 - 32 <= m.summary()["minor_faults"] <= 2 * 1024, m.faults  # 4 MiB per call, not per repeat
+    assert "minor_faults" not in Measurement("given", (0.1, 0.2)).summary()  # none counted, none reported
