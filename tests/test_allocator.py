@@ -85,12 +85,3 @@ def test_bench_overlap_keeps_freed_memory_unless_the_user_chose_the_allocator(tm
     assert glibc["extra_faults"] > 256, glibc  # 1 MiB faulted in again per repeat, or more
     assert kept["extra_faults"] < 0.25 * glibc["extra_faults"], (kept, glibc)
     assert "more page faults per repeat" in glibc_err and "more page faults" not in kept_err
-
-
-def test_bench_memory_keeps_glibc_as_it_is(tmp_path):
-    out = tmp_path / "m.json"
-    p = run_module("gluonperf.bench", "memory", "--batches", "4", "--every", "2", "--batch-size", "32",
-                   "--features", "16", "--json", str(out), timeout=180)
-    assert p.returncode == 0, p.stderr
-    assert "kept glibc's malloc" not in p.stderr
-    assert all("GLUONPERF_MALLOC" not in json.loads(line)["env"]["env"] for line in open(out))

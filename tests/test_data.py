@@ -169,18 +169,23 @@ def test_the_download_host_is_checked_once_per_process(tmp_path, monkeypatch):
     assert len(calls) == 3
 
 
-def test_mxnet_starts_without_scikit_learn_yet_digits_still_loads():
-    """gluonperf keeps MXNet's start-up import of scikit-learn out (a fifth to a third of a command's
-    start), and only that one: the digits data set still imports it when asked."""
+def test_mxnet_starts_without_scikit_learn_or_scipy_stats_yet_digits_still_loads():
+    """gluonperf keeps MXNet's start-up imports of scikit-learn and scipy.stats out (together half
+    of a command's start), and only those: the digits data set still imports them when asked."""
     import subprocess
     import sys
     from conftest import ROOT, clean_env
     code = ("import sys, gluonperf, mxnet\n"
             "assert 'sklearn' not in sys.modules, sorted(m for m in sys.modules if m.startswith('sklearn'))[:3]\n"
-            "assert mxnet.model.BASE_ESTIMATOR is object\n"
+            "assert 'scipy.stats' not in sys.modules\n"
+            "assert mxnet.model.BASE_ESTIMATOR is object and mxnet.test_utils.ss is None\n"
+            "from mxnet.contrib import quantization\n"
+            "assert quantization.stats is None\n"
             "from gluonperf import data\n"
             "(x, y), _ = data.digits()\n"
             "assert 'sklearn.datasets' in sys.modules and x.shape[1:] == (1, 28, 28), x.shape\n"
+            "import scipy.stats\n"
+            "assert scipy.stats.norm.cdf(0) == 0.5\n"
             "print('ok')\n")
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                        env=clean_env())

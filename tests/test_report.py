@@ -186,6 +186,17 @@ def render_in_chromium(html, workdir):
     return shot, [line for line in p.stderr.splitlines() if ":CONSOLE" in line]
 
 
+def test_only_the_stand_in_experiments_keep_freed_memory(results):
+    """gluonperf.allocator: bench overlap, parallel and allreduce (CPU contexts standing in for
+    devices) keep glibc from giving memory back; the commands that measure memory never do."""
+    def marks(name):
+        return {r["env"]["env"].get("GLUONPERF_MALLOC") for r in map(json.loads, open(results / (name + ".json")))}
+    for name in ("overlap", "parallel", "allreduce"):
+        assert marks(name) == {"kept"}, name
+    for name in ("memory", "footprint", "train", "hybridize", "async"):
+        assert marks(name) == {None}, name
+
+
 def test_chromium_renders_the_report_without_console_errors(made, tmp_path):
     if not chromium():
         pytest.skip("headless Chromium is not installed (Debian: apt-get install chromium); "
