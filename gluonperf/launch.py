@@ -395,15 +395,29 @@ def run(nodes, timeout=None, out=None, err=None):
     succeed). Whatever happens (failure, timeout, Ctrl-C, SIGTERM) every process is stopped."""
     job = Job(nodes, out, err)
     previous = {}
+    arrived = []
 
     def terminated(signum, frame):
         raise Terminated(signum)
 
+    def held(signum, frame):
+        arrived.append(signum)
+
     if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            previous[sig] = signal.signal(sig, terminated)
+        # While the processes start, a signal is held until all are registered: raised inside
+        # Popen, it left a process that had started but was not yet in job.procs running.
+        # SIGINT only when Python handles it (a background job started with it ignored keeps that).
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            if sig != signal.SIGINT or signal.getsignal(sig) is signal.default_int_handler:
+                previous[sig] = signal.signal(sig, held)
     try:
         job.start()
+        for sig in previous:
+            signal.signal(sig, previous[sig] if sig == signal.SIGINT else terminated)
+        if arrived:
+            if arrived[0] == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise Terminated(arrived[0])
         return job.wait(timeout)
     except JobFailed as e:
         job.note(str(e))
