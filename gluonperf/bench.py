@@ -15,7 +15,7 @@ AT_LEAST_CONTEXTS = {"parallel": 2, "overlap": 2, "allreduce": 2}
 
 def contexts_at_once(argv):
     """The fewest CPU contexts the subcommand in `argv` runs at once (read before argparse)."""
-    command = next((a for a in argv if not a.startswith("-")), None)
+    command = cli.subcommand_in_argv(argv)
     at_least = AT_LEAST_CONTEXTS.get(command, 1)
     if command == "allreduce" and "--num-ctx" in argv[:-1]:
         try:

@@ -124,6 +124,11 @@ class Measurement:
         return q3 - q1
 
     @property
+    def faults_per_call(self):
+        """Minor page faults per call, averaged over the repeats; None where not counted."""
+        return None if self.faults is None else sum(self.faults) / (len(self.faults) * self.number)
+
+    @property
     def spread(self):
         """IQR relative to the median."""
         return self.iqr / self.median if self.median > 0 else 0.0
@@ -147,7 +152,7 @@ class Measurement:
         if self.peak_rss is not None:
             row["rss_peak_bytes"] = self.peak_rss
         if self.faults is not None:
-            row["minor_faults"] = sum(self.faults) / (len(self.faults) * self.number)  # per call
+            row["minor_faults"] = self.faults_per_call
         return row
 
 

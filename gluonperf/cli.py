@@ -249,6 +249,11 @@ def thread_defaults(argv, at_least=1):
     return apply_thread_defaults(cpu_contexts_in_argv(argv, at_least))
 
 
+def subcommand_in_argv(argv):
+    """The subcommand of a command line (its first word that is not a flag), read before argparse."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def allocator_defaults(argv, stand_in_commands):
     """For `python -m gluonperf.bench <command>` about to load MXNet: when the command is one
     of `stand_in_commands` (CPU contexts standing in for devices) and --ctx names no GPU,
@@ -256,9 +261,8 @@ def allocator_defaults(argv, stand_in_commands):
     or None when nothing was changed."""
     if _asks_help(argv):
         return None
-    command = next((a for a in argv if not a.startswith("-")), None)
     from .advice import ctx_in_argv
-    if command not in stand_in_commands or "gpu" in ctx_in_argv(argv).lower():
+    if subcommand_in_argv(argv) not in stand_in_commands or "gpu" in ctx_in_argv(argv).lower():
         return None
     from .allocator import keep_freed_memory
     return keep_freed_memory()

@@ -174,7 +174,7 @@ def overlap(ctx, dest, size=1000, n=10, repeat=7, warmup=1, inner=None, trace=_N
     unresolved = max(m[label].iqr for label in labels) > 0.5 * min(t_c, t_copy)
     # Page faults the pipelined run took beyond the two apart: the allocator had given freed
     # arrays back to the system and faulted them in again (gluonperf.allocator), a cost of its own.
-    faults = [m[label].summary().get("minor_faults") for label in labels]
+    faults = [m[label].faults_per_call for label in labels]
     extra_faults = None if None in faults else faults[2] - faults[0] - faults[1]
     out = []
     for label in labels:
