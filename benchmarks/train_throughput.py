@@ -15,13 +15,18 @@ For each batch size, in fresh processes, interleaved round by round:
     same global batch split over two CPU contexts on the same cores, with train's
     defaults for two contexts (one OpenMP thread each, MXNET_CPU_TEMP_COPY=64), the
     gradients summed by MXNet's kvstore or by gluonperf.flat: data parallelism's own cost.
-Every gluonperf run is sandwiched between two book-loop runs (tune.sweep), and
-its ratio is to the mean of those two.
+  - `ceiling`: benchmarks/ceiling_probe.py, the peak FLOP/s `gluonperf.profile` measures
+    over the model's training FLOPs per image: the most images/s any loop could reach
+    (float32 runs only).
+Every run is sandwiched between two book-loop runs (tune.sweep), and its ratio is to
+the mean of those two.
 Until gluonperf.train exists in this checkout, gluonperf.steprate (the same loop
 on in-memory batches) stands in for it, and the records say so (`runner`).
 Each record holds images/s (median over rounds) and the median of the per-round
 ratios to the book's loop; with PyTorch, also vs_pytorch: the median over rounds of
-(its ratio) / (PyTorch's ratio in the same round), min..max. The JSON file also holds
+(its ratio) / (PyTorch's ratio in the same round), min..max; of_ceiling likewise against
+the ceiling's ratio in the same round: the run's share of what the machine could do at
+that moment, not of a ceiling measured at another (a shared machine's speed drifts). The JSON file also holds
 the environment, so `python -m gluonperf.compare OLD NEW` can compare two such files.
 """
 import argparse
@@ -40,6 +45,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # PyTorch lives in a venv of its own (GluonCV 0.11 refuses to import beside torch 2.x):
 #   python3 -m venv .venv-torch && .venv-torch/bin/pip install torch==2.13.0
 TORCH_PYTHON = os.path.join(ROOT, ".venv-torch", "bin", "python")
+CEILING = Runner("benchmarks/ceiling_probe.py", (), steps_flag=None)
+CEILING_NAME = "ceiling (peak FLOP/s over FLOPs per image)"
+PYTORCH_NAME = "pytorch eager"
 
 
 def torch_runner(python=None):
@@ -53,10 +61,11 @@ def torch_runner(python=None):
     return Runner("benchmarks/torch_loop.py", ("--warmup", "2"), serves=True, python=python) if ok else None
 
 
-def candidates(batch_size, runner, model="resnet18", torch=None, dtype="float32"):
+def candidates(batch_size, runner, model="resnet18", torch=None, dtype="float32", ceiling=True):
     """The runs of one batch size. dtype bfloat16: gluonperf.train (float32 and
     --dtype bfloat16, one and two contexts) against PyTorch's bfloat16 autocast, plain
-    and channels_last; the book loop stays the book's float32."""
+    and channels_last; the book loop stays the book's float32, and the (float32) ceiling
+    is left out. `ceiling`: run the ceiling probe (CEILING_NAME) in float32."""
     cores = physical_cores()
     book = Candidate("book loop", (), (("batch_size", str(batch_size)), ("model", model)), BOOK)
     flags = (("batch_size", str(batch_size)), ("model", model))
@@ -71,7 +80,7 @@ def candidates(batch_size, runner, model="resnet18", torch=None, dtype="float32"
     two = [ours.with_flags("%s --ctx cpu0,cpu1 --kvstore %s" % (runner.module, kv), ctx="cpu0,cpu1", kvstore=kv)
            for kv in ("device", "flat")]
     out = [book, ours, tuned] if runner is STEPRATE else [book, ours, tuned] + two
-    pytorch = Candidate("pytorch eager", (), (("batch_size", str(batch_size)),), torch)
+    pytorch = Candidate(PYTORCH_NAME, (), (("batch_size", str(batch_size)),), torch)
     if dtype == "bfloat16":
         if runner is STEPRATE:
             raise ValueError("dtype bfloat16 needs gluonperf.train as the runner")
@@ -81,40 +90,45 @@ def candidates(batch_size, runner, model="resnet18", torch=None, dtype="float32"
         pytorch = pytorch.with_flags("pytorch eager bfloat16 autocast", dtype="bfloat16")
         if model == "resnet18" and torch is not None:
             out.append(pytorch.with_flags("pytorch eager bfloat16 autocast channels_last", channels_last=""))
+    if ceiling and dtype == "float32":
+        out.append(Candidate(CEILING_NAME, (), (("model", model),), CEILING))
     if model == "resnet18" and torch is not None:
         out.append(pytorch)
     return out
 
 
-def against(results, yardstick):
-    """Set every result against the one named `yardstick`, round by round: vs_pytorch is
-    the median over rounds of (its ratio to the book loop) / (the yardstick's, the same
-    round), with vs_pytorch_min..max; rounds where either run failed are left out."""
+def against(results, yardstick, key="vs_pytorch"):
+    """Set every result against the one named `yardstick`, round by round: `key` (vs_pytorch)
+    is the median over rounds of (its ratio to the book loop) / (the yardstick's, the same
+    round), with `key`_min..max; rounds where either run failed are left out."""
     base = next((r.metrics.get("round_ratios") for r in results if r.name == yardstick), None)
     if base is None:
         raise ValueError("no result named %r with round_ratios" % yardstick)
     for r in results:
         mine = r.metrics.get("round_ratios") or []
         q = [a / b for a, b in zip(mine, base) if a and b]
-        r.metrics.update(vs_pytorch=statistics.median(q) if q else None, vs_pytorch_min=min(q) if q else None,
-                         vs_pytorch_max=max(q) if q else None)
+        r.metrics.update({key: statistics.median(q) if q else None, key + "_min": min(q) if q else None,
+                          key + "_max": max(q) if q else None})
     return results
 
 
 def run(batch_sizes, rounds, steps, runner=None, progress=None, model="resnet18", torch=None, dtype="float32",
-        sweeps=None):
+        sweeps=None, ceiling=True):
     """Every batch size's sweep; `sweeps` (a tune.Sweeps) keeps what has finished for a stopped run."""
     runner = runner or default_runner()
     sweeps = sweeps or Sweeps()
     out = []
     for b in batch_sizes:
-        cands = candidates(b, runner, model, torch, dtype)
+        cands = candidates(b, runner, model, torch, dtype, ceiling)
         modules = {c.name: c.runner.module for c in cands}
+        yardsticks = [(cands[-1].name, "vs_pytorch")] if model == "resnet18" and torch is not None else []
+        yardsticks += [(CEILING_NAME, "of_ceiling")] if any(c.name == CEILING_NAME for c in cands) else []
 
-        def tidy(results, b=b, yardstick=cands[-1].name, modules=modules):
-            # the last candidate is PyTorch eager (or its autocast); a stopped sweep may not have run it yet
-            if model == "resnet18" and torch is not None and any(r.name == yardstick for r in results):
-                against(results, yardstick)
+        def tidy(results, b=b, yardsticks=yardsticks, modules=modules):
+            # the last candidate is PyTorch eager (or its autocast); a stopped sweep may not have run a yardstick yet
+            for name, key in yardsticks:
+                if any(r.name == name and any(r.metrics.get("round_ratios") or ()) for r in results):
+                    against(results, name, key)
             for r in results:
                 r.metrics.update(batch_size=b, runner=modules[r.name], model=model)
         sweeps.tidy = tidy
@@ -138,6 +152,8 @@ def main(argv=None):
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                    help="bfloat16: gluonperf.train --dtype bfloat16 (and float32) against PyTorch's bfloat16 "
                         "autocast (default: %(default)s)")
+    p.add_argument("--no-ceiling", dest="ceiling", action="store_false",
+                   help="leave out the ceiling probe (benchmarks/ceiling_probe.py) and the of_ceiling column")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")
     args = p.parse_args(argv)
     if args.dtype == "bfloat16" and args.runner == "steprate":
@@ -167,11 +183,13 @@ def main(argv=None):
     title = ("training throughput vs the book's loop (median of %d interleaved rounds; ratio = median of "
              "per-round ratios, min..max)" % args.rounds)
     columns = ["batch_size", "name", "images_per_s", "min_per_s", "max_per_s", "ratio", "ratio_min", "ratio_max"] + (
-        ["vs_pytorch", "vs_pytorch_min", "vs_pytorch_max"] if torch is not None else []) + ["error"]
+        ["vs_pytorch", "vs_pytorch_min", "vs_pytorch_max"] if torch is not None else []) + (
+        ["of_ceiling", "of_ceiling_min", "of_ceiling_max"] if args.ceiling and args.dtype == "float32" else []) + [
+        "error"]
     sweeps = Sweeps()
     with cli.keep_on_stop(sweeps.results, args, title, columns):  # a stopped suite keeps its finished runs
         results = run(args.batch_sizes, args.rounds, args.steps, runner, model=args.model,
-                      torch=torch, dtype=args.dtype, sweeps=sweeps)
+                      torch=torch, dtype=args.dtype, sweeps=sweeps, ceiling=args.ceiling)
     cli.emit(results, args, (), title=title, columns=columns)
 
 

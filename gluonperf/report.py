@@ -570,6 +570,10 @@ def _baseline(group):
                  and r.metrics.get("ratio_max") == 1), "the lever's baseline")
 
 
+# benchmarks/train_throughput.py's ceiling: a yardstick measured like a run, never the fastest run
+CEILING_RUNNER = "benchmarks/ceiling_probe.py"
+
+
 def tune(records):
     best = [r for r in records if r.name == "best"]
     cands = [r for r in records if r.name != "best"]
@@ -591,23 +595,31 @@ def tune(records):
                        "ratio to the lever's baseline (median, min..max over rounds)")
         ax[0][0].axvline(1, color="black", lw=0.8, ls="--")
         fig = svg(f)
-    # benchmarks/train_throughput.py with PyTorch also sets every run against PyTorch, round by round
+    # benchmarks/train_throughput.py with PyTorch also sets every run against PyTorch, round by round,
+    # and with its ceiling probe against the ceiling
     vs_range = _range("vs_pytorch_min", "vs_pytorch_max")
+    share_range = (lambda r: "%s..%s" % (_pct(r.metrics.get("of_ceiling_min")), _pct(r.metrics.get("of_ceiling_max")))
+                   if r.metrics.get("of_ceiling_min") is not None else "-")
     if best:
         reading = "; ".join("best at batch %s: %.3gx the defaults with %s" % (
             r.metrics.get("batch_size"), r.metrics["speedup"], r.metrics.get("command")) for r in best)
     else:
         parts = []
         for g, rs in groups.items():
-            top = min(rs, key=lambda r: r.metrics.get("rank") or 1e9)
+            runs = [r for r in rs if r.metrics.get("runner") != CEILING_RUNNER] or rs
+            top = min(runs, key=lambda r: r.metrics.get("rank") or 1e9)
             against = ("" if top.metrics.get("vs_pytorch") is None else ", %sx PyTorch (%s)" % (
                 _num(top.metrics["vs_pytorch"]), vs_range(top)))
+            if top.metrics.get("of_ceiling") is not None:
+                against += ", %s of the ceiling (%s)" % (_pct(top.metrics["of_ceiling"]), share_range(top))
             parts.append("%s: %s runs %sx as fast as %s (%s..%s)%s" % (
                 g, top.name, _num(top.metrics.get("ratio")), _baseline(rs), _num(top.metrics.get("ratio_min")),
                 _num(top.metrics.get("ratio_max")), against))
         reading = "; ".join(parts)
     vs = (["vs_pytorch", ("vs_pytorch min..max", vs_range)]
           if any(r.metrics.get("vs_pytorch") is not None for r in cands) else [])
+    vs += ([("of ceiling", lambda r: _pct(r.metrics.get("of_ceiling"))), ("of ceiling min..max", share_range)]
+           if any(r.metrics.get("of_ceiling") is not None for r in cands) else [])
     partial = [r for r in cands if r.metrics.get("partial")]
     if partial:  # written by a run stopped part-way (cli.keep_on_stop)
         reading = ("stopped before the end: %d row(s) marked partial hold only the rounds their sweep had "

@@ -265,6 +265,25 @@ def test_unknown_kinds_and_unreadable_shapes_fall_to_the_generic_table():
     assert any("one machine: Test CPU, 2 cores" in r for r in page.readings)
 
 
+def test_the_throughput_suites_ceiling_is_a_yardstick_not_its_fastest_run():
+    """benchmarks/train_throughput.py's ceiling row has the highest ratio to the book loop; the
+    reading names the fastest run, with its share of the ceiling measured round by round."""
+    env = {"mxnet": "1.9.1", "cpu_count": 2, "cpu_model": "Test CPU", "env": {}}
+
+    def row(name, rank, ratio, share, runner="gluonperf.train"):
+        return (Result("tune", name, {"lever": "train_throughput b64", "batch_size": 64, "rank": rank,
+                                      "images_per_s": 40.0 * ratio, "ratio": ratio, "ratio_min": ratio ** 0.9,
+                                      "ratio_max": ratio ** 1.1, "of_ceiling": share, "of_ceiling_min": share - 0.05,
+                                      "of_ceiling_max": share + 0.05, "runner": runner}), env)
+    runs = [("tt.json", [row("ceiling (peak FLOP/s over FLOPs per image)", 1, 3.0, 1.0, "benchmarks/ceiling_probe.py"),
+                         row("gluonperf.train", 2, 2.1, 0.7), row("book loop", 3, 1.0, 0.33, "benchmarks/book_loop.py")])]
+    html = report.render_page(runs, "t")[0]
+    page = Page(html)
+    assert "train_throughput b64: gluonperf.train runs 2.1x as fast as book loop (1.95..2.26), 70% of the " \
+           "ceiling (65%..75%)" in page.readings
+    assert "of ceiling min..max" in html and "65%..75%" in page.cells and "33%" in page.cells
+
+
 def _error(capsys, *argv):
     with pytest.raises(SystemExit) as exit:
         cli.run(report.main, report.PROG, list(argv))

@@ -2,6 +2,7 @@
 unwritable --json refused before the first run, and a stopped run that keeps what it measured.
 (Split from test_commands.py, whose helpers they share, so that pytest-xdist's `loadfile` can
 give the two files to different workers.)"""
+import json
 import signal
 import subprocess
 import time
@@ -12,13 +13,58 @@ from conftest import ROOT
 from test_commands import PY, TIMEOUT, command, header, marked_env, processes_of, records
 
 
+CEILING = "ceiling (peak FLOP/s over FLOPs per image)"
+
+
 def test_throughput_suite_tiny(tmp_path):
     out = tmp_path / "tt.json"
     p = command(["benchmarks/train_throughput.py", "--model", "lenet", "--batch-sizes", "16", "--rounds", "1",
                  "--steps", "2", "--json", str(out)], tmp_path)
     assert p.returncode == 0, p.stderr
-    assert {"batch_size", "name", "images_per_s", "ratio"} <= set(header(p.stdout))
-    assert {r["name"] for r in records(out)} >= {"book loop", "gluonperf.train"}
+    assert {"batch_size", "name", "images_per_s", "ratio", "of_ceiling"} <= set(header(p.stdout))
+    rows = {r["name"]: r for r in records(out)}
+    assert set(rows) >= {"book loop", "gluonperf.train", CEILING}
+    # the ceiling ran between two book-loop runs like the others; every run's share of it is its
+    # ratio to the book loop over the ceiling's, round by round, and LeNet's loops are far below it
+    ceiling = rows[CEILING]
+    assert ceiling["of_ceiling"] == 1 and ceiling["runner"] == "benchmarks/ceiling_probe.py"
+    for name in ("book loop", "gluonperf.train"):
+        assert rows[name]["of_ceiling"] == pytest.approx(rows[name]["ratio"] / ceiling["ratio"])
+        assert 0 < rows[name]["of_ceiling"] < 1
+        assert rows[name]["images_per_s"] < ceiling["images_per_s"]
+
+
+def test_throughput_suite_without_the_ceiling(tmp_path):
+    out = tmp_path / "tt.json"
+    p = command(["benchmarks/train_throughput.py", "--model", "mlp", "--batch-sizes", "8", "--rounds", "1",
+                 "--steps", "1", "--runner", "steprate", "--no-ceiling", "--json", str(out)], tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "of_ceiling" not in header(p.stdout)
+    assert CEILING not in {r["name"] for r in records(out)}
+
+
+def test_ceiling_probe_prints_the_ceiling_as_images_per_s(tmp_path):
+    """benchmarks/ceiling_probe.py as the suite runs it: one JSON line on stdout, the peak
+    over the model's training FLOPs per image as gluonperf.flops counts them."""
+    from gluonperf.flops import count_model_flops
+    p = command(["benchmarks/ceiling_probe.py", "--model", "resnet18", "--size", "quick", "--repeat", "1"],
+                tmp_path, OMP_NUM_THREADS="1")
+    assert p.returncode == 0, p.stderr
+    row = json.loads(p.stdout.strip().splitlines()[-1])
+    assert len(p.stdout.strip().splitlines()) == 1
+    gflop = count_model_flops("resnet18", (1, 28, 28)).training / 1e9
+    assert row["training_gflop_per_image"] == pytest.approx(gflop, rel=1e-3)  # gluonperf.profile: 2.744
+    assert row["images_per_s"] == pytest.approx(row["gflop_per_s"] / gflop, rel=1e-6)
+    assert row["kernel"] in ("FullyConnected (oneDNN)", "nd.dot", "Convolution 3x3 (oneDNN)",
+                             "Convolution 3x3 deep (oneDNN)")
+    assert row["omp_threads"] == 1  # the user's setting, kept and recorded
+
+
+@pytest.mark.parametrize("args", [["--model", "bogus"], ["--repeat", "0"], ["--size", "huge"]])
+def test_ceiling_probe_bad_input_is_one_line(args, tmp_path):
+    p = command(["benchmarks/ceiling_probe.py", *args], tmp_path)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert args[0] in p.stderr and not p.stdout
 
 
 @pytest.mark.parametrize("script,args", [

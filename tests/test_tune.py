@@ -352,6 +352,12 @@ def test_throughput_suite_sets_each_run_against_pytorch_round_by_round(monkeypat
     assert by["broken"]["vs_pytorch"] is None
     with pytest.raises(ValueError, match="no result named"):
         train_throughput.against(rows, "jax")
+    # the ceiling is set against the same way, under its own key: a run's share of it, round by round
+    rows.append(Result("tune", "ceiling", {"round_ratios": [3.0, 2.75, 2.5]}))
+    by = {r.name: r.metrics for r in train_throughput.against(rows, "ceiling", "of_ceiling")}
+    assert by["gluonperf.train"]["of_ceiling"] == pytest.approx(0.8)
+    assert (by["gluonperf.train"]["of_ceiling_min"], by["gluonperf.train"]["of_ceiling_max"]) == pytest.approx((0.8, 1.0))
+    assert by["gluonperf.train"]["vs_pytorch"] == pytest.approx((1.2 + 2.2 / 1.6) / 2)  # untouched
     # a suite stopped before PyTorch's first run keeps its other runs, without vs_pytorch
     sweeps = tune.Sweeps()
     cands = [Candidate("book loop", (), (("batch_size", "8"),), Runner("book")),
