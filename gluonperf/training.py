@@ -133,9 +133,18 @@ def sync_initial_weights(net, trainer, contexts, sample_shape):
     update_on_kvstore=False) are independent operations: when the gradients reach the
     server first, a worker receives the gradient sum as its weights and the workers
     diverge. Seen in 4 of 9 two-worker runs under load; 0 of 6 with this fix.
+
+    The forward that finishes deferred initialisation runs in inference mode, where MXNet's
+    oneDNN convolutions turn their weight arrays into oneDNN's blocked layout in place, which
+    the dist kvstore cannot send ("kvstore doesn't handle MKLDNN correctly", MXNet's
+    mkldnn_convolution.cc): rank 0's init failed in the engine and the server aborted on the
+    first pull ("init 5 first" with ResNet-18). `reset_ctx` gives every parameter a copy in
+    MXNet's own layout, with the same values (a forward in training mode did not turn them back).
     """
     for ctx in contexts:  # finish deferred initialisation, so every parameter is known
         net(mx.nd.zeros((1,) + tuple(sample_shape), ctx=ctx))
+    for p in net.collect_params().values():
+        p.reset_ctx(p.list_ctx())
     trainer._init_kvstore()   # private, but the only way to order init before the first push
     trainer._init_params()
     mx.nd.waitall()
@@ -366,9 +375,13 @@ def train_steps(net, trainer, loss_fn, data, contexts, num_workers=1, step=forwa
         yield pending
 
 
-def param_checksum(net, ctx):
-    """Sum of |w| over every parameter on `ctx`: equal on workers that hold equal weights."""
-    return float(sum(p.data(ctx).abs().sum().asscalar() for p in net.collect_params().values()))
+def param_checksum(net, ctx, trained_only=False):
+    """Sum of |w| over every parameter on `ctx`, or (`trained_only`) over those with gradients:
+    the weights data parallelism keeps equal on every worker. BatchNorm's running statistics,
+    in the first sum only, are each worker's own (from its own batches: the kvstore sums
+    gradients only), so for a model with BatchNorm only the second is equal across workers."""
+    params = [p for p in net.collect_params().values() if not trained_only or p.grad_req != "null"]
+    return float(sum(p.data(ctx).abs().sum().asscalar() for p in params))
 
 
 def _epoch_seed(seed, epoch):
@@ -476,13 +489,16 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
                         train_top1=stats.top1, train_top5=stats.top5,
                         test_top1=test_top1, test_top5=test_top5, epoch_s=epoch_s, train_s=train_s,
                         train_images_per_s=stats.images * num_workers / train_s, lr=trainer.learning_rate,
-                        param_checksum=param_checksum(net, contexts[0]), **common)
+                        param_checksum=param_checksum(net, contexts[0]),
+                        weights_checksum=param_checksum(net, contexts[0], trained_only=True), **common)
         history.append(record)
-        if log:
+        if log:  # dist workers compare the weights' checksum: their BatchNorm statistics are their own
             log("epoch %d: loss %.4f, train top-1 %.4f, test top-1 %.4f, %.1f s, %.1f images/s, "
-                "param checksum %.10g" % (epoch + 1, record.metrics["loss"], record.metrics["train_top1"],
-                                          test_top1, epoch_s, record.metrics["train_images_per_s"],
-                                          record.metrics["param_checksum"]))
+                "param checksum %.10g%s" % (epoch + 1, record.metrics["loss"], record.metrics["train_top1"],
+                                            test_top1, epoch_s, record.metrics["train_images_per_s"],
+                                            record.metrics["param_checksum"],
+                                            ", weights checksum %.10g" % record.metrics["weights_checksum"]
+                                            if num_workers > 1 else ""))
         if saver:
             saver.save(epoch + 1, net, trainer, {"epoch": epoch + 1, "config": asdict(config),
                                                  "history": [r.row() for r in history]})
