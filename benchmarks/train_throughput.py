@@ -26,8 +26,9 @@ Each record holds images/s (median over rounds) and the median of the per-round
 ratios to the book's loop; with PyTorch, also vs_pytorch: the median over rounds of
 (its ratio) / (PyTorch's ratio in the same round), min..max; of_ceiling likewise against
 the ceiling's ratio in the same round: the run's share of what the machine could do at
-that moment, not of a ceiling measured at another (a shared machine's speed drifts). The JSON file also holds
-the environment, so `python -m gluonperf.compare OLD NEW` can compare two such files.
+that moment, not of a ceiling measured at another (a shared machine's speed drifts).
+The JSON file also holds the environment, so `python -m gluonperf.compare OLD NEW` can
+compare two such files.
 """
 import argparse
 import os
