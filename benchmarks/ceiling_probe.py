@@ -24,7 +24,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gluonperf import cli  # noqa: E402
 
 PROG = "benchmarks/ceiling_probe.py"
-SAMPLE_SHAPE = (1, 28, 28)  # every data set of gluonperf.data yields 1x28x28 images (as step_profile counts)
 
 
 def parse(argv=None):
@@ -47,6 +46,7 @@ def main(argv=None):
     import mxnet as mx
     from gluonperf.ceiling import ceiling_flops, measure_ceiling
     from gluonperf.flops import count_model_flops
+    from gluonperf.step_profile import SAMPLE_SHAPE  # the shape gluonperf.profile counts FLOPs for
     ctx = mx.cpu(0)
     flops = count_model_flops(args.model, SAMPLE_SHAPE, contexts=[ctx])
     results = measure_ceiling(ctx, args.size, args.repeat)

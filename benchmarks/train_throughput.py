@@ -48,7 +48,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_PYTHON = os.path.join(ROOT, ".venv-torch", "bin", "python")
 CEILING = Runner("benchmarks/ceiling_probe.py", (), steps_flag=None)
 CEILING_NAME = "ceiling (peak FLOP/s over FLOPs per image)"
-PYTORCH_NAME = "pytorch eager"
 
 
 def torch_runner(python=None):
@@ -81,7 +80,7 @@ def candidates(batch_size, runner, model="resnet18", torch=None, dtype="float32"
     two = [ours.with_flags("%s --ctx cpu0,cpu1 --kvstore %s" % (runner.module, kv), ctx="cpu0,cpu1", kvstore=kv)
            for kv in ("device", "flat")]
     out = [book, ours, tuned] if runner is STEPRATE else [book, ours, tuned] + two
-    pytorch = Candidate(PYTORCH_NAME, (), (("batch_size", str(batch_size)),), torch)
+    pytorch = Candidate("pytorch eager", (), (("batch_size", str(batch_size)),), torch)
     if dtype == "bfloat16":
         if runner is STEPRATE:
             raise ValueError("dtype bfloat16 needs gluonperf.train as the runner")

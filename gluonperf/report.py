@@ -99,8 +99,8 @@ def _pct(value):
     return "-" if value is None else "%.0f%%" % (100 * value)
 
 
-def _range(lo, hi):
-    return (lambda r: "%s..%s" % (_num(r.metrics.get(lo)), _num(r.metrics.get(hi)))
+def _range(lo, hi, fmt=_num):
+    return (lambda r: "%s..%s" % (fmt(r.metrics.get(lo)), fmt(r.metrics.get(hi)))
             if r.metrics.get(lo) is not None else "-")
 
 
@@ -598,8 +598,7 @@ def tune(records):
     # benchmarks/train_throughput.py with PyTorch also sets every run against PyTorch, round by round,
     # and with its ceiling probe against the ceiling
     vs_range = _range("vs_pytorch_min", "vs_pytorch_max")
-    share_range = (lambda r: "%s..%s" % (_pct(r.metrics.get("of_ceiling_min")), _pct(r.metrics.get("of_ceiling_max")))
-                   if r.metrics.get("of_ceiling_min") is not None else "-")
+    share_range = _range("of_ceiling_min", "of_ceiling_max", _pct)
     if best:
         reading = "; ".join("best at batch %s: %.3gx the defaults with %s" % (
             r.metrics.get("batch_size"), r.metrics["speedup"], r.metrics.get("command")) for r in best)

@@ -375,13 +375,14 @@ def train_steps(net, trainer, loss_fn, data, contexts, num_workers=1, step=forwa
         yield pending
 
 
-def param_checksum(net, ctx, trained_only=False):
-    """Sum of |w| over every parameter on `ctx`, or (`trained_only`) over those with gradients:
-    the weights data parallelism keeps equal on every worker. BatchNorm's running statistics,
-    in the first sum only, are each worker's own (from its own batches: the kvstore sums
-    gradients only), so for a model with BatchNorm only the second is equal across workers."""
-    params = [p for p in net.collect_params().values() if not trained_only or p.grad_req != "null"]
-    return float(sum(p.data(ctx).abs().sum().asscalar() for p in params))
+def param_checksums(net, ctx):
+    """(sum of |w| over every parameter on `ctx`, the same over those with gradients), in one
+    pass: the second covers the weights data parallelism keeps equal on every worker.
+    BatchNorm's running statistics, in the first sum only, are each worker's own (from its own
+    batches: the kvstore sums gradients only), so for a model with BatchNorm only the second is
+    equal across workers."""
+    sums = [(p.data(ctx).abs().sum().asscalar(), p.grad_req != "null") for p in net.collect_params().values()]
+    return float(sum(v for v, _ in sums)), float(sum(v for v, trained in sums if trained))
 
 
 def _epoch_seed(seed, epoch):
@@ -485,12 +486,12 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
         train_s = time.perf_counter() - start
         test_top1, test_top5 = evaluate(net, test_data, contexts)
         epoch_s = time.perf_counter() - start
+        every, weights = param_checksums(net, contexts[0])
         record = result("train", "epoch %d" % (epoch + 1), epoch=epoch + 1, loss=stats.loss,
                         train_top1=stats.top1, train_top5=stats.top5,
                         test_top1=test_top1, test_top5=test_top5, epoch_s=epoch_s, train_s=train_s,
                         train_images_per_s=stats.images * num_workers / train_s, lr=trainer.learning_rate,
-                        param_checksum=param_checksum(net, contexts[0]),
-                        weights_checksum=param_checksum(net, contexts[0], trained_only=True), **common)
+                        param_checksum=every, weights_checksum=weights, **common)
         history.append(record)
         if log:  # dist workers compare the weights' checksum: their BatchNorm statistics are their own
             log("epoch %d: loss %.4f, train top-1 %.4f, test top-1 %.4f, %.1f s, %.1f images/s, "

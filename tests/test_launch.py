@@ -5,8 +5,8 @@ process of a job (scheduler, servers, workers and anything they started) with ps
 check that none is left once the launcher has exited.
 """
 import json
-import re
 import os
+import re
 import signal
 import socket
 import subprocess

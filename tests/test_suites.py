@@ -47,12 +47,13 @@ def test_ceiling_probe_prints_the_ceiling_as_images_per_s(tmp_path):
     """benchmarks/ceiling_probe.py as the suite runs it: one JSON line on stdout, the peak
     over the model's training FLOPs per image as gluonperf.flops counts them."""
     from gluonperf.flops import count_model_flops
+    from gluonperf.step_profile import SAMPLE_SHAPE
     p = command(["benchmarks/ceiling_probe.py", "--model", "resnet18", "--size", "quick", "--repeat", "1"],
                 tmp_path, OMP_NUM_THREADS="1")
     assert p.returncode == 0, p.stderr
     row = json.loads(p.stdout.strip().splitlines()[-1])
     assert len(p.stdout.strip().splitlines()) == 1
-    gflop = count_model_flops("resnet18", (1, 28, 28)).training / 1e9
+    gflop = count_model_flops("resnet18", SAMPLE_SHAPE).training / 1e9
     assert row["training_gflop_per_image"] == pytest.approx(gflop, rel=1e-3)  # gluonperf.profile: 2.744
     assert row["images_per_s"] == pytest.approx(row["gflop_per_s"] / gflop, rel=1e-6)
     assert row["kernel"] in ("FullyConnected (oneDNN)", "nd.dot", "Convolution 3x3 (oneDNN)",
