@@ -12,7 +12,7 @@ with the peak and its kernel beside it.
 benchmarks/train_throughput.py runs it in every round between two runs of the book's loop,
 like any other candidate, so that each run's share of the ceiling is a ratio within one
 round rather than a figure divided by a ceiling measured at another moment: the speed of a
-shared machine drifts (on the 2-core Intel Xeon of 2026-11-24, gluonperf.train ran at 86
+shared machine drifts (on the 2-core Intel Xeon, model 207, of 2026-11-24, gluonperf.train ran at 86
 images/s in one round and 111 in the next).
 """
 import argparse

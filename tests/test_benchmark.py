@@ -14,7 +14,8 @@ def test_timer_includes_queued_work():
     x = mx.nd.random.uniform(shape=(1500, 1500))
     mx.nd.dot(x, x).wait_to_read()  # the first call is cold (OpenBLAS's threads, first page faults)
     # How long the work takes, timed independently to a sync point: the fastest of three warm calls
-    # (a cold first call took twice the region's time on a 2-core Intel Xeon whose speed drifts)
+    # (a cold first call took twice the region's time on the 2-core Intel Xeon, model 207, of
+    # 2026-11-24, whose speed drifts)
     work = float("inf")
     for _ in range(3):
         start = time.perf_counter()
