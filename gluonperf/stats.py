@@ -1,0 +1,244 @@
+"""Intervals and verdicts: is a change real, or noise?
+
+The unit of evidence is what gluonperf measures well: a ratio per round, where each round
+sets a variant against a baseline measured next to it (interleaved repeats, or a sandwich
+B c B whose two baselines are averaged). Per-round ratios cancel the machine's slow drift;
+their spread is the noise that is left.
+
+- `ratio_interval`: a Student t interval on the mean of the log ratios, turned back into a
+  ratio (a geometric mean with its 95% interval). It exists from 2 rounds on and is the
+  default: benchmarks/verdicts.py checks its coverage on this kind of machine.
+- `median_interval`: the distribution-free interval of the median from order statistics
+  (binomial), for readers who distrust the t's normality; it needs 6 rounds for 95%.
+- `two_sample_interval`: for two runs that were not interleaved (two saved files): a Welch
+  t interval on the difference of mean log samples, widened by a noise floor, the run-to-run
+  drift that no within-run sample can show.
+- `verdict`: faster / slower only when the interval excludes 1 and the estimate is past the
+  threshold; "same within +-m" only when the whole interval lies inside +-m; otherwise
+  inconclusive, with an estimate of how many rounds would settle it.
+
+SciPy's `stats` gives the t and binomial quantiles; it is imported inside the functions
+that need it, so that a command's start-up does not pay for it.
+"""
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+LEVEL = 0.95
+UNSTABLE_LEVEL = 0.99       # an unstable machine gets wider intervals (see `level_for`)
+THRESHOLD = 0.05            # default: changes within +-5% are "the same"
+MAX_ROUNDS = 1000           # rounds_needed gives up beyond this
+# Run-to-run drift of one configuration, as the SD of the log of the ratio of two runs'
+# medians a few seconds apart (benchmarks/verdicts.py --noise-floor measures it; see
+# docs/measuring.md). Used only when two runs that were not interleaved are compared.
+NOISE_FLOOR = 0.08
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A ratio with its confidence interval: `estimate` (the geometric mean of the per-round
+    ratios, or the median for the order-statistic method), `low`..`high` at `level`, over `n`
+    rounds. `sd_log` is the SD of one round's log ratio (what `rounds_needed` scales)."""
+    estimate: float
+    low: float
+    high: float
+    n: int
+    level: float = LEVEL
+    method: str = "t"
+    sd_log: Optional[float] = None
+
+    def fields(self, key="ratio"):
+        """Flat record fields: key, key_ci_low, key_ci_high, key_n, key_level."""
+        return {key: self.estimate, key + "_ci_low": self.low, key + "_ci_high": self.high,
+                key + "_n": self.n, key + "_level": self.level}
+
+    def describe(self, unit="x", what="rounds"):
+        """'1.12x (95% CI 1.04-1.21, 12 rounds)'."""
+        return "%s%s (%s, %d %s)" % (_num(self.estimate), unit, self.ci_text(), self.n,
+                                     what if self.n != 1 else what.rstrip("s"))
+
+    def ci_text(self):
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            return "%g%% CI unknown" % (100 * self.level)
+        return "%g%% CI %s-%s" % (100 * self.level, _num(self.low), _num(self.high))
+
+
+def _num(x):
+    if x is None or not math.isfinite(x):
+        return str(x)
+    return "%.2f" % x if 0.1 <= abs(x) < 100 else "%.3g" % x
+
+
+def _logs(ratios):
+    out = []
+    for r in ratios:
+        if r is None:
+            continue
+        r = float(r)
+        if not (r > 0 and math.isfinite(r)):
+            raise ValueError("a ratio must be a positive finite number, got %r" % r)
+        out.append(math.log(r))
+    return out
+
+
+def _check_level(level):
+    if not 0 < level < 1:
+        raise ValueError("level must be between 0 and 1, got %r" % level)
+
+
+def ratio_interval(ratios, level=LEVEL):
+    """The geometric mean of `ratios` (per-round ratios; None entries, failed rounds, are
+    left out) with a t interval on the mean log ratio. One round: no interval (0..inf)."""
+    _check_level(level)
+    logs = _logs(ratios)
+    n = len(logs)
+    if n == 0:
+        raise ValueError("no ratios to make an interval of")
+    mean = math.fsum(logs) / n
+    if n < 2:
+        return Interval(math.exp(mean), 0.0, math.inf, n, level, "t", None)
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1))
+    from scipy import stats
+    half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
+    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, level, "t", sd)
+
+
+def median_interval(ratios, level=LEVEL):
+    """The median of `ratios` with its distribution-free interval: the order statistics
+    x(k) .. x(n+1-k) with the largest k whose coverage, from the binomial(n, 1/2), is at least
+    `level`. Fewer rounds than that needs (6 for 95%): 0..inf."""
+    _check_level(level)
+    values = sorted(math.exp(x) for x in _logs(ratios))
+    n = len(values)
+    if n == 0:
+        raise ValueError("no ratios to make an interval of")
+    mid = (values[(n - 1) // 2] + values[n // 2]) / 2
+    from scipy import stats
+    k = 0  # coverage of [x(k), x(n+1-k)] is 1 - 2 P(B <= k-1), B ~ binomial(n, 1/2)
+    while k + 1 <= n // 2 and 1 - 2 * stats.binom.cdf(k, n, 0.5) >= level:
+        k += 1
+    if k == 0:
+        return Interval(mid, 0.0, math.inf, n, level, "order statistics", None)
+    achieved = float(1 - 2 * stats.binom.cdf(k - 1, n, 0.5))
+    return Interval(mid, values[k - 1], values[n - k], n, achieved, "order statistics", None)
+
+
+def minmax_level(n):
+    """The confidence level of min..max of n rounds as an interval for their median:
+    1 - 2^(1-n) (75% for 3 rounds, 94% for 5)."""
+    return 1 - 2.0 ** (1 - n) if n >= 1 else 0.0
+
+
+def two_sample_interval(old, new, level=LEVEL, noise_floor=NOISE_FLOOR, higher_is_better=False):
+    """The speed ratio of two runs measured apart (not interleaved): `old`, `new` are
+    samples (seconds per call when not `higher_is_better`, a rate when it is). The ratio
+    (> 1: `new` is faster) is exp(mean log old - mean log new) for times; its interval is
+    Welch's t on the log samples, with `noise_floor` (the SD of one run's log level from
+    run to run) added for each side: within-run samples cannot show the drift between runs.
+    With `noise_floor=0` this is the plain Welch interval."""
+    _check_level(level)
+    a, b = _logs(old), _logs(new)
+    if not a or not b:
+        raise ValueError("each side needs at least one sample")
+    ma, mb = math.fsum(a) / len(a), math.fsum(b) / len(b)
+    d = (mb - ma) if higher_is_better else (ma - mb)
+    va = math.fsum((x - ma) ** 2 for x in a) / (len(a) - 1) if len(a) > 1 else math.nan
+    vb = math.fsum((x - mb) ** 2 for x in b) / (len(b) - 1) if len(b) > 1 else math.nan
+    n = min(len(a), len(b))
+    if math.isnan(va) or math.isnan(vb):
+        if noise_floor <= 0:
+            return Interval(math.exp(d), 0.0, math.inf, n, level, "welch t", None)
+        va = 0.0 if math.isnan(va) else va
+        vb = 0.0 if math.isnan(vb) else vb
+    sa, sb = va / len(a), vb / len(b)
+    floor = 2 * noise_floor ** 2  # one run's drift on each side, known rather than estimated
+    se = math.sqrt(sa + sb + floor)
+    if se == 0:
+        return Interval(math.exp(d), math.exp(d), math.exp(d), n, level, "welch t", 0.0)
+    # Welch-Satterthwaite degrees of freedom; the floor's part counts as known (infinite dof)
+    estimated = (sa ** 2 / (len(a) - 1) if len(a) > 1 else 0.0) + (sb ** 2 / (len(b) - 1) if len(b) > 1 else 0.0)
+    dof = (sa + sb + floor) ** 2 / estimated if estimated > 0 else math.inf
+    from scipy import stats
+    q = stats.norm.ppf(0.5 + level / 2) if math.isinf(dof) else stats.t.ppf(0.5 + level / 2, max(dof, 1.0))
+    return Interval(math.exp(d), math.exp(d - q * se), math.exp(d + q * se), n, level,
+                    "welch t" + (" + noise floor" if floor > 0 else ""), None)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """`word`: 'faster', 'slower', 'same' or 'inconclusive'; `text` says it for people, with
+    the threshold and, when inconclusive, how many rounds would settle it (`rounds_needed`,
+    None when not even a guess can be made)."""
+    word: str
+    text: str
+    threshold: float
+    rounds_needed: Optional[int] = None
+
+    def fields(self):
+        out = {"verdict": self.word, "verdict_text": self.text, "threshold": self.threshold}
+        if self.word == "inconclusive":
+            out["rounds_needed"] = self.rounds_needed
+        return out
+
+
+def verdict(interval, threshold=THRESHOLD, words=("faster", "slower"), what="rounds", settle=None):
+    """Judge a ratio's `interval` (> 1 means the first of `words`) against `threshold`
+    (0.05: +-5%): faster/slower only when the interval excludes 1 and the estimate is past
+    the threshold; 'same within +-m' only when the whole interval lies within +-m; otherwise
+    inconclusive. `settle` replaces the advice on how to settle an inconclusive one."""
+    if not 0 <= threshold < 1:
+        raise ValueError("threshold must be a fraction in [0, 1), got %r" % threshold)
+    up, down = words
+    est, lo, hi = interval.estimate, interval.low, interval.high
+    bound = 1 + threshold
+    if lo > 1 and est > bound:
+        return Verdict(up, "%s: %s" % (up, interval.describe(what=what)), threshold)
+    if hi < 1 and est < 1 / bound:
+        return Verdict(down, "%s: %s" % (down, interval.describe(what=what)), threshold)
+    if lo >= 1 / bound and hi <= bound:
+        return Verdict("same", "same within +-%g%%: %s" % (100 * threshold, interval.describe(what=what)),
+                       threshold)
+    need = rounds_needed(interval, threshold)
+    more = "; " + settle if settle else ("; about %d %s would settle it" % (need, what) if need is not None
+            else "; more %s would settle it" % what if interval.n < 2 or interval.sd_log is None
+            else "; the change sits at the threshold: more %s will not settle it soon" % what)
+    return Verdict("inconclusive", "inconclusive: %s%s" % (interval.describe(what=what), more), threshold, need)
+
+
+def rounds_needed(interval, threshold=THRESHOLD, level=None):
+    """How many rounds in all (with this round-to-round spread and this estimate) would make
+    the interval decide: exclude 1 when the estimate is past the threshold, or fit inside
+    +-threshold when it is within. None when it cannot be estimated (fewer than 2 rounds) or
+    would take more than MAX_ROUNDS."""
+    if interval.sd_log is None or interval.n < 2:
+        return None
+    level = interval.level if level is None else level
+    d = abs(math.log(interval.estimate))
+    m = math.log(1 + threshold)
+    target = d if d > m else m - d
+    if interval.sd_log == 0:
+        return interval.n
+    if target <= 0:
+        return None
+    from scipy import stats
+    n = max(interval.n, 2)
+    while n <= MAX_ROUNDS:
+        if stats.t.ppf(0.5 + level / 2, n - 1) * interval.sd_log / math.sqrt(n) < target:
+            return n
+        n += 1
+    return None
+
+
+def paired_ratios(baseline, other):
+    """Per-round speed ratios of `other` against `baseline` (seconds per call, same rounds,
+    e.g. two Measurements' samples from one interleaved run): baseline_i / other_i, so > 1
+    means `other` is faster."""
+    baseline, other = list(baseline), list(other)
+    if len(baseline) != len(other):
+        raise ValueError("paired samples need the same number of rounds (%d and %d)" % (len(baseline), len(other)))
+    return [b / o for b, o in zip(baseline, other) if b and o]
+
+
+def level_for(stable):
+    """The confidence level to use: LEVEL on a stable machine, UNSTABLE_LEVEL otherwise."""
+    return LEVEL if stable else UNSTABLE_LEVEL
