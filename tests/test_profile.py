@@ -101,18 +101,55 @@ def test_bfloat16_ceiling_leaves_out_openblas():
 
 # --- the breakdown --------------------------------------------------------------------
 
-def test_fenced_parts_sum_to_the_fenced_step_within_10_percent():
-    config = TrainConfig(model="lenet", dataset="digits", batch_size=32, workers=0, limit=256)
-    results = breakdown(config, [mx.cpu(0)], steps=4, warmup=1)
+def _forward_and_backward_alone(s, repeat=5):
+    """The setup's forward and backward, each timed on its own to a sync, on one batch:
+    the fastest of `repeat` (a clock independent of the breakdown's fences)."""
+    from mxnet import autograd
+    from gluonperf.benchmark import sync
+    from gluonperf.training import as_float32
+    import time
+    x, y = next(s.batches)
+    x, y = x.as_in_context(s.contexts[0]), y.as_in_context(s.contexts[0])
+    forward, backward = [], []
+    for _ in range(repeat):
+        sync()
+        start = time.perf_counter()
+        with autograd.record():
+            loss = s.loss_fn(as_float32(s.net(x)), y)
+        sync()
+        middle = time.perf_counter()
+        loss.backward()
+        sync()
+        forward.append(middle - start)
+        backward.append(time.perf_counter() - middle)
+    return min(forward), min(backward)
+
+
+@pytest.mark.alone
+def test_fenced_parts_hold_the_work_they_fence():
+    """The parts and the fenced step come from the same clock marks, so they add up whatever
+    the fences do; what a fence that misses work changes is where the work is counted. So
+    the forward and backward parts are held against the same forward and backward timed on
+    their own (LeNet at batch 256, where the arithmetic dwarfs the Python that queues it):
+    with a fence that does not wait, a part is only the time to queue its operators (under
+    a tenth of the work's time here) and the work lands in the next part that reads a value."""
+    from gluonperf.step_profile import prepare
+    config = TrainConfig(model="lenet", dataset="digits", batch_size=256, workers=0, limit=1024)
+    s = prepare(config, [mx.cpu(0)])
+    results = breakdown(config, [mx.cpu(0)], steps=4, warmup=1, setup=s)
     by = {r.name: r.metrics for r in results}
     labels = [label for _, label in PARTS + (REST,)]
     assert [r.name for r in results] == labels + ["fenced step", "unfenced step", "hidden by overlap"]
     step = by["fenced step"]["time_s"]
     fenced = sum(by[label]["time_s"] for label in labels if label != REST[1])
-    assert abs(fenced - step) <= 0.10 * step, (fenced, step)  # the fences cover the step
-    assert fenced + by[REST[1]]["time_s"] == pytest.approx(step)  # and the table adds up
+    assert fenced + by[REST[1]]["time_s"] == pytest.approx(step)  # the table adds up
+    forward, backward = _forward_and_backward_alone(s)
+    # the fenced part holds at least half the work's own time (a part that missed its work
+    # holds under a tenth); at most the whole step
+    assert 0.5 * forward <= by["forward"]["time_s"] <= step, (by["forward"]["time_s"], forward, step)
+    assert 0.5 * backward <= by["backward"]["time_s"] <= step, (by["backward"]["time_s"], backward, step)
     assert by["forward"]["time_s"] > 0 and by["backward"]["time_s"] > 0
-    assert by["unfenced step"]["images_per_s"] == pytest.approx(32 / by["unfenced step"]["time_s"])
+    assert by["unfenced step"]["images_per_s"] == pytest.approx(256 / by["unfenced step"]["time_s"])
     assert by["hidden by overlap"]["time_s"] == pytest.approx(step - by["unfenced step"]["time_s"])
 
 
@@ -169,6 +206,10 @@ def test_one_context_with_bulk_execution_off_the_operators_cover_the_step(run, t
     assert conv["flops"] == pytest.approx(expected)
     assert conv["gflop_per_s"] == pytest.approx(expected / conv["time_s"] / 1e9)
     assert conv["of_ceiling"] == pytest.approx(conv["gflop_per_s"] * 1e9 / peak)
+    # facts the code's own formulas cannot fake: one operator runs below the hardware's bound
+    # (it may beat the measured ceiling under the profiler, which gets a caveat), and the
+    # whole step runs below the ceiling measured on this machine
+    assert 0 < conv["gflop_per_s"] * 1e9 < physical_bound(), conv
     verdict = [r for r in records if r.bench == "verdict"]
     assert [r.name for r in verdict][:4] == ["achieved", "loss 1", "loss 2", "loss 3"]
     achieved = verdict[0].metrics
@@ -177,6 +218,7 @@ def test_one_context_with_bulk_execution_off_the_operators_cover_the_step(run, t
     assert achieved["gflop_per_s"] * 1e9 == pytest.approx(count.training * achieved["images_per_s"])
     assert achieved["of_ceiling"] == pytest.approx(achieved["gflop_per_s"] * 1e9 / peak)
     assert achieved["ceiling_images_per_s"] == pytest.approx(peak / count.training)
+    assert 0 < achieved["of_ceiling"] < 1 and achieved["images_per_s"] < achieved["ceiling_images_per_s"], achieved
     assert all("% of the step" in r.metrics["finding"] for r in verdict[1:4])
     breakdown_runs = {r.metrics["run"] for r in records if r.bench == "breakdown"}
     assert breakdown_runs == {"timed"}
