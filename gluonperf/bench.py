@@ -59,6 +59,7 @@ def add_hybridize(sub, common):
                    help="untimed calls per mode before timing (default: %(default)s)")
     p.add_argument("--train", action="store_true",
                    help="time full training steps (forward, backward, Trainer.step) instead of forward calls")
+    cli.add_threshold(p)
     p.add_argument("--export", metavar="DIR",
                    help="export the hybridized model (symbol JSON + params) to DIR and check that "
                         "SymbolBlock.imports gives the same outputs")
@@ -79,14 +80,18 @@ def run_hybridize(args):
     with cli.progress_bar(3 * args.repeat, "hybridize") as bar:
         results = compare_modes(model=args.model, batch_size=args.batch_size, ctx=ctxs[0],
                                 repeat=args.repeat, number=number, warmup=args.warmup,
-                                train=args.train, export_dir=args.export, progress=bar.update)
+                                train=args.train, export_dir=args.export, progress=bar.update,
+                                threshold=args.threshold)
     timed = [r for r in results if r.name != "export"]
     cli.emit(timed, args, ctxs[:1],
              title="%s %s, batch %d on %s: per-call time over %d repeats of %d calls"
                    % (args.model, "train steps" if args.train else "forward calls",
                       args.batch_size, ctxs[0], args.repeat, number),
-             columns=["name", "median_s", "iqr_s", "min_s", "max_s", "noisy", "speedup",
-                      "samples_per_s", "max_abs_diff", "hybrid_forward_calls", "calls"])
+             columns=["name", "median_s", "iqr_s", "noisy", "speedup", "speedup_ci_low", "speedup_ci_high",
+                      "verdict", "samples_per_s", "max_abs_diff", "hybrid_forward_calls", "calls"])
+    for r in timed:
+        if r.metrics.get("verdict_text"):
+            print("%s vs imperative: %s" % (r.name, r.metrics["verdict_text"]))
     for r in results:
         if r.name == "export":
             print("exported %s and %s; SymbolBlock.imports matches (max abs diff %.3g)"

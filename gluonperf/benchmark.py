@@ -138,7 +138,8 @@ class Measurement:
         return self.spread > NOISY_SPREAD
 
     def summary(self):
-        """Flat record fields: times in seconds per call."""
+        """Flat record fields: times in seconds per call, with the raw samples (`samples_s`,
+        one per repeat, in the order measured) so that a saved run can be tested later."""
         row = {
             "median_s": self.median,
             "mean_s": self.mean,
@@ -148,6 +149,7 @@ class Measurement:
             "repeats": len(self.samples),
             "number": self.number,
             "noisy": self.noisy,
+            "samples_s": list(self.samples),
         }
         if self.peak_rss is not None:
             row["rss_peak_bytes"] = self.peak_rss

@@ -36,6 +36,25 @@ def add_stall_timeout(p):
                         "seconds, naming what it waited on (0: never; default: %(default)g)")
 
 
+def percentage(text):
+    """'5%', '5' -> 0.05 (an argparse type)."""
+    raw = text.strip().rstrip("%").strip()
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a percentage; use e.g. 5%%" % text)
+    if not 0 <= value < 100:
+        raise argparse.ArgumentTypeError("%r must be between 0%% and 100%%" % text)
+    return value / 100.0
+
+
+def add_threshold(p, default=0.05):
+    """--threshold: the change below which a ratio counts as 'the same' (stats.verdict)."""
+    p.add_argument("--threshold", type=percentage, default=default, metavar="PCT",
+                   help="a change within +-PCT is 'the same'; faster/slower needs the 95%% interval to exclude "
+                        "1 and the estimate past PCT (default: %g%%)" % (100 * default))
+
+
 def guard_command(args, prog, stall_timeout=None):
     """For a long-running command, once its flags are parsed: start the stall guard
     (--stall-timeout) and stop children / remove temporary files on SIGINT, SIGTERM, SIGHUP.

@@ -18,6 +18,7 @@ from . import UserError
 from .benchmark import measure_interleaved
 from .models import get_model, input_shape
 from .records import result
+from .stats import THRESHOLD, speedup_fields
 
 MODES = {
     "imperative": None,
@@ -117,10 +118,11 @@ def _train_step(net, x, y):
 
 
 def compare_modes(model="mlp", batch_size=1, ctx=None, repeat=5, number=1000, warmup=1,
-                  train=False, export_dir=None, tolerance=1e-4, progress=None):
+                  train=False, export_dir=None, tolerance=1e-4, progress=None, threshold=THRESHOLD):
     """Time `model` imperatively and hybridized (plain and static), interleaved.
 
-    Returns one Result per mode (per-call time statistics, speedup over imperative,
+    Returns one Result per mode (per-call time statistics, speedup over imperative with its
+    95% interval over the repeats and a verdict against `threshold`,
     largest output difference, how often Python's hybrid_forward ran), plus one
     'export' Result when `export_dir` is given.
     """
@@ -130,15 +132,18 @@ def compare_modes(model="mlp", batch_size=1, ctx=None, repeat=5, number=1000, wa
     make = _train_step if train else (lambda net, x, y: _forward(net, x))
     fns = {mode: make(net, x, y) for mode, net in variants.items()}
     measurements = measure_interleaved(fns, warmup=warmup, repeat=repeat, number=number, progress=progress)
-    base = measurements["imperative"].median
+    base = measurements["imperative"].samples
     task = "train_step" if train else "forward"
     results = []
     for mode, m in measurements.items():
+        # speed-up over imperative: per repeat (the modes ran side by side), with its interval
+        speedup = {"speedup": 1.0, "verdict": "baseline"} if mode == "imperative" else \
+            speedup_fields(base, m.samples, threshold=threshold)
         results.append(result(
             "hybridize", mode, m,
             model=model, task=task, batch_size=batch_size, ctx=str(ctx),
             samples_per_s=batch_size / m.median,
-            speedup=base / m.median,
+            **speedup,
             max_abs_diff=diffs[mode],
             hybrid_forward_calls=variants[mode].calls,
             calls=variants[mode].runs,

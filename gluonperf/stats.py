@@ -239,6 +239,14 @@ def paired_ratios(baseline, other):
     return [b / o for b, o in zip(baseline, other) if b and o]
 
 
+def speedup_fields(baseline, samples, key="speedup", threshold=THRESHOLD, level=LEVEL):
+    """Record fields for the speed-up of `samples` over `baseline` (seconds per call, paired
+    repeat by repeat from one interleaved run): the interval's fields under `key` and the
+    verdict's. The estimate is the geometric mean of the per-repeat ratios."""
+    interval = ratio_interval(paired_ratios(baseline, samples), level)
+    return dict(interval.fields(key), **verdict(interval, threshold, what="repeats").fields())
+
+
 def level_for(stable):
     """The confidence level to use: LEVEL on a stable machine, UNSTABLE_LEVEL otherwise."""
     return LEVEL if stable else UNSTABLE_LEVEL
