@@ -24,10 +24,11 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from . import UserError, guard
+from . import UserError, guard, machine, stats
 from .advice import TAKEN_VARIABLE, TEMP_COPY_FOR_CONTEXTS, idle_warnings, physical_cores, recommended_threads
 from .precision import has_bf16, why_no_bf16
 from .records import Result
@@ -178,41 +179,97 @@ class Sweeps:
         return out
 
 
-def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=900, log=None, sweeps=None):
+def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=900, log=None, sweeps=None,
+          threshold=stats.THRESHOLD):
     """Measure candidates, each run in a fresh process, interleaved with the baseline.
 
     The first candidate is the baseline; every other candidate's run is sandwiched
     between two baseline runs (B c1 B c2 B ... per round, order rotating) and its
     ratio is its images/s over the mean of the two baseline figures around it, so a
     change of machine load during the sweep hits both sides of each ratio alike.
+    `rounds`: a number, or a `Rounds` (e.g. `Rounds()`: as many as the intervals need).
     `log(message)`, if given, hears of every run as it ends; `sweeps` (a `Sweeps`)
     keeps what has finished for a command that is stopped.
-    Returns one Result per candidate, best first."""
+    Returns one Result per candidate, best first (see `summarize`)."""
     def measure(c):
         return measure_candidate(c.runner or runner, c, steps, timeout)
-    figures, ratios, errors = _tables(candidates, runner, steps, lever, sweeps)
-    _sandwich(candidates, measure, rounds, lever, progress, log, figures, ratios, errors)
-    results = summarize(candidates, figures, errors, runner, steps, lever, ratios)
+    t = _tables(candidates, runner, steps, lever, sweeps, threshold)
+    _sandwich(candidates, measure, rounds, lever, progress, log, t.figures, t.ratios, t.errors, t.loads)
+    results = summarize(*t.args)
     return sweeps.finish(results) if sweeps else results
 
 
-def _tables(candidates, runner, steps, lever, sweeps):
-    """Empty ({name: [images/s]}, {name: [ratio]}, {name: error}) for `_sandwich`, registered with `sweeps`."""
+@dataclass
+class _Tables:
+    figures: dict
+    ratios: dict
+    errors: dict
+    loads: list
+    args: tuple  # summarize's arguments, which hold the tables above
+
+
+def _tables(candidates, runner, steps, lever, sweeps, threshold=stats.THRESHOLD):
+    """Empty tables for `_sandwich` ({name: [images/s]}, {name: [ratio]}, {name: error}, [load per
+    round]), with the machine's state before they fill, registered with `sweeps`."""
     names = [c.name for c in candidates]
     if len(set(names)) != len(names):
         raise ValueError("candidate names must differ: %s" % names)
     figures = {c.name: [] for c in candidates}
     ratios = {c.name: [] for c in candidates}
-    errors = {}
+    errors, loads = {}, []
+    args = (candidates, figures, errors, runner, steps, lever, ratios, threshold, loads, machine.before(0.2))
     if sweeps:
-        sweeps.start(candidates, figures, errors, runner, steps, lever, ratios)
-    return figures, ratios, errors
+        sweeps.start(*args)
+    return _Tables(figures, ratios, errors, loads, args)
 
 
-def _sandwich(candidates, measure, rounds, lever, progress, log, figures, ratios, errors):
-    """Run B c1 B c2 B ... `rounds` times, filling `figures` ({name: [images/s]}), `ratios` ({name:
-    [ratio per round, None where a run failed]}) and `errors` ({name: error})."""
+class Rounds:
+    """How many sandwich rounds to run: a fixed number, or (`auto`) rounds until every
+    candidate's interval is tight enough (its half-width, as a ratio, at most `precision`) once
+    `minimum` rounds are in, or until `budget` seconds or `maximum` rounds are spent. The
+    rule looks at the intervals' width only, never at whether a result looks significant, so
+    stopping does not bias the verdicts."""
+
+    def __init__(self, fixed=None, minimum=5, maximum=30, budget=600.0, precision=0.05):
+        if fixed is not None and fixed < 1:
+            raise ValueError("rounds must be at least 1, got %r" % fixed)
+        self.fixed, self.minimum, self.maximum = fixed, minimum, maximum
+        self.budget, self.precision = budget, precision
+
+    @property
+    def planned(self):
+        """Rounds to plan for (a progress bar's total): the fixed number, or the minimum."""
+        return self.fixed if self.fixed is not None else self.minimum
+
+    def more(self, done, ratios, elapsed):
+        """Run another round after `done` rounds, given {name: [ratio per round]} and the seconds spent?"""
+        if self.fixed is not None:
+            return done < self.fixed
+        if done < self.minimum:
+            return True
+        if done >= self.maximum or elapsed >= self.budget:
+            return False
+        for values in ratios.values():
+            values = [v for v in values if v is not None]
+            if len(values) >= 2 and len(set(values)) > 1:
+                i = stats.ratio_interval(values)
+                if max(i.high / i.estimate, i.estimate / i.low) - 1 > self.precision:
+                    return True
+        return False
+
+
+def _as_rounds(rounds):
+    return rounds if isinstance(rounds, Rounds) else Rounds(fixed=rounds)
+
+
+def _sandwich(candidates, measure, rounds, lever, progress, log, figures, ratios, errors, loads=None):
+    """Run B c1 B c2 B ... round after round (`rounds`: a number or a `Rounds`), filling `figures`
+    ({name: [images/s]}), `ratios` ({name: [ratio per round, None where a run failed]}),
+    `errors` ({name: error}) and `loads` (a list: per round, the machine's load from
+    `machine.Watch`)."""
     base, others = candidates[0], candidates[1:]
+    rounds = _as_rounds(rounds)
+    watch, start = machine.Watch(), time.monotonic()
 
     def one(c, r):
         ran = c.name not in errors
@@ -225,7 +282,8 @@ def _sandwich(candidates, measure, rounds, lever, progress, log, figures, ratios
         if progress:
             progress()
         return value
-    for r in range(rounds):
+    r = 0
+    while rounds.more(r, {k: v for k, v in ratios.items() if k != base.name}, time.monotonic() - start):
         before = one(base, r)
         order = others[r % len(others):] + others[:r % len(others)] if others else []
         for c in order:
@@ -234,36 +292,68 @@ def _sandwich(candidates, measure, rounds, lever, progress, log, figures, ratios
             ratios[c.name].append(value / ((before + after) / 2) if value and before and after else None)
             before = after
         ratios[base.name].append(1.0 if before else None)
+        if loads is not None:
+            loads.append(watch.round())
+        r += 1
 
 
-def summarize(candidates, figures, errors, runner, steps, lever, paired_ratios=None):
-    """Results from {name: [images/s per round]}: median, range, ratio to the first candidate
-    (per round, or the given {name: [ratios]})."""
+def summarize(candidates, figures, errors, runner, steps, lever, paired_ratios=None, threshold=stats.THRESHOLD,
+              loads=None, start=None):
+    """Results from {name: [images/s per round]}: median and range of images/s; the ratio to
+    the first candidate (the baseline), per round (`round_ratios`: the given {name: [ratios]},
+    or figures over the baseline's), as a geometric mean with its 95% interval; and a verdict.
+    Verdicts against the baseline are made at a level corrected for the number of candidates
+    tried (Bonferroni: 1 - 0.05/k), so that trying k candidates does not make one of them win
+    by chance; on an unstable machine (`machine.judge` of `loads`, `start` and the baseline's
+    figures) at 1 - 0.01/k. Candidates are ranked by the interval's lower end."""
     base = figures[candidates[0].name]
+    warnings = machine.judge(loads or (), start, base)
+    tried = max(1, len(candidates) - 1)
+    level = 1 - (1 - stats.level_for(not warnings)) / tried
     out = []
     for c in candidates:
         vals = figures[c.name]
         ok = [v for v in vals if v]
         if paired_ratios is not None:
-            ratios = [r for r in paired_ratios[c.name] if r is not None]
+            per_round = list(paired_ratios[c.name])
         else:
-            ratios = [v / b for v, b in zip(vals, base) if v and b]
+            per_round = [v / b if v and b else None for v, b in zip(vals, base)]
+        ratios = [r for r in per_round if r is not None]
         metrics = {"lever": lever, "batch_size": int(c.flag("batch_size", 0)) or None,
                    "images_per_s": statistics.median(ok) if ok else None,
                    "min_per_s": min(ok) if ok else None, "max_per_s": max(ok) if ok else None,
-                   "ratio": statistics.median(ratios) if ratios else None,
-                   "ratio_min": min(ratios) if ratios else None, "ratio_max": max(ratios) if ratios else None,
-                   "rounds": len(ok), "env_vars": dict(c.env), "flags": dict(c.flags),
+                   "ratio": None, "rounds": len(ok), "round_ratios": per_round,
+                   "env_vars": dict(c.env), "flags": dict(c.flags),
                    "command": (c.runner or runner).command_line(c, steps)}
-        if paired_ratios is not None:  # round by round, so two candidates can be set against each other
-            metrics["round_ratios"] = list(paired_ratios[c.name])
+        if c is candidates[0]:
+            metrics.update(ratio=1.0 if ratios else None, verdict="baseline")
+        elif ratios:
+            interval = stats.ratio_interval(ratios, level)
+            metrics.update(interval.fields("ratio"))
+            metrics.update(stats.verdict(interval, threshold).fields())
+        if loads is not None:
+            metrics["round_load"] = [l["others_busy_cores"] for l in loads]
+            metrics["round_steal"] = [l["steal_share"] for l in loads]
+        drift = machine.drift(base)
+        if drift is not None:
+            metrics["baseline_drift"] = drift
+        if warnings:
+            metrics["machine_warnings"] = warnings
         if c.name in errors:
             metrics["error"] = errors[c.name]
         out.append(Result("tune", c.name, metrics))
-    out.sort(key=lambda r: -(r.metrics["ratio"] or 0))
+    out.sort(key=lambda r: -(r.metrics.get("ratio_ci_low") or (1.0 if r.metrics.get("verdict") == "baseline"
+                                                                 else 0.0)))
     for rank, r in enumerate(out, 1):
         r.metrics["rank"] = rank
     return out
+
+
+def winner(results):
+    """The candidate to keep from one lever's `summarize` results: of those judged faster than
+    the baseline, the one whose interval's lower end is highest; None when none is."""
+    faster = [r for r in results if r.metrics.get("verdict") == "faster" and not r.metrics.get("error")]
+    return max(faster, key=lambda r: r.metrics["ratio_ci_low"]) if faster else None
 
 
 class Worker:
@@ -322,7 +412,7 @@ def spins_when_idle(candidate):
 
 
 def paired_sweep(candidates, runner, steps, rounds=5, lever="", progress=None, timeout=900, log=None,
-                 sweeps=None):
+                 sweeps=None, threshold=stats.THRESHOLD):
     """Like `sweep` (same sandwich B c1 B c2 B ...), but each candidate is ONE warmed-up
     process (started once, with its own environment) that runs `steps` steps when asked
     while the others wait idle: rounds are short, and start-up and warm-up are paid
@@ -332,17 +422,17 @@ def paired_sweep(candidates, runner, steps, rounds=5, lever="", progress=None, t
     if spinning:
         raise ValueError("%r cannot wait warm beside the other candidates: its idle OpenMP threads spin for ever "
                          "and take the cores from them; leave it out, or measure it with sweep" % spinning[0])
-    figures, ratios, errors = _tables(candidates, runner, steps, lever, sweeps)
+    t = _tables(candidates, runner, steps, lever, sweeps, threshold)
     workers = {}
     try:
         for c in candidates:  # one at a time, so warm-ups do not compete
             workers[c.name] = Worker(c.runner or runner, c, timeout)
         _sandwich(candidates, lambda c: workers[c.name].run(steps), rounds, lever, progress, log,
-                  figures, ratios, errors)
+                  t.figures, t.ratios, t.errors, t.loads)
     finally:
         for w in workers.values():
             w.close()
-    results = summarize(candidates, figures, errors, runner, steps, lever, ratios)
+    results = summarize(*t.args)
     return sweeps.finish(results) if sweeps else results
 
 
@@ -438,16 +528,21 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
     return stages
 
 
-def tune(model="resnet18", contexts=("cpu",), batch_sizes=(64,), steps=10, rounds=3, kvstores=("device",),
-         runner=None, only=None, progress=None, timeout=900, sweeps=None):
+def tune(model="resnet18", contexts=("cpu",), batch_sizes=(64,), steps=10, rounds=None, kvstores=("device",),
+         runner=None, only=None, progress=None, timeout=900, sweeps=None, threshold=stats.THRESHOLD):
     """The whole sweep, per batch size: each lever's candidates against the best so far.
 
-    Returns every candidate's Result (bench='tune', with `lever`, `ratio` to that
-    stage's baseline and `rank` within it) plus, per batch size, a 'best' Result
-    whose `speedup` is the product of the kept levers' ratios (the chain of
-    one-lever-at-a-time wins) and whose `command` is the winning command line.
-    `sweeps` (a `Sweeps`) keeps every lever's results as they come, for a stopped tune."""
+    `rounds`: a number of rounds per lever, or a `Rounds` (None: `Rounds()`, as many as the
+    intervals need within its budget). A candidate is kept only when it is judged faster than
+    the lever's baseline (`winner`: its interval, corrected for the candidates tried, above 1
+    and its estimate past `threshold`). Returns every candidate's Result (bench='tune', with
+    `lever`, `ratio` to that stage's baseline with its interval, `verdict` and `rank`) plus, per
+    batch size, a 'best' Result: the winning settings and `command`, and their `speedup` over
+    the defaults measured in one interleaved confirmation run of the two (with its interval and
+    verdict), not a product of the levers' ratios. `sweeps` (a `Sweeps`) keeps every lever's
+    results as they come, for a stopped tune."""
     runner = runner or default_runner()
+    rounds = Rounds() if rounds is None else rounds
     contexts = list(contexts)
     out = []
     for batch in batch_sizes:
@@ -456,31 +551,43 @@ def tune(model="resnet18", contexts=("cpu",), batch_sizes=(64,), steps=10, round
         # (gluonperf.train picks its own thread count when OMP_NUM_THREADS is unset, so with
         # that runner the baseline is imperative with train's thread default, not MXNet's)
         name = "imperative, train's thread default" if runner.module == "gluonperf.train" else "book defaults"
-        best = Candidate(name, (), tuple(sorted((k, str(v)) for k, v in flags.items())))
-        speedup = 1.0
+        defaults = best = Candidate(name, (), tuple(sorted((k, str(v)) for k, v in flags.items())))
+        kept = []
+        measure = paired_sweep if runner.serves else sweep
         for lever, make in levers(best, contexts, batch_sizes, kvstores, runner=runner):
             if only and lever not in only:
                 continue
             cands = _unique(make(best))
             if len(cands) < 2:
                 continue
-            measure = paired_sweep if runner.serves else sweep
-            results = measure(cands, runner, steps, rounds, lever, progress, timeout, sweeps=sweeps)
+            results = measure(cands, runner, steps, rounds, lever, progress, timeout, sweeps=sweeps,
+                              threshold=threshold)
             out.extend(results)
-            winner = results[0]
-            if winner.metrics.get("ratio") and winner.name != cands[0].name and winner.metrics["ratio"] > 1:
-                best = next(c for c in cands if c.name == winner.name)
-                speedup *= winner.metrics["ratio"]
+            won = winner(results)
+            if won is not None:
+                best = next(c for c in cands if c.name == won.name)
+                kept.append(lever)
+        confirm = {"speedup": 1.0, "verdict": "defaults", "verdict_text": "no lever beat its baseline: the "
+                   "defaults stay"}
+        if kept:  # one interleaved run of the winning settings against the defaults
+            final = Candidate("winning settings", best.env, best.flags, best.runner)
+            results = measure([defaults, final], runner, steps, rounds, "confirm", progress, timeout,
+                              sweeps=sweeps, threshold=threshold)
+            out.extend(results)
+            r = next(r for r in results if r.name == final.name).metrics
+            confirm = {"speedup": r.get("ratio"), "verdict": r.get("verdict"), "verdict_text": r.get("verdict_text"),
+                       "rounds": r.get("rounds")}
+            confirm.update({"speedup" + k[len("ratio"):]: v for k, v in r.items() if k.startswith("ratio_")})
         ctxs = best.flag("ctx", "cpu").split(",")
         env = dict(best.env)
         if runner.module == "gluonperf.train" and "OMP_NUM_THREADS" not in env:  # train sets its own
             env["OMP_NUM_THREADS"] = str(recommended_threads(sum(1 for c in ctxs if c.startswith("cpu"))))
-        out.append(Result("tune", "best", {
-            "lever": "all", "batch_size": batch, "speedup": speedup, "env_vars": dict(best.env),
+        out.append(Result("tune", "best", dict(confirm, **{
+            "lever": "all", "batch_size": batch, "kept_levers": kept, "env_vars": dict(best.env),
             "flags": dict(best.flags), "command": runner.command_line(best, steps),
             "warnings": idle_warnings(ctxs, env) + (
                 ["--dtype bfloat16 changes the arithmetic (convolutions and dense layers in bfloat16): check "
-                 "that your model learns as well before keeping it"] if best.flag("dtype") == "bfloat16" else [])}))
+                 "that your model learns as well before keeping it"] if best.flag("dtype") == "bfloat16" else [])})))
     return out
 
 
@@ -522,8 +629,21 @@ def levers_to_try(contexts, batch_sizes, kvstores, only=None, runner=None):
 def count_runs(model, contexts, batch_sizes, rounds, kvstores, only=None, runner=None):
     """How many subprocess runs `tune` will make (for the progress bar)."""
     counts = _candidate_counts(contexts, batch_sizes, kvstores, only, runner)
-    # the baseline also runs between candidates: B c1 B c2 B
-    return sum((2 * n - 1) * rounds for n in counts.values()) * len(batch_sizes)
+    planned = _as_rounds(rounds).planned if rounds is not None else Rounds().planned
+    # the baseline also runs between candidates: B c1 B c2 B (and B w B for the confirmation)
+    return (sum((2 * n - 1) * planned for n in counts.values()) + 3 * planned) * len(batch_sizes)
+
+
+def _rounds(text):
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError("%r is not a whole number of rounds (at least 1) or auto" % text)
+    return value
 
 
 def build_parser():
@@ -540,8 +660,15 @@ def build_parser():
     p.add_argument("--batch-sizes", default="64", help="comma-separated global batch sizes, each tuned "
                                                        "separately (default: %(default)s)")
     p.add_argument("--steps", type=positive_int, default=10, help="timed training steps per run (default: %(default)s)")
-    p.add_argument("--rounds", type=positive_int, default=3,
-                   help="interleaved rounds per lever; more rounds, less noise (default: %(default)s)")
+    p.add_argument("--rounds", type=_rounds, default="auto",
+                   help="interleaved rounds per lever: a number, or auto: at least 5, then until every "
+                        "candidate's 95%% interval is within +-5%% or --budget is spent (at most 30) "
+                        "(default: %(default)s)")
+    p.add_argument("--budget", type=positive_int, default=600, metavar="SEC",
+                   help="with --rounds auto: seconds per lever after which no new round starts (default: "
+                        "%(default)s)")
+    from .cli import add_threshold
+    add_threshold(p)
     p.add_argument("--kvstore", default=None, help="comma-separated kvstores to try with several contexts "
                                                    "(default: flat,device on CPU contexts, device otherwise)")
     p.add_argument("--levers", help="only these levers, comma-separated: threads,hybridize,data (DataLoader "
@@ -596,6 +723,7 @@ def parse_args(argv):
     if runner is TRAIN and not os.path.exists(os.path.join(ROOT, "gluonperf", "train.py")):
         raise UserError("--runner train needs gluonperf/train.py, which this checkout lacks; use --runner steprate")
     args.runner_obj = runner
+    args.rounds_policy = Rounds(budget=args.budget) if args.rounds == "auto" else Rounds(fixed=args.rounds)
     if args.only:
         to_try = levers_to_try(args.contexts, args.batch_sizes, args.kvstores, args.only, runner)
         idle = ["%s (needs %s)" % (l, LEVER_NEEDS[l]) for l in args.only if l not in to_try]
@@ -611,27 +739,39 @@ def main(argv=None):
     # each run is bounded by --timeout; the guard catches a hang of tune itself between runs
     guard_command(args, "python -m gluonperf.tune", stall_timeout=args.timeout + 120)
     advise(args.contexts, prefix="this shell's settings: ")
-    total = count_runs(args.model, args.contexts, args.batch_sizes, args.rounds, args.kvstores, args.only,
+    total = count_runs(args.model, args.contexts, args.batch_sizes, args.rounds_policy, args.kvstores, args.only,
                        args.runner_obj)
     for idle in getattr(args, "idle_levers", ()):
         note("note: --levers: nothing to try here for %s" % idle)
-    note("tune: %d runs of %s, each in a fresh process" % (total, args.runner_obj.module))
+    note("tune: %s%d runs of %s, each in a fresh process" % ("at least " if args.rounds == "auto" else "", total,
+                                                            args.runner_obj.module))
     bar = progress_bar(total, "tune")
-    title = "tune: %s on %s, images/s per candidate, ratio to the lever's baseline (median of %d interleaved " \
-            "rounds)" % (args.model, ",".join(args.contexts), args.rounds)
-    columns = ["batch_size", "lever", "rank", "name", "images_per_s", "ratio", "ratio_min", "ratio_max", "error"]
+    title = "tune: %s on %s, images/s per candidate, ratio to the lever's baseline (geometric mean of %s " \
+            "interleaved rounds, 95%% interval corrected for the candidates tried)" % (
+                args.model, ",".join(args.contexts), "auto" if args.rounds == "auto" else args.rounds)
+    columns = ["batch_size", "lever", "rank", "name", "images_per_s", "ratio", "ratio_ci_low", "ratio_ci_high",
+               "rounds", "verdict", "error"]
     sweeps = Sweeps()
     try:
         with keep_on_stop(sweeps.results, args, title, columns):
-            results = tune(args.model, args.contexts, args.batch_sizes, args.steps, args.rounds, args.kvstores,
-                           args.runner_obj, args.only, bar.update, args.timeout, sweeps)
+            results = tune(args.model, args.contexts, args.batch_sizes, args.steps, args.rounds_policy,
+                           args.kvstores, args.runner_obj, args.only, bar.update, args.timeout, sweeps,
+                           args.threshold)
     finally:
         bar.close()
     table = [r for r in results if r.name != "best"]
     emit(table, args, title=title, columns=columns, records=results)  # the files also get the winners ('best')
+    warned = sorted({w for r in table for w in r.metrics.get("machine_warnings", ())})
+    if warned:
+        note(machine.warning_line(warned))
     for best in (r for r in results if r.name == "best"):
         m = best.metrics
-        print("\nbest at batch %d: %.2fx the defaults (product of the kept levers' ratios)" % (m["batch_size"], m["speedup"]))
+        if m["kept_levers"]:
+            print("\nbest at batch %d (kept: %s), confirmed against the defaults in one interleaved run: %s"
+                  % (m["batch_size"], ", ".join(m["kept_levers"]), m["verdict_text"]))
+        else:
+            print("\nbest at batch %d: the defaults (no lever was faster than its baseline beyond the noise)"
+                  % m["batch_size"])
         print("  " + m["command"])
         for w in m["warnings"]:
             print("  warning: " + w)

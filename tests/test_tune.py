@@ -9,10 +9,15 @@ from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, count_runs, lever
 from gluonperf import tune
 
 FAKE = textwrap.dedent("""
-    import json, os, sys
+    import json, os, random, sys
     if os.environ.get("FAKE_FAIL"):
         sys.exit("fake worker: told to fail")
     rate = float(os.environ.get("FAKE_RATE", "10"))
+    if os.environ.get("MXNET_ENGINE_TYPE") == "ThreadedEngine":  # tune's engine lever
+        rate *= float(os.environ.get("FAKE_ENGINE_GAIN", "1"))
+    noise = float(os.environ.get("FAKE_NOISE", "0"))  # log-normal spread of every figure
+    random.seed(os.environ.get("FAKE_SEED"))
+    jitter = lambda: rate * random.lognormvariate(0, noise)
     if "--serve" in sys.argv:
         with open(os.environ["FAKE_STARTS"], "a") as f:
             print("start", file=f)
@@ -20,9 +25,9 @@ FAKE = textwrap.dedent("""
         for n, line in enumerate(sys.stdin):
             if os.environ.get("FAKE_DIE_AFTER") and n >= int(os.environ["FAKE_DIE_AFTER"]):
                 sys.exit("fake worker: died")
-            print(json.dumps({"images_per_s": rate}), flush=True)
+            print(json.dumps({"images_per_s": jitter()}), flush=True)
     else:
-        print(json.dumps({"images_per_s": rate, "argv": sys.argv[1:]}))
+        print(json.dumps({"images_per_s": jitter(), "argv": sys.argv[1:]}))
 """)
 
 
@@ -35,7 +40,7 @@ def test_sweep_ranks_by_ratio_and_records_failures(tmp_path):
     out = sweep([base, fast, broken], runner, steps=1, rounds=2, lever="test")
     by = {r.name: r.metrics for r in out}
     assert [r.name for r in out][:2] == ["fast", "base"]
-    assert by["fast"]["ratio"] == 2.5 and by["fast"]["rank"] == 1 and by["fast"]["rounds"] == 2
+    assert by["fast"]["ratio"] == pytest.approx(2.5) and by["fast"]["rank"] == 1 and by["fast"]["rounds"] == 2
     assert by["base"]["ratio"] == 1.0 and by["base"]["rounds"] == 6  # B f B x B, twice
     assert "told to fail" in by["broken"]["error"] and by["broken"]["ratio"] is None
     # round by round, aligned (None where a run failed), so suites can pair two candidates
@@ -69,7 +74,7 @@ def test_paired_sweep_keeps_one_process_per_candidate(tmp_path):
     out = paired_sweep([base, fast, dies, broken], runner, steps=1, rounds=3, log=seen.append)
     by = {r.name: r.metrics for r in out}
     assert starts.read_text().count("start") == 3  # one process per candidate that starts at all
-    assert by["fast"]["ratio"] == 3.0 and by["fast"]["rank"] == 1 and by["fast"]["rounds"] == 3
+    assert by["fast"]["ratio"] == pytest.approx(3.0) and by["fast"]["rank"] == 1 and by["fast"]["rounds"] == 3
     # the baseline ran before and after every other candidate: 1 + 3 per round
     assert by["base"]["ratio"] == 1.0 and by["base"]["rounds"] == 12
     assert by["dies"]["rounds"] == 1 and "died" in by["dies"]["error"]
@@ -130,10 +135,14 @@ def test_candidate_command_line_has_env_and_flags():
 def test_count_runs():
     # hybridize: none/hybrid/static = 3 candidates x 2 rounds x 2 batch sizes, fresh process per run
     # hybridize: none/hybrid/static, run as B h B s B = 5 runs per round, x 2 rounds x 2 batch sizes
-    assert count_runs("mlp", ["cpu0"], [8, 16], 2, ["device"], only=["hybridize"], runner=STEPRATE) == 20
+    # and the confirmation of the winning settings against the defaults, B w B = 3 runs per round
+    assert count_runs("mlp", ["cpu0"], [8, 16], 2, ["device"], only=["hybridize"], runner=STEPRATE) == 20 + 12
     # contexts with two kvstores: cpu0 (baseline), cpu0,cpu1+device, cpu0,cpu1+local, and the last
     # with MXNet's own CPU workspace pool: B d B l B l1 B = 7 runs
-    assert count_runs("mlp", ["cpu0", "cpu1"], [8], 1, ["device", "local"], only=["contexts"], runner=TRAIN) == 7
+    assert count_runs("mlp", ["cpu0", "cpu1"], [8], 1, ["device", "local"], only=["contexts"], runner=TRAIN) == 7 + 3
+    # rounds chosen by the intervals: planned for the minimum
+    assert count_runs("mlp", ["cpu0"], [8], tune.Rounds(), ["device"], only=["engine"],
+                      runner=STEPRATE) == (3 + 3) * tune.Rounds().minimum
 
 
 def stage(name, contexts=("cpu0",), runner=TRAIN):
@@ -204,8 +213,8 @@ def test_baseline_is_named_for_what_it_runs(monkeypatch):
     monkeypatch.setattr(t, "paired_sweep", first_only)
     monkeypatch.setattr(t, "sweep", first_only)
     for runner in (TRAIN, STEPRATE):
-        with pytest.raises(IndexError):  # no results: the fake stops the sweep after its first lever
-            t.tune("mlp", ["cpu"], [8], runner=runner, only=["hybridize"])
+        best = t.tune("mlp", ["cpu"], [8], runner=runner, only=["hybridize"])[-1].metrics
+        assert best["verdict"] == "defaults"  # the fake measured nothing: nothing kept, nothing to confirm
     # gluonperf.train sets its own thread default, so its baseline is not the book's environment
     assert seen == ["imperative, train's thread default", "book defaults"]
 
@@ -213,7 +222,7 @@ def test_baseline_is_named_for_what_it_runs(monkeypatch):
 def test_tune_cli_tiny_model(tmp_path, run):
     out = tmp_path / "tune.json"
     p = run("gluonperf.tune", "--model", "mlp", "--ctx", "cpu", "--batch-sizes", "8", "--steps", "2",
-            "--rounds", "1", "--levers", "engine", "--runner", "steprate", "--json", str(out))
+            "--rounds", "2", "--levers", "engine", "--runner", "steprate", "--json", str(out))
     assert p.returncode == 0, p.stderr
     assert "MXNET_ENGINE_TYPE=ThreadedEngine" in p.stdout and "best at batch 8" in p.stdout
     assert "python -m gluonperf.steprate" in p.stdout
@@ -223,7 +232,16 @@ def test_tune_cli_tiny_model(tmp_path, run):
     assert sorted(r["rank"] for r in cands) == [1, 2]
     assert {r["lever"] for r in cands} == {"engine"}
     best = [r for r in rows if r["name"] == "best"][0]
-    assert best["speedup"] >= 1.0 and "env" in rows[0] and "env_vars" in best
+    assert "env" in rows[0] and "env_vars" in best
+    engine = [r for r in cands if r["verdict"] != "baseline"][0]
+    # the candidate's ratio comes with its interval, n and verdict, in the table and the file
+    assert engine["ratio_n"] == 2 and engine["ratio_ci_low"] < engine["ratio"] < engine["ratio_ci_high"]
+    assert engine["verdict"] in ("faster", "slower", "same", "inconclusive") and "ratio_ci_low" in p.stdout
+    # the 'best' is what was kept: a confirmed speed-up with its interval, or the defaults
+    if best["kept_levers"]:
+        assert best["speedup_n"] == 2 and best["speedup_ci_low"] <= best["speedup"] <= best["speedup_ci_high"]
+    else:
+        assert best["speedup"] == 1.0 and best["verdict"] == "defaults"
 
 
 @pytest.mark.parametrize("args, message", [
@@ -277,7 +295,7 @@ def test_dtype_lever_only_where_bfloat16_can_pay_and_its_winner_is_flagged(monke
     assert "dtype" not in dict(levers(Candidate("b"), ["gpu0"], [64], ["device"], cores=2, runner=TRAIN))
 
     def challenger_wins(cands, *args, **kwargs):
-        return [Result("tune", cands[-1].name, {"ratio": 1.9})]
+        return [Result("tune", cands[-1].name, {"ratio": 1.9, "ratio_ci_low": 1.5, "verdict": "faster"})]
     monkeypatch.setattr(t, "paired_sweep", challenger_wins)
     monkeypatch.setattr(t, "sweep", challenger_wins)
     best = t.tune("mlp", ["cpu"], [8], runner=TRAIN, only=["dtype"])[-1].metrics
@@ -375,3 +393,79 @@ def test_throughput_suite_sets_each_run_against_pytorch_round_by_round(monkeypat
     assert [r.name for r in kept] == ["book loop"] and kept[0].metrics["partial"]
     assert kept[0].metrics["batch_size"] == 8 and "vs_pytorch" not in kept[0].metrics
     sys.modules.pop("train_throughput", None)
+
+
+def fake_tune(tmp_path, monkeypatch, gain, noise, rounds, seed="1", **kw):
+    """tune() on the fake worker, whose engine lever's candidate runs `gain` times as fast as the
+    baseline, every figure with a log-normal spread `noise`."""
+    (tmp_path / "fake_worker.py").write_text(FAKE)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    for k, v in (("FAKE_ENGINE_GAIN", gain), ("FAKE_NOISE", noise), ("FAKE_SEED", seed),
+                 ("FAKE_STARTS", tmp_path / "starts")):
+        monkeypatch.setenv(k, str(v))
+    runner = Runner("fake_worker", serves=True)
+    return tune.tune("mlp", ["cpu"], [8], steps=1, rounds=rounds, runner=runner, only=["engine"], **kw)
+
+
+def test_a_clear_gain_is_kept_and_confirmed_with_its_interval(tmp_path, monkeypatch):
+    out = fake_tune(tmp_path, monkeypatch, gain=2.0, noise=0.05, rounds=6)
+    engine = [r.metrics for r in out if r.metrics.get("lever") == "engine" and r.metrics["verdict"] != "baseline"][0]
+    assert engine["verdict"] == "faster" and engine["ratio_ci_low"] > 1.5
+    # verdicts are corrected for the candidates tried: one candidate here, so 95%
+    assert engine["ratio_level"] == pytest.approx(0.95) or engine["ratio_level"] == pytest.approx(0.99)
+    best = out[-1].metrics
+    assert best["kept_levers"] == ["engine"] and best["verdict"] == "faster"
+    # the speed-up is the confirmation run's, with its own interval, covering the true 2.0
+    assert best["speedup_ci_low"] < 2.0 < best["speedup_ci_high"] and best["speedup_n"] == 6
+    confirm = [r.metrics for r in out if r.metrics.get("lever") == "confirm"]
+    assert len(confirm) == 2 and "MXNET_ENGINE_TYPE=ThreadedEngine" in best["command"]
+
+
+def test_the_same_settings_twice_are_never_kept(tmp_path, monkeypatch):
+    """A/A: the candidate is the baseline's equal (gain 1) with 10% noise per figure. Today's
+    rule kept whichever median came out above 1 (half the time); now 10 seeds keep none."""
+    kept = []
+    for seed in range(10):
+        out = fake_tune(tmp_path, monkeypatch, gain=1.0, noise=0.10, rounds=5, seed=str(seed))
+        best = out[-1].metrics
+        kept.append(bool(best["kept_levers"]))
+        assert best["speedup"] == 1.0 and best["verdict"] == "defaults"
+    assert not any(kept)
+
+
+def test_winner_needs_the_interval_not_the_median():
+    from gluonperf.records import Result
+    results = [Result("tune", "base", {"verdict": "baseline", "ratio": 1.0}),
+               Result("tune", "lucky", {"verdict": "inconclusive", "ratio": 1.3, "ratio_ci_low": 0.8}),
+               Result("tune", "sure", {"verdict": "faster", "ratio": 1.2, "ratio_ci_low": 1.1}),
+               Result("tune", "surer", {"verdict": "faster", "ratio": 1.15, "ratio_ci_low": 1.12})]
+    assert tune.winner(results).name == "surer"
+    assert tune.winner(results[:2]) is None
+
+
+def test_summarize_corrects_the_level_for_the_candidates_tried():
+    cands = [Candidate("b")] + [Candidate("c%d" % i) for i in range(4)]
+    figures = {"b": [10.0] * 5, **{"c%d" % i: [11.0] * 5 for i in range(4)}}
+    ratios = {"b": [1.0] * 5, **{"c%d" % i: [1.1, 1.12, 1.08, 1.1, 1.11] for i in range(4)}}
+    out = tune.summarize(cands, figures, {}, STEPRATE, 1, "x", ratios, loads=[], start=None)
+    levels = [r.metrics.get("ratio_level") for r in out if r.name != "b"]
+    assert levels == [pytest.approx(1 - 0.05 / 4)] * 4
+
+
+def test_rounds_auto_stops_on_the_intervals_width_or_the_budget():
+    auto = tune.Rounds(minimum=5, maximum=30, budget=100, precision=0.05)
+    tight = {"c": [1.10, 1.11, 1.09, 1.10, 1.10]}
+    wide = {"c": [1.3, 0.8, 1.1, 0.9, 1.4]}
+    assert auto.more(3, tight, 0) and not auto.more(5, tight, 0)  # the minimum first, then the width
+    assert auto.more(5, wide, 0) and not auto.more(5, wide, 100) and not auto.more(30, wide, 0)
+    # a significant-looking result does not stop it: only the width does
+    significant_but_wide = {"c": [1.5, 1.3, 1.7, 1.2, 1.6]}
+    assert auto.more(5, significant_but_wide, 0)
+    fixed = tune.Rounds(fixed=3)
+    assert fixed.more(2, wide, 10 ** 6) and not fixed.more(3, tight, 0)
+
+
+@pytest.mark.parametrize("value", ["0", "x", "-2"])
+def test_rounds_flag_takes_a_number_or_auto(value, run):
+    p = run("gluonperf.tune", "--rounds", value)
+    assert p.returncode == 2 and "--rounds" in p.stderr and len(p.stderr.strip().splitlines()) <= 2
