@@ -108,7 +108,8 @@ def median_interval(ratios, level=LEVEL):
     x(k) .. x(n+1-k) with the largest k whose coverage, from the binomial(n, 1/2), is at least
     `level`. Fewer rounds than that needs (6 for 95%): 0..inf."""
     _check_level(level)
-    values = sorted(math.exp(x) for x in _logs(ratios))
+    _logs(ratios)  # the same checks as the t interval's
+    values = sorted(float(r) for r in ratios if r is not None)
     n = len(values)
     if n == 0:
         raise ValueError("no ratios to make an interval of")
