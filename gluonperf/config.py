@@ -17,7 +17,13 @@ DATASETS = {
 HYBRIDIZE = {"none": None, "hybrid": {}, "static": {"static_alloc": True, "static_shape": True}}
 LR_DECAYS = ("cosine", "step", "none")
 KVSTORES = ("device", "flat", "local", "nccl", "dist_sync", "dist_device_sync")
-OPTIMIZERS = ("sgd", "nag")
+OPTIMIZERS = ("sgd", "nag", "adagrad", "rmsprop", "adam", "adamw")
+# the hyper-parameter flags each optimizer takes (besides --lr and --wd), and its --lr when none is given:
+# SGD's 0.1 is ten to a hundred times what the adaptive methods train with (MXNet's and seed 004's figures)
+OPTIMIZER_FLAGS = {"sgd": ("momentum",), "nag": ("momentum",), "adagrad": ("epsilon",),
+                   "rmsprop": ("beta2", "epsilon"), "adam": ("beta1", "beta2", "epsilon"),
+                   "adamw": ("beta1", "beta2", "epsilon")}
+DEFAULT_LR = {"sgd": 0.1, "nag": 0.1, "adagrad": 0.1, "rmsprop": 0.01, "adam": 0.001, "adamw": 0.001}
 # bench allreduce / scratch: the from-scratch allreduce schedules, and MXNet's kvstores beside them
 ALLREDUCE_METHODS = ["book", "ring", "tree"]
 ALLREDUCE_KVSTORES = ["kv-device", "kv-local"]
@@ -34,11 +40,14 @@ class TrainConfig:
     workers: int = 2
     batch_size: int = 64
     epochs: int = 4
-    lr: float = 0.1
+    lr: Optional[float] = None  # None: the optimizer's DEFAULT_LR (see `learning_rate`)
     lr_scale: str = "none"
     optimizer: str = "sgd"
     momentum: float = 0.9
     wd: float = 5e-4
+    beta1: Optional[float] = None    # None: the optimizer's own default (gluonperf.optimizers)
+    beta2: Optional[float] = None
+    epsilon: Optional[float] = None
     warmup_epochs: int = 1
     lr_decay: str = "cosine"
     kvstore: str = "device"
@@ -49,6 +58,12 @@ class TrainConfig:
     steps: int = 20
     checkpoint_segments: int = 0
     dtype: str = "float32"
+    target_top1: Optional[float] = None
+
+    @property
+    def learning_rate(self):
+        """--lr, or the optimizer's default learning rate when it was not given."""
+        return DEFAULT_LR.get(self.optimizer, 0.1) if self.lr is None else self.lr
 
 
 def config_fields():

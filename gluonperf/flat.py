@@ -49,6 +49,15 @@ def owners(sizes, n):
     return out
 
 
+def _copy_state(state, ctx):
+    """An optimizer state (None, an NDArray, or a tuple of them: Adam's mean and variance) on `ctx`."""
+    if isinstance(state, nd.NDArray):
+        return state.copyto(ctx)
+    if isinstance(state, (tuple, list)):
+        return type(state)(_copy_state(s, ctx) for s in state)
+    return state
+
+
 class FlatTrainer(gluon.Trainer):
     """gluon.Trainer over flat per-context gradient buffers: reduce-scatter, one update
     per parameter on its owner, all-gather (see the module). Takes the Block to train
@@ -156,7 +165,7 @@ class FlatTrainer(gluon.Trainer):
             for i, _ in mine:
                 if i in updater.states:
                     state = updater.states[i]
-                    states[i] = state.copyto(self._contexts[0]) if isinstance(state, nd.NDArray) else state
+                    states[i] = _copy_state(state, self._contexts[0])
         # MXNet's optimizer counts updates per device; under the device kvstore every
         # context counts every parameter. Here only its owner does: count them all
         # everywhere, or a device run resuming from this file would use an older

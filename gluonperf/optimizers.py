@@ -17,7 +17,16 @@ keeps MXNet's multi-tensor path without momentum (`sgd_update` rounds differentl
 weights with multi_precision, for sparse arrays, and whenever the user sets
 MXNET_OPTIMIZER_AGGREGATION_SIZE: that variable is the override, as OMP_NUM_THREADS is
 for the thread default.
+
+The others are seed 004's (chapter "optimisation algorithms"): MXNet's `NAG`, `AdaGrad`
+(NDArray arithmetic for dense arrays: MXNet 1.9.1 has no fused dense AdaGrad operator),
+`RMSProp` (`rmsprop_update`), `Adam` (`adam_update`), and `AdamW`, which MXNet 1.9.1 has
+as operators only (`contrib.adamw_update`, `contrib.multi_adamw_update`): gluonperf's class
+calls them, one per parameter, or in groups with MXNET_OPTIMIZER_AGGREGATION_SIZE set, as
+SGD does. `create` maps gluonperf's flags (--momentum, --beta1, --beta2, --epsilon) to each
+class's arguments and refuses a value outside its range (ValueError).
 """
+import math
 import os
 
 import mxnet as mx
@@ -58,15 +67,84 @@ class SGD(mx.optimizer.SGD):
                 and all(w.stype == "default" and g.stype == "default" for w, g in zip(weights, grads)))
 
 
-OPTIMIZERS = {"sgd": SGD, "nag": mx.optimizer.NAG}
+class AdamW(mx.optimizer.Optimizer):
+    """Adam with decoupled weight decay (Loshchilov and Hutter), on MXNet's fused operators:
+    w -= lr * (sqrt(1 - beta2^t) / (1 - beta1^t) * m / (sqrt(v) + epsilon) + wd * w), the
+    bias correction and weight decay as in Adam and PyTorch's AdamW. One
+    `contrib.adamw_update` per parameter, or `contrib.multi_adamw_update` over groups of
+    MXNET_OPTIMIZER_AGGREGATION_SIZE parameters when that is set (the same arithmetic;
+    tests/test_optimizers.py). State: (mean, variance) per parameter."""
+
+    def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8, **kwargs):
+        super().__init__(learning_rate=learning_rate, **kwargs)
+        self.beta1, self.beta2, self.epsilon = beta1, beta2, epsilon
+        self.aggregate_num = max(0, int(os.environ.get(AGGREGATION, "0")))
+
+    def create_state(self, index, weight):
+        return (nd.zeros(weight.shape, weight.context, dtype=weight.dtype),
+                nd.zeros(weight.shape, weight.context, dtype=weight.dtype))
+
+    def update(self, index, weight, grad, state):
+        self._update_impl(index, weight, grad, state)
+
+    def update_multi_precision(self, index, weight, grad, state):
+        self._update_impl(index, weight, grad, state)
+
+    def _update_impl(self, indices, weights, grads, states):
+        if not isinstance(indices, (tuple, list)):
+            indices, weights, grads, states = [indices], [weights], [grads], [states]
+        self._update_count(indices)
+        lrs, wds = self._get_lrs(indices), self._get_wds(indices)
+        scale = [math.sqrt(1 - self.beta2 ** t) / (1 - self.beta1 ** t)
+                 for t in (self._index_update_count[i] for i in indices)]
+        kwargs = {"beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon,
+                  "clip_gradient": self.clip_gradient or -1}
+        rescale = nd.full((1,), self.rescale_grad, ctx=weights[0].context)
+        if len(indices) > 1:
+            nd.contrib.multi_adamw_update(weights, grads, [s[0] for s in states], [s[1] for s in states], rescale,
+                                          lrs=scale, wds=wds, etas=lrs, out=weights, **kwargs)
+            return
+        mean, var = states[0]
+        nd.contrib.adamw_update(weights[0], grads[0], mean, var, rescale, out=weights[0], lr=scale[0], wd=wds[0],
+                                eta=lrs[0], **kwargs)
+
+
+OPTIMIZERS = {"sgd": SGD, "nag": mx.optimizer.NAG, "adagrad": mx.optimizer.AdaGrad,
+              "rmsprop": mx.optimizer.RMSProp, "adam": mx.optimizer.Adam, "adamw": AdamW}
 NAMES = tuple(OPTIMIZERS)
+# gluonperf's hyper-parameter names -> each class's argument (RMSProp's gamma1 is the decay of
+# the squared gradient's average, the role beta2 has in Adam and gamma in seed 004's RMSProp)
+ARGUMENTS = {"sgd": {"momentum": "momentum"}, "nag": {"momentum": "momentum"}, "adagrad": {"epsilon": "eps"},
+             "rmsprop": {"beta2": "gamma1", "epsilon": "epsilon"},
+             "adam": {"beta1": "beta1", "beta2": "beta2", "epsilon": "epsilon"},
+             "adamw": {"beta1": "beta1", "beta2": "beta2", "epsilon": "epsilon"}}
 
 
-def create(name, **params):
-    """The optimizer `name` (one of NAMES) with `params` (SGD's or NAG's arguments), for
-    gluon.Trainer. Raises ValueError for another name."""
+def check_hyper(momentum=None, wd=None, beta1=None, beta2=None, epsilon=None, learning_rate=None):
+    """ValueError naming the first hyper-parameter outside its range (None: not given)."""
+    for name, value in (("momentum", momentum), ("beta1", beta1), ("beta2", beta2)):
+        if value is not None and not 0 <= value < 1:
+            raise ValueError("%s %r must be at least 0 and below 1 (e.g. 0.9)" % (name, value))
+    if epsilon is not None and not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError("epsilon %r must be above 0 (e.g. 1e-8)" % epsilon)
+    if wd is not None and not (math.isfinite(wd) and wd >= 0):
+        raise ValueError("wd %r must be 0 or more (e.g. 5e-4)" % wd)
+    if learning_rate is not None and not (math.isfinite(learning_rate) and learning_rate > 0):
+        raise ValueError("learning rate %r must be above 0" % learning_rate)
+
+
+def create(name, momentum=None, beta1=None, beta2=None, epsilon=None, **params):
+    """The optimizer `name` (one of NAMES) for gluon.Trainer, with gluonperf's hyper-parameters
+    (None: the class's default; those `name` does not take are ignored) and the class's other
+    arguments in `params` (learning_rate, wd, lr_scheduler, ...). Raises ValueError for
+    another name or a value out of range."""
     if name not in OPTIMIZERS:
         raise ValueError("unknown optimizer %r; choose from %s" % (name, ", ".join(NAMES)))
+    given = {"momentum": momentum, "beta1": beta1, "beta2": beta2, "epsilon": epsilon}
+    check_hyper(wd=params.get("wd"), learning_rate=params.get("learning_rate"), **given)
+    for ours, theirs in ARGUMENTS[name].items():
+        if given[ours] is not None:
+            params[theirs] = given[ours]
     return OPTIMIZERS[name](**params)
 
 

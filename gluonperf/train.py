@@ -14,7 +14,8 @@ THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else 
 # and, for --dtype bfloat16, oneDNN's instruction set and the AMX permission (gluonperf.precision)
 DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 
-from .config import DATASETS, HYBRIDIZE, KVSTORES, LR_DECAYS, OPTIMIZERS, TrainConfig  # noqa: E402
+from .config import (DATASETS, DEFAULT_LR, HYBRIDIZE, KVSTORES, LR_DECAYS, OPTIMIZER_FLAGS, OPTIMIZERS,  # noqa: E402
+                     TrainConfig)
 from .precision import DTYPES  # noqa: E402
 
 PROG = "python -m gluonperf.train"
@@ -29,7 +30,8 @@ SCALING_COLUMNS = ["devices", "batch_size", "step_s", "iqr_s", "t1_s", "t2_s", "
 # them; other commands that run a training configuration (gluonperf.profile) add the
 # ones they take with `add_training_flags`, so names, checks and help stay one.
 TRAINING_FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "batch_size",
-                  "epochs", "lr", "lr_scale", "optimizer", "momentum", "wd", "warmup_epochs", "lr_decay",
+                  "epochs", "lr", "lr_scale", "optimizer", "momentum", "wd", "beta1", "beta2", "epsilon",
+                  "warmup_epochs", "lr_decay",
                   "kvstore", "seed", "log_interval", "dtype")
 
 
@@ -72,18 +74,34 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
         "epochs": lambda: p.add_argument(
             "--epochs", type=cli.positive_int, default=d.epochs, help="epochs (default: %(default)s)"),
         "lr": lambda: p.add_argument(
-            "--lr", type=cli.positive_float, default=d.lr, help="learning rate (default: %(default)s)"),
+            "--lr", type=cli.positive_float, default=d.lr,
+            help="learning rate (default: the optimizer's: %s)"
+                 % ", ".join("%g for %s" % (lr, name) for name, lr in DEFAULT_LR.items())),
         "lr_scale": lambda: p.add_argument(
             "--lr-scale", choices=["none", "linear"], default=d.lr_scale,
             help="linear: multiply --lr by the number of devices (x workers), as for a batch "
                  "that grows with them (default: %(default)s)"),
         "optimizer": lambda: p.add_argument(
             "--optimizer", choices=OPTIMIZERS, default=d.optimizer,
-            help="sgd or nag (Nesterov), both with momentum (default: %(default)s)"),
+            help="sgd or nag (Nesterov), both with --momentum; adagrad, rmsprop, adam, adamw (decoupled "
+                 "weight decay): MXNet's optimizers and fused update operators, as in seed 004 "
+                 "(default: %(default)s)"),
         "momentum": lambda: p.add_argument(
-            "--momentum", type=cli.momentum, default=d.momentum, help="momentum (default: %(default)s)"),
+            "--momentum", type=cli.momentum, default=d.momentum,
+            help="momentum of sgd and nag (default: %(default)s)"),
         "wd": lambda: p.add_argument(
             "--wd", type=cli.non_negative_float, default=d.wd, help="weight decay (default: %(default)s)"),
+        "beta1": lambda: p.add_argument(
+            "--beta1", type=cli.momentum, default=None,
+            help="adam, adamw: decay of the gradient's running average (default: 0.9)"),
+        "beta2": lambda: p.add_argument(
+            "--beta2", type=cli.momentum, default=None,
+            help="adam, adamw: decay of the squared gradient's running average (default: 0.999); rmsprop: "
+                 "the same decay, seed 004's gamma (default: 0.9)"),
+        "epsilon": lambda: p.add_argument(
+            "--epsilon", type=cli.positive_float, default=None,
+            help="adagrad, rmsprop, adam, adamw: added to the denominator for stability (default: MXNet's, "
+                 "1e-7 for adagrad, 1e-8 for the others)"),
         "warmup_epochs": lambda: p.add_argument(
             "--warmup-epochs", type=cli.non_negative_int, default=d.warmup_epochs,
             help="epochs of linear learning-rate warm-up from 0 (default: %(default)s)"),
@@ -138,6 +156,9 @@ def build_parser():
                         "forward and recompute each segment's activations in the backward: less memory for "
                         "about one more forward pass (0: off; default: %(default)s). Segments are hybridized "
                         "without static_alloc. See python -m gluonperf.bench footprint")
+    p.add_argument("--target-top1", type=_fraction, metavar="X",
+                   help="time to accuracy: stop once the test top-1 reaches X (e.g. 0.9), and report the wall time, "
+                        "epochs and training images it took, or that --epochs were not enough")
     p.add_argument("--scaling", action="store_true",
                    help="instead of training: time --steps steps on 1, 2, ... N of the contexts with the "
                         "same per-device batch (--batch-size / N); report speedup, efficiency and each "
@@ -145,6 +166,20 @@ def build_parser():
     p.add_argument("--steps", type=cli.positive_int, default=d.steps,
                    help="timed steps per device count for --scaling (default: %(default)s)")
     return p
+
+
+_fraction = cli._checked(float, "a number", lambda v: 0 < v <= 1, "must be above 0 and at most 1 (e.g. 0.9)")
+
+
+def target_line(last):
+    """The time-to-accuracy sentence of a run's last epoch record (train --target-top1)."""
+    if last["target_reached"]:
+        return ("target test top-1 %g reached at epoch %d (test top-1 %.4f): %.1f s wall time (training and "
+                "evaluations), %d training images" % (last["target_top1"], last["epochs_to_target"],
+                                                      last["test_top1"], last["time_to_target_s"],
+                                                      last["images_to_target"]))
+    return ("target test top-1 %g not reached in %d epoch(s): best test top-1 %.4f; train longer (--epochs) or "
+            "change the settings" % (last["target_top1"], last["epoch"], last["best_test_top1"]))
 
 
 def config_from(args, ctxs):
@@ -174,6 +209,17 @@ def check_kvstore(args, ctxs):
                         % args.ctx)
 
 
+def check_optimizer_flags(args):
+    """Refuse --beta1, --beta2 or --epsilon given to an optimizer that has no such
+    hyper-parameter (it would be ignored without a word). For train and profile."""
+    takes = OPTIMIZER_FLAGS[args.optimizer]
+    for name in ("beta1", "beta2", "epsilon"):
+        if getattr(args, name, None) is not None and name not in takes:
+            users = [o for o, flags in OPTIMIZER_FLAGS.items() if name in flags]
+            raise UserError("--%s is a hyper-parameter of %s, not of --optimizer %s; drop it or choose one of those"
+                            % (name, ", ".join(users), args.optimizer))
+
+
 def note_optimizer(args, ctxs):
     """Say on stderr when SGD's update runs per parameter (gluonperf.optimizers). For train and profile."""
     from .optimizers import note
@@ -186,6 +232,7 @@ def check(args, ctxs):
     """Refuse bad input before any long work starts."""
     from .models import get_model
     check_kvstore(args, ctxs)
+    check_optimizer_flags(args)
     get_model(args.model)  # unknown names fail here
     if args.batch_size < len(ctxs):
         raise UserError("--batch-size %d is smaller than the number of contexts (%d); every context "
@@ -202,9 +249,12 @@ def check(args, ctxs):
     check_flag(args.dtype, ctxs)
     if not args.scaling and args.warmup_epochs > args.epochs:  # training.lr_schedule cuts it to the run
         cli.note("note: --warmup-epochs %d is longer than the run (%d epoch(s)): the warm-up takes the whole run "
-                 "and reaches --lr %g only at its end" % (args.warmup_epochs, args.epochs, args.lr))
+                 "and reaches --lr %g only at its end" % (args.warmup_epochs, args.epochs,
+                                                   config_from(args, ctxs).learning_rate))
     if args.kvstore.startswith("dist") and args.scaling:
         raise UserError("--scaling compares the contexts of one machine; use --kvstore flat, device or local")
+    if args.scaling and args.target_top1 is not None:
+        raise UserError("--target-top1 stops a training run; --scaling only times steps: use one or the other")
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
     cli.check_output_dir(args.save, "--save")
@@ -289,7 +339,8 @@ def main(argv=None):
         return ("%s on %s, global batch %d on %s (%d worker%s), kvstore %s, hybridize %s"
                 % (args.model, args.dataset, args.batch_size * first["num_workers"], first["contexts"],
                    first["num_workers"], "s" if first["num_workers"] > 1 else "", args.kvstore,
-                   args.hybridize) + precision_label(args.dtype))
+                   args.hybridize) + precision_label(args.dtype)
+                + ("" if args.optimizer == "sgd" else ", optimizer %s" % args.optimizer))
     finished = []
 
     def epoch_done(results):
@@ -303,6 +354,8 @@ def main(argv=None):
     if results[0].metrics["rank"] != 0:  # in a dist run only worker 0 reports and writes files
         return 0
     cli.emit(results, args, ctxs, columns=EPOCH_COLUMNS, title=title(results))
+    if args.target_top1 is not None:
+        print(target_line(results[-1].metrics))
     if args.plot:
         plot(results, args.plot)
     return 0

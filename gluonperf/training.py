@@ -7,6 +7,7 @@ with checkpoints that a later run can resume from; `scaling` times fixed steps
 on 1, 2, ... N contexts and splits each step into compute (t1) and gradient
 communication (t2). Neither parses arguments nor prints: they return Results.
 """
+import errno
 import json
 import math
 import os
@@ -19,7 +20,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from . import UserError
+from . import UserError, error_line
 from .benchmark import Benchmark, Measurement, sync
 # TrainConfig lives in gluonperf.config (no MXNet: the CLIs parse with it); callers of fit/scaling take it here too
 from .config import HYBRIDIZE, TrainConfig  # noqa: F401
@@ -32,7 +33,10 @@ from .records import Result, _atomic_write, result, umask_mode
 
 # Fields a resumed run must share with the checkpoint it continues. The learning-rate
 # settings may change (e.g. resume with a lower --lr after the loss became NaN).
-RESUME_KEYS = ("model", "dataset", "limit", "batch_size", "seed", "optimizer", "momentum")
+# The optimizer's hyper-parameters come back with its state (pickled in the trainer states), so
+# they may not change either.
+RESUME_KEYS = ("model", "dataset", "limit", "batch_size", "seed", "optimizer", "momentum", "beta1", "beta2",
+               "epsilon")
 LATEST = "latest"
 DMLC_ENV = ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_WORKER", "DMLC_NUM_SERVER")
 
@@ -70,7 +74,8 @@ def build_net(config, contexts):
 
 def scaled_lr(config, devices, num_workers=1):
     """--lr, times the number of devices (x workers) with --lr-scale linear."""
-    return config.lr * devices * num_workers if config.lr_scale == "linear" else config.lr
+    lr = config.learning_rate  # --lr, or the optimizer's default
+    return lr * devices * num_workers if config.lr_scale == "linear" else lr
 
 
 def lr_schedule(config, lr, iters_per_epoch):
@@ -114,7 +119,8 @@ def make_trainer(net, config, lr, schedule=None, kvstore="device"):
     context's share of one flat gradient array and updates each parameter once.
     The optimizer is gluonperf.optimizers': SGD updates each parameter with its own
     operator on CPU."""
-    params = {"learning_rate": lr, "momentum": config.momentum, "wd": config.wd}
+    params = {"learning_rate": lr, "wd": config.wd, "momentum": config.momentum, "beta1": config.beta1,
+              "beta2": config.beta2, "epsilon": config.epsilon}
     if schedule is not None:
         params["lr_scheduler"] = schedule
     optimizer = create_optimizer(config.optimizer, **params)
@@ -200,6 +206,19 @@ def evaluate(net, data, contexts):
 
 # --- checkpoints ---------------------------------------------------------------
 
+# errors of a write that more space or another place would fix (as gluonperf.cli.run lists them)
+WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
+
+
+def _nearly_full(directory, margin=1 << 20):
+    """Whether the file system of `directory` has less than `margin` bytes left for this user."""
+    try:
+        st = os.statvfs(directory)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < margin
+
+
 class CheckpointDir:
     """A --save directory, written by one run at a time.
 
@@ -255,6 +274,40 @@ class CheckpointDir:
                 shutil.rmtree(os.path.join(self.directory, d), ignore_errors=True)
 
     def save(self, epoch, net, trainer, meta):
+        """Write epoch `epoch`'s checkpoint; returns its path. A full disk (or a file too large,
+        or a read-only file system) raises OSError whose message names the checkpoint that was
+        not written and the one `latest` still names, intact: cli.run makes it one line."""
+        try:
+            return self._save(epoch, net, trainer, meta)
+        except Exception as e:
+            failure = self._write_failure(epoch, e)
+            if failure is e:
+                raise
+            raise failure from e
+
+    def _write_failure(self, epoch, error):
+        """The OSError to raise for `error` (an OSError, or MXNet's 'FileStream.Write incomplete',
+        which says no more) while writing epoch `epoch`, or `error` itself when it is neither."""
+        text = error_line(error)
+        if isinstance(error, OSError) and error.errno in WRITE_ERRNOS:
+            code, why = error.errno, error.strerror or os.strerror(error.errno)
+        elif "Write incomplete" in text or "No space left" in text:  # MXNet's dmlc stream: no errno
+            full = _nearly_full(self.directory)
+            code = errno.ENOSPC if full else errno.EIO
+            why = ("the device is full (MXNet's write was cut short)" if full else
+                   "MXNet's write was cut short (a full device, a quota or a file-size limit)")
+        else:
+            return error
+        try:
+            with open(os.path.join(self.directory, LATEST)) as f:
+                intact = "%s (named by %s) is intact" % (os.path.join(self.directory, f.read().strip()),
+                                                         os.path.join(self.directory, LATEST))
+        except OSError:
+            intact = "no earlier checkpoint exists"
+        return OSError(code, "%s: the checkpoint of epoch %d was not written; %s" % (why, epoch, intact),
+                       os.path.join(self.directory, "epoch-%04d" % epoch))
+
+    def _save(self, epoch, net, trainer, meta):
         directory = self.directory
         name = "epoch-%04d" % epoch
         tmp = tempfile.mkdtemp(dir=directory, prefix=".tmp-" + name)
@@ -461,7 +514,8 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
         sync_initial_weights(net, trainer, contexts, train_set[0][0].shape)
     common = dict(model=config.model, dataset=config.dataset, batch_size=config.batch_size,
                   contexts=describe(contexts), devices=len(contexts), num_workers=num_workers, rank=rank,
-                  hybridize=config.hybridize, kvstore=config.kvstore, workers=config.workers, dtype=config.dtype)
+                  hybridize=config.hybridize, kvstore=config.kvstore, workers=config.workers, dtype=config.dtype,
+                  optimizer=config.optimizer)
     for epoch in range(first, config.epochs):
         mx.random.seed(_epoch_seed(config.seed, epoch))
         train_data.sampler.set_epoch(epoch)
@@ -491,8 +545,11 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
                         train_top1=stats.top1, train_top5=stats.top5,
                         test_top1=test_top1, test_top5=test_top5, epoch_s=epoch_s, train_s=train_s,
                         train_images_per_s=stats.images * num_workers / train_s, lr=trainer.learning_rate,
-                        param_checksum=every, weights_checksum=weights, **common)
+                        images=stats.images * num_workers, param_checksum=every, weights_checksum=weights, **common)
         history.append(record)
+        reached = config.target_top1 is not None and test_top1 >= config.target_top1
+        if config.target_top1 is not None:
+            record.metrics.update(time_to_target(history, config.target_top1, reached))
         if log:  # dist workers compare the weights' checksum: their BatchNorm statistics are their own
             log("epoch %d: loss %.4f, train top-1 %.4f, test top-1 %.4f, %.1f s, %.1f images/s, "
                 "param checksum %.10g%s" % (epoch + 1, record.metrics["loss"], record.metrics["train_top1"],
@@ -505,7 +562,22 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
                                                  "history": [r.row() for r in history]})
         if epoch_done:
             epoch_done(list(history))
+        if reached:
+            break
     return history
+
+
+def time_to_target(history, target, reached):
+    """Time to accuracy (DAWNBench's and MLPerf Training's metric) after the last epoch of
+    `history`: whether the test top-1 reached `target`, and if so the wall time (every epoch's
+    training and evaluation; not the process's start nor the checkpoints), the epochs and the
+    training images it took; None for those when it was not reached."""
+    m = [r.metrics for r in history]
+    return {"target_top1": target, "target_reached": reached,
+            "time_to_target_s": sum(r["epoch_s"] for r in m) if reached else None,
+            "epochs_to_target": m[-1]["epoch"] if reached else None,
+            "images_to_target": sum(r.get("images", 0) for r in m) if reached else None,
+            "best_test_top1": max(r["test_top1"] for r in m)}
 
 
 # --- scaling ------------------------------------------------------------------

@@ -56,8 +56,12 @@ def test_mxnets_multi_tensor_path_when_the_user_sets_the_aggregation_size(monkey
 def test_create_gives_the_named_optimizer_and_refuses_others():
     assert type(optimizers.create("sgd", learning_rate=0.1, momentum=0.9)) is SGD
     assert type(optimizers.create("nag", learning_rate=0.1, momentum=0.9)) is mx.optimizer.NAG
-    with pytest.raises(ValueError, match="unknown optimizer 'adam'; choose from sgd, nag"):
-        optimizers.create("adam")
+    assert type(optimizers.create("adam", beta1=0.8)) is mx.optimizer.Adam
+    assert optimizers.create("adam", beta1=0.8).beta1 == 0.8
+    assert optimizers.create("rmsprop", beta2=0.7).gamma1 == 0.7  # seed 004's gamma
+    assert optimizers.create("adagrad", epsilon=1e-5).float_stable_eps == 1e-5
+    with pytest.raises(ValueError, match="unknown optimizer 'lion'; choose from sgd, nag, adagrad, rmsprop, adam, adamw"):
+        optimizers.create("lion")
 
 
 def test_the_names_the_parsers_offer_are_those_the_code_runs():
