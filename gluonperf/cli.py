@@ -52,7 +52,7 @@ def add_threshold(p, default=0.05):
     """--threshold: the change below which a ratio counts as 'the same' (stats.verdict)."""
     p.add_argument("--threshold", type=percentage, default=default, metavar="PCT",
                    help="a change within +-PCT is 'the same'; faster/slower needs the 95%% interval to exclude "
-                        "1 and the estimate past PCT (default: %g%%)" % (100 * default))
+                        "1 and the estimate past PCT (default: " + "%g%%%%)" % (100 * default))
 
 
 def guard_command(args, prog, stall_timeout=None):

@@ -17,33 +17,69 @@ def rec(name, per_s=None, median=None, **ident):
     return Result("train_throughput", name, metrics)
 
 
-def test_throughput_drop_is_a_regression_and_time_drop_an_improvement():
-    old = [rec("book", per_s=100.0, model="resnet18", batch_size=64),
-           Result("hybridize", "static", {"median_s": 0.010, "model": "mlp"})]
-    new = [rec("book", per_s=80.0, model="resnet18", batch_size=64),
-           Result("hybridize", "static", {"median_s": 0.008, "model": "mlp"})]
-    out = {r.name: r.metrics for r in compare(old, new, threshold=0.10)}
+def runs(name, values, key="images_per_s", bench="train_throughput", **ident):
+    """Several runs of one benchmark, as a file holding several runs has them."""
+    return [Result(bench, name, dict(ident, **{key: v})) for v in values]
+
+
+def timed(name, samples, **ident):
+    """One run of a timed benchmark with its raw samples (seconds per call)."""
+    import statistics
+    return Result("hybridize", name, dict(ident, median_s=statistics.median(samples), samples_s=list(samples)))
+
+
+def test_a_clear_drop_over_several_runs_is_a_regression_and_a_time_drop_an_improvement():
+    old = runs("book", [100, 102, 99, 101], model="resnet18", batch_size=64) + \
+        runs("static", [0.010, 0.0101, 0.0099], key="median_s", bench="hybridize", model="mlp")
+    new = runs("book", [80, 81, 79, 80.5], model="resnet18", batch_size=64) + \
+        runs("static", [0.008, 0.0081, 0.0079], key="median_s", bench="hybridize", model="mlp")
+    out = {r.name: r.metrics for r in compare(old, new, 0.10)}
     book = out["train_throughput/book"]
-    assert book["metric"] == "images_per_s"
-    assert book["change"] == pytest.approx(-0.20)
-    assert book["worse"] == pytest.approx(0.20)
-    assert book["status"] == "regression"
+    assert book["metric"] == "images_per_s" and book["runs_old"] == 4 and book["evidence"] == "4 and 4 runs"
+    assert book["change"] == pytest.approx(80.25 / 100.5 - 1)
+    assert book["status"] == "regression" and book["verdict"] == "slower"
+    assert book["ratio_ci_high"] < 1 and book["ratio_n"] == 4
     static = out["hybridize/static"]
-    assert static["metric"] == "median_s"
-    assert static["worse"] == pytest.approx(-0.20)
-    assert static["status"] == "improved"
+    assert static["metric"] == "median_s" and static["worse"] == pytest.approx(-0.20)
+    assert static["status"] == "improved" and static["ratio"] == pytest.approx(1.25, rel=0.01)
 
 
-def test_change_within_threshold_is_same_and_identifying_fields_match():
-    old = [rec("step", per_s=100.0, batch_size=64), rec("step", per_s=50.0, batch_size=128)]
-    new = [rec("step", per_s=95.0, batch_size=64), rec("step", per_s=60.0, batch_size=128)]
-    out = compare(old, new, threshold=0.10)
+def test_a_change_within_the_threshold_is_same_and_identifying_fields_match():
+    old = runs("step", [100, 100.5, 99.5, 100], batch_size=64) + runs("step", [50, 51, 49], batch_size=128)
+    new = runs("step", [101, 100.5, 101.5, 101], batch_size=64) + runs("step", [60, 61, 59], batch_size=128)
+    out = compare(old, new, 0.10)
     by_batch = {r.metrics["batch_size"]: r.metrics for r in out}
-    assert by_batch[64]["status"] == "same"
+    assert by_batch[64]["status"] == "same" and by_batch[64]["verdict_text"].startswith("same within +-5%")
     assert by_batch[64]["old"] == 100.0
     assert by_batch[128]["old"] == 50.0  # matched on batch_size, not just on the name
     assert by_batch[128]["status"] == "improved"
     assert not regressions(out)
+
+
+def test_a_a_single_runs_are_not_called_a_change():
+    """The README's case: bench hybridize run twice, nothing changed, the second run 14-31%
+    faster by the machine's drift. One run each cannot see that drift: the noise floor widens
+    the interval, and the verdict is inconclusive, never 'improved'."""
+    old = [timed("hybrid", [0.00100, 0.00104, 0.00098, 0.00101, 0.00102], model="mlp")]
+    new = [timed("hybrid", [0.00087, 0.00088, 0.00086, 0.00089, 0.00087], model="mlp")]  # +15%
+    row = compare(old, new, 0.05)[0].metrics
+    assert row["status"] == "inconclusive" and "cannot settle it" in row["verdict_text"]
+    assert "noise floor" in row["evidence"] and row["ratio_n"] == 5
+    # without the floor, the same samples would call it: the floor is what stops it
+    assert compare(old, new, 0.05, noise_floor=0)[0].metrics["status"] == "improved"
+
+
+def test_too_little_evidence_is_inconclusive():
+    row = compare(runs("a", [100]), runs("a", [90]), 0.05)[0].metrics
+    assert row["status"] == "inconclusive" and row["ratio_ci_low"] < 1 < row["ratio_ci_high"]
+
+
+def test_alternating_pairs_decide_what_single_runs_cannot():
+    from gluonperf.compare import key
+    old, new = runs("a", [100.0]), runs("a", [106.0])
+    pairs = {key(old[0]): [(100, 110), (90, 99), (120, 131), (95, 105), (105, 115)]}  # +10% in every pair
+    row = compare(old, new, 0.05, pairs=pairs)[0].metrics
+    assert row["status"] == "improved" and row["evidence"] == "alternating pairs" and row["ratio_n"] == 5
 
 
 def test_new_and_removed_records_are_listed():
@@ -68,22 +104,51 @@ def write(path, results, env=ENV):
     return str(path)
 
 
-def test_cli_exits_1_on_regression_past_threshold(tmp_path, run):
-    old = write(tmp_path / "old.json", [rec("book", per_s=100.0, batch_size=64)])
-    new = write(tmp_path / "new.json", [rec("book", per_s=80.0, batch_size=64)],
+def test_cli_exits_1_only_on_a_significant_regression_past_fail_above(tmp_path, run):
+    old = write(tmp_path / "old.json", runs("book", [100, 101, 99, 100], batch_size=64))
+    new = write(tmp_path / "new.json", runs("book", [80, 81, 79, 80], batch_size=64),
                 dict(ENV, env={"OMP_NUM_THREADS": "2"}))
     p = run("gluonperf.compare", old, new, "--fail-above", "10%")
     assert p.returncode == 1, p.stderr
-    assert "regression" in p.stdout and "-20.0%" in p.stdout
+    assert "regression" in p.stdout and "-20.0%" in p.stdout and "95% CI" in p.stdout
     assert "OMP_NUM_THREADS: unset -> 2" in p.stderr
     p = run("gluonperf.compare", old, new, "--fail-above", "25%")
     assert p.returncode == 0, p.stderr
     p = run("gluonperf.compare", old, new)  # no threshold: informational
     assert p.returncode == 0 and "worse" in p.stdout
+    # a 10% drop between two single runs is inside the run-to-run noise: no failure
+    one_old = write(tmp_path / "one_old.json", runs("book", [100], batch_size=64))
+    one_new = write(tmp_path / "one_new.json", runs("book", [90], batch_size=64))
+    p = run("gluonperf.compare", one_old, one_new, "--fail-above", "10%")
+    assert p.returncode == 0 and "inconclusive" in p.stdout and "noise floor" in p.stderr, p.stdout + p.stderr
     # a negative threshold is refused with what is wrong, not argparse's "expected one argument"
     p = run("gluonperf.compare", old, new, "--fail-above", "-5%")
     assert p.returncode == 2 and "'-5%' must be between 0% and 1000%" in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+FAKE_BENCH = """
+import json, random, sys
+rate = float(sys.argv[1]) * random.lognormvariate(0, 0.02)
+path = sys.argv[sys.argv.index("--json") + 1]
+with open(path, "w") as f:
+    f.write(json.dumps({"bench": "fake", "name": "step", "images_per_s": rate, "env": {}}) + "\\n")
+"""
+
+
+def test_cli_ab_runs_two_commands_in_alternation(tmp_path, run):
+    script = tmp_path / "fake_bench.py"
+    script.write_text(FAKE_BENCH)
+    out = tmp_path / "ab.json"
+    import sys
+    p = run("gluonperf.compare", "--ab", "%s %s 100" % (sys.executable, script),
+            "%s %s 130" % (sys.executable, script), "--runs", "4", "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    row = json.loads(out.read_text().splitlines()[0])
+    assert row["evidence"] == "alternating pairs" and row["ratio_n"] == 4
+    assert row["status"] == "improved" and row["ratio_ci_low"] < 1.3 < row["ratio_ci_high"]
+    p = run("gluonperf.compare", "--ab", "%s %s 100" % (sys.executable, script), "false", "--runs", "1")
+    assert p.returncode == 2 and "the NEW command failed" in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
 
 def test_cli_says_when_a_file_comes_from_a_stopped_run(tmp_path, run):
@@ -126,7 +191,10 @@ def test_cli_json_output(tmp_path, run):
     p = run("gluonperf.compare", old, new, "--json", str(out))
     assert p.returncode == 0, p.stderr
     row = json.loads(out.read_text().splitlines()[0])
-    assert row["status"] == "improved" and row["change"] == pytest.approx(0.5)
+    assert row["change"] == pytest.approx(0.5) and row["ratio"] == pytest.approx(1.5)
+    # every row carries its interval, n and the evidence it stands on
+    assert row["ratio_ci_low"] < 1.5 < row["ratio_ci_high"] and row["ratio_n"] == 1
+    assert row["status"] in ("improved", "inconclusive") and "noise floor" in row["evidence"]
 
 
 @pytest.mark.parametrize("where", ["a-file/out.json", "a-dir"])
