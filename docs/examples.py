@@ -1,0 +1,212 @@
+"""Run the commands the README and the docs pages show, and write their real output.
+
+Each example runs as a user runs it (a subprocess, from a scratch folder, in an environment
+with no OMP_*/MXNET_* preset, so the commands' own thread defaults apply), at small sizes
+that finish on a CPU-only machine. Its output (stderr and stdout, in the order written) goes
+to docs/examples/NAME.md: a caption naming the machine (lscpu's model name, cores), the date
+and the run time, then the command and its output in a code block. The pages include those
+files, and the README's quick start is rewritten between its `<!-- example:NAME -->` and
+`<!-- /example:NAME -->` markers, so no sample output is pasted by hand.
+
+    python docs/examples.py                   # all of them (a few minutes on 2 cores)
+    python docs/examples.py --only train,compare
+    python docs/examples.py --list
+
+An example that fails (non-zero exit, or past --timeout) is reported on stderr with its
+output's tail; its file is not written (the others are), and the exit code is 1.
+"""
+import argparse
+import datetime
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+# (name, what it shows, command lines). Each command line runs in the same scratch folder,
+# in order, so a later one can read what an earlier one wrote (compare, report).
+EXAMPLES = [
+    ("quickstart", "the README's quick start: the main job at its defaults",
+     ["python -m gluonperf.bench hybridize"]),
+    ("commands", "the list of commands",
+     ["python -m gluonperf"]),
+    ("bench_async", "bench async at small sizes",
+     ["python -m gluonperf.bench async --demo-size 1000 --sizes 10,100,1000 --repeat 3"]),
+    ("bench_memory", "bench memory, 20 batches",
+     ["python -m gluonperf.bench memory --batches 20 --every 1,5"]),
+    ("bench_parallel", "bench parallel at its defaults",
+     ["python -m gluonperf.bench parallel"]),
+    ("bench_overlap", "bench overlap at its defaults",
+     ["python -m gluonperf.bench overlap"]),
+    ("bench_allreduce", "bench allreduce, two sizes over two contexts",
+     ["python -m gluonperf.bench allreduce --sizes 4K,4M --num-ctx 2 --repeat 3"]),
+    ("bench_footprint", "bench footprint, LeNet with and without checkpointing",
+     ["python -m gluonperf.bench footprint --model lenet --batch-sizes 32,64 --hybridize none,hybrid "
+      "--checkpoint 0,2 --steps 2"]),
+    ("bench_scratch", "bench scratch, two epochs on two contexts",
+     ["python -m gluonperf.bench scratch --ctx cpu0,cpu1 --epochs 2"]),
+    ("train", "train LeNet on the digits set on two contexts",
+     ["python -m gluonperf.train --dataset digits --model lenet --ctx cpu0,cpu1 --epochs 2 "
+      "--json results/train.json"]),
+    ("train_scaling", "train --scaling: one context against two",
+     ["python -m gluonperf.train --scaling --dataset digits --model lenet --ctx cpu0,cpu1 --steps 10 "
+      "--batch-size 128 --json results/scaling.json"]),
+    ("launch", "launch: two workers and a server training LeNet with dist_sync",
+     ["python -m gluonperf.launch -n 2 -s 1 --timeout 300 -- python -m gluonperf.train --kvstore dist_sync "
+      "--model lenet --dataset digits --epochs 1 --batch-size 32 --workers 0"]),
+    ("profile", "profile LeNet's training step against a quick ceiling",
+     ["python -m gluonperf.profile --model lenet --batch-size 64 --steps 5 --ceiling quick "
+      "--json results/profile.json"]),
+    ("predict", "predict ResNet-18's scaling from a measured step time",
+     ["python -m gluonperf.predict --model resnet18_v1 --t1 0.366 --per-device-batch 256 --devices 1,8 "
+      "--machines 1,8,64 --link pcie3 --network 25gbe"]),
+    ("tune", "tune LeNet's thread and hybridize levers",
+     ["python -m gluonperf.tune --model lenet --levers threads,hybridize --rounds 2 --steps 20 "
+      "--json results/tune.json"]),
+    ("compare", "compare two runs of the same command",
+     ["python -m gluonperf.bench hybridize --repeat 3 --number 300 --json results/run1.json",
+      "python -m gluonperf.bench hybridize --repeat 3 --number 300 --json results/run2.json",
+      "python -m gluonperf.compare results/run1.json results/run2.json --fail-above 50%"]),
+    ("report", "report: one HTML page of the results above",
+     ["python -m gluonperf.report results -o report.html"]),
+]
+NAMES = [name for name, _, _ in EXAMPLES]
+
+
+def machine():
+    """lscpu's model name, family and model, and the number of cores ('2-core AMD EPYC (family 25
+    model 1)')."""
+    model, cores, family = "unknown CPU", os.cpu_count(), ""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        model = fields.get("Model name", model)
+        per_socket = int(fields.get("Core(s) per socket", 0)) * int(fields.get("Socket(s)", 1) or 1)
+        cores = per_socket or cores
+        if fields.get("CPU family") and fields.get("Model"):
+            family = " (family %s model %s)" % (fields["CPU family"], fields["Model"])
+    except (OSError, ValueError, subprocess.SubprocessError):
+        pass
+    return "%d-core %s%s" % (cores, model, family)
+
+
+def clean_env():
+    """The user's environment without the settings that change the commands' defaults."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_", "KMP_", "GOMP_", "DNNL_"))}
+    env["PYTHONUNBUFFERED"] = "1"  # stderr's notes and stdout's table in the order written
+    env["COLUMNS"] = "200"
+    return env
+
+
+def run(commands, cwd, timeout):
+    """Run each command line in cwd; (transcript, seconds, error or None)."""
+    transcript, start = [], time.time()
+    for line in commands:
+        argv = shlex.split(line)
+        argv = [sys.executable if a == "python" else a for a in argv]
+        try:
+            p = subprocess.run(argv, cwd=cwd, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            return transcript, time.time() - start, "timed out after %d s: %s\n%s" % (timeout, line, out[-2000:])
+        transcript.append("$ " + line)
+        transcript.extend(p.stdout.rstrip("\n").split("\n") if p.stdout.strip() else [])
+        if p.returncode != 0 and not line.startswith("python -m gluonperf.compare"):
+            return transcript, time.time() - start, "exit %d: %s\n%s" % (p.returncode, line, p.stdout[-2000:])
+        if line.startswith("python -m gluonperf.compare"):
+            transcript.append("$ echo $?")
+            transcript.append(str(p.returncode))
+    return transcript, time.time() - start, None
+
+
+def caption(where, seconds):
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return "Real output on a %s, %s (%.0f s; generated by `python docs/examples.py`):" % (where, when, seconds)
+
+
+def render(where, transcript, seconds):
+    return "%s\n\n```text\n%s\n```\n" % (caption(where, seconds), "\n".join(transcript))
+
+
+def write_atomically(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def update_readme(readme, name, text):
+    """Replace the block between <!-- example:NAME --> and <!-- /example:NAME --> in readme."""
+    with open(readme) as f:
+        old = f.read()
+    pattern = re.compile(r"(<!-- example:%s -->\n).*?(<!-- /example:%s -->)" % (name, name), re.S)
+    if not pattern.search(old):
+        return False
+    write_atomically(readme, pattern.sub(lambda m: m.group(1) + text + m.group(2), old))
+    return True
+
+
+def names(text):
+    chosen = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in chosen if n not in NAMES]
+    if unknown:
+        raise argparse.ArgumentTypeError("unknown example(s) %s; --list shows them" % ", ".join(unknown))
+    return chosen
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="python docs/examples.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", type=names, metavar="NAME[,NAME...]",
+                   help="run only these examples (compare and report read what train, profile and tune wrote: "
+                        "run them together)")
+    p.add_argument("--list", action="store_true", help="list the examples and exit")
+    p.add_argument("--out", default=os.path.join(HERE, "examples"), help="folder of the output files "
+                   "(default: docs/examples)")
+    p.add_argument("--readme", default=os.path.join(ROOT, "README.md"),
+                   help="README whose marked blocks are rewritten (default: the repository's)")
+    p.add_argument("--timeout", type=float, default=300, help="seconds per command (default: 300)")
+    return p
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not os.path.isfile(args.readme):
+        parser.error("--readme %s: no such file" % args.readme)
+    if args.list:
+        for name, what, commands in EXAMPLES:
+            print("%-16s %s\n%16s   %s" % (name, what, "", "\n                   ".join(commands)))
+        return 0
+    chosen = args.only or NAMES
+    os.makedirs(args.out, exist_ok=True)
+    where, failed = machine(), []
+    with tempfile.TemporaryDirectory(prefix="gluonperf-examples-") as scratch:
+        os.makedirs(os.path.join(scratch, "results"))
+        for name, _, commands in EXAMPLES:
+            if name not in chosen:
+                continue
+            transcript, seconds, error = run(commands, scratch, args.timeout)
+            if error:
+                print("examples: %s failed (%s)" % (name, error), file=sys.stderr)
+                failed.append(name)
+                continue
+            text = render(where, transcript, seconds)
+            write_atomically(os.path.join(args.out, name + ".md"), text)
+            in_readme = update_readme(args.readme, name, text)
+            print("%-16s %5.1f s  %s%s" % (name, seconds, os.path.join(args.out, name + ".md"),
+                                           " and README.md" if in_readme else ""))
+    if failed:
+        print("examples: %d failed: %s" % (len(failed), ", ".join(failed)), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""Render benchmarks/results/ as the tables of docs/measurements.md.
+
+The page's block between `<!-- results:latest -->` and `<!-- /results:latest -->` is
+written from the files themselves: the training-throughput suite's latest run on each
+machine (one table per machine), then every result file by suite and machine, linked. So
+the page cannot say what the files do not.
+
+    python docs/results_tables.py            # rewrite the block
+    python docs/results_tables.py --check    # exit 1 if the block is not what the files give
+"""
+import argparse
+import collections
+import json
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(os.path.dirname(HERE), "benchmarks", "results")
+PAGE = os.path.join(HERE, "measurements.md")
+NAME = re.compile(r"^(?P<suite>[a-z0-9-]+)_(?P<cpu>[a-z0-9-]+)_(?P<date>\d{4}-\d{2}-\d{2})\.(?P<ext>\w+)$")
+MACHINES = {
+    "xeon-spr": "2-core Intel Xeon (Sapphire Rapids class; AVX-512, AMX)",
+    "xeon-emr": "2-core Intel Xeon (family 6 model 207, Emerald Rapids class; AVX-512, AMX not exposed)",
+    "epyc-zen3": "2-core AMD EPYC (family 25 model 1, Zen 3; AVX2)",
+    "epyc-zen4": "2-core AMD EPYC (family 25 model 17, Zen 4; AVX-512)",
+    "epyc-zen5": "2-core AMD EPYC (family 26 model 2, Zen 5; AVX-512)",
+    "epyc": "2-core AMD EPYC (AVX-512; shared with other jobs)",
+}
+LINK = "../benchmarks/results/"
+
+
+def files():
+    """{suite: {cpu: [file, ...]}} of the files that follow the name scheme; and the others."""
+    named, others = collections.defaultdict(lambda: collections.defaultdict(list)), []
+    for f in sorted(os.listdir(RESULTS)):
+        m = NAME.match(f)
+        if m:
+            named[m["suite"]][m["cpu"]].append(f)
+        else:
+            others.append(f)
+    return named, others
+
+
+def _range(r, key, fmt):
+    low, high = r.get(key + "_min"), r.get(key + "_max")
+    if r.get(key) is None:
+        return "-"
+    text = fmt % r[key]
+    return text + (" (" + fmt % low + "-" + fmt % high + ")" if low is not None and high is not None else "")
+
+
+def throughput_table(path):
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+    out = ["| batch | run | images/s (min-max) | vs the book's loop | vs PyTorch | of the ceiling | rounds |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in sorted(rows, key=lambda r: (r.get("batch_size", 0), -(r.get("ratio") or 0))):
+        if r.get("error"):
+            continue
+        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            r.get("batch_size", "-"), r["name"].replace("|", "/"),
+            _range(dict(r, images_per_s_min=r.get("min_per_s"), images_per_s_max=r.get("max_per_s")),
+                   "images_per_s", "%.1f"),
+            _range(r, "ratio", "%.2fx"), _range(r, "vs_pytorch", "%.2fx"),
+            _range(dict(r, of_ceiling=None if r.get("of_ceiling") is None else 100 * r["of_ceiling"],
+                        of_ceiling_min=None if r.get("of_ceiling_min") is None else 100 * r["of_ceiling_min"],
+                        of_ceiling_max=None if r.get("of_ceiling_max") is None else 100 * r["of_ceiling_max"]),
+                   "of_ceiling", "%.0f%%"),
+            r.get("rounds", "-")))
+    return out
+
+
+def render():
+    named, others = files()
+    out = ["### Training throughput, the latest run on each machine", "",
+           "`python benchmarks/train_throughput.py --batch-sizes 64,128 --rounds 3 --steps 12`, "
+           "from a clean environment; ratios are medians of per-round ratios, with their min-max. "
+           "Only the `xeon-emr` run measured the ceiling in every round (`of the ceiling`).", ""]
+    for cpu, fs in sorted(named.get("train-throughput", {}).items()):
+        for f in fs:
+            if f.endswith(".jsonl"):
+                date = NAME.match(f)["date"]
+                out += ["#### %s, %s" % (MACHINES.get(cpu, cpu), date), "",
+                        "[%s](%s%s)" % (f, LINK, f), ""] + throughput_table(os.path.join(RESULTS, f)) + [""]
+    out += ["### Every result file, by suite and machine", "",
+            "| suite | machine | files |", "| --- | --- | --- |"]
+    for suite in sorted(named):
+        for cpu in sorted(named[suite]):
+            out.append("| %s | `%s` | %s |" % (suite, cpu, ", ".join(
+                "[%s](%s%s)" % (f.rsplit(".", 1)[1], LINK, f) for f in named[suite][cpu])))
+    out += ["", "Files that keep their old names, because `tests/test_report.py` reads them as saved "
+            "results: " + ", ".join("[%s](%s%s)" % (f, LINK, f) for f in others) + ".", ""]
+    return "\n".join(out)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python docs/results_tables.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--check", action="store_true", help="exit 1 if the page's block is not up to date")
+    args = p.parse_args(argv)
+    page = open(PAGE).read()
+    block = re.compile(r"(<!-- results:latest -->\n).*?(<!-- /results:latest -->)", re.S)
+    if not block.search(page):
+        print("docs/results_tables.py: %s has no <!-- results:latest --> block" % PAGE, file=sys.stderr)
+        return 2
+    new = block.sub(lambda m: m.group(1) + render() + "\n" + m.group(2), page)
+    if args.check:
+        if new != page:
+            print("docs/measurements.md is out of date: run python docs/results_tables.py", file=sys.stderr)
+            return 1
+        return 0
+    with open(PAGE + ".tmp", "w") as f:
+        f.write(new)
+    os.replace(PAGE + ".tmp", PAGE)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
