@@ -23,6 +23,8 @@ OPTIMIZERS = ("sgd", "nag", "adagrad", "rmsprop", "adam", "adamw")
 OPTIMIZER_FLAGS = {"sgd": ("momentum",), "nag": ("momentum",), "adagrad": ("epsilon",),
                    "rmsprop": ("beta2", "epsilon"), "adam": ("beta1", "beta2", "epsilon"),
                    "adamw": ("beta1", "beta2", "epsilon")}
+# bench optimizers: the updates seed 004 writes from scratch (gluonperf.optimizer_cost)
+UPDATE_OPTIMIZERS = ("sgd", "adagrad", "rmsprop", "adam")
 DEFAULT_LR = {"sgd": 0.1, "nag": 0.1, "adagrad": 0.1, "rmsprop": 0.01, "adam": 0.001, "adamw": 0.001}
 # bench allreduce / scratch: the from-scratch allreduce schedules, and MXNet's kvstores beside them
 ALLREDUCE_METHODS = ["book", "ring", "tree"]
