@@ -5,6 +5,7 @@ from mxnet import gluon, nd
 
 from gluonperf import optimizers
 from gluonperf.optimizers import AGGREGATION, SGD
+from gluonperf.records import read_jsonl
 
 SHAPES = [(16, 3, 3, 3), (16,), (1000,), (7, 5)]
 
@@ -105,3 +106,234 @@ def test_the_note_names_the_override_and_only_applies_to_sgd_with_momentum_on_cp
     assert optimizers.note("sgd", 0.0, [mx.cpu(0)], environ={}) is None
     assert optimizers.note("nag", 0.9, [mx.cpu(0)], environ={}) is None
     assert optimizers.note("sgd", 0.9, [mx.gpu(0)], environ={}) is None
+
+
+# --- seed 004's optimizers (issue 39) ----------------------------------------------
+
+def adamw_reference(steps, lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, wd=0.1):
+    """PyTorch's AdamW in numpy (float64): decoupled decay lr*wd*w, bias-corrected moments
+    with epsilon added to sqrt(v) / sqrt(1 - beta2^t), as MXNet's Adam places it."""
+    rng = np.random.RandomState(0)
+    ws = [rng.randn(*s) for s in SHAPES]
+    ms, vs = [np.zeros(s) for s in SHAPES], [np.zeros(s) for s in SHAPES]
+    for t in range(1, steps + 1):
+        gs = [rng.randn(*s) / 64. for s in SHAPES]
+        for w, g, m, v in zip(ws, gs, ms, vs):
+            m[:] = beta1 * m + (1 - beta1) * g
+            v[:] = beta2 * v + (1 - beta2) * g * g
+            step = lr * np.sqrt(1 - beta2 ** t) / (1 - beta1 ** t) * m / (np.sqrt(v) + eps)
+            w[:] = w - lr * wd * w - step
+    return ws
+
+
+@pytest.mark.parametrize("grouped", [True, False])
+def test_adamw_is_pytorchs_adamw_per_array_and_multi_tensor(grouped, monkeypatch):
+    """gluonperf's AdamW (MXNet's contrib operators) against the formula: catches a swapped
+    lr/eta, a missing bias correction or weight decay applied through the gradient (Adam's)."""
+    expected = adamw_reference(4)
+    calls = []
+    for name in ("adamw_update", "multi_adamw_update"):
+        real = getattr(nd.contrib, name)
+        monkeypatch.setattr(nd.contrib, name, lambda *a, _n=name, _r=real, **k: calls.append(_n) or _r(*a, **k))
+    for env in (None, "4"):  # one operator per parameter; MXNet's multi-tensor operator in groups of 4
+        if env:
+            monkeypatch.setenv(AGGREGATION, env)
+        else:
+            monkeypatch.delenv(AGGREGATION, raising=False)
+        calls.clear()
+        got = _adamw_weights(grouped)
+        used = set(calls)
+        assert used == ({"multi_adamw_update"} if env and grouped else {"adamw_update"})
+        for a, b in zip(got, expected):
+            np.testing.assert_allclose(a, b, rtol=2e-5, atol=1e-6)
+
+
+def _adamw_weights(grouped):
+    opt = optimizers.AdamW(learning_rate=0.01, wd=0.1, epsilon=1e-8)
+    updater = mx.optimizer.get_updater(opt)
+    rng = np.random.RandomState(0)
+    ws = [nd.array(rng.randn(*s)) for s in SHAPES]
+    for _ in range(4):
+        gs = [nd.array(rng.randn(*s) / 64.) for s in SHAPES]
+        if grouped:
+            updater(list(range(len(ws))), gs, ws)
+        else:
+            for i, (g, w) in enumerate(zip(gs, ws)):
+                updater(i, g, w)
+    return [w.asnumpy() for w in ws]
+
+
+@pytest.mark.parametrize("params, words", [
+    (dict(beta1=1.0), "beta1 1.0 must be at least 0 and below 1"),
+    (dict(beta2=-0.1), "beta2 -0.1 must be at least 0 and below 1"),
+    (dict(epsilon=0.0), "epsilon 0.0 must be above 0"),
+    (dict(wd=-1e-4), "wd -0.0001 must be 0 or more"),
+    (dict(momentum=1.5), "momentum 1.5 must be at least 0"),
+])
+def test_create_refuses_a_hyper_parameter_out_of_range(params, words):
+    with pytest.raises(ValueError, match=words):
+        optimizers.create("adam", learning_rate=0.01, **params)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--optimizer", "adam", "--beta1", "-0.1"], "argument --beta1: '-0.1' must be at least 0 and below 1"),
+    (["--optimizer", "adam", "--beta2", "1"], "argument --beta2: '1' must be at least 0 and below 1"),
+    (["--optimizer", "rmsprop", "--epsilon", "0"], "argument --epsilon: '0' must be above 0"),
+    (["--optimizer", "adam", "--wd", "-1"], "argument --wd: '-1' must be 0 or more"),
+    (["--optimizer", "sgd", "--beta1", "0.9"], "--beta1 is a hyper-parameter of adam, adamw, not of --optimizer sgd"),
+    (["--target-top1", "1.5"], "argument --target-top1: '1.5' must be above 0 and at most 1"),
+])
+def test_a_bad_hyper_parameter_is_one_line_and_exit_2(run, args, words):
+    p = run("gluonperf.train", "--model", "lenet", "--dataset", "digits", "--epochs", "1", *args, timeout=120)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], p.stderr
+    assert p.stdout == ""
+
+
+TARGET = 0.8  # test top-1 every optimizer reaches on digits with LeNet within 4 epochs (chance: 0.1)
+
+
+@pytest.mark.parametrize("optimizer", optimizers.NAMES)
+def test_each_optimizer_trains_lenet_on_digits_to_the_target(run, tmp_path, optimizer):
+    """Each optimizer learns at its default --lr, and --target-top1 stops the run at the first
+    epoch that reaches the target, with time to accuracy in the output and the records."""
+    out = tmp_path / "train.jsonl"
+    p = run("gluonperf.train", "--model", "lenet", "--dataset", "digits", "--optimizer", optimizer,
+            "--epochs", "4", "--target-top1", str(TARGET), "--json", str(out), "--log-interval", "0")
+    assert p.returncode == 0, p.stderr
+    records = [r.metrics for r, _ in read_jsonl(str(out))]
+    last = records[-1]
+    assert last["optimizer"] == optimizer
+    assert last["target_reached"] is True and last["test_top1"] >= TARGET
+    assert all(r["test_top1"] < TARGET for r in records[:-1])  # it stopped at the first epoch that got there
+    assert last["epochs_to_target"] == len(records) == last["epoch"]
+    assert last["images_to_target"] == sum(r["images"] for r in records) > 0
+    assert last["time_to_target_s"] == pytest.approx(sum(r["epoch_s"] for r in records))
+    assert "target test top-1 %g reached at epoch %d" % (TARGET, len(records)) in p.stdout
+
+
+def test_a_target_not_reached_says_so(run, tmp_path):
+    out = tmp_path / "train.jsonl"
+    p = run("gluonperf.train", "--model", "lenet", "--dataset", "digits", "--limit", "256", "--epochs", "1",
+            "--target-top1", "1", "--json", str(out), "--log-interval", "0")
+    assert p.returncode == 0, p.stderr
+    last = read_jsonl(str(out))[-1][0].metrics
+    assert last["target_reached"] is False and last["time_to_target_s"] is None
+    assert last["epochs_to_target"] is None and last["best_test_top1"] == last["test_top1"] < 1
+    assert "target test top-1 1 not reached in 1 epoch(s): best test top-1 %.4f" % last["test_top1"] in p.stdout
+
+
+def small(**kw):
+    """LeNet on 256 digits, deterministic (as tests/test_train.py's)."""
+    from gluonperf.training import TrainConfig
+    base = dict(model="lenet", dataset="digits", limit=256, batch_size=32, epochs=2, warmup_epochs=0,
+                lr_decay="cosine", workers=0, log_interval=0, optimizer="adam", lr=0.01)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+class Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("kvstore", ["device", "flat"])
+def test_adam_resumed_after_a_crash_equals_an_uninterrupted_run(tmp_path, kvstore):
+    """Adam's moments and its per-parameter step counts (the bias correction) come back from
+    the checkpoint: a run resumed after a crash in epoch 3 ends with the weights of one that
+    never stopped, on the device kvstore and on flat (which gathers states from their owners)."""
+    from gluonperf.training import fit, read_checkpoint
+    two = [mx.cpu(0), mx.cpu(1)]
+    whole, broken = str(tmp_path / "whole"), str(tmp_path / "broken")
+    expected = fit(small(epochs=3, save=whole, kvstore=kvstore), two)
+
+    def crash(epoch, batch, batches, loss):
+        if epoch == 3 and batch == 3:
+            raise Crash()
+    with pytest.raises(Crash):
+        fit(small(epochs=3, save=broken, kvstore=kvstore), two, progress=crash)
+    assert read_checkpoint(broken)[1]["epoch"] == 2
+    resumed = fit(small(epochs=3, resume=broken, kvstore=kvstore), two)
+    for a, b in zip(expected, resumed):
+        assert abs(a.metrics["loss"] - b.metrics["loss"]) < 1e-6
+    import os
+    p_whole = mx.nd.load(os.path.join(read_checkpoint(whole)[0], "params"))
+    p_resumed = mx.nd.load(os.path.join(read_checkpoint(broken)[0], "params"))
+    for key in p_whole:
+        np.testing.assert_allclose(p_whole[key].asnumpy(), p_resumed[key].asnumpy(), rtol=0, atol=1e-6)
+    # the checkpoint holds Adam and both its moments for every parameter, on the first context
+    # (flat gathers them from the contexts that own them)
+    import pickle
+    with open(os.path.join(read_checkpoint(broken)[0], "states"), "rb") as f:
+        states, optimizer = pickle.loads(f.read())
+    assert type(optimizer) is mx.optimizer.Adam and len(states) == len(p_whole) == 8
+    for mean, var in states.values():
+        assert mean.context == var.context == two[0] and float(var.sum().asscalar()) > 0
+
+
+def test_resuming_with_other_betas_is_refused(tmp_path):
+    from gluonperf import UserError
+    from gluonperf.training import fit
+    ckpt = str(tmp_path / "ckpt")
+    fit(small(epochs=1, save=ckpt), [mx.cpu(0)])
+    with pytest.raises(UserError, match="was trained with --beta2 None, not 0.99"):
+        fit(small(epochs=2, resume=ckpt, beta2=0.99), [mx.cpu(0)])
+
+
+# --- a checkpoint that fills the disk (issue 37) ---------------------------------------
+
+def test_a_full_disk_names_the_checkpoint_not_written_and_the_intact_one(tmp_path, monkeypatch):
+    import errno
+    from gluonperf.training import fit, read_checkpoint
+    ckpt = str(tmp_path / "ckpt")
+    real, calls = mx.gluon.Trainer.save_states, []
+
+    def save_states(trainer, fname):
+        calls.append(fname)
+        if len(calls) == 2:
+            open(fname, "wb").write(b"half")
+            raise OSError(errno.ENOSPC, "No space left on device", fname)
+        real(trainer, fname)
+    monkeypatch.setattr(mx.gluon.Trainer, "save_states", save_states)
+    with pytest.raises(OSError) as e:
+        fit(small(epochs=2, save=ckpt), [mx.cpu(0)])
+    assert e.value.errno == errno.ENOSPC and e.value.filename.endswith("epoch-0002")
+    assert e.value.strerror == ("No space left on device: the checkpoint of epoch 2 was not written; %s/epoch-0001 "
+                                "(named by %s/latest) is intact" % (ckpt, ckpt))
+    assert read_checkpoint(ckpt)[0].endswith("epoch-0001")
+
+
+def test_mxnets_incomplete_write_is_named_too(tmp_path, monkeypatch):
+    """MXNet's own writer (parameters) says only 'FileStream.Write incomplete', with no errno."""
+    from gluonperf.training import fit
+
+    def save_parameters(net, fname, *a, **k):
+        raise mx.base.MXNetError("Traceback (most recent call last):\n  File \"x\"\nMXNetError: Check failed: "
+                                 "fwrite(ptr, 1, size, fp_) == size: FileStream.Write incomplete")
+    monkeypatch.setattr(mx.gluon.Block, "save_parameters", save_parameters)
+    with pytest.raises(OSError, match="MXNet's write was cut short .*: the checkpoint of epoch 1 was not written; "
+                                      "no earlier checkpoint exists"):
+        fit(small(epochs=1, save=str(tmp_path / "ckpt")), [mx.cpu(0)])
+
+
+def test_a_checkpoint_beyond_the_file_size_limit_is_one_line(tmp_path):
+    """The real thing, as a command: RLIMIT_FSIZE makes every write past 100 KB fail (EFBIG; the
+    same path as a full disk), so MXNet's parameter file is cut short."""
+    import resource
+    import subprocess
+    import sys
+    from conftest import ROOT, clean_env
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100 * 1024, 100 * 1024))
+    p = subprocess.run([sys.executable, "-m", "gluonperf.train", "--model", "lenet", "--dataset", "digits",
+                        "--limit", "256", "--epochs", "1", "--save", str(tmp_path / "ckpt"), "--log-interval", "0"],
+                       cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=300, preexec_fn=limit)
+    assert p.returncode == 1
+    lines = p.stderr.strip().splitlines()
+    assert "Traceback" not in p.stderr
+    assert lines[-1].startswith("python -m gluonperf.train: error: cannot write %s/epoch-0001: " % (tmp_path / "ckpt"))
+    assert lines[-1].endswith("the checkpoint of epoch 1 was not written; no earlier checkpoint exists; "
+                              "free some space or write elsewhere")
+    import os
+    assert sorted(os.listdir(tmp_path / "ckpt")) == [".lock"]  # nothing half-written left
