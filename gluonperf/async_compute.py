@@ -39,7 +39,7 @@ from mxnet.gluon import nn
 from .benchmark import Benchmark, Measurement, measure_interleaved, sync
 from .memory import MemorySampler
 from .profiling import Trace, merge_traces
-from . import guard
+from . import guard, stats
 from .records import result, save_figure
 
 _NO_TRACE = Trace(None)
@@ -247,8 +247,9 @@ def sync_vs_async(ctx, sizes=(10, 32, 100, 316, 1000, 2000), repeat=5, iteration
     repeat by repeat. `iterations` per loop (default: as many as make one synchronous loop
     last about `budget` seconds, between 20 and 1000).
 
-    Returns one Result per size (per-iteration medians, speedup, the median of the
-    per-repeat speedups, t1/t2/t3 estimates) and a final 'crossover' Result: `size`, the
+    Returns one Result per size (per-iteration medians, speedup of async over sync per
+    repeat with its 95% interval and a verdict against `gain`, the median of the per-repeat
+    speedups, t1/t2/t3 estimates) and a final 'crossover' Result: `size`, the
     smallest size from which the asynchronous loop gains less than `gain` (10%) for every
     larger size swept, and `backend_bound_from`, the smallest size from which the back end
     (the operator) rather than the Python front end sets the asynchronous loop's pace.
@@ -268,7 +269,8 @@ def sync_vs_async(ctx, sizes=(10, 32, 100, 316, 1000, 2000), repeat=5, iteration
         s, a = m["sync"].median / n, m["async"].median / n
         paired = statistics.median(p / q for p, q in zip(m["sync"].samples, m["async"].samples))
         row = {"op": OPS[op][0], "size": size, "iterations": n, "sync_s": s, "async_s": a,
-               "speedup": s / a, "paired_speedup": paired,
+               **stats.speedup_fields(m["sync"].samples, m["async"].samples, threshold=gain),
+               "paired_speedup": paired,
                "sync_iqr_s": m["sync"].iqr / n, "async_iqr_s": m["async"].iqr / n,
                "noisy": m["sync"].noisy or m["async"].noisy}
         row.update(estimate_t1_t2_t3(s, a, front.median / n, n))

@@ -360,7 +360,8 @@ def run_async(args):
          ["name", "median_s", "left_s", "blocks"]),
         ("%s per iteration on %s: wait_to_read() every iteration (sync) vs waitall() once "
          "(async); t1 front end, t2 back end, t3 return, per iteration" % (cross.metrics["op"], ctx), rows,
-         ["name", "iterations", "sync_s", "async_s", "speedup", "paired_speedup", "t1_s", "t2_s", "t3_s", "t2_plus_t3_s", "bound", "model_fits", "noisy"]),
+         ["name", "iterations", "sync_s", "async_s", "speedup", "speedup_ci_low", "speedup_ci_high", "verdict",
+          "t1_s", "t2_s", "t3_s", "t2_plus_t3_s", "bound", "model_fits", "noisy"]),
     ], args, ctxs[:1], extra=[cross])
     print()
     m = cross.metrics
@@ -485,7 +486,7 @@ def run_parallel(args):
     with cli.progress_bar(3 * args.repeat, "parallel") as bar:
         results = concurrency(a, b, size_for(a, args.cpu_size, args.gpu_size), size_for(b, args.cpu_size, args.gpu_size),
                               args.products, args.repeat, trace=trace, progress=bar.update)
-    columns = ["name", "median_s", "iqr_s", "noisy", "gain"]
+    columns = ["name", "median_s", "iqr_s", "noisy", "gain", "gain_ci_low", "gain_ci_high", "verdict"]
     if not results[0].metrics["stand_in"]:
         columns += [k for k in results[-1].metrics if k.startswith("device_peak_bytes")]
     cli.emit(results, args, [a, b], columns=columns,
@@ -532,8 +533,8 @@ def run_overlap(args):
     with cli.progress_bar(3 * args.repeat, "overlap") as bar:
         results = overlap(src, dest, size, args.products, args.repeat, inner=inner, trace=trace,
                           progress=bar.update)
-    columns = ["name", "median_s", "iqr_s", "noisy", "minor_faults", "hidden_s", "overlap", "paired_overlap",
-               "overlap_lost_in_noise"]
+    columns = ["name", "median_s", "iqr_s", "noisy", "minor_faults", "gain", "gain_ci_low", "gain_ci_high",
+               "verdict", "hidden_s", "overlap", "overlap_lost_in_noise"]
     if not results[0].metrics["stand_in"]:
         columns += [k for k in results[-1].metrics if k.startswith("device_peak_bytes")]
     cli.emit(results, args, [src, dest], columns=columns,

@@ -20,6 +20,7 @@ from .benchmark import Benchmark, measure_interleaved
 from .blas import check_concurrent_products, dense
 from .profiling import Trace
 from .records import result
+from . import stats
 
 _NO_TRACE = Trace(None)
 
@@ -120,15 +121,25 @@ def concurrency(ctx_a, ctx_b, size_a=1000, size_b=1000, n=10, repeat=7, warmup=1
               "n": n, "size_a": size_a, "size_b": size_b}
     out = []
     for label in labels:
-        extra = {"gain": (t_a + t_b) / t_both} if label == "both at once" else {}
+        extra = dict(_gain_fields(*(m[l].samples for l in labels)), gain_of_medians=(t_a + t_b) / t_both) \
+            if label == "both at once" else {}
         out.append(result("parallel", label, m[label], **common, **extra, **peaks[label]))
     return out
+
+
+def _gain_fields(a, b, both):
+    """`gain`, (t_a + t_b) / t_both repeat by repeat (the three ran side by side), with its 95%
+    interval and a verdict: 'faster' when running both at once beats one after the other."""
+    gains = [(x + y) / z for x, y, z in zip(a, b, both) if z]
+    interval = stats.ratio_interval(gains)
+    return dict(interval.fields("gain"), **stats.verdict(interval, what="repeats").fields())
 
 
 def overlap(ctx, dest, size=1000, n=10, repeat=7, warmup=1, inner=None, trace=_NO_TRACE, progress=None):
     """Compute `run` on `ctx`; copy precomputed results to `dest`; then both pipelined
     (queue `y[i]`, then the copy of `y[i-1]`), interleaved repeat by repeat. The 'both' row
-    carries `hidden_s = t_compute + t_copy - t_both` and the overlap
+    carries `gain`, (t_compute + t_copy) / t_both per repeat with its interval and verdict,
+    `hidden_s = t_compute + t_copy - t_both` and the overlap
     `hidden_s / min(t_compute, t_copy)` (1 = the shorter one is fully hidden, 0 = none),
     from the medians, and `paired_overlap`, the median of the same ratio per repeat;
     `overlap_lost_in_noise` is True when the spread (IQR) of any variant exceeds half the
@@ -178,8 +189,9 @@ def overlap(ctx, dest, size=1000, n=10, repeat=7, warmup=1, inner=None, trace=_N
     extra_faults = None if None in faults else faults[2] - faults[0] - faults[1]
     out = []
     for label in labels:
-        extra = ({"hidden_s": hidden, "overlap": hidden / min(t_c, t_copy), "paired_overlap": paired,
-                  "overlap_lost_in_noise": unresolved, "extra_faults": extra_faults}
+        extra = (dict(_gain_fields(*(m[l].samples for l in labels)),
+                      hidden_s=hidden, overlap=hidden / min(t_c, t_copy), paired_overlap=paired,
+                      overlap_lost_in_noise=unresolved, extra_faults=extra_faults)
                  if label == "compute and copy" else {})
         out.append(result("overlap", label, m[label], **common, **extra, **peaks[label]))
     return out
