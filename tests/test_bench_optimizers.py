@@ -1,0 +1,107 @@
+"""python -m gluonperf.bench optimizers and gluonperf.optimizer_cost: seed 004's from-scratch
+updates against MXNet's fused and multi-tensor operators."""
+import math
+
+import mxnet as mx
+import numpy as np
+import pytest
+from mxnet import nd
+
+from gluonperf import optimizer_cost as oc
+from gluonperf.records import read_jsonl
+
+
+@pytest.fixture(scope="module")
+def lenet():
+    _, weights, grads, _ = oc.model_gradients("lenet", mx.cpu(), 16)
+    return weights, grads
+
+
+def seed_adam(w, grads, lr, beta1, beta2, eps):
+    """Seed 004's Adam, in float64 numpy."""
+    v, s = np.zeros_like(w), np.zeros_like(w)
+    for t, g in enumerate(grads, 1):
+        v = beta1 * v + (1 - beta1) * g
+        s = beta2 * s + (1 - beta2) * g * g
+        w = w - lr * (v / (1 - beta1 ** t)) / (np.sqrt(s / (1 - beta2 ** t)) + eps)
+    return w
+
+
+@pytest.mark.parametrize("way", ["scratch", "fused", "multi"])
+def test_every_adam_is_the_seeds_formula(way):
+    """The baseline itself must be right: each implementation against the seed's formula."""
+    rng = np.random.RandomState(0)
+    w0 = rng.randn(300)
+    grads = [rng.randn(300) * 10 ** rng.uniform(-7, 0, 300) for _ in range(4)]  # down to below epsilon
+    hp = dict(oc.HYPER)
+    update = oc.implementations("adam", hp)[way]
+    w = [nd.array(w0)]
+    states = [oc.state_arrays("adam", w[0])]
+    for t, g in enumerate(grads, 1):
+        update(w, [nd.array(g)], states, t)
+    expected = seed_adam(w0, grads, hp["lr"], hp["beta1"], hp["beta2"], hp["eps"])
+    np.testing.assert_allclose(w[0].asnumpy(), expected, rtol=0, atol=1e-5 * hp["lr"] * 4 + 1e-6)
+
+
+@pytest.mark.parametrize("optimizer", oc.OPTIMIZERS)
+def test_all_implementations_agree_on_lenets_weights(lenet, optimizer):
+    weights, grads = lenet
+    diffs = oc.check_agreement(optimizer, weights, grads)
+    assert set(diffs) == set(oc.implementations(optimizer)) and diffs["scratch"] == 0
+    assert len(diffs) == (3 if optimizer in ("sgd", "adam") else 2)
+    assert all(d < 1e-5 for d in diffs.values())
+
+
+def test_the_agreement_check_catches_a_misplaced_epsilon(lenet, monkeypatch):
+    """mxnet.optimizer.Adam's epsilon placement (added to sqrt(v), not sqrt(v / (1 - beta2^t)))
+    is off where a gradient is as small as epsilon: the check must see it."""
+    monkeypatch.setattr(oc, "_adam_eps", lambda hp, t: hp["eps"])
+    with pytest.raises(oc.Disagreement, match="adam: the fused update's weights differ"):
+        oc.check_agreement("adam", *lenet)
+
+
+def test_the_agreement_check_catches_a_wrong_momentum(lenet, monkeypatch):
+    real = oc.scratch
+
+    def other_momentum(optimizer, hp):
+        return real(optimizer, dict(hp, momentum=0.89))
+    monkeypatch.setattr(oc, "scratch", other_momentum)
+    with pytest.raises(oc.Disagreement, match="sgd: the fused update"):
+        oc.check_agreement("sgd", *lenet)
+
+
+@pytest.mark.alone
+def test_bench_optimizers_from_the_command_line(run, tmp_path):
+    out = tmp_path / "opt.jsonl"
+    p = run("gluonperf.bench", "optimizers", "--optimizers", "sgd,adam,rmsprop", "--repeat", "3", "--steps", "2",
+            "--batch-size", "16", "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    records = {r.name: r.metrics for r, _ in read_jsonl(str(out))}
+    assert set(records) == {"forward-backward", "sgd scratch", "sgd fused", "sgd multi", "adam scratch",
+                            "adam fused", "adam multi", "rmsprop scratch", "rmsprop fused"}
+    step = records.pop("forward-backward")
+    assert step["median_s"] > 0 and step["model"] == "lenet"
+    for name, m in records.items():
+        assert m["update_s"] > 0 and 0 < m["share_of_step"] < 1
+        assert m["share_of_step"] == pytest.approx(m["update_s"] / (m["update_s"] + step["median_s"]))
+        assert m["speedup_n"] == 3 and m["repeats"] == 3 and m["steps_per_repeat"] == 2
+        assert m["max_abs_diff"] < 1e-5
+        if m["implementation"] == "scratch":
+            assert m["speedup"] == 1 and m["verdict"] == "baseline"
+        else:
+            assert m["speedup_ci_low"] <= m["speedup"] <= m["speedup_ci_high"]
+            assert m["speedup_level"] == 0.95
+            assert m["verdict"] in ("faster", "slower", "same", "inconclusive")
+            assert m["verdict_text"].startswith(m["verdict"])
+    # the state's bytes, counted from the arrays: one array per weight, two for Adam
+    assert records["sgd fused"]["state_bytes"] == records["rmsprop scratch"]["state_bytes"] == step["param_bytes"]
+    assert records["adam multi"]["state_bytes"] == 2 * step["param_bytes"]
+    assert "sgd_mom_update" in p.stdout and "adam_update" in p.stdout and "multi_sgd_mom_update" in p.stdout
+
+
+def test_bench_optimizers_refuses_an_unknown_optimizer_in_one_line(run):
+    p = run("gluonperf.bench", "optimizers", "--optimizers", "adam,lion", timeout=120)
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines() == [
+        "python -m gluonperf.bench: error: --optimizers 'adam,lion': choose from sgd,adagrad,rmsprop,adam, "
+        "comma-separated"]
