@@ -59,6 +59,16 @@ def resnet18(num_classes=10):
         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, num_classes))
 
 
+def lenet(num_classes=10):
+    """Layer for layer the network of gluonperf.models.lenet (the chapter's from-scratch LeNet)."""
+    return nn.Sequential(
+        nn.Conv2d(1, 20, 3), nn.ReLU(), nn.AvgPool2d(2, 2), nn.Conv2d(20, 50, 5), nn.ReLU(), nn.AvgPool2d(2, 2),
+        nn.Flatten(), nn.Linear(50 * 4 * 4, 128), nn.ReLU(), nn.Linear(128, num_classes))
+
+
+MODELS = {"resnet18": resnet18, "lenet": lenet}
+
+
 def batches(batch_size, count, seed=0):
     """`count` batches of random 1x28x28 images in [0, 1] with labels of 10 classes, in
     memory (the shapes of gluonperf's synthetic set; MXNet is not loaded here, as it
@@ -68,15 +78,18 @@ def batches(batch_size, count, seed=0):
             for _ in range(count)]
 
 
-def trainer(batch_size, seed=0, lr=0.1, dtype="float32", channels_last=False):
+def trainer(batch_size, seed=0, lr=0.1, dtype="float32", channels_last=False, model="resnet18", compile=False):
     """step(n) -> seconds for n training steps. dtype bfloat16: mixed precision with
     torch.autocast (what PyTorch's CPU tutorials use; weights and optimizer stay float32);
-    channels_last: the NHWC memory format Intel recommends for it."""
+    channels_last: the NHWC memory format Intel recommends for it. compile: the model through
+    torch.compile (TorchInductor, C++ kernels built with the system's compiler; forward and
+    backward compiled, the optimizer step eager), compiled on the first step."""
     torch.manual_seed(seed)
-    net = resnet18(10)
+    net = MODELS[model](10)
     net.train()
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     net = net.to(memory_format=fmt)
+    model_fn = torch.compile(net, backend="inductor") if compile else net
     opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     data = [(x.to(memory_format=fmt), y) for x, y in batches(batch_size, 8, seed)]
@@ -88,7 +101,7 @@ def trainer(batch_size, seed=0, lr=0.1, dtype="float32", channels_last=False):
             x, y = data[i % len(data)]
             opt.zero_grad(set_to_none=True)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-                loss = loss_fn(net(x), y)
+                loss = loss_fn(model_fn(x), y)
             loss.backward()
             opt.step()
         return time.perf_counter() - start  # eager CPU execution: done when step() returns
@@ -96,22 +109,29 @@ def trainer(batch_size, seed=0, lr=0.1, dtype="float32", channels_last=False):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="The book's ResNet-18 in PyTorch (CPU, eager); prints one JSON line.")
+    p = argparse.ArgumentParser(description="The book's ResNet-18 in PyTorch (CPU, eager or torch.compile); "
+                                            "prints one JSON line.")
+    p.add_argument("--model", choices=sorted(MODELS), default="resnet18", help="(default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=64, help="batch size (default: %(default)s)")
     p.add_argument("--steps", type=int, default=20, help="timed steps (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: %(default)s)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                    help="bfloat16: mixed precision with torch.autocast (default: %(default)s)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (inductor); the warm-up steps compile it, so --warmup must be >= 1")
     p.add_argument("--channels-last", action="store_true", help="NHWC memory format for the model and batches")
     p.add_argument("--serve", action="store_true",
                    help="after warm-up, answer 'run N' lines on stdin with one JSON line each")
     args = p.parse_args(argv)
     if args.batch_size < 1 or args.steps < 1 or args.warmup < 0:
         p.error("--batch-size and --steps must be >= 1, --warmup >= 0")
-    steps = trainer(args.batch_size, dtype=args.dtype, channels_last=args.channels_last)
+    if args.compile and args.warmup < 1:
+        p.error("--compile needs --warmup 1 or more: the first step compiles the model")
+    steps = trainer(args.batch_size, dtype=args.dtype, channels_last=args.channels_last, model=args.model,
+                    compile=args.compile)
     steps(args.warmup)
     if args.serve:
-        print(json.dumps({"ready": True, "threads": torch.get_num_threads()}), flush=True)
+        print(json.dumps({"ready": True, "threads": torch.get_num_threads(), "compiled": args.compile}), flush=True)
         for line in sys.stdin:
             parts = line.split()
             if not parts or parts[0] != "run":
@@ -122,7 +142,8 @@ def main(argv=None):
         return
     seconds = steps(args.steps)
     print(json.dumps({"images_per_s": args.batch_size * args.steps / seconds, "seconds": seconds,
-                      "threads": torch.get_num_threads(), "torch": torch.__version__}))
+                      "threads": torch.get_num_threads(), "torch": torch.__version__,
+                      "model": args.model, "compiled": args.compile, "dtype": args.dtype}))
 
 
 if __name__ == "__main__":
