@@ -13,17 +13,20 @@ the step time; and the largest batch that fits a 2 GiB budget with and without.
    --checkpoint 0,4 --budget 2G`.
 2. Time: the three steps in this one process, on the same weights and batch, timed
    interleaved round by round (`benchmark.measure_interleaved`), so a change of load
-   hits all three alike; the ratio is taken per round and its median reported.
+   hits all three alike; the time ratio is taken per round, and reported as the geometric
+   mean with its 95% interval and n (time_ratio_ci_low, time_ratio_ci_high, time_ratio_n)
+   and a verdict (slower / faster / same within 5% / inconclusive). The time target is
+   met only when the whole interval is at or below it (docs/suites.md).
 
 Prints both tables and whether the targets were met; --json writes every record (the memory
 records as soon as they are measured, so a run stopped during timing keeps them).
 """
 import argparse
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import suite_stats  # noqa: E402  (benchmarks/, this script's folder)
 from gluonperf import cli  # noqa: E402
 
 THREADS_NOTE = cli.thread_defaults([])  # OMP_NUM_THREADS = cores, as the commands set it, before MXNet loads
@@ -109,21 +112,27 @@ def main(argv=None):
     for plain in ("hybrid", "static"):
         ratios = [c / p for c, p in zip(times[name].samples, times[plain].samples)]
         timing.append(result("checkpointing-time", "%s vs %s" % (name, plain), times[name],
-                             plain_median_s=times[plain].median, time_ratio=statistics.median(ratios),
-                             ratio_min=min(ratios), ratio_max=max(ratios)))
+                             plain_median_s=times[plain].median, round_ratios=ratios,
+                             **suite_stats.ratio_fields(ratios, "time_ratio", name, plain,
+                                                        words=("slower", "faster"))))
     print()
-    print(format_table(timing, ["name", "median_s", "plain_median_s", "time_ratio", "ratio_min", "ratio_max"],
-                       "step time, interleaved in one process over %d rounds (per-round ratios)" % args.rounds))
+    print(format_table(timing, ["name", "median_s", "plain_median_s"] + suite_stats.columns("time_ratio")
+                       + ["verdict"], "step time, interleaved in one process over %d rounds (per-round ratios: "
+                       "geometric mean, 95%% CI, n)" % args.rounds))
 
     checks = []
     for plain, t in zip(("hybrid", "static"), timing):
         mem = runs[name]["peak_above_bytes"] / runs[plain]["peak_above_bytes"]
-        ok = mem <= MEMORY_TARGET and t.metrics["time_ratio"] <= TIME_TARGET
+        time_target = suite_stats.against_limit(suite_stats.interval_of(t.metrics["round_ratios"]), TIME_TARGET)
+        met = None if time_target == "inconclusive" and mem <= MEMORY_TARGET else (
+            mem <= MEMORY_TARGET and time_target == "met")
         checks.append(result("checkpointing-target", "%s vs %s" % (name, plain), peak_ratio=mem,
-                             time_ratio=t.metrics["time_ratio"], met=ok))
+                             **{k: t.metrics[k] for k in suite_stats.columns("time_ratio")},
+                             time_target=time_target, met=met))
     print()
-    print(format_table(checks, ["name", "peak_ratio", "time_ratio", "met"],
-                       "target: peak above the model <= %.2f x and step time <= %.2f x the plain step's"
+    print(format_table(checks, ["name", "peak_ratio"] + suite_stats.columns("time_ratio") + ["time_target", "met"],
+                       "target: peak above the model <= %.2f x and step time <= %.2f x the plain step's (the time "
+                       "target met when the whole 95%% CI is below it; met '-': inconclusive)"
                        % (MEMORY_TARGET, TIME_TARGET)))
     if args.json:
         write_jsonl(memory + timing + checks, args.json, environment([ctx]))

@@ -7,7 +7,10 @@ in a HybridSequential, not hybridized) called 1000 times on a (1, 512) input,
 then `nd.waitall()`. It runs interleaved with gluonperf.hybridize's three copies
 of the same net (same weights): imperative, hybridize(), and
 hybridize(static_alloc=True, static_shape=True). A second configuration does the
-same for ResNet-18 training steps at batch 64. Ratios are to the book's loop.
+same for ResNet-18 training steps at batch 64. Ratios are to the book's loop, repeat by
+repeat (the repeats are interleaved): the geometric mean of the per-repeat ratios with its
+95% interval and n, and a verdict (faster / slower / same within 5% / inconclusive;
+docs/suites.md).
 """
 import argparse
 import os
@@ -17,6 +20,7 @@ import mxnet as mx
 from mxnet import nd
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import suite_stats  # noqa: E402  (benchmarks/, this script's folder)
 from gluonperf import cli  # noqa: E402
 from gluonperf.benchmark import measure_interleaved  # noqa: E402
 from gluonperf.hybridize import _forward, _train_step, build_variants  # noqa: E402
@@ -39,11 +43,15 @@ def suite(model, batch_size, train, repeat, number, ctx=None):
     fns = {"book loop": (_train_step(book_net, x, y) if train else book_benchmark(book_net, x, 1))}
     fns.update({"gluonperf " + mode: make(net, x, y) for mode, net in variants.items()})
     ms = measure_interleaved(fns, warmup=1, repeat=repeat, number=number)
-    base = ms["book loop"].median
+    base = ms["book loop"].samples
     task = "train_step" if train else "forward"
-    return [result("hybridize_suite", label, m, model=model, task=task, batch_size=batch_size,
-                   samples_per_s=batch_size / m.median, ratio=base / m.median)
-            for label, m in ms.items()]
+    out = []
+    for label, m in ms.items():
+        ratios = [b / s for b, s in zip(base, m.samples)]  # the same repeat: > 1 is faster than the book
+        out.append(result("hybridize_suite", label, m, model=model, task=task, batch_size=batch_size,
+                          samples_per_s=batch_size / m.median, round_ratios=ratios,
+                          **suite_stats.ratio_fields(ratios, "ratio", label, "book loop", what="repeats")))
+    return out
 
 
 def main(argv=None):
@@ -55,10 +63,14 @@ def main(argv=None):
     cli.check_outputs(args)
     results = suite("mlp", 1, False, args.repeat, 100 if args.quick else 1000)
     results += suite("resnet18", 64, True, args.repeat, 1 if args.quick else 3)
-    cli.emit(results, args, [mx.cpu()], title="hybridize: per-call time and ratio to the book's loop "
-                                      "(median of %d interleaved repeats)" % args.repeat,
-                       columns=["name", "model", "task", "batch_size", "median_s", "iqr_s", "noisy",
-                                "samples_per_s", "ratio"])
+    cli.emit(results, args, [mx.cpu()], title="hybridize: per-call time (median of %d interleaved repeats) and "
+                                      "ratio to the book's loop (geometric mean of the per-repeat ratios, 95%% CI, "
+                                      "n)" % args.repeat,
+             columns=["name", "model", "task", "batch_size", "median_s", "iqr_s", "samples_per_s"]
+             + suite_stats.columns("ratio") + ["verdict"])
+    for r in results:
+        if r.metrics.get("verdict_text"):
+            print("  %s %s: %s" % (r.metrics["model"], r.metrics["task"], r.metrics["verdict_text"]))
     nd.waitall()
 
 

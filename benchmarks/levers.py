@@ -5,11 +5,14 @@
 Every candidate is its own process (environment variables are read when MXNet
 starts), started and warmed up once, then asked to run --steps training steps
 per round while the others wait idle (tune.paired_sweep); rounds rotate the
-order, and each candidate is scored by the median over rounds of its images/s
-divided by the book loop's images/s in the same round. The baseline is benchmarks/book_loop.py (the
-chapter's concise ResNet-18 loop, imperative, DataLoader with 4 workers, default
-environment); the others are gluonperf.steprate (the same loop on in-memory
-batches) with one or more levers changed. See LEVERS.md for what they gave.
+order, and each candidate is scored by its images/s divided by the book loop's in the
+same round: the geometric mean of those per-round ratios with its confidence interval
+(95%, corrected for the candidates tried, in ratio_level) and a verdict against the book
+loop (faster / slower / same / inconclusive; tune.summarize, gluonperf.stats), read as
+docs/suites.md says. The baseline is benchmarks/book_loop.py (the chapter's concise
+ResNet-18 loop, imperative, DataLoader with 4 workers, default environment); the others
+are gluonperf.steprate (the same loop on in-memory batches) with one or more levers
+changed. See LEVERS.md for what they gave.
 """
 import argparse
 import os
@@ -146,9 +149,11 @@ def main(argv=None):
     cands = [c for c in cands if c.name not in missing]
     cli.check_outputs(args)
     cli.guard_command(args, "benchmarks/levers.py", stall_timeout=0)  # stop the candidates on signals
-    title = ("levers at batch %d: images/s and ratio to the book's loop (median of %d interleaved rounds, "
-             "min..max of the per-round ratios)" % (args.batch_size, args.rounds))
-    columns = ["rank", "name", "images_per_s", "min_per_s", "max_per_s", "ratio", "ratio_min", "ratio_max", "error"]
+    title = ("levers at batch %d: images/s (median of %d interleaved rounds) and ratio to the book's loop "
+             "(geometric mean of the per-round ratios, its CI at ratio_level: 95%% corrected for the candidates "
+             "tried) with the verdict" % (args.batch_size, args.rounds))
+    columns = ["rank", "name", "images_per_s", "ratio", "ratio_ci_low", "ratio_ci_high", "ratio_level", "rounds",
+               "verdict", "error"]
     sweeps = Sweeps(tidy=lambda results: [r.metrics.update(bench_batch=args.batch_size) for r in results])
     with cli.keep_on_stop(sweeps.results, args, title, columns):  # a stopped suite keeps its finished rounds
         results = paired_sweep(cands, STEPRATE, args.steps, args.rounds, lever="levers",

@@ -9,14 +9,16 @@ fuses each block's first BatchNorm with its ReLU (`nn.BatchNormReLU`). This time
 training step (forward, backward, sgd with momentum) of the three, hybridized static,
 on copies of the same weights and one batch, interleaved in this process round by round
 (`benchmark.measure_interleaved`), and reports each one's images/s and its per-round ratio
-to the book's variant. `python -m gluonperf.profile` shows where the time moved.
+to the book's variant: the geometric mean of the per-round ratios with its 95% interval
+and n, and a verdict (faster / slower / same within 5% / inconclusive; docs/suites.md).
+`python -m gluonperf.profile` shows where the time moved.
 """
 import argparse
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import suite_stats  # noqa: E402  (benchmarks/, this script's folder)
 from gluonperf import cli  # noqa: E402
 
 THREADS_NOTE = cli.thread_defaults([])  # OMP_NUM_THREADS = cores, as the commands set it, before MXNet loads
@@ -72,17 +74,20 @@ def main():
         print("note: " + THREADS_NOTE, file=sys.stderr)
     ctx = mx.cpu()
     times = interleaved(args.batch_size, args.steps, args.rounds, ctx)
-    book = times["book (F.relu)"].samples
+    book_name = "book (F.relu)"
+    book = times[book_name].samples
     rows = []
     for name, m in times.items():
         ratios = [b / s for b, s in zip(book, m.samples)]  # time ratio = speed-up over the book's variant
         rows.append(result("model-variants", name, m, images_per_s=args.batch_size * args.steps / m.median,
-                           batch_size=args.batch_size, ratio=statistics.median(ratios), ratio_min=min(ratios),
-                           ratio_max=max(ratios)))
-    print(format_table(rows, ["name", "batch_size", "images_per_s", "ratio", "ratio_min", "ratio_max"],
+                           batch_size=args.batch_size, round_ratios=ratios,
+                           **suite_stats.ratio_fields(ratios, "ratio", name, book_name)))
+    print(format_table(rows, ["name", "batch_size", "images_per_s"] + suite_stats.columns("ratio") + ["verdict"],
                        "ResNet-18 training step, hybridized static, %d interleaved rounds of %d steps: images/s "
-                       "and speed-up over the book's F.relu (median, min..max of per-round ratios)"
+                       "and speed-up over the book's F.relu (geometric mean of the per-round ratios, 95%% CI, n)"
                        % (args.rounds, args.steps)))
+    for line in suite_stats.verdict_lines(rows):
+        print("  " + line)
     if args.json:
         write_jsonl(rows, args.json, environment([ctx]))
 

@@ -22,20 +22,27 @@ Every run is sandwiched between two book-loop runs (tune.sweep), and its ratio i
 the mean of those two.
 Until gluonperf.train exists in this checkout, gluonperf.steprate (the same loop
 on in-memory batches) stands in for it, and the records say so (`runner`).
-Each record holds images/s (median over rounds) and the median of the per-round
-ratios to the book's loop; with PyTorch, also vs_pytorch: the median over rounds of
-(its ratio) / (PyTorch's ratio in the same round), min..max; of_ceiling likewise against
-the ceiling's ratio in the same round: the run's share of what the machine could do at
-that moment, not of a ceiling measured at another (a shared machine's speed drifts).
+Each record holds images/s (median over rounds) and its ratio to the book's loop: the
+geometric mean of the per-round ratios (kept in round_ratios) with its 95% confidence
+interval and n (ratio_ci_low, ratio_ci_high, ratio_n) and a verdict (faster / slower /
+same / inconclusive, gluonperf.stats.verdict); with PyTorch also vs_pytorch and
+vs_torch_compile: per round (its ratio) / (the yardstick's ratio in the same round), with
+their intervals and verdicts (vs_pytorch_verdict, ...); of_ceiling likewise against the
+ceiling's ratio in the same round: the run's share of what the machine could do at that
+moment, not of a ceiling measured at another (a shared machine's speed drifts).
+PyTorch runs eager and compiled (torch.compile, inductor; each run compiles first, and
+only the steps after warm-up are timed). On a CPU with bfloat16 (AMX or AVX512-BF16),
+gluonperf.train --dtype bfloat16 and PyTorch's bfloat16 autocast run beside float32;
+elsewhere one note says why not. docs/suites.md says how to read the columns.
 The JSON file also holds the environment, so `python -m gluonperf.compare OLD NEW` can
 compare two such files.
 """
 import argparse
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import suite_stats  # noqa: E402  (benchmarks/, this script's folder)
 from gluonperf.advice import load_warning, physical_cores  # noqa: E402
 from gluonperf import cli  # noqa: E402
 from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, Sweeps, default_runner, sweep  # noqa: E402
@@ -48,6 +55,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TORCH_PYTHON = os.path.join(ROOT, ".venv-torch", "bin", "python")
 CEILING = Runner("benchmarks/ceiling_probe.py", (), steps_flag=None)
 CEILING_NAME = "ceiling (peak FLOP/s over FLOPs per image)"
+TORCH_EAGER, TORCH_COMPILE, BF16 = "pytorch eager", "pytorch torch.compile", " bfloat16 autocast"
+# each run is set against these, round by round: (the yardstick's name in float32 / bfloat16 runs, key)
+YARDSTICKS = ((TORCH_EAGER, "vs_pytorch"), (TORCH_COMPILE, "vs_torch_compile"))
 
 
 def torch_runner(python=None):
@@ -61,11 +71,27 @@ def torch_runner(python=None):
     return Runner("benchmarks/torch_loop.py", ("--warmup", "2"), serves=True, python=python) if ok else None
 
 
-def candidates(batch_size, runner, model="resnet18", torch=None, dtype="float32", ceiling=True):
-    """The runs of one batch size. dtype bfloat16: gluonperf.train (float32 and
-    --dtype bfloat16, one and two contexts) against PyTorch's bfloat16 autocast, plain
-    and channels_last; the book loop stays the book's float32, and the (float32) ceiling
-    is left out. `ceiling`: run the ceiling probe (CEILING_NAME) in float32."""
+def torch_models():
+    """The models benchmarks/torch_loop.py has, layer for layer gluonperf's."""
+    return ("resnet18", "lenet")
+
+
+def no_bf16_reason():
+    """Why this CPU gets no bfloat16 rows (one phrase), or None where it has them: gluonperf's
+    --dtype bfloat16 needs oneDNN's AVX-512 kernels (precision.why_no_bf16), and bfloat16 pays
+    only with AMX or AVX512-BF16 (precision.has_bf16), for PyTorch's autocast as for MXNet's."""
+    from gluonperf.precision import has_bf16, why_no_bf16
+    return why_no_bf16() or (None if has_bf16() else "this CPU has no bfloat16 instructions (AMX or AVX512-BF16)")
+
+
+def candidates(batch_size, runner, model="resnet18", torch=None, dtype="float32", ceiling=True, bf16=False):
+    """The runs of one batch size. With `torch` (and a model torch_loop has): PyTorch eager
+    and torch.compile (inductor), the yardsticks. `bf16` (float32 runs on a CPU with bfloat16):
+    also gluonperf.train --dtype bfloat16 and PyTorch's bfloat16 autocast, eager and compiled,
+    beside their float32. dtype bfloat16: gluonperf.train (float32 and --dtype bfloat16, one and
+    two contexts) against PyTorch's bfloat16 autocast, eager (plain and channels_last) and
+    compiled; the book loop stays the book's float32, and the (float32) ceiling is left out.
+    `ceiling`: run the ceiling probe (CEILING_NAME) in float32."""
     cores = physical_cores()
     book = Candidate("book loop", (), (("batch_size", str(batch_size)), ("model", model)), BOOK)
     flags = (("batch_size", str(batch_size)), ("model", model))
@@ -80,61 +106,95 @@ def candidates(batch_size, runner, model="resnet18", torch=None, dtype="float32"
     two = [ours.with_flags("%s --ctx cpu0,cpu1 --kvstore %s" % (runner.module, kv), ctx="cpu0,cpu1", kvstore=kv)
            for kv in ("device", "flat")]
     out = [book, ours, tuned] if runner is STEPRATE else [book, ours, tuned] + two
-    pytorch = Candidate("pytorch eager", (), (("batch_size", str(batch_size)),), torch)
+    torch_flags = (("batch_size", str(batch_size)),) + ((("model", model),) if model != "resnet18" else ())
+    pytorch = Candidate(TORCH_EAGER, (), torch_flags, torch)
+    compiled = pytorch.with_flags(TORCH_COMPILE, compile="")
+    yardsticks = [pytorch, compiled]
     if dtype == "bfloat16":
         if runner is STEPRATE:
             raise ValueError("dtype bfloat16 needs gluonperf.train as the runner")
-        bf16 = ours.with_flags("%s --dtype bfloat16" % runner.module, dtype="bfloat16")
-        out = [book, ours, bf16, bf16.with_flags("%s --dtype bfloat16 --ctx cpu0,cpu1" % runner.module,
-                                                 ctx="cpu0,cpu1")]
-        pytorch = pytorch.with_flags("pytorch eager bfloat16 autocast", dtype="bfloat16")
+        bf16_run = ours.with_flags("%s --dtype bfloat16" % runner.module, dtype="bfloat16")
+        out = [book, ours, bf16_run, bf16_run.with_flags("%s --dtype bfloat16 --ctx cpu0,cpu1" % runner.module,
+                                                         ctx="cpu0,cpu1")]
+        yardsticks = [pytorch.with_flags(TORCH_EAGER + BF16, dtype="bfloat16"),
+                      compiled.with_flags(TORCH_COMPILE + BF16, dtype="bfloat16")]
         if model == "resnet18" and torch is not None:
-            out.append(pytorch.with_flags("pytorch eager bfloat16 autocast channels_last", channels_last=""))
+            out.append(yardsticks[0].with_flags(TORCH_EAGER + BF16 + " channels_last", channels_last=""))
+    elif bf16 and runner is not STEPRATE:
+        out.append(ours.with_flags("%s --dtype bfloat16" % runner.module, dtype="bfloat16"))
+        if model in torch_models() and torch is not None:
+            out += [y.with_flags(y.name + BF16, dtype="bfloat16") for y in yardsticks]
     if ceiling and dtype == "float32":
         out.append(Candidate(CEILING_NAME, (), (("model", model),), CEILING))
-    if model == "resnet18" and torch is not None:
-        out.append(pytorch)
+    if model in torch_models() and torch is not None:
+        out += yardsticks
     return out
 
 
-def against(results, yardstick, key="vs_pytorch"):
+def against(results, yardstick, key="vs_pytorch", verdict=True):
     """Set every result against the one named `yardstick`, round by round: `key` (vs_pytorch)
-    is the median over rounds of (its ratio to the book loop) / (the yardstick's, the same
-    round), with `key`_min..max; rounds where either run failed are left out."""
+    is the geometric mean over rounds of (its ratio to the book loop) / (the yardstick's, the
+    same round), with its 95% interval and n (suite_stats.ratio_fields); rounds where either
+    run failed are left out. `verdict`: each other result also gets `key`_verdict,
+    `key`_verdict_text (faster / slower / same / inconclusive against the yardstick)."""
     base = next((r.metrics.get("round_ratios") for r in results if r.name == yardstick), None)
     if base is None:
         raise ValueError("no result named %r with round_ratios" % yardstick)
     for r in results:
         mine = r.metrics.get("round_ratios") or []
-        q = [a / b for a, b in zip(mine, base) if a and b]
-        r.metrics.update({key: statistics.median(q) if q else None, key + "_min": min(q) if q else None,
-                          key + "_max": max(q) if q else None})
+        q = [a / b if a and b else None for a, b in zip(mine, base)]
+        suite_stats.replace(r.metrics, key, suite_stats.ratio_fields(
+            q, key, r.name, yardstick if verdict else None, prefix=key + "_"))
     return results
 
 
 def run(batch_sizes, rounds, steps, runner=None, progress=None, model="resnet18", torch=None, dtype="float32",
-        sweeps=None, ceiling=True):
-    """Every batch size's sweep; `sweeps` (a tune.Sweeps) keeps what has finished for a stopped run."""
+         sweeps=None, ceiling=True, bf16=False, compile=True):
+    """Every batch size's sweep; `sweeps` (a tune.Sweeps) keeps what has finished for a stopped run.
+    Each result's ratio to the book loop comes with its interval and verdict from tune.summarize
+    (at a level corrected for the runs compared); its ratio to each yardstick that ran (PyTorch
+    eager, torch.compile; the ceiling without a verdict) gets a 95% interval here (`against`)."""
     runner = runner or default_runner()
     sweeps = sweeps or Sweeps()
     out = []
     for b in batch_sizes:
-        cands = candidates(b, runner, model, torch, dtype, ceiling)
+        cands = candidates(b, runner, model, torch, dtype, ceiling, bf16)
+        if not compile:
+            cands = [c for c in cands if not c.name.startswith(TORCH_COMPILE)]
         modules = {c.name: c.runner.module for c in cands}
-        yardsticks = [(cands[-1].name, "vs_pytorch")] if model == "resnet18" and torch is not None else []
-        yardsticks += [(CEILING_NAME, "of_ceiling")] if any(c.name == CEILING_NAME for c in cands) else []
+        suffix = BF16 if dtype == "bfloat16" else ""
+        yardsticks = [(name + suffix, key, True) for name, key in YARDSTICKS
+                      if any(c.name == name + suffix for c in cands)]
+        yardsticks += [(CEILING_NAME, "of_ceiling", False)] if any(c.name == CEILING_NAME for c in cands) else []
 
         def tidy(results, b=b, yardsticks=yardsticks, modules=modules):
-            # the last candidate is PyTorch eager (or its autocast); a stopped sweep may not have run a yardstick yet
-            for name, key in yardsticks:
+            # a stopped sweep may not have run a yardstick yet
+            for name, key, judge in yardsticks:
                 if any(r.name == name and any(r.metrics.get("round_ratios") or ()) for r in results):
-                    against(results, name, key)
+                    against(results, name, key, judge)
             for r in results:
                 r.metrics.update(batch_size=b, runner=modules[r.name], model=model)
         sweeps.tidy = tidy
         out.extend(sweep(cands, runner, steps, rounds, lever="train_throughput b%d" % b, progress=progress,
                          log=lambda m: print(m, file=sys.stderr, flush=True), sweeps=sweeps))
     return out
+
+
+def verdicts(results):
+    """The lines printed after the table: gluonperf's runs against each yardstick, with the
+    interval, n and verdict (the yardsticks and the book loop judged only against the book loop)."""
+    lines = []
+    for r in results:
+        if r.metrics.get("runner") in (CEILING.module,):
+            continue
+        ours = r.metrics.get("runner", "").startswith("gluonperf")
+        m = r.metrics
+        if m.get("verdict_text"):  # tune.summarize's, against the sweep's baseline
+            lines.append("b%s %s vs book loop: %s" % (m.get("batch_size"), r.name, m["verdict_text"]))
+        for key in ("vs_pytorch_", "vs_torch_compile_"):
+            if ours and m.get(key + "verdict_text"):
+                lines.append("b%s %s" % (m.get("batch_size"), m[key + "verdict_text"]))
+    return lines
 
 
 def main(argv=None):
@@ -152,6 +212,8 @@ def main(argv=None):
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                    help="bfloat16: gluonperf.train --dtype bfloat16 (and float32) against PyTorch's bfloat16 "
                         "autocast (default: %(default)s)")
+    p.add_argument("--no-compile", dest="compile", action="store_false",
+                   help="leave out the torch.compile yardstick (each of its runs compiles the model first)")
     p.add_argument("--no-ceiling", dest="ceiling", action="store_false",
                    help="leave out the ceiling probe (benchmarks/ceiling_probe.py) and the of_ceiling column")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")
@@ -172,25 +234,40 @@ def main(argv=None):
     cli.check_outputs(args)
     cli.guard_command(args, PROG, stall_timeout=0)  # each run has its own timeout; stop children on signals
     runner = {"auto": None, "train": TRAIN, "steprate": STEPRATE}[args.runner]
-    torch = torch_runner(args.torch_python) if args.model == "resnet18" else None
-    if args.model == "resnet18" and torch is None:
-        print("note: no PyTorch at %s, so the 'pytorch eager' yardstick is left out (python3 -m venv "
-              ".venv-torch && .venv-torch/bin/pip install torch==2.13.0)"
+    has_torch_model = args.model in torch_models()
+    torch = torch_runner(args.torch_python) if has_torch_model else None
+    if has_torch_model and torch is None:
+        print("note: no PyTorch at %s, so the PyTorch yardsticks (eager, torch.compile) are left out (python3 -m "
+              "venv .venv-torch && .venv-torch/bin/pip install torch==2.13.0)"
               % (args.torch_python or TORCH_PYTHON), file=sys.stderr)
+    bf16 = False
+    if args.dtype == "float32" and runner is not STEPRATE:
+        why = no_bf16_reason()
+        bf16 = why is None
+        if why:
+            print("note: no bfloat16 rows (gluonperf.train --dtype bfloat16, PyTorch's bfloat16 autocast): %s"
+                  % why, file=sys.stderr)
     warning = load_warning()
     if warning:
         print("note: " + warning, file=sys.stderr)
-    title = ("training throughput vs the book's loop (median of %d interleaved rounds; ratio = median of "
-             "per-round ratios, min..max)" % args.rounds)
-    columns = ["batch_size", "name", "images_per_s", "min_per_s", "max_per_s", "ratio", "ratio_min", "ratio_max"] + (
-        ["vs_pytorch", "vs_pytorch_min", "vs_pytorch_max"] if torch is not None else []) + (
-        ["of_ceiling", "of_ceiling_min", "of_ceiling_max"] if args.ceiling and args.dtype == "float32" else []) + [
-        "error"]
+    title = ("training throughput vs the book's loop (%d interleaved rounds; images/s: median; ratio: geometric "
+             "mean of the per-round ratios with its CI, 95%% corrected for the runs compared (ratio_level), and n; "
+             "vs_*: 95%% CI)" % args.rounds)
+    columns = ["batch_size", "name", "images_per_s"] + suite_stats.columns("ratio") + ["verdict"] + (
+        suite_stats.columns("vs_pytorch") + (suite_stats.columns("vs_torch_compile") if args.compile else [])
+        if torch is not None else []) + (
+        suite_stats.columns("of_ceiling") if args.ceiling and args.dtype == "float32" else []) + ["error"]
     sweeps = Sweeps()
     with cli.keep_on_stop(sweeps.results, args, title, columns):  # a stopped suite keeps its finished runs
-        results = run(args.batch_sizes, args.rounds, args.steps, runner, model=args.model,
-                      torch=torch, dtype=args.dtype, sweeps=sweeps, ceiling=args.ceiling)
+        results = run(args.batch_sizes, args.rounds, args.steps, runner, model=args.model, torch=torch,
+                      dtype=args.dtype, sweeps=sweeps, ceiling=args.ceiling, bf16=bf16, compile=args.compile)
     cli.emit(results, args, (), title=title, columns=columns)
+    lines = verdicts(results)
+    if lines:
+        print("\nverdicts (faster/slower: the 95%% CI excludes 1 and the ratio is past +-%g%%):"
+              % (100 * suite_stats.stats.THRESHOLD))
+        for line in lines:
+            print("  " + line)
 
 
 if __name__ == "__main__":

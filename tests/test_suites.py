@@ -3,27 +3,90 @@ unwritable --json refused before the first run, and a stopped run that keeps wha
 (Split from test_commands.py, whose helpers they share, so that pytest-xdist's `loadfile` can
 give the two files to different workers.)"""
 import json
+import math
+import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, clean_env
 from test_commands import PY, TIMEOUT, command, header, marked_env, processes_of, records
 
 
 CEILING = "ceiling (peak FLOP/s over FLOPs per image)"
+TORCH_PYTHON = os.path.join(ROOT, ".venv-torch", "bin", "python")  # where train_throughput looks first
+
+
+def _no_torch():
+    """Why the PyTorch yardstick cannot run here (None when it can): the tests' venv has no
+    torch; the benchmarks' own venv (.venv-torch, the README's benchmarks/ paragraph) may."""
+    if not os.path.exists(TORCH_PYTHON):
+        return "no %s (python3 -m venv .venv-torch && .venv-torch/bin/pip install torch==2.13.0)" % TORCH_PYTHON
+    p = subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True, text=True, timeout=120)
+    return None if p.returncode == 0 else "torch does not import in %s" % TORCH_PYTHON
+
+
+NO_TORCH = _no_torch()
+needs_torch = pytest.mark.skipif(NO_TORCH is not None, reason="no PyTorch yardstick: %s" % NO_TORCH)
+
+
+def _no_bf16():
+    from gluonperf.precision import has_bf16, why_no_bf16
+    return why_no_bf16(clean_env()) or (None if has_bf16() else "this CPU has no bfloat16 instructions "
+                                                                 "(AMX or AVX512-BF16)")
+
+
+@pytest.fixture
+def suite_module(monkeypatch):
+    """Import a script of benchmarks/ (and its sibling suite_stats) as the suites run it."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
+    loaded = []
+
+    def load(name):
+        import importlib
+        loaded.append(name)
+        return importlib.import_module(name)
+    yield load
+    for name in loaded + ["suite_stats"]:
+        sys.modules.pop(name, None)
 
 
 def test_throughput_suite_tiny(tmp_path):
     out = tmp_path / "tt.json"
     p = command(["benchmarks/train_throughput.py", "--model", "lenet", "--batch-sizes", "16", "--rounds", "1",
-                 "--steps", "2", "--json", str(out)], tmp_path)
+                 "--steps", "2", "--no-compile", "--json", str(out)], tmp_path)
     assert p.returncode == 0, p.stderr
-    assert {"batch_size", "name", "images_per_s", "ratio", "of_ceiling"} <= set(header(p.stdout))
+    assert {"batch_size", "name", "images_per_s", "ratio", "ratio_ci_low", "ratio_ci_high", "ratio_n", "verdict",
+            "of_ceiling", "of_ceiling_ci_low", "of_ceiling_n"} <= set(header(p.stdout))
+    assert "ratio_min" not in header(p.stdout)
     rows = {r["name"]: r for r in records(out)}
     assert set(rows) >= {"book loop", "gluonperf.train", CEILING}
+    # every ratio carries its interval and n; one round cannot settle anything, and the verdict says so
+    ours = rows["gluonperf.train"]
+    assert ours["ratio_n"] == 1 and len(ours["round_ratios"]) == 1 and ours["ratio_level"] >= 0.95
+    assert ours["ratio_ci_low"] == 0 and ours["ratio_ci_high"] == float("inf")
+    assert ours["verdict"] == "inconclusive" and "1 round" in ours["verdict_text"]
+    assert rows["book loop"]["verdict"] == "baseline"
+    assert not [k for r in rows.values() for k in r if k.endswith(("ratio_min", "ratio_max", "ceiling_min",
+                                                                    "ceiling_max", "pytorch_min", "pytorch_max"))]
+    assert "gluonperf.train vs book loop: inconclusive" in p.stdout
+    if NO_TORCH is None:  # the eager yardstick ran (LeNet is in torch_loop too); --no-compile left compile out
+        assert "pytorch eager" in rows and not any(n.startswith("pytorch torch.compile") for n in rows)
+        assert ours["vs_pytorch_n"] == 1 and ours["vs_pytorch_verdict"] == "inconclusive"
+        assert "gluonperf.train vs pytorch eager: inconclusive" in p.stdout
+    else:
+        assert "no PyTorch at" in p.stderr
+    # gluonperf's --dtype bfloat16 runs beside float32 where the CPU has bfloat16; elsewhere one note says why not
+    why = _no_bf16()
+    if why:
+        assert [l for l in p.stderr.splitlines() if l.startswith("note: no bfloat16 rows")] == [
+            "note: no bfloat16 rows (gluonperf.train --dtype bfloat16, PyTorch's bfloat16 autocast): " + why]
+        assert "gluonperf.train --dtype bfloat16" not in rows
+    else:
+        assert rows["gluonperf.train --dtype bfloat16"]["ratio_n"] == 1
     # the ceiling ran between two book-loop runs like the others; every run's share of it is its
     # ratio to the book loop over the ceiling's, round by round, and LeNet's loops are far below it
     ceiling = rows[CEILING]
@@ -101,7 +164,15 @@ def test_model_variants_suite_tiny(tmp_path):
     assert p.returncode == 0, p.stderr
     rows = records(out)
     assert len(rows) == 3 and rows[0]["name"] == "book (F.relu)" and rows[0]["ratio"] == 1
-    assert all(r["images_per_s"] > 0 and r["ratio_min"] <= r["ratio"] <= r["ratio_max"] for r in rows)
+    assert rows[0]["verdict"] == "baseline"
+    for r in rows:  # the geometric mean of the per-round ratios, inside its 95% interval, over both rounds
+        assert r["images_per_s"] > 0 and r["ratio_ci_low"] <= r["ratio"] <= r["ratio_ci_high"] and r["ratio_n"] == 2
+        assert r["ratio"] == pytest.approx(math.sqrt(r["round_ratios"][0] * r["round_ratios"][1]))
+        assert "ratio_min" not in r
+    for r in rows[1:]:
+        assert r["verdict"] in ("faster", "slower", "same", "inconclusive")
+        assert r["verdict_text"].startswith(r["name"] + " vs book (F.relu): ") and "2 rounds" in r["verdict_text"]
+        assert r["verdict_text"] in p.stdout
 
 
 def test_checkpointing_suite_stopped_during_timing_keeps_the_memory_records(tmp_path):
@@ -131,3 +202,111 @@ def test_checkpointing_suite_stopped_during_timing_keeps_the_memory_records(tmp_
     assert {r["name"] for r in rows if r["bench"] == "footprint"} >= {"hybrid", "static", "hybrid ckpt2"}
     assert all(r["peak_above_bytes"] > 0 for r in rows if r["bench"] == "footprint" and not r.get("error"))
     assert not processes_of(mark)
+
+
+def test_runs_are_set_against_each_yardstick_with_an_interval_and_a_verdict(suite_module):
+    """train_throughput.against: per round, a run's ratio to the book loop over the yardstick's
+    in the same round; the geometric mean with its 95% t interval over the rounds where both
+    ran, n, and a verdict against the yardstick (none for the ceiling, a share)."""
+    from gluonperf.records import Result
+    from scipy import stats as sp
+    tt = suite_module("train_throughput")
+    rows = [Result("tune", "book loop", {"round_ratios": [1.0, 1.0, 1.0, 1.0]}),
+            Result("tune", "gluonperf.train", {"round_ratios": [2.4, 2.42, 2.5, 2.38]}),
+            Result("tune", "noisy", {"round_ratios": [1.0, 4.0, 0.5, None]}),
+            Result("tune", "broken", {"round_ratios": [None, None, None, None]}),
+            Result("tune", "pytorch eager", {"round_ratios": [2.0, 2.0, None, 2.0], "vs_pytorch_min": 1.0})]
+    by = {r.name: r.metrics for r in tt.against(rows, "pytorch eager")}
+    ours = by["gluonperf.train"]
+    q = [1.2, 1.21, 1.19]  # round 3 left out: PyTorch failed in it
+    logs = [math.log(x) for x in q]
+    mean, sd = sum(logs) / 3, (sum((x - sum(logs) / 3) ** 2 for x in logs) / 2) ** 0.5
+    half = sp.t.ppf(0.975, 2) * sd / math.sqrt(3)
+    assert ours["vs_pytorch"] == pytest.approx(math.exp(mean))
+    assert (ours["vs_pytorch_ci_low"], ours["vs_pytorch_ci_high"]) == pytest.approx(
+        (math.exp(mean - half), math.exp(mean + half)))
+    assert ours["vs_pytorch_n"] == 3 and ours["vs_pytorch_level"] == 0.95
+    assert ours["vs_pytorch_verdict"] == "faster"  # 1.2x, its interval above 1, past 5%
+    assert ours["vs_pytorch_verdict_text"].startswith("gluonperf.train vs pytorch eager: faster: 1.20x (95% CI ")
+    assert by["noisy"]["vs_pytorch_verdict"] == "inconclusive" and by["noisy"]["vs_pytorch_n"] == 2
+    assert by["noisy"]["vs_pytorch_verdict_text"].startswith("noisy vs pytorch eager: inconclusive: 1.00x (95% CI ")
+    assert by["broken"]["vs_pytorch"] is None and by["broken"]["vs_pytorch_n"] is None
+    assert "vs_pytorch_verdict" not in by["broken"]
+    assert by["pytorch eager"]["vs_pytorch_verdict"] == "baseline"
+    assert "vs_pytorch_min" not in by["pytorch eager"]  # an old field of the same key is replaced
+    with pytest.raises(ValueError, match="no result named"):
+        tt.against(rows, "jax")
+    # the ceiling: a share of it, with its interval, never a verdict
+    rows.append(Result("tune", tt.CEILING_NAME, {"round_ratios": [3.0, 2.75, 2.5, 2.6]}))
+    by = {r.name: r.metrics for r in tt.against(rows, tt.CEILING_NAME, "of_ceiling", verdict=False)}
+    assert by["gluonperf.train"]["of_ceiling_n"] == 4 and by["gluonperf.train"]["of_ceiling_ci_high"] <= 1.1
+    assert not [k for k in by["gluonperf.train"] if k.startswith("of_ceiling_verdict")]
+
+
+def test_throughput_suite_runs_pytorch_eager_and_compiled_and_bfloat16_beside_float32(suite_module):
+    """The yardsticks: PyTorch eager and torch.compile for every model torch_loop has; on a
+    CPU with bfloat16, gluonperf.train --dtype bfloat16 and PyTorch's autocast (eager and
+    compiled) beside float32."""
+    from gluonperf.tune import Runner
+    tt = suite_module("train_throughput")
+    torch = Runner("benchmarks/torch_loop.py", python="/torch/python")
+    for model in ("resnet18", "lenet"):
+        cands = {c.name: c for c in tt.candidates(16, tt.TRAIN, model, torch)}
+        assert {"pytorch eager", "pytorch torch.compile"} <= set(cands)
+        assert cands["pytorch torch.compile"].flag("compile") == "" and cands["pytorch eager"].flag("compile") is None
+        assert cands["pytorch torch.compile"].runner is torch
+        assert not any("bfloat16" in n for n in cands)
+    assert not any(n.startswith("pytorch") for n in (c.name for c in tt.candidates(16, tt.TRAIN, "mlp", torch)))
+    assert not any(n.startswith("pytorch") for n in (c.name for c in tt.candidates(16, tt.TRAIN, "lenet", None)))
+    both = {c.name: c for c in tt.candidates(16, tt.TRAIN, "resnet18", torch, bf16=True)}
+    assert both["gluonperf.train --dtype bfloat16"].flag("dtype") == "bfloat16"
+    assert both["pytorch torch.compile bfloat16 autocast"].flag("dtype") == "bfloat16"
+    assert both["pytorch torch.compile bfloat16 autocast"].flag("compile") == ""
+    assert both["gluonperf.train"].flag("dtype") is None  # float32 stays
+    bf16 = {c.name for c in tt.candidates(16, tt.TRAIN, "resnet18", torch, dtype="bfloat16")}
+    assert {"pytorch eager bfloat16 autocast", "pytorch torch.compile bfloat16 autocast"} <= bf16
+    argv = tt.TRAIN.argv(both["gluonperf.train --dtype bfloat16"], 2, "x.json")
+    assert argv[argv.index("--dtype") + 1] == "bfloat16"
+    argv = torch.argv(both["pytorch torch.compile"], 2)
+    assert "--compile" in argv and argv[0] == "/torch/python"
+
+
+@needs_torch
+def test_torch_compile_runner_trains_and_says_it_compiled(tmp_path):
+    """benchmarks/torch_loop.py --compile as the suite runs it (in .venv-torch, tiny LeNet):
+    inductor compiles during warm-up (gcc builds its C++ kernels), then the timed steps run."""
+    env = clean_env()
+    done = subprocess.run([TORCH_PYTHON, "benchmarks/torch_loop.py", "--model", "lenet", "--batch-size", "8",
+                           "--steps", "2", "--warmup", "1", "--compile"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    assert row["compiled"] is True and row["model"] == "lenet" and row["images_per_s"] > 0
+    bad = subprocess.run([TORCH_PYTHON, "benchmarks/torch_loop.py", "--compile", "--warmup", "0"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--compile needs --warmup 1" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_hybridize_suite_ratios_carry_their_interval_and_verdict(suite_module):
+    """hybridize_suite.suite: each mode against the book's loop, repeat by repeat."""
+    hs = suite_module("hybridize_suite")
+    rows = {r.name: r.metrics for r in hs.suite("mlp", 1, False, 3, 5)}
+    assert rows["book loop"]["verdict"] == "baseline" and rows["book loop"]["ratio"] == 1
+    for name in ("gluonperf imperative", "gluonperf hybrid", "gluonperf static"):
+        m = rows[name]
+        assert m["ratio_n"] == 3 and len(m["round_ratios"]) == 3 and m["ratio_ci_low"] <= m["ratio"] <= m["ratio_ci_high"]
+        assert m["verdict"] in ("faster", "slower", "same", "inconclusive")
+        assert m["verdict_text"].startswith(name + " vs book loop: ") and "3 repeats" in m["verdict_text"]
+
+
+def test_suite_stats_fields_and_limits(suite_module):
+    ss = suite_module("suite_stats")
+    assert ss.ratio_fields([None, None]) == {"ratio": None, "ratio_ci_low": None, "ratio_ci_high": None,
+                                             "ratio_n": None, "ratio_level": None}
+    f = ss.ratio_fields([1.0, 1.01, 0.99, 1.0, 1.005, 0.995], "time_ratio", "b", "a", words=("slower", "faster"))
+    assert f["verdict"] == "same" and f["verdict_text"].startswith("b vs a: same within +-5%")
+    f = ss.ratio_fields([1.5, 1.52, 1.49, None], "time_ratio", "b", "a", words=("slower", "faster"))
+    assert f["verdict"] == "slower" and f["time_ratio_n"] == 3
+    iv = ss.interval_of([1.2, 1.25, 1.3])
+    assert ss.against_limit(iv, 1.4) == "met" and ss.against_limit(iv, 1.1) == "missed"
+    assert ss.against_limit(iv, 1.25) == "inconclusive" and ss.against_limit(None, 1.4) is None
