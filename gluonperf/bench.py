@@ -92,6 +92,7 @@ def run_hybridize(args):
     for r in timed:
         if r.metrics.get("verdict_text"):
             print("%s vs imperative: %s" % (r.name, r.metrics["verdict_text"]))
+    _warn_unstable(timed)
     for r in results:
         if r.name == "export":
             print("exported %s and %s; SymbolBlock.imports matches (max abs diff %.3g)"
@@ -100,6 +101,15 @@ def run_hybridize(args):
         cli.note("note: some results are noisy (IQR above 10% of the median); "
                  "close other work or raise --repeat")
     return 0
+
+
+def _warn_unstable(results):
+    """A note when the machine was unstable during the measurement (gluonperf.machine)."""
+    from .machine import warning_line
+    line = warning_line(next((r.metrics["machine_warnings"] for r in results if r.metrics.get("machine_warnings")),
+                             None))
+    if line:
+        cli.note("note: " + line)
 
 
 # --- data parallelism from scratch: allreduce, scratch ------------------------

@@ -112,7 +112,7 @@ def _values(records, m):
 SAMPLED = ("median_s", "mean_s")
 
 
-def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR, pairs=None):
+def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR, pairs=None, level=stats.LEVEL):
     """The ratio of NEW to OLD on metric `m` as a change for the better (> 1: better), with its
     interval, how it was made, and a verdict. `old`/`new`: the records of each side (several
     when a file holds several runs). The evidence, best first:
@@ -125,18 +125,18 @@ def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR,
         ("better", "worse")
     if pairs:
         ratios = [(b / a if higher else a / b) for a, b in pairs if a and b]
-        interval, how, what, settle = stats.ratio_interval(ratios), "alternating pairs", "pairs", None
+        interval, how, what, settle = stats.ratio_interval(ratios, level), "alternating pairs", "pairs", None
     else:
         old_runs, old_samples = _values(old, m)
         new_runs, new_samples = _values(new, m)
         if len(old_runs) > 1 and len(new_runs) > 1:
-            interval = stats.two_sample_interval(old_runs, new_runs, noise_floor=0, higher_is_better=higher)
+            interval = stats.two_sample_interval(old_runs, new_runs, level, noise_floor=0, higher_is_better=higher)
             how, what = "%d and %d runs" % (len(old_runs), len(new_runs)), "runs"
             settle = "more runs of each side would settle it"
         else:
             sampled = bool(old_samples and new_samples)
             a, b = (old_samples, new_samples) if sampled else (old_runs, new_runs)
-            interval = stats.two_sample_interval(a, b, noise_floor=noise_floor, higher_is_better=higher)
+            interval = stats.two_sample_interval(a, b, level, noise_floor=noise_floor, higher_is_better=higher)
             how = "one run each%s, +-%g%% run-to-run noise floor" % (
                 " (%d and %d repeats)" % (len(a), len(b)) if sampled else "", 100 * noise_floor)
             what = "repeats" if sampled else "runs"
@@ -145,7 +145,7 @@ def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR,
 
 
 def compare(old_records, new_records, fail_above=None, metric=None, threshold=stats.THRESHOLD,
-            noise_floor=stats.NOISE_FLOOR, pairs=None):
+            noise_floor=stats.NOISE_FLOOR, pairs=None, level=stats.LEVEL):
     """Match NEW records to OLD ones and judge each change.
 
     `old_records`/`new_records` are lists of Result (or (Result, env) pairs as `read_jsonl`
@@ -155,7 +155,7 @@ def compare(old_records, new_records, fail_above=None, metric=None, threshold=st
     the metric, old and new values (the runs' medians), `change` (new/old - 1), `worse` (the
     fraction by which it got worse, direction-aware; negative when it improved), the ratio's
     interval as a change for the better (`ratio`, `ratio_ci_low`, `ratio_ci_high`, `ratio_n`),
-    `evidence`, the verdict's fields and `status`: 'regression' (judged worse, by more than
+    `evidence`, the verdict's fields (at `level`) and `status`: 'regression' (judged worse, by more than
     `fail_above`), 'worse', 'improved', 'same', 'inconclusive', 'new', 'removed', or
     'no common metric'.
     """
@@ -185,7 +185,7 @@ def compare(old_records, new_records, fail_above=None, metric=None, threshold=st
         b = statistics.median(float(r.metrics[m]) for r in news)
         change = b / a - 1 if a else float("inf")
         worse = -change if higher_is_better(m) else change
-        interval, how, v = judge(olds, news, m, threshold, noise_floor, (pairs or {}).get(k))
+        interval, how, v = judge(olds, news, m, threshold, noise_floor, (pairs or {}).get(k), level)
         if v.word in ("slower", "worse"):
             status = "regression" if fail_above is not None and worse > fail_above else "worse"
         else:
@@ -273,8 +273,8 @@ def build_parser():
 
 def run_ab(old_cmd, new_cmd, runs, timeout, progress=None):
     """Run two commands in alternation, A B B A A B ..., `runs` times each, each with --json into
-    a temporary file. Returns (old records, new records, {key: [(old value, new value)]} for
-    every metric, paired run by run) where the values are {metric: value} dicts."""
+    a temporary file. Returns (OLD's runs, NEW's runs, warnings about the machine): a run is
+    the list of (Result, env) its file held."""
     import shlex
     import subprocess
     from . import guard
@@ -284,6 +284,8 @@ def run_ab(old_cmd, new_cmd, runs, timeout, progress=None):
         if not argv:
             raise UserError("--ab: the %s command is empty" % name.upper())
     got = {"old": [], "new": []}
+    from . import machine
+    start, watch, loads = machine.before(), machine.Watch(), []
     with guard.temp_dir(prefix="gluonperf-ab-") as tmp:
         for i in range(runs):
             for side in (("old", "new") if i % 2 == 0 else ("new", "old")):
@@ -304,7 +306,8 @@ def run_ab(old_cmd, new_cmd, runs, timeout, progress=None):
                 got[side].append(read_jsonl(path))
                 if progress:
                     progress()
-    return got["old"], got["new"]
+            loads.append(watch.round())
+    return got["old"], got["new"], machine.judge(loads, start)
 
 
 def ab_pairs(old_runs, new_runs, metric=None):
@@ -329,19 +332,23 @@ def main(argv=None):
             break
     args = build_parser().parse_args(argv)
     check_output_path(args.json, "--json")  # as every command: before the work, not after it
-    pairs = None
+    pairs, unstable = None, []
     if args.ab:
         from .cli import guard_command, progress_bar
         guard_command(args, "python -m gluonperf.compare", stall_timeout=args.timeout + 120)
         with progress_bar(2 * args.runs, "compare --ab") as bar:
-            old_runs, new_runs = run_ab(args.old, args.new, args.runs, args.timeout, bar.update)
+            old_runs, new_runs, unstable = run_ab(args.old, args.new, args.runs, args.timeout, bar.update)
         pairs = ab_pairs(old_runs, new_runs, args.metric)
+        if unstable:
+            from .machine import warning_line
+            print("note: " + warning_line(unstable), file=sys.stderr)
         old = [pair for run in old_runs for pair in run]
         new = [pair for run in new_runs for pair in run]
     else:
         old = load(args.old, "OLD")
         new = load(args.new, "NEW")
-    results = compare(old, new, args.fail_above, args.metric, args.threshold, args.noise_floor, pairs)
+    results = compare(old, new, args.fail_above, args.metric, args.threshold, args.noise_floor, pairs,
+                      stats.level_for(not unstable))
     if not any("metric" in r.metrics for r in results):
         raise UserError("no benchmark of %s matches one in %s with a common metric%s; are they results of "
                         "the same suite?" % (args.new, args.old, " (%s)" % args.metric if args.metric else ""))

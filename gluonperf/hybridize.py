@@ -18,6 +18,7 @@ from . import UserError
 from .benchmark import measure_interleaved
 from .models import get_model, input_shape
 from .records import result
+from . import machine
 from .stats import THRESHOLD, speedup_fields
 
 MODES = {
@@ -131,14 +132,16 @@ def compare_modes(model="mlp", batch_size=1, ctx=None, repeat=5, number=1000, wa
     ref, diffs = check_outputs(variants, x, tolerance)
     make = _train_step if train else (lambda net, x, y: _forward(net, x))
     fns = {mode: make(net, x, y) for mode, net in variants.items()}
-    measurements = measure_interleaved(fns, warmup=warmup, repeat=repeat, number=number, progress=progress)
+    with machine.Check() as check:
+        measurements = measure_interleaved(fns, warmup=warmup, repeat=repeat, number=number, progress=progress)
     base = measurements["imperative"].samples
+    check.finish([m for m in base])
     task = "train_step" if train else "forward"
     results = []
     for mode, m in measurements.items():
         # speed-up over imperative: per repeat (the modes ran side by side), with its interval
         speedup = {"speedup": 1.0, "verdict": "baseline"} if mode == "imperative" else \
-            speedup_fields(base, m.samples, threshold=threshold)
+            speedup_fields(base, m.samples, threshold=threshold, level=check.level)
         results.append(result(
             "hybridize", mode, m,
             model=model, task=task, batch_size=batch_size, ctx=str(ctx),
@@ -147,6 +150,7 @@ def compare_modes(model="mlp", batch_size=1, ctx=None, repeat=5, number=1000, wa
             max_abs_diff=diffs[mode],
             hybrid_forward_calls=variants[mode].calls,
             calls=variants[mode].runs,
+            **check.fields(),
         ))
     if export_dir is not None:
         symbol_file, params_file, out = export_and_import(variants["hybrid"], x, export_dir, model, ctx)

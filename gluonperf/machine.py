@@ -111,3 +111,39 @@ def warning_line(warnings):
         return None
     return ("the machine was unstable (%s): intervals are at 99%% instead of 95%%, so fewer changes "
             "are called" % "; ".join(warnings))
+
+
+class Check:
+    """The machine around one measurement, as a context manager: its state before (`before`)
+    and its load while the block ran (`Watch`). After the block: `warnings` (see `judge`;
+    `baseline`, per-round values of the baseline, may be given to `finish`), `level` for the
+    intervals (95%, or 99% when unstable) and `fields()` for the records."""
+
+    def __init__(self, interval=0.2):
+        self.interval = interval
+        self.start, self.load, self.warnings = None, None, []
+
+    def __enter__(self):
+        self.start = before(self.interval)
+        self._watch = Watch()
+        return self
+
+    def __exit__(self, *exc):
+        self.load = self._watch.round()
+        self.finish()
+        return False
+
+    def finish(self, baseline=None):
+        self.warnings = judge([self.load] if self.load else [], self.start, baseline)
+        return self.warnings
+
+    @property
+    def level(self):
+        from .stats import level_for
+        return level_for(not self.warnings)
+
+    def fields(self):
+        out = {"machine_before": self.start, "machine_load": self.load}
+        if self.warnings:
+            out["machine_warnings"] = list(self.warnings)
+        return out
