@@ -23,7 +23,8 @@ PROG = "python -m gluonperf.train"
 EPOCH_COLUMNS = ["epoch", "loss", "train_top1", "train_top5", "test_top1", "test_top5", "lr",
                  "epoch_s", "train_images_per_s"]
 SCALING_COLUMNS = ["devices", "batch_size", "step_s", "iqr_s", "t1_s", "t2_s", "update_s",
-                   "overlap_model_s", "serial_model_s", "images_per_s", "speedup", "efficiency", "noisy"]
+                   "overlap_model_s", "serial_model_s", "images_per_s", "speedup", "speedup_ci_low",
+                   "speedup_ci_high", "efficiency", "noisy"]
 
 
 # The flags of a training configuration (TrainConfig fields), in the order --help shows

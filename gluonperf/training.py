@@ -20,7 +20,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from . import UserError, error_line
+from . import UserError, error_line, stats
 from .benchmark import Benchmark, Measurement, sync
 # TrainConfig lives in gluonperf.config (no MXNet: the CLIs parse with it); callers of fit/scaling take it here too
 from .config import HYBRIDIZE, TrainConfig  # noqa: F401
@@ -589,8 +589,9 @@ def scaling(config, contexts, steps=None, progress=None):
     sync), and the step split into t1 = compute (forward + backward, to a sync),
     t2 = gradient communication (trainer.allreduce_grads(), to a sync) and the
     update; the seeds' model says a step costs about max(t1, t2) when
-    communication overlaps compute and t1 + t2 when it does not. Speedup and
-    parallel efficiency are relative to one device. Returns Results, bench='scaling'.
+    communication overlaps compute and t1 + t2 when it does not. Speedup (with its 95%
+    interval from the step times of the two phases) and parallel efficiency are relative
+    to one device. Returns Results, bench='scaling'.
     """
     contexts = list(contexts)
     steps = steps or config.steps
@@ -606,7 +607,7 @@ def scaling(config, contexts, steps=None, progress=None):
     x_all = mx.nd.array(np.stack([train_set[i][0] for i in index]))
     y_all = mx.nd.array(np.array([train_set[i][1] for i in index]))
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-    results, base = [], None
+    results, one = [], None
     for n in range(1, len(contexts) + 1):
         ctxs = contexts[:n]
         mx.random.seed(config.seed)
@@ -640,12 +641,18 @@ def scaling(config, contexts, steps=None, progress=None):
         m = {k: Measurement(k, tuple(v)) for k, v in samples.items()}
         t1, t2, upd = m["t1"].median, m["t2"].median, m["update"].median
         rate = batch / m["step"].median
-        base = base or rate
+        one = one or m["step"].samples
+        # against one device: the step times of the two phases, measured one after the other
+        # (Welch's t on their logs), times the larger batch
+        ratio = stats.two_sample_interval(one, m["step"].samples, noise_floor=0) if n > 1 else None
+        speedup = {"speedup": 1.0} if ratio is None else dict(
+            stats.Interval(n * ratio.estimate, n * ratio.low, n * ratio.high, ratio.n, ratio.level,
+                           ratio.method).fields("speedup"))
         results.append(result(
             "scaling", "%d device%s" % (n, "s" if n > 1 else ""), m["step"],
             devices=n, contexts=describe(ctxs), per_device_batch=per_device, batch_size=batch,
             model=config.model, kvstore=config.kvstore, steps=steps,
             step_s=m["step"].median, t1_s=t1, t2_s=t2, update_s=upd,
             overlap_model_s=max(t1, t2) + upd, serial_model_s=t1 + t2 + upd,
-            images_per_s=rate, speedup=rate / base, efficiency=rate / base / n))
+            images_per_s=rate, efficiency=speedup["speedup"] / n, **speedup))
     return results
