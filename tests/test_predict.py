@@ -98,13 +98,23 @@ def test_cli_json(run, tmp_path):
 
 
 def test_cli_from_scaling_json(run, tmp_path):
-    scaling = tmp_path / "s.json"
+    """Known answers by hand. The MLP (512 -> 256 -> 128 -> 10) has 131328 + 32896 + 1290 =
+    165514 parameters in 6 arrays: 662056 bytes. A ring over 8 devices on PCIe 4 (31.5 GB/s,
+    5 us per message) moves 2 x 7/8 of them, 36.78 us, in 2 x 7 steps per array, 420 us:
+    t2 = 456.78 us; with --overlap no the step is t1 + t2 + update = 55.457 ms."""
+    scaling, out = tmp_path / "s.json", tmp_path / "p.json"
     scaling.write_text(json.dumps({"bench": "scaling", "name": "1 device", "devices": 1, "t1_s": 0.05,
                                    "update_s": 0.005, "per_device_batch": 32, "model": "mlp"}) + "\n")
     done = run("gluonperf.predict", "--model", "mlp", "--scaling", str(scaling), "--devices", "1,8",
-               "--machines", "1", "--link", "pcie4", timeout=120)
+               "--machines", "1", "--link", "pcie4", "--overlap", "no", "--json", str(out), timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "pcie4" in done.stdout and "8x1" in done.stdout
+    assert "pcie4" in done.stdout and "8x1" in done.stdout and "no overlap" in done.stdout
+    one, eight = [r for r in read(out) if r["bench"] == "predict"]
+    assert one["grad_bytes"] == eight["grad_bytes"] == 662056
+    assert (one["t1_s"], one["t2_s"], one["step_s"]) == (pytest.approx(0.05), 0, pytest.approx(0.055))
+    assert eight["t1_s"] == pytest.approx(0.05) and eight["t2_s"] == pytest.approx(456.78e-6, rel=1e-4)
+    assert eight["step_s"] == pytest.approx(0.055 + 456.78e-6, rel=1e-5)
+    assert eight["images_per_s"] == pytest.approx(256 / (0.055 + 456.78e-6), rel=1e-5)
 
 
 @pytest.mark.parametrize("args, words", [
@@ -120,10 +130,16 @@ def test_cli_bad_input(run, tmp_path, args, words):
     assert "Traceback" not in done.stderr and not out.exists()
 
 
+@pytest.mark.alone
 def test_validate_devices(run, tmp_path):
+    """The prediction against the measurement, as far as a busy 2-core machine allows: the
+    whole step within a factor of 4 (errors of -66% to +51% seen with other processes
+    running), and the predicted gradient exchange, made from a copy link measured apart,
+    within a factor of 4 of the exchange scaling timed (about 0.5 against 0.75 ms): a
+    prediction in the wrong unit, or one that dropped a term, fails them."""
     out = tmp_path / "v.json"
     done = run("gluonperf.predict", "--validate", "devices", "--validate-model", "mlp", "--validate-devices", "2",
-               "--validate-steps", "3", "--validate-batch", "32", "--ctx", "cpu0,cpu1", "--json", str(out),
+               "--validate-steps", "5", "--validate-batch", "32", "--ctx", "cpu0,cpu1", "--json", str(out),
                timeout=120)
     assert done.returncode == 0, done.stderr
     rows = [r for r in read(out) if r["bench"] == "predict-check"]
@@ -131,7 +147,10 @@ def test_validate_devices(run, tmp_path):
     for r in rows:
         assert r["predicted_step_s"] > 0 and r["measured_step_s"] > 0
         assert r["error"] == pytest.approx((r["predicted_step_s"] - r["measured_step_s"]) / r["measured_step_s"])
-    assert rows[1]["t2_s"] > 0 and "predicted_step_s" in done.stdout
+        assert 0.25 < r["predicted_step_s"] / r["measured_step_s"] < 4, r
+    assert rows[0]["t2_s"] == 0  # one device exchanges nothing
+    assert 0.25 < rows[1]["t2_s"] / rows[1]["measured_t2_s"] < 4, rows[1]
+    assert "predicted_step_s" in done.stdout
 
 
 def test_link_from_allreduce_records():
