@@ -147,10 +147,11 @@ def test_parts_are_disjoint_equal_and_reshuffled_per_epoch():
 
 def test_loader_with_worker_threads_gives_the_same_batches():
     train, _ = data.load("digits", limit=64)
-    plain = data.loader(train, 16, shuffle=True, workers=0)
-    pooled = data.loader(train, 16, shuffle=True, workers=2)
-    for a, b in zip(plain, pooled):
-        assert np.array_equal(a[0].asnumpy(), b[0].asnumpy())
+    plain = [(x.asnumpy(), y.asnumpy()) for x, y in data.loader(train, 16, shuffle=True, workers=0)]
+    pooled = [(x.asnumpy(), y.asnumpy()) for x, y in data.loader(train, 16, shuffle=True, workers=2)]
+    assert len(plain) == len(pooled) == 4  # 64 samples in batches of 16; zip() would stop at the shorter
+    for (xa, ya), (xb, yb) in zip(plain, pooled):
+        assert np.array_equal(xa, xb) and np.array_equal(ya, yb)
 
 
 def test_the_download_host_is_checked_once_per_process(tmp_path, monkeypatch):
