@@ -598,13 +598,14 @@ def _hybridize_list(text):
 
 
 def add_footprint(sub, common):
+    from .config import OPTIMIZERS
     p = sub.add_parser(
         "footprint", parents=[common],
         help="the memory of a training step per batch size, hybridize setting and checkpointing; "
              "the largest batch that fits a budget",
         description="Where a training step's memory goes and what each setting costs. Every (hybridize, "
                     "checkpoint segments, batch size) runs in a fresh process: build the model, gradients and "
-                    "optimizer (sgd, momentum 0.9), one warm-up step, then --steps timed training steps while a "
+                    "optimizer (--optimizer), one warm-up step, then --steps timed training steps while a "
                     "background thread samples RSS (device memory on GPU contexts). Reports the model's bytes "
                     "(parameters + gradients + optimizer states, counted from the arrays), the peak during the "
                     "steps above them (activations, workspace, cached graphs), that per sample, what the step "
@@ -639,6 +640,9 @@ def add_footprint(sub, common):
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                    help="bfloat16: the step as python -m gluonperf.train --dtype bfloat16 runs it (mixed "
                         "precision; CPU contexts; not with --checkpoint) (default: %(default)s)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd",
+                   help="the optimizer whose state the model's bytes count: sgd and nag (momentum: one array "
+                        "per weight), adagrad and rmsprop (one), adam and adamw (two) (default: %(default)s)")
     p.add_argument("--plot", metavar="PNG",
                    help="also draw memory and images/s against the batch size, one line per configuration")
     p.set_defaults(run=run_footprint)
@@ -671,7 +675,7 @@ def run_footprint(args):
                              "finished" % (args.model, ",".join(map(str, ctxs))), FOOTPRINT_COLUMNS, ctxs):
         rows = footprint(args.model, args.batch_sizes, ctxs, args.hybridize, args.checkpoint, steps=args.steps,
                          warmup=args.warmup, budgets=budgets, seed=args.seed, repeat=args.repeat,
-                         progress=bar.update, dtype=args.dtype, runs=runs)
+                         progress=bar.update, dtype=args.dtype, runs=runs, optimizer=args.optimizer)
     results = [r for r in rows if r.bench == "footprint"]
     budget_rows = [r for r in rows if r.bench == "footprint-budget"]
     memory = "device memory" if any(c.device_type == "gpu" for c in ctxs) else "RSS"
@@ -680,11 +684,11 @@ def run_footprint(args):
         columns[4:4] = ["peak_above_min_bytes", "peak_above_max_bytes"]
     if any("error" in r.metrics for r in results):
         columns.append("error")
-    sections = [("%s training step on %s (sgd, momentum%s): %s, %d warm-up + %d timed steps; "
+    sections = [("%s training step on %s (%s%s): %s, %d warm-up + %d timed steps; "
                  "model = parameters + gradients + optimizer states; peak above = peak %s during the steps above "
                  "the model%s; needs = model + peak above"
                  % (args.model, ",".join(map(str, ctxs)),
-                    precision_label(args.dtype), "one fresh process per run" if args.repeat == 1 else
+                    "sgd, momentum" if args.optimizer == "sgd" else args.optimizer, precision_label(args.dtype), "one fresh process per run" if args.repeat == 1 else
                     "%d fresh processes per run" % args.repeat, args.warmup, args.steps, memory,
                     " (median over the processes)" if args.repeat > 1 else ""), results, columns)]
     if budget_rows:

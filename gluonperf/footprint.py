@@ -122,7 +122,7 @@ def check_dtype(dtype, contexts, checkpoint=(0,)):
 
 
 def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0, steps=5, warmup=1,
-                   seed=0, lr=0.1, dtype="float32"):
+                   seed=0, lr=0.1, dtype="float32", optimizer="sgd"):
     """Build `model` (in bfloat16 mixed precision with dtype='bfloat16', as
     `train --dtype bfloat16` runs it), run `warmup` then `steps` training steps at
     `batch_size` (split over `contexts`) and return a flat dict of what they used (see the
@@ -157,7 +157,7 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
     xs = gluon.utils.split_and_load(x, contexts, even_split=False)
     ys = gluon.utils.split_and_load(y, contexts, even_split=False)
     del x, y
-    config = TrainConfig(model=model, hybridize=hybridize, batch_size=batch_size, lr=lr)
+    config = TrainConfig(model=model, hybridize=hybridize, batch_size=batch_size, lr=lr, optimizer=optimizer)
     trainer = make_trainer(net, config, lr, kvstore=config.kvstore)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
 
@@ -189,7 +189,7 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
     m = Measurement("step", tuple(times))
     return dict(
         model=model, batch_size=batch_size, hybridize=hybridize, checkpoint=checkpoint, dtype=dtype,
-        contexts=",".join(str(c) for c in contexts), memory="device" if on_device else "rss",
+        optimizer=optimizer, contexts=",".join(str(c) for c in contexts), memory="device" if on_device else "rss",
         steps=steps, warmup=warmup, step_samples_s=list(times),
         base_bytes=base, peak_bytes=peak, warmup_peak_above_bytes=warm_peak - base - counted["state_bytes"],
         model_bytes=model_total, peak_above_bytes=above, needs_bytes=model_total + above,
@@ -353,7 +353,8 @@ def effective_configs(hybridize, checkpoint):
 
 
 def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,), steps=5, warmup=1,
-              budgets=(), seed=0, repeat=1, timeout=None, progress=None, dtype="float32", runs=None):
+              budgets=(), seed=0, repeat=1, timeout=None, progress=None, dtype="float32", runs=None,
+              optimizer="sgd"):
     """`repeat` fresh processes per (hybridize, checkpoint, batch size), merged by
     `_repeated` (the median peak, with its min and max); see the module's docstring. Returns one Result per run (bench 'footprint', name e.g. 'static ckpt4',
     metrics of `step_footprint`, plus `peak_vs_plain` and `time_vs_plain` against the
@@ -394,7 +395,7 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
 
     def params_for(h, c, batch):
         return {"model": model, "batch_size": batch, "contexts": ctx_text, "hybridize": h, "checkpoint": c,
-                "steps": steps, "warmup": warmup, "seed": seed, "dtype": dtype}
+                "steps": steps, "warmup": warmup, "seed": seed, "dtype": dtype, "optimizer": optimizer}
 
     runs = {} if runs is None else runs
 

@@ -84,6 +84,22 @@ class AdamW(mx.optimizer.Optimizer):
         return (nd.zeros(weight.shape, weight.context, dtype=weight.dtype),
                 nd.zeros(weight.shape, weight.context, dtype=weight.dtype))
 
+    def _rescale_array(self, ctx):
+        """rescale_grad as the one-element array the operators take, made once per context and value
+        (Trainer sets rescale_grad before every update)."""
+        cache = self.__dict__.setdefault("_rescale_arrays", {})
+        key = (ctx, self.rescale_grad)
+        if key not in cache:
+            if len(cache) > 16:  # the batch size changed (a last, smaller batch): keep it small
+                cache.clear()
+            cache[key] = nd.full((1,), self.rescale_grad, ctx=ctx)
+        return cache[key]
+
+    def __getstate__(self):  # pickled in trainer states without the cached arrays
+        state = dict(mx.optimizer.Optimizer.__getstate__(self))
+        state.pop("_rescale_arrays", None)
+        return state
+
     def update(self, index, weight, grad, state):
         self._update_impl(index, weight, grad, state)
 
@@ -99,7 +115,7 @@ class AdamW(mx.optimizer.Optimizer):
                  for t in (self._index_update_count[i] for i in indices)]
         kwargs = {"beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon,
                   "clip_gradient": self.clip_gradient or -1}
-        rescale = nd.full((1,), self.rescale_grad, ctx=weights[0].context)
+        rescale = self._rescale_array(weights[0].context)
         if len(indices) > 1:
             nd.contrib.multi_adamw_update(weights, grads, [s[0] for s in states], [s[1] for s in states], rescale,
                                           lrs=scale, wds=wds, etas=lrs, out=weights, **kwargs)
@@ -146,6 +162,23 @@ def create(name, momentum=None, beta1=None, beta2=None, epsilon=None, **params):
         if given[ours] is not None:
             params[theirs] = given[ours]
     return OPTIMIZERS[name](**params)
+
+
+def update_operators(name, momentum, device_types, environ=None):
+    """The MXNet operators the update of optimizer `name` runs on devices `device_types`
+    (the names MXNet's profiler gives them), as a phrase."""
+    environ = os.environ if environ is None else environ
+    grouped = AGGREGATION in environ
+    if name == "sgd":
+        if per_array(momentum, device_types, environ):
+            return "sgd_mom_update"
+        return "multi_sgd_mom_update" if momentum > 0 else "multi_sgd_update"
+    if name == "adamw":
+        return "_multi_adamw_update" if grouped and int(environ[AGGREGATION]) > 1 else "_adamw_update"
+    if name == "adagrad":
+        return ("_mul_scalar, square, _plus_scalar, sqrt, elemwise_div, elemwise_add (NDArray arithmetic: MXNet has no dense AdaGrad "
+                "operator, so the operator table counts them with the forward)")
+    return {"nag": "nag_mom_update", "rmsprop": "rmsprop_update", "adam": "adam_update"}[name]
 
 
 def upgrade(optimizer):

@@ -40,6 +40,7 @@ def efficiency(text):
 
 
 def build_parser():
+    from .config import OPTIMIZERS
     from .scaling_model import LINKS, PLACEMENTS
     p = argparse.ArgumentParser(
         prog=PROG, parents=[cli.common_parser()],
@@ -61,6 +62,9 @@ def build_parser():
                           "(needs --per-device-batch)")
     src.add_argument("--update", type=cli.non_negative_float, default=0.0, metavar="SEC",
                      help="with --t1: the optimizer update's time per step (default: 0)")
+    src.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd",
+                     help="with --measure: the optimizer whose update is measured, once per device and step "
+                          "(default: %(default)s)")
     src.add_argument("--measure", action="store_true",
                      help="measure the step now on the first --ctx context (with --per-device-batch, "
                           "--model, synthetic data; 10 steps)")
@@ -188,7 +192,8 @@ def main(argv=None):
         from .training import TrainConfig
         cli.advise(ctxs[:1], THREADS_NOTE)
         batch = args.per_device_batch or 32
-        config = TrainConfig(model=args.model, dataset="synthetic", batch_size=batch, limit=batch, steps=10)
+        config = TrainConfig(model=args.model, dataset="synthetic", batch_size=batch, limit=batch, steps=10,
+                             optimizer=args.optimizer)
         with cli.progress_bar(10, "measure"):
             step = prediction.measure_step(config, ctxs[0], steps=10)
     nbytes, keys, _ = prediction.gradient_bytes(args.model)

@@ -183,12 +183,14 @@ def prediction_results(model, step, nbytes, devices, machines, intra, inter, ser
                        placement="colocated", base_lr=0.1, base_batch=256, per_device_batch=None,
                        compute_units=None, keys=1):
     """Results (bench 'predict') for every N x M. With a `per_device_batch` other than the
-    measured one, t1 and the update are scaled linearly with it (an assumption: small
-    batches run below the device's peak, so this overestimates their speed)."""
+    measured one, t1 is scaled linearly with it (an assumption: small batches run below the
+    device's peak, so this overestimates their speed). The update is not: every device updates
+    all the weights (Trainer with update_on_kvstore=False), whatever its batch, in the time of
+    the optimizer measured (an Adam update costs more than SGD's: bench optimizers)."""
     batch = per_device_batch or step["per_device_batch"]
     factor = batch / step["per_device_batch"]
     rows = scaling_model.sweep(step["t1_s"] * factor, batch, nbytes, devices, machines, intra, inter, servers,
-                               update_s=step["update_s"] * factor, overlap=overlap, placement=placement,
+                               update_s=step["update_s"], overlap=overlap, placement=placement,
                                base_lr=base_lr, base_batch=base_batch, compute_units=compute_units, keys=keys)
     out = []
     for r in rows:

@@ -27,7 +27,7 @@ from .train import add_training_flags  # noqa: E402
 
 PROG = "python -m gluonperf.profile"
 FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "batch_size", "lr",
-         "optimizer", "momentum", "wd", "kvstore", "seed", "dtype")
+         "optimizer", "momentum", "wd", "beta1", "beta2", "epsilon", "kvstore", "seed", "dtype")
 CEILING_COLUMNS = ["kernel", "shape", "gflop_per_s", "median_gflop_per_s", "before_gflop_per_s",
                    "after_gflop_per_s", "ceiling"]
 WORK_COLUMNS = ["op", "layers", "forward_gflop", "backward_gflop", "training_gflop", "ceiling_images_per_s"]
@@ -65,8 +65,9 @@ def check(args, ctxs):
     """Refuse bad input before any long work starts."""
     from .models import get_model
     from .step_profile import check_config
-    from .train import check_kvstore, config_from
+    from .train import check_kvstore, check_optimizer_flags, config_from
     check_kvstore(args, ctxs)
+    check_optimizer_flags(args)
     get_model(args.model)  # unknown names fail here
     check_config(config_from(args, ctxs), ctxs)
     cli.check_outputs(args)

@@ -67,6 +67,12 @@ class Setup:
     stats: EpochStats
 
 
+def update_operators(config, contexts):
+    """'adam: adam_update': the optimizer and the operators its update runs (gluonperf.optimizers)."""
+    from .optimizers import update_operators as names
+    return "%s: %s" % (config.optimizer, names(config.optimizer, config.momentum, [c.device_type for c in contexts]))
+
+
 def check_config(config, contexts):
     """UserError for a configuration this experiment cannot run."""
     if config.kvstore.startswith("dist"):
@@ -212,7 +218,8 @@ def breakdown(config, contexts, steps=10, warmup=3, rounds=2, progress=None, set
     out = []
     for key, label in PARTS + (REST,):
         seconds = sum(parts[key][i] for i in middle) / len(middle)
-        out.append(result("breakdown", label, Measurement(label, tuple(parts[key])), part=label, time_s=seconds,
+        part = label if key != "update" else "%s (%s)" % (label, update_operators(config, s.contexts))
+        out.append(result("breakdown", label, Measurement(label, tuple(parts[key])), part=part, time_s=seconds,
                           share=seconds / typical, **common))
     out.append(result("breakdown", "fenced step", step, part="fenced step", time_s=typical, share=1.0,
                       images_per_s=batch / typical, typical_steps=len(middle), **common))

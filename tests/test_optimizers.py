@@ -337,3 +337,55 @@ def test_a_checkpoint_beyond_the_file_size_limit_is_one_line(tmp_path):
                               "free some space or write elsewhere")
     import os
     assert sorted(os.listdir(tmp_path / "ckpt")) == [".lock"]  # nothing half-written left
+
+
+# --- profile, footprint and predict with each optimizer ------------------------------------
+
+def test_the_update_operators_named_for_the_profile_are_those_the_update_runs(monkeypatch):
+    """Run each optimizer's update through a Trainer with MXNet's profiler on and compare the
+    operators it recorded with the names profile's breakdown gives."""
+    import json
+    monkeypatch.delenv(AGGREGATION, raising=False)
+    for name in ("sgd", "nag", "rmsprop", "adam", "adamw"):
+        net = gluon.nn.Dense(3, in_units=4)
+        net.initialize(ctx=mx.cpu(0))
+        trainer = gluon.Trainer(net.collect_params(), optimizers.create(name, learning_rate=0.01, momentum=0.9))
+        with mx.autograd.record():
+            loss = net(nd.ones((2, 4))).sum()
+        loss.backward()
+        mx.nd.waitall()
+        ops = set()
+        mx.profiler.set_config(profile_imperative=True, aggregate_stats=True)
+        mx.profiler.set_state("run")
+        trainer.update(2)
+        mx.nd.waitall()
+        mx.profiler.set_state("stop")
+        stats = json.loads(mx.profiler.dumps(format="json", reset=True))
+        for section in stats.get("Time", {}).values():
+            ops.update(section)
+        expected = optimizers.update_operators(name, 0.9, ["cpu"], environ={})
+        assert expected in ops, (name, expected, ops)
+    assert optimizers.update_operators("sgd", 0.9, ["cpu"], environ={AGGREGATION: "4"}) == "multi_sgd_mom_update"
+    assert optimizers.update_operators("adamw", 0.9, ["cpu"], environ={AGGREGATION: "4"}) == "_multi_adamw_update"
+
+
+def test_footprint_counts_adams_two_state_arrays_per_weight(run, tmp_path):
+    out = tmp_path / "fp.jsonl"
+    p = run("gluonperf.bench", "footprint", "--model", "lenet", "--batch-sizes", "8", "--hybridize", "static",
+            "--steps", "1", "--optimizer", "adam", "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    row = read_jsonl(str(out))[0][0].metrics
+    assert row["optimizer"] == "adam" and row["param_bytes"] > 0
+    assert row["state_bytes"] == 2 * row["param_bytes"]  # LeNet: every parameter is trained, none auxiliary
+    assert "(adam)" in p.stdout.splitlines()[0]
+
+
+def test_predict_counts_the_update_once_per_device_whatever_its_batch():
+    """Every device updates all the weights: the update's time does not scale with the batch."""
+    from gluonperf import prediction, scaling_model
+    step = dict(t1_s=0.04, update_s=0.01, per_device_batch=32)
+    link = scaling_model.LINKS["pcie3"]
+    for batch in (32, 64):
+        rows = prediction.prediction_results("lenet", step, 1e6, [1, 2], [1], link, scaling_model.LINKS["25gbe"],
+                                             per_device_batch=batch)
+        assert [r.metrics["update_s"] for r in rows if r.bench == "predict"] == [0.01, 0.01]
