@@ -36,15 +36,16 @@ def add_stall_timeout(p):
                         "seconds, naming what it waited on (0: never; default: %(default)g)")
 
 
-def percentage(text):
-    """'5%', '5' -> 0.05 (an argparse type)."""
+def percentage(text, upper=100, upper_included=False):
+    """'5%', '5' -> 0.05 (an argparse type): from 0% up to `upper`%."""
     raw = text.strip().rstrip("%").strip()
     try:
         value = float(raw)
     except ValueError:
         raise argparse.ArgumentTypeError("%r is not a percentage; use e.g. 5%%" % text)
-    if not 0 <= value < 100:
-        raise argparse.ArgumentTypeError("%r must be between 0%% and 100%%" % text)
+    if not (0 <= value <= upper if upper_included else 0 <= value < upper):
+        raise argparse.ArgumentTypeError("%r must be between 0%% and %g%%%s" % (
+            text, upper, "" if upper_included else " (not included)"))
     return value / 100.0
 
 

@@ -206,15 +206,8 @@ def regressions(results):
 
 
 def parse_threshold(text):
-    """'10%', '10' -> 0.10; '0.5%' -> 0.005."""
-    raw = text.strip().rstrip("%").strip()
-    try:
-        value = float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError("%r is not a percentage; use e.g. 10%%" % text)
-    if not 0 <= value <= 1000:
-        raise argparse.ArgumentTypeError("%r must be between 0%% and 1000%%" % text)
-    return value / 100.0
+    """'10%', '10' -> 0.10; '0.5%' -> 0.005 (0% to 1000%)."""
+    return percentage(text, upper=1000, upper_included=True)
 
 
 def display(results):
