@@ -264,22 +264,28 @@ def test_readme_save_then_resume_sequence(tmp_path):
 
 
 def test_a_second_writer_of_a_checkpoint_directory_is_refused(tmp_path):
+    """The first writer holds the directory's lock until the test lets it go: once its first
+    checkpoint is saved it is stopped (SIGSTOP keeps its open lock file, and so the lock),
+    the second run tries, and only then is the first one killed. No race with how fast
+    the first one trains."""
     ckpt = str(tmp_path / "ckpt")
     env, mark = marked_env()
-    slow = subprocess.Popen([PY] + TRAIN + ["--epochs", "30", "--save", ckpt], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen([PY] + TRAIN + ["--epochs", "1000", "--save", ckpt], cwd=ROOT, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 120
         while not os.path.exists(os.path.join(ckpt, "latest")) and time.time() < deadline:
-            assert slow.poll() is None, slow.stderr.read()
+            assert first.poll() is None, first.stderr.read()
             time.sleep(0.2)
+        first.send_signal(signal.SIGSTOP)
+        assert first.poll() is None
         second = command(TRAIN + ["--epochs", "31", "--resume", ckpt], tmp_path)
         assert second.returncode == 2
-        assert "being written by another run (pid %d)" % slow.pid in second.stderr.strip().splitlines()[-1]
+        assert "being written by another run (pid %d)" % first.pid in second.stderr.strip().splitlines()[-1]
     finally:
-        slow.kill()
-        slow.wait()
-        slow.stderr.close()
+        first.kill()
+        first.wait()
+        first.stderr.close()
 
 
 def test_kill_9_while_saving_loses_nothing(tmp_path):
@@ -307,10 +313,12 @@ def test_kill_9_while_saving_loses_nothing(tmp_path):
                                 stderr=subprocess.DEVNULL)
         saved_before = read_checkpoint(ckpt)[1]["epoch"] if os.path.exists(os.path.join(ckpt, "latest")) else 0
         deadline = time.time() + 120
-        while time.time() < deadline and proc.poll() is None:  # wait for the next save to begin
+        # wait for the next save to begin; the first run, until its first save is complete
+        # (`latest` written): a kill before any checkpoint exists leaves nothing to check
+        while time.time() < deadline and proc.poll() is None:
             names = os.listdir(ckpt) if os.path.isdir(ckpt) else []
-            if any(n.startswith(".tmp-") for n in names) or (
-                    "latest" in names and read_checkpoint(ckpt)[1]["epoch"] > saved_before):
+            if "latest" in names and (any(n.startswith(".tmp-") for n in names)
+                                      or read_checkpoint(ckpt)[1]["epoch"] > saved_before):
                 break
             time.sleep(0.005)
         time.sleep(rng.uniform(0, 0.05))
