@@ -23,6 +23,9 @@ OPTIMIZERS = ("sgd", "nag", "adagrad", "rmsprop", "adam", "adamw")
 OPTIMIZER_FLAGS = {"sgd": ("momentum",), "nag": ("momentum",), "adagrad": ("epsilon",),
                    "rmsprop": ("beta2", "epsilon"), "adam": ("beta1", "beta2", "epsilon"),
                    "adamw": ("beta1", "beta2", "epsilon")}
+# optimizers with two implementations that give the same weights: one operator per parameter, or
+# MXNet's multi-tensor operator with MXNET_OPTIMIZER_AGGREGATION_SIZE set (gluonperf.optimizers; tune's lever)
+GROUPED_UPDATES = ("sgd", "adamw")
 # bench optimizers: the updates seed 004 writes from scratch (gluonperf.optimizer_cost)
 UPDATE_OPTIMIZERS = ("sgd", "adagrad", "rmsprop", "adam")
 DEFAULT_LR = {"sgd": 0.1, "nag": 0.1, "adagrad": 0.1, "rmsprop": 0.01, "adam": 0.001, "adamw": 0.001}

@@ -389,3 +389,19 @@ def test_predict_counts_the_update_once_per_device_whatever_its_batch():
         rows = prediction.prediction_results("lenet", step, 1e6, [1, 2], [1], link, scaling_model.LINKS["25gbe"],
                                              per_device_batch=batch)
         assert [r.metrics["update_s"] for r in rows if r.bench == "predict"] == [0.01, 0.01]
+
+
+def test_tunes_optimizer_lever_offers_the_multi_tensor_update_only_where_it_gives_the_same_weights():
+    """The same weights per array and multi-tensor: SGD (to the bit) and AdamW (to float32
+    rounding), tested above; MXNet 1.9.1 has one implementation of the others."""
+    from gluonperf import config
+    from gluonperf.tune import Candidate, levers
+    stage = dict(levers(Candidate("b", (), (("ctx", "cpu0"),)), ["cpu0"], [64], ["device"], cores=2))["optimizer"]
+    for name in optimizers.NAMES:
+        base = Candidate("b", (), (("ctx", "cpu0"), ("optimizer", name)))
+        tried = stage(base)
+        assert len(tried) == (2 if name in ("sgd", "adamw") else 1), name
+        if len(tried) == 2:
+            assert dict(tried[1].env) == {AGGREGATION: "4"} and tried[1].flags == base.flags
+    assert len(stage(Candidate("b", (), (("ctx", "cpu0"),)))) == 2  # no --optimizer: train's sgd
+    assert config.GROUPED_UPDATES == ("sgd", "adamw")
