@@ -99,9 +99,96 @@ def _pct(value):
     return "-" if value is None else "%.0f%%" % (100 * value)
 
 
-def _range(lo, hi, fmt=_num):
-    return (lambda r: "%s..%s" % (fmt(r.metrics.get(lo)), fmt(r.metrics.get(hi)))
-            if r.metrics.get(lo) is not None else "-")
+def _interval(m, key):
+    """The stats.Interval a record holds for `key` (key_ci_low, key_ci_high, key_n, key_level),
+    or None for a record without one."""
+    from .stats import LEVEL, Interval
+    if m.get(key) is None or m.get(key + "_ci_low") is None or m.get(key + "_ci_high") is None:
+        return None
+    return Interval(m[key], m[key + "_ci_low"], m[key + "_ci_high"], m.get(key + "_n") or 0,
+                    m.get(key + "_level") or LEVEL)
+
+
+def _rounds_of(m, key):
+    """How many rounds an old record's min..max of `key` spans: its per-round ratios when kept,
+    else its `rounds`."""
+    ratios = m.get("round_ratios")
+    if ratios is not None:
+        return sum(1 for r in ratios if r is not None)
+    return m.get(key + "_n") or m.get("rounds")
+
+
+def _fixed(value):
+    """A ratio in an interval's text, as gluonperf.stats writes it: 1.12, 0.95, 1.1e+03."""
+    return "%.2f" % value if 0.1 <= abs(value) < 100 else "%.3g" % value
+
+
+def _with_interval(m, key, what="rounds", pct=False):
+    """A ratio as it may be stated: '1.12x (95% CI 1.04-1.21, 12 rounds)' (a share with
+    `pct`: '70% (95% CI 65%-75%, 5 rounds)'); an old record's min..max with the level it has
+    as an interval of the median, '1.13x (min..max 1.04..1.22: 75% for 3 rounds)'
+    (stats.minmax_level); without either, '(no interval recorded)'."""
+    value = m.get(key)
+    if value is None:
+        return "-"
+    bound = _pct if pct else _fixed
+    head = _pct(value) if pct else _fixed(value) + "x"
+    iv = _interval(m, key)
+    if iv is not None:
+        ci = ("%g%% CI unknown" % (100 * iv.level) if not iv.high < float("inf")
+              else "%g%% CI %s-%s" % (100 * iv.level, bound(iv.low), bound(iv.high)))
+        return "%s (%s, %d %s)" % (head, ci, iv.n, what if iv.n != 1 else what.rstrip("s"))
+    lo, hi = m.get(key + "_min"), m.get(key + "_max")
+    if lo is not None and hi is not None:
+        from .stats import minmax_level
+        n = _rounds_of(m, key)
+        level = ("%.0f%% for %d %s" % (100 * minmax_level(n), n, what if n != 1 else what.rstrip("s"))
+                 if n else "level unknown")
+        return "%s (min..max %s..%s: %s)" % (head, bound(lo), bound(hi), level)
+    return "%s (no interval recorded)" % head
+
+
+def _ci(key, pct=False):
+    """A table column: `key`'s interval (or an old record's min..max, labelled with its level)."""
+    fmt = _pct if pct else _fixed
+
+    def cell(r):
+        m = r.metrics
+        iv = _interval(m, key)
+        if iv is not None:
+            hi = fmt(iv.high) if iv.high < float("inf") else "inf"
+            return "%s-%s (%g%%, n=%d)" % (fmt(iv.low), hi, 100 * iv.level, iv.n)
+        if m.get(key + "_min") is not None and m.get(key + "_max") is not None:
+            from .stats import minmax_level
+            n = _rounds_of(m, key)
+            return "min..max %s..%s (%s)" % (fmt(m[key + "_min"]), fmt(m[key + "_max"]),
+                                           "%.0f%%, n=%d" % (100 * minmax_level(n), n) if n else "level unknown")
+        return "-"
+    return ("%s CI" % key.replace("_", " "), cell)
+
+
+def _paired_interval(base, other, key):
+    """`key`'s interval fields from two records' per-repeat samples (samples_s, paired repeat by
+    repeat in one run): other_i / base_i; {} when they did not keep them."""
+    a, b = base.get("samples_s"), other.get("samples_s")
+    if not a or not b or len(a) != len(b):
+        return {}
+    from . import stats
+    try:
+        return stats.ratio_interval(stats.paired_ratios(b, a)).fields(key)
+    except ValueError:
+        return {}
+
+
+def _verdict_of(m, prefix="", what="rounds"):
+    """' (faster)', ' (same)', ' (inconclusive; about 9 rounds would settle it)' when the record
+    has a verdict (other than the baseline's), else ''."""
+    word = m.get(prefix + "verdict")
+    if not word or word in ("baseline", "defaults"):
+        return ""
+    need = m.get(prefix + "rounds_needed")
+    return " (%s%s)" % (word, "; about %d %s would settle it" % (need, what) if word == "inconclusive" and need
+                        else "")
 
 
 def _labelled_bars(ax, labels, values, err=None, xlabel="", log=False, annotate=_num, color="tab:blue"):
@@ -132,7 +219,7 @@ def hybridize(records):
     export = [r for r in records if r.name == "export"]
     m = timed[0].metrics
     base = next((r for r in timed if r.name == "imperative"), timed[0])
-    best = max(timed, key=lambda r: r.metrics["speedup"])
+    best = max(timed, key=lambda r: r.metrics.get("speedup_ci_low") or r.metrics["speedup"])
     fig, ax = figure(width=8.0, height=0.5 * len(timed) + 1.2)
     times = [r.metrics["median_s"] for r in timed]
     half_iqr = [r.metrics.get("iqr_s", 0) / 2 * 1e3 for r in timed]  # the spread gluonperf judges noise by
@@ -144,15 +231,16 @@ def hybridize(records):
         end = (r.metrics["median_s"] + r.metrics.get("iqr_s", 0) / 2) * 1e3
         ax[0][0].annotate("%sx" % _num(r.metrics["speedup"]), (end, y),
                           xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
-    tables = [Table(timed, ["name", "median_s", "iqr_s", "min_s", "max_s", "noisy", "speedup", "samples_per_s",
-                            "max_abs_diff", "hybrid_forward_calls", "calls"])]
+    tables = [Table(timed, ["name", "median_s", "iqr_s", "min_s", "max_s", "noisy", "speedup", _ci("speedup"),
+                            "verdict", "samples_per_s", "max_abs_diff", "hybrid_forward_calls", "calls"])]
     if export:
         tables.append(Table(export, ["name", "symbol_file", "params_file", "max_abs_diff"], "exported model"))
     return Block("%s %s, batch %s on %s" % (m.get("model"), "train steps" if m.get("task") == "train_step"
                                             else "forward calls", m.get("batch_size"), m.get("ctx")),
                  tables, svg(fig),
-                 "%s runs %sx the speed of %s (%s vs %s per call)%s"
-                 % (best.name, _num(best.metrics["speedup"]), base.name, _seconds(best.metrics["median_s"]),
+                 "%s against %s: %s the speed%s (%s vs %s per call)%s"
+                 % (best.name, base.name, _with_interval(best.metrics, "speedup", "repeats"),
+                    _verdict_of(best.metrics, what="repeats"), _seconds(best.metrics["median_s"]),
                     _seconds(base.metrics["median_s"]), _noisy(timed)))
 
 
@@ -164,11 +252,12 @@ def hybridize_suite(records):
     _labelled_bars(ax[0][0], ["%s: %s" % (g, r.name) for g, rs in groups.items() for r in rs],
                    [r.metrics["ratio"] for rs in groups.values() for r in rs], xlabel="speed ratio to the book's loop")
     ax[0][0].axvline(1, color="black", lw=0.8, ls="--")
-    best = ["%s: %s %.3gx" % (g, max(rs, key=lambda r: r.metrics["ratio"]).name,
-                              max(r.metrics["ratio"] for r in rs)) for g, rs in groups.items()]
+    tops = {g: max(rs, key=lambda r: r.metrics.get("ratio_ci_low") or r.metrics["ratio"]) for g, rs in groups.items()}
+    best = ["%s: %s %s%s" % (g, r.name, _with_interval(r.metrics, "ratio", "repeats"),
+                             _verdict_of(r.metrics, what="repeats")) for g, r in tops.items()]
     return Block("gluonperf's hybridize modes against the chapter's benchmark loop",
                  [Table(records, ["name", "model", "task", "batch_size", "median_s", "iqr_s", "noisy",
-                                  "samples_per_s", "ratio"])], svg(fig),
+                                  "samples_per_s", "ratio", _ci("ratio"), "verdict"])], svg(fig),
                  "fastest against the book's loop: " + "; ".join(best) + _noisy(records))
 
 
@@ -180,7 +269,12 @@ def async_(records):
     parts = []
     finished = [r for r in demo if r.metrics.get("ratio_to_queued")]
     if finished:
-        parts.append("finishing y takes %sx as long as queueing it" % _num(finished[0].metrics["ratio_to_queued"]))
+        queued = next((r for r in demo if r.name.endswith("queued")), None)
+        m = dict(finished[0].metrics)
+        if queued is not None and _interval(m, "ratio_to_queued") is None:
+            m.update(_paired_interval(queued.metrics, m, "ratio_to_queued"))
+        parts.append("finishing y takes %s as long as queueing it%s"
+                     % (_with_interval(m, "ratio_to_queued", "repeats"), _verdict_of(m, what="repeats")))
     if cross:
         c = cross[0].metrics
         parts.append("the Python front end set the async loop's pace at every size swept"
@@ -217,10 +311,12 @@ def async_(records):
             axis.grid(True, alpha=0.3)
         fig = svg(f)
     op = (cross[0].metrics.get("op") if cross else None) or (sweep[0].metrics.get("op") if sweep else "")
-    tables = [Table(demo, ["name", "size", "median_s", "iqr_s", "ratio_to_queued"], "queued vs finished"),
+    tables = [Table(demo, ["name", "size", "median_s", "iqr_s", "ratio_to_queued"], "queued vs finished (ratio of "
+                    "medians; the reading's interval is of the per-repeat ratios)"),
               Table(calls, ["name", "median_s", "left_s", "blocks"],
                     "which calls block (median_s: the call; left_s: waitall() right after)"),
-              Table(sweep, ["name", "iterations", "sync_s", "async_s", "speedup", "paired_speedup", "t1_s", "t2_s",
+              Table(sweep, ["name", "iterations", "sync_s", "async_s", "speedup", _ci("speedup"), "verdict",
+                            "paired_speedup", "t1_s", "t2_s",
                             "t3_s", "t2_plus_t3_s", "bound", "model_fits", "noisy"],
                     "%s per iteration: t1 front end, t2 back end, t3 return" % op),
               Table(cross, ["name", "op", "gain_below", "size", "backend_bound_from"], "crossover")]
@@ -245,7 +341,8 @@ def memory(records):
     a.set_xticklabels([r.name for r in ok])
     a.grid(True, alpha=0.3)
     first, last = ok[0], ok[-1]
-    reading = "%s: %.3gx the time and %.3gx the peak-RSS growth of %s (ran ahead up to %s batches)" % (
+    reading = "%s: %.3gx the time and %.3gx the peak-RSS growth of %s (one run each, no interval; ran ahead up to " \
+              "%s batches)" % (
         last.name, last.metrics["seconds_s"] / first.metrics["seconds_s"],
         last.metrics["rss_growth_bytes"] / max(first.metrics["rss_growth_bytes"], 1), first.name,
         last.metrics.get("max_in_flight", "?"))
@@ -273,10 +370,11 @@ def parallel(records):
     both = next(r for r in records if "gain" in r.metrics)
     alone = [r for r in records if r is not both]
     return Block("%s products on %s" % (both.metrics.get("n"), both.metrics.get("devices")),
-                 [Table(records, ["name", "median_s", "iqr_s", "noisy", "gain"])],
+                 [Table(records, ["name", "median_s", "iqr_s", "noisy", "gain", _ci("gain"), "verdict"])],
                  _time_bars(records, [("sum of the runs alone", sum(r.metrics["median_s"] for r in alone))]),
-                 "both at once: gain %.3g = (t_a + t_b) / t_both (2: the devices fully overlap, 1: not at all)%s%s"
-                 % (both.metrics["gain"], _stand_in(both.metrics), _noisy(records)))
+                 "both at once: gain %s%s = (t_a + t_b) / t_both (2: the devices fully overlap, 1: not at all)%s%s"
+                 % (_with_interval(both.metrics, "gain", "repeats"), _verdict_of(both.metrics, what="repeats"),
+                    _stand_in(both.metrics), _noisy(records)))
 
 
 def overlap(records):
@@ -287,9 +385,12 @@ def overlap(records):
                if m.get("overlap_lost_in_noise") else
                "pipelining hid %s: overlap %.2f of the shorter of compute and copy (1: fully hidden)"
                % (_seconds(m["hidden_s"]), m["overlap"]))
+    if m.get("gain") is not None:
+        reading += "; gain over compute and copy apart %s%s" % (_with_interval(m, "gain", "repeats"),
+                                                                _verdict_of(m, what="repeats"))
     return Block("%s products, copied %s (%.3g MiB)" % (m.get("n"), m.get("devices"), m.get("copy_bytes", 0) / 2 ** 20),
-                 [Table(records, ["name", "median_s", "iqr_s", "noisy", "hidden_s", "overlap", "paired_overlap",
-                                  "overlap_lost_in_noise"])],
+                 [Table(records, ["name", "median_s", "iqr_s", "noisy", "gain", _ci("gain"), "verdict", "hidden_s",
+                                  "overlap", "paired_overlap", "overlap_lost_in_noise"])],
                  _time_bars(records, [("compute + copy, one after the other",
                                        sum(r.metrics["median_s"] for r in parts))]),
                  reading + _stand_in(m) + _noisy(records))
@@ -399,9 +500,9 @@ def scaling(records):
     for axis in (a, b):
         axis.grid(True, alpha=0.3)
     last = records[-1].metrics
-    reading = ("on %s devices: %.3gx the images/s of one (efficiency %s); a step is %s: t1 compute %s, "
+    reading = ("on %s devices: %s the images/s of one (efficiency %s); a step is %s: t1 compute %s, "
                "t2 communication %s") % (
-        last["devices"], last["speedup"], _pct(last["efficiency"]), _seconds(last["step_s"]),
+        last["devices"], _with_interval(last, "speedup", "repeats"), _pct(last["efficiency"]), _seconds(last["step_s"]),
         _seconds(last["t1_s"]), _seconds(last["t2_s"]))
     serial, hidden = last.get("serial_model_s"), last.get("overlap_model_s")
     if serial and hidden and serial > 1.05 * hidden:  # the two models tell the cases apart
@@ -410,7 +511,8 @@ def scaling(records):
     return Block("%s, %s images per device, kvstore %s" % (last.get("model"), last.get("per_device_batch"),
                                                            last.get("kvstore")),
                  [Table(records, ["devices", "batch_size", "step_s", "iqr_s", "t1_s", "t2_s", "update_s",
-                                  "overlap_model_s", "serial_model_s", "images_per_s", "speedup", "efficiency",
+                                  "overlap_model_s", "serial_model_s", "images_per_s", "speedup", _ci("speedup"),
+                                  "efficiency",
                                   "noisy"])], svg(fig), reading + _noisy(records))
 
 
@@ -488,7 +590,7 @@ def footprint(records):
     least = min(ok, key=lambda r: r.metrics["needs_bytes"] / r.metrics["batch_size"])
     parts = ["least memory per sample: %s at batch %s, %.0f MiB above the model"
              % (least.name, least.metrics["batch_size"], least.metrics["peak_above_bytes"] / mib)]
-    parts += ["%s at batch %s: %s the plain step's memory at %s its time"
+    parts += ["%s at batch %s: %s the plain step's memory at %s its time (one run each, no interval)"
               % (r.name, r.metrics["batch_size"], _num(r.metrics["peak_vs_plain"]) + "x",
                  _num(r.metrics["time_vs_plain"]) + "x") for r in ok if r.metrics.get("peak_vs_plain")]
     parts += ["largest batch within %.0f MiB for %s: %s" % (r.metrics["budget_bytes"] / mib, r.name,
@@ -566,8 +668,23 @@ def predict(records):
 
 def _baseline(group):
     """The candidate a lever's ratios are relative to (its own ratio is exactly 1 every round)."""
-    return next((r.name for r in group if r.metrics.get("ratio") == 1 and r.metrics.get("ratio_min") == 1
-                 and r.metrics.get("ratio_max") == 1), "the lever's baseline")
+    return next((r.name for r in group if r.metrics.get("verdict") == "baseline"),
+                next((r.name for r in group if r.metrics.get("ratio") == 1 and r.metrics.get("ratio_min") == 1
+                      and r.metrics.get("ratio_max") == 1), "the lever's baseline"))
+
+
+def _err(records, key):
+    """Error bars [[below], [above]] of `key` from each record's interval (or old min..max);
+    0 where a record has neither or its interval is unbounded."""
+    below, above = [], []
+    for r in records:
+        m = r.metrics
+        v = m[key]
+        lo, hi = m.get(key + "_ci_low", m.get(key + "_min")), m.get(key + "_ci_high", m.get(key + "_max"))
+        ok = lo is not None and hi is not None and hi < float("inf")
+        below.append(max(v - lo, 0) if ok else 0)
+        above.append(max(hi - v, 0) if ok else 0)
+    return [below, above]
 
 
 # benchmarks/train_throughput.py's ceiling: a yardstick measured like a run, never the fastest run
@@ -584,51 +701,53 @@ def tune(records):
         groups.setdefault(label, []).append(r)
     group_of = {id(r): g for g, rs in groups.items() for r in rs}
     measured = [r for r in cands if r.metrics.get("ratio") is not None]
+    intervals = any(_interval(r.metrics, "ratio") for r in measured)
     fig = None
     if measured:
         f, ax = figure(width=8.5, height=0.3 * len(measured) + 1.2)
-        ratios = [r.metrics["ratio"] for r in measured]
-        err = [[r.metrics["ratio"] - r.metrics.get("ratio_min", r.metrics["ratio"]) for r in measured],
-               [r.metrics.get("ratio_max", r.metrics["ratio"]) - r.metrics["ratio"] for r in measured]]
         _labelled_bars(ax[0][0], [("%s: %s" % (group_of[id(r)], r.name)) if len(groups) > 1 else r.name
-                                  for r in measured], ratios, err,
-                       "ratio to the lever's baseline (median, min..max over rounds)")
+                                  for r in measured], [r.metrics["ratio"] for r in measured], _err(measured, "ratio"),
+                       "ratio to the lever's baseline (%s)" % ("geometric mean, bar: its confidence interval"
+                                                               if intervals else "median, bar: min..max over rounds"))
         ax[0][0].axvline(1, color="black", lw=0.8, ls="--")
         fig = svg(f)
-    # benchmarks/train_throughput.py with PyTorch also sets every run against PyTorch, round by round,
-    # and with its ceiling probe against the ceiling
-    vs_range = _range("vs_pytorch_min", "vs_pytorch_max")
-    share_range = _range("of_ceiling_min", "of_ceiling_max", _pct)
+    # benchmarks/train_throughput.py with PyTorch also sets every run against PyTorch (eager and
+    # torch.compile), round by round, and with its ceiling probe against the ceiling
+    yardsticks = [(key, label) for key, label in (("vs_pytorch", "PyTorch"), ("vs_torch_compile", "torch.compile"))
+                  if any(r.metrics.get(key) is not None for r in cands)]
     if best:
-        reading = "; ".join("best at batch %s: %.3gx the defaults with %s" % (
-            r.metrics.get("batch_size"), r.metrics["speedup"], r.metrics.get("command")) for r in best)
+        reading = "; ".join(("best at batch %s: %s" % (r.metrics.get("batch_size"), r.metrics.get("verdict_text"))
+                             if r.metrics.get("verdict") == "defaults" else
+                             "best at batch %s: %s the defaults%s with %s" % (
+                                 r.metrics.get("batch_size"), _with_interval(r.metrics, "speedup"),
+                                 _verdict_of(r.metrics), r.metrics.get("command"))) for r in best)
     else:
         parts = []
         for g, rs in groups.items():
             runs = [r for r in rs if r.metrics.get("runner") != CEILING_RUNNER] or rs
             top = min(runs, key=lambda r: r.metrics.get("rank") or 1e9)
-            against = ("" if top.metrics.get("vs_pytorch") is None else ", %sx PyTorch (%s)" % (
-                _num(top.metrics["vs_pytorch"]), vs_range(top)))
+            against = "".join(", %s %s%s" % (_with_interval(top.metrics, key), label, _verdict_of(top.metrics, key + "_"))
+                              for key, label in yardsticks if top.metrics.get(key) is not None)
             if top.metrics.get("of_ceiling") is not None:
-                against += ", %s of the ceiling (%s)" % (_pct(top.metrics["of_ceiling"]), share_range(top))
-            parts.append("%s: %s runs %sx as fast as %s (%s..%s)%s" % (
-                g, top.name, _num(top.metrics.get("ratio")), _baseline(rs), _num(top.metrics.get("ratio_min")),
-                _num(top.metrics.get("ratio_max")), against))
+                against += ", %s of the ceiling" % _with_interval(top.metrics, "of_ceiling", pct=True)
+            parts.append("%s: %s runs %s as fast as %s%s%s" % (
+                g, top.name, _with_interval(top.metrics, "ratio"), _baseline(rs), _verdict_of(top.metrics), against))
         reading = "; ".join(parts)
-    vs = (["vs_pytorch", ("vs_pytorch min..max", vs_range)]
-          if any(r.metrics.get("vs_pytorch") is not None for r in cands) else [])
-    vs += ([("of ceiling", lambda r: _pct(r.metrics.get("of_ceiling"))), ("of ceiling min..max", share_range)]
+    vs = [c for key, _ in yardsticks for c in (key, _ci(key), key + "_verdict")]
+    vs += ([("of ceiling", lambda r: _pct(r.metrics.get("of_ceiling"))), _ci("of_ceiling", pct=True)]
            if any(r.metrics.get("of_ceiling") is not None for r in cands) else [])
     partial = [r for r in cands if r.metrics.get("partial")]
     if partial:  # written by a run stopped part-way (cli.keep_on_stop)
         reading = ("stopped before the end: %d row(s) marked partial hold only the rounds their sweep had "
                    "finished. " % len(partial)) + reading
-    tables = [Table(cands, ["batch_size", "lever", "rank", "name", "images_per_s", "ratio",
-                            ("ratio min..max", _range("ratio_min", "ratio_max"))] + vs + ["rounds", "error"]
-                    + (["partial"] if partial else []),
-                    "ratios to each lever's baseline, measured interleaved (min..max over rounds)")]
+    tables = [Table(cands, ["batch_size", "lever", "rank", "name", "images_per_s", "ratio", _ci("ratio"), "verdict"]
+                    + vs + ["rounds", "error"] + (["partial"] if partial else []),
+                    "ratios to each lever's baseline, measured interleaved (%s)"
+                    % ("geometric mean of the per-round ratios, confidence interval and n" if intervals else
+                       "median, min..max over rounds, labelled with the level it has as an interval of the median"))]
     if best:
-        tables.append(Table(best, ["batch_size", "name", "speedup", "command", "warnings"], "winning settings"))
+        tables.append(Table(best, ["batch_size", "name", "speedup", _ci("speedup"), "verdict", "command",
+                                   "warnings"], "winning settings"))
     return Block(", ".join(groups) or "tune", tables, fig, reading)
 
 
@@ -647,7 +766,7 @@ KINDS = [
     Kind(("scaling",), "Scaling: speedup and efficiency against the ideal", scaling),
     Kind(("ceiling", "work", "breakdown", "operators", "verdict"),
          "Profile: where a training step's time goes, against the machine's ceiling", profile),
-    Kind(("tune",), "Throughput suites and tune: ratios with their min..max", tune),
+    Kind(("tune",), "Throughput suites and tune: ratios with their intervals", tune),
     Kind(("footprint", "footprint-budget"), "Memory of a training step: settings, checkpointing, budgets",
          footprint),
     Kind(("predict", "predict-best", "predict-check"), "Predicted scaling: devices and machines you do not have",

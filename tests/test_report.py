@@ -154,17 +154,23 @@ def test_report_of_real_outputs_is_self_contained_and_holds_every_record(results
     with open("/proc/cpuinfo") as f:  # the machine's name, as the commands recorded it (lscpu's Model name)
         model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
     assert model in readings and "%d cores" % os.cpu_count() in readings
-    # hybridize: the fastest mode's reading (at 5 calls per mode, on a busy machine imperative can win)
-    assert re.search(r"(imperative|hybrid|static) runs [0-9.]+x the speed of imperative", readings)
+    # hybridize: the fastest mode's reading (at 5 calls per mode, on a busy machine imperative can win),
+    # its speed-up with its interval (one repeat: unknown) and n
+    assert re.search(r"(imperative|hybrid|static) against imperative: [0-9.]+x \((9[59]% CI unknown, 1 repeat|"
+                     r"no interval recorded)\) the speed", readings), readings
+    # no ratio or speed-up is stated bare: every one is followed by its interval (or says it has none)
+    assert not re.search(r"[0-9.]+x (as fast|the speed|the defaults|the images/s|PyTorch|as long)", readings)
     assert "crossover" in readings or "async still gains" in readings  # async
     assert "epoch 1: test top-1" in readings  # train
     assert "on 2 devices:" in readings and "efficiency" in readings  # scaling
     assert "of the copyto ceiling" in readings  # allreduce
-    assert "best at batch 128: 1.52x the defaults" in readings  # tune's saved winner
-    # the suite's fastest run per batch size, against the book loop and, round by round, PyTorch
-    assert "train_throughput b64: gluonperf.train runs 2.26x as fast as book loop (2.15..2.28), " \
-           "1.24x PyTorch (1.15..1.26)" in readings
-    assert "vs_pytorch min..max" in text and "1.15..1.26" in page.cells
+    # tune's saved winner, a product of per-lever medians: no interval, and the page says so
+    assert "best at batch 128: 1.52x (no interval recorded) the defaults" in readings
+    # the suite's fastest run per batch size, against the book loop and, round by round, PyTorch: a
+    # saved run of 3 rounds has min..max, labelled with its level as an interval of the median (75%)
+    assert "train_throughput b64: gluonperf.train runs 2.26x (min..max 2.15..2.28: 75% for 3 rounds) as fast " \
+           "as book loop, 1.24x (min..max 1.15..1.26: 75% for 3 rounds) PyTorch" in readings
+    assert "vs pytorch CI" in text and "min..max 1.15..1.26 (75%, n=3)" in page.cells
     assert re.search(r"of the ceiling \([0-9.]+ GFLOP/s", readings)  # profile's verdict
     assert "least memory per sample: " in readings and "the plain step's memory at" in readings  # footprint
     assert re.search(r"largest batch within 64 MiB for hybrid: [0-9]+", readings)
@@ -259,7 +265,8 @@ def test_unknown_kinds_and_unreadable_shapes_fall_to_the_generic_table():
     assert regressions == 0
     assert page.h2[-1].startswith("Other records") and "forward" in page.cells and "0.4" in page.cells
     assert "imperative" in page.cells and "not drawn: the records do not have the shape" in html
-    assert "fastest against the book's loop: mlp forward b1: gluonperf static 2x" in page.readings
+    assert "fastest against the book's loop: mlp forward b1: gluonperf static 2.00x (no interval recorded)" \
+        in page.readings
     assert "epoch 2: test accuracy 0.4, 1902 images/s" in page.readings  # scratch, drawn
     assert page.detail_rows == 6 and html.count("<svg") == 2  # the suite's plot and scratch's
     assert any("one machine: Test CPU, 2 cores" in r for r in page.readings)
@@ -279,9 +286,9 @@ def test_the_throughput_suites_ceiling_is_a_yardstick_not_its_fastest_run():
                          row("gluonperf.train", 2, 2.1, 0.7), row("book loop", 3, 1.0, 0.33, "benchmarks/book_loop.py")])]
     html = report.render_page(runs, "t")[0]
     page = Page(html)
-    assert "train_throughput b64: gluonperf.train runs 2.1x as fast as book loop (1.95..2.26), 70% of the " \
-           "ceiling (65%..75%)" in page.readings
-    assert "of ceiling min..max" in html and "65%..75%" in page.cells and "33%" in page.cells
+    assert "train_throughput b64: gluonperf.train runs 2.10x (min..max 1.95..2.26: level unknown) as fast as book " \
+           "loop, 70% (min..max 65%..75%: level unknown) of the ceiling" in page.readings
+    assert "of ceiling CI" in html and "min..max 65%..75% (level unknown)" in page.cells and "33%" in page.cells
 
 
 def _error(capsys, *argv):
@@ -334,3 +341,96 @@ def test_predict_checks_alone_are_drawn_as_errors():
     page = Page(html)
     assert "checked against runs here: within 25% in 1 of 2 (errors -30%..5%)" in " | ".join(page.readings)
     assert html.count("<svg") == 1 and not any(h.startswith("Other records") for h in page.h2)
+
+
+ENV = {"mxnet": "1.9.1", "cpu_count": 2, "cpu_model": "Test CPU", "env": {}}
+
+
+def _suite_row(name, rank, ratio, runner="gluonperf.train", **fields):
+    m = {"lever": "train_throughput b64", "batch_size": 64, "rank": rank, "images_per_s": 40.0 * ratio,
+         "ratio": ratio, "rounds": 5, "runner": runner}
+    m.update(fields)
+    return Result("tune", name, m)
+
+
+def test_every_ratio_of_the_suites_and_tune_carries_its_interval_n_and_verdict():
+    """New records: each ratio with its interval fields (stats.Interval.fields) and verdict
+    (stats.Verdict.fields): the reading and the table state them, never a bare ratio."""
+    rows = [_suite_row("gluonperf.train", 1, 2.1, ratio_ci_low=1.95, ratio_ci_high=2.26, ratio_n=5, ratio_level=0.95,
+                       verdict="faster", vs_pytorch=1.02, vs_pytorch_ci_low=0.9, vs_pytorch_ci_high=1.16,
+                       vs_pytorch_n=5, vs_pytorch_level=0.95, vs_pytorch_verdict="inconclusive",
+                       vs_pytorch_rounds_needed=31, vs_torch_compile=0.8, vs_torch_compile_ci_low=0.75,
+                       vs_torch_compile_ci_high=0.85, vs_torch_compile_n=5, vs_torch_compile_level=0.95,
+                       vs_torch_compile_verdict="slower", of_ceiling=0.7, of_ceiling_ci_low=0.65,
+                       of_ceiling_ci_high=0.75, of_ceiling_n=5, of_ceiling_level=0.95),
+            _suite_row("book loop", 2, 1.0, "benchmarks/book_loop.py", verdict="baseline")]
+    html = report.render_page([("tt.json", [(r, ENV) for r in rows])], "t")[0]
+    page = Page(html)
+    assert ("train_throughput b64: gluonperf.train runs 2.10x (95% CI 1.95-2.26, 5 rounds) as fast as book loop "
+            "(faster), 1.02x (95% CI 0.90-1.16, 5 rounds) PyTorch (inconclusive; about 31 rounds would settle it), "
+            "0.80x (95% CI 0.75-0.85, 5 rounds) torch.compile (slower), 70% (95% CI 65%-75%, 5 rounds) of the "
+            "ceiling") in page.readings
+    assert {"1.95-2.26 (95%, n=5)", "0.75-0.85 (95%, n=5)", "65%-75% (95%, n=5)", "faster", "slower"} <= set(page.cells)
+    assert "min..max" not in html
+
+
+def test_tunes_confirmed_speedup_and_kept_defaults_are_read_with_their_interval():
+    best = Result("tune", "best", {"lever": "all", "batch_size": 64, "speedup": 1.3, "speedup_ci_low": 1.1,
+                                   "speedup_ci_high": 1.5, "speedup_n": 6, "speedup_level": 0.95,
+                                   "verdict": "faster", "command": "OMP_NUM_THREADS=2 python -m gluonperf.train",
+                                   "warnings": []})
+    kept = Result("tune", "best", {"lever": "all", "batch_size": 128, "speedup": 1.0, "verdict": "defaults",
+                                   "verdict_text": "no lever beat its baseline: the defaults stay", "command": "x",
+                                   "warnings": []})
+    lever = Result("tune", "OMP_NUM_THREADS=2", {"lever": "threads", "batch_size": 64, "rank": 1, "ratio": 1.2,
+                                                 "ratio_ci_low": 0.9, "ratio_ci_high": 1.6, "ratio_n": 3,
+                                                 "ratio_level": 0.975, "verdict": "inconclusive"})
+    html = report.render_page([("t.json", [(r, ENV) for r in (lever, best, kept)])], "t")[0]
+    readings = " | ".join(Page(html).readings)
+    assert ("best at batch 64: 1.30x (95% CI 1.10-1.50, 6 rounds) the defaults (faster) with OMP_NUM_THREADS=2 "
+            "python -m gluonperf.train") in readings
+    assert "best at batch 128: no lever beat its baseline: the defaults stay" in readings
+    assert "0.90-1.60 (97.5%, n=3)" in Page(html).cells  # a level corrected for the candidates, as recorded
+
+
+def test_hybridize_and_concurrency_speedups_are_read_with_their_interval():
+    def timed(name, median, **fields):
+        return Result("hybridize", name, dict({"model": "mlp", "task": "forward", "batch_size": 1, "ctx": "cpu(0)",
+                                               "median_s": median, "iqr_s": 0.0}, **fields))
+    hyb = [timed("imperative", 2e-3, speedup=1.0, verdict="baseline"),
+           timed("static", 1e-3, speedup=2.0, speedup_ci_low=1.8, speedup_ci_high=2.2, speedup_n=7,
+                 speedup_level=0.95, verdict="faster"),
+           timed("hybrid", 0.9e-3, speedup=2.2, speedup_ci_low=0.5, speedup_ci_high=9.0, speedup_n=7,
+                 speedup_level=0.95, verdict="inconclusive")]
+    both = Result("parallel", "both at once", {"n": 64, "devices": "cpu(0),cpu(1)", "median_s": 1.0, "gain": 1.5,
+                                               "gain_ci_low": 1.3, "gain_ci_high": 1.7, "gain_n": 4,
+                                               "gain_level": 0.95, "verdict": "faster"})
+    alone = [Result("parallel", n, {"median_s": 0.75}) for n in ("cpu(0) alone", "cpu(1) alone")]
+    q = Result("async", "dot(x, x).sum() queued", {"size": 64, "median_s": 1e-5, "samples_s": [1e-5, 2e-5, 1e-5]})
+    f = Result("async", "then until y is ready", {"size": 64, "median_s": 1e-3, "ratio_to_queued": 100.0,
+                                                  "samples_s": [1e-3, 2.2e-3, 0.9e-3]})
+    runs = [("h.json", [(r, ENV) for r in hyb]), ("p.json", [(r, ENV) for r in alone + [both]]),
+            ("a.json", [(q, ENV), (f, ENV)])]
+    readings = " | ".join(Page(report.render_page(runs, "t")[0]).readings)
+    # the fastest is the one whose interval's lower end is highest, not the highest estimate
+    assert "static against imperative: 2.00x (95% CI 1.80-2.20, 7 repeats) the speed (faster)" in readings
+    assert "both at once: gain 1.50x (95% CI 1.30-1.70, 4 repeats) (faster)" in readings
+    # a ratio of medians recorded without an interval is read from the paired per-repeat samples:
+    # their geometric mean with its interval
+    from gluonperf import stats
+    iv = stats.ratio_interval([100.0, 110.0, 90.0])
+    assert "finishing y takes %sx (95%% CI %s-%s, 3 repeats) as long as queueing it" % (
+        report._fixed(iv.estimate), report._fixed(iv.low), report._fixed(iv.high)) in readings
+
+
+def test_an_old_record_with_min_max_is_labelled_with_its_level():
+    """Files written before intervals: min..max of n rounds is an interval of the median at
+    level 1 - 2^(1-n), and the page says which."""
+    m = {"ratio": 1.13, "ratio_min": 1.04, "ratio_max": 1.22, "round_ratios": [1.04, 1.13, None, 1.22]}
+    assert report._with_interval(m, "ratio") == "1.13x (min..max 1.04..1.22: 75% for 3 rounds)"
+    m = {"ratio": 1.13, "ratio_min": 1.04, "ratio_max": 1.22, "rounds": 5}
+    assert report._with_interval(m, "ratio") == "1.13x (min..max 1.04..1.22: 94% for 5 rounds)"
+    assert report._ci("ratio")[1](Result("tune", "x", m)) == "min..max 1.04..1.22 (94%, n=5)"
+    assert report._with_interval({"ratio": 1.13}, "ratio") == "1.13x (no interval recorded)"
+    one = {"ratio": 1.13, "ratio_ci_low": 0.0, "ratio_ci_high": float("inf"), "ratio_n": 1, "ratio_level": 0.95}
+    assert report._with_interval(one, "ratio") == "1.13x (95% CI unknown, 1 round)"
