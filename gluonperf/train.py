@@ -30,7 +30,8 @@ SCALING_COLUMNS = ["devices", "batch_size", "step_s", "iqr_s", "t1_s", "t2_s", "
 # The flags of a training configuration (TrainConfig fields), in the order --help shows
 # them; other commands that run a training configuration (gluonperf.profile) add the
 # ones they take with `add_training_flags`, so names, checks and help stay one.
-TRAINING_FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "batch_size",
+TRAINING_FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "loader",
+                  "bad_images", "batch_size",
                   "epochs", "lr", "lr_scale", "optimizer", "momentum", "wd", "beta1", "beta2", "epsilon",
                   "warmup_epochs", "lr_decay",
                   "kvstore", "seed", "log_interval", "dtype")
@@ -52,10 +53,13 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
             help="none: imperative; hybrid: hybridize(); static: hybridize(static_alloc=True, "
                  "static_shape=True) (default: %(default)s)"),
         "dataset": lambda: p.add_argument(
-            "--dataset", choices=list(DATASETS), default=d.dataset,
+            "--dataset", default=d.dataset, metavar="{%s} or PATH" % ",".join(DATASETS),
             help="fashion-mnist: the IDX files in --data-dir (downloaded when online); digits: "
                  "scikit-learn's handwritten digits resized to 28x28, works offline; synthetic: "
-                 "random learnable images for throughput (default: %(default)s)"),
+                 "random learnable images for throughput; or PATH: real images, a folder with one "
+                 "subfolder per class (or train/ and val/ folders of them) or a .rec file with its .idx, "
+                 "at the model's input size with GluonCV's ImageNet transforms (docs/input.md) "
+                 "(default: %(default)s)"),
         "data_dir": lambda: p.add_argument(
             "--data-dir", metavar="DIR",
             help="where the Fashion-MNIST .gz files are (default: $MXNET_HOME/datasets/fashion-mnist)"),
@@ -68,6 +72,15 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
                  "context is a CPU (loader threads would compete with MXNet's OpenMP threads for "
                  "the cores: 1.02-1.11x faster without them, benchmarks/LEVERS.md), %d with GPUs"
                  % d.workers),
+        "loader": lambda: p.add_argument(
+            "--loader", choices=("dataloader", "recorditer"), default=d.loader,
+            help="image data (--dataset PATH): dataloader (gluon DataLoader, --workers processes decode and "
+                 "augment) or recorditer (a .rec through MXNet's ImageRecordIter, --workers C++ threads) "
+                 "(default: %(default)s)"),
+        "bad_images": lambda: p.add_argument(
+            "--bad-images", choices=("stop", "skip"), default=d.bad_images,
+            help="image data: a corrupt image stops the run naming it (stop), or is skipped and counted "
+                 "(skip; the next image takes its place) (default: %(default)s)"),
         "batch_size": lambda: p.add_argument(
             "--batch-size", type=cli.positive_int, default=d.batch_size,
             help="GLOBAL batch size, split over the contexts (per worker in dist runs; "
@@ -88,8 +101,8 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
                  "weight decay): MXNet's optimizers and fused update operators, as in seed 004 "
                  "(default: %(default)s)"),
         "momentum": lambda: p.add_argument(
-            "--momentum", type=cli.momentum, default=d.momentum,
-            help="momentum of sgd and nag (default: %(default)s)"),
+            "--momentum", type=cli.momentum, default=None,
+            help="momentum of sgd and nag (default: %g)" % d.momentum),
         "wd": lambda: p.add_argument(
             "--wd", type=cli.non_negative_float, default=d.wd, help="weight decay (default: %(default)s)"),
         "beta1": lambda: p.add_argument(
@@ -186,6 +199,8 @@ def target_line(last):
 def config_from(args, ctxs):
     from .config import config_fields
     values = {name: getattr(args, name) for name in config_fields() if hasattr(args, name)}
+    if values.get("momentum", 0) is None:  # --momentum not given: TrainConfig's (which checkpoints compare)
+        del values["momentum"]
     if values["workers"] is None:
         values["workers"] = 0 if all(c.device_type == "cpu" for c in ctxs) else TrainConfig.workers
     return TrainConfig(**values)
@@ -211,10 +226,10 @@ def check_kvstore(args, ctxs):
 
 
 def check_optimizer_flags(args):
-    """Refuse --beta1, --beta2 or --epsilon given to an optimizer that has no such
+    """Refuse --momentum, --beta1, --beta2 or --epsilon given to an optimizer that has no such
     hyper-parameter (it would be ignored without a word). For train and profile."""
     takes = OPTIMIZER_FLAGS[args.optimizer]
-    for name in ("beta1", "beta2", "epsilon"):
+    for name in ("momentum", "beta1", "beta2", "epsilon"):
         if getattr(args, name, None) is not None and name not in takes:
             users = [o for o, flags in OPTIMIZER_FLAGS.items() if name in flags]
             raise UserError("--%s is a hyper-parameter of %s, not of --optimizer %s; drop it or choose one of those"
@@ -224,7 +239,7 @@ def check_optimizer_flags(args):
 def note_optimizer(args, ctxs):
     """Say on stderr when SGD's update runs per parameter (gluonperf.optimizers). For train and profile."""
     from .optimizers import note
-    line = note(args.optimizer, args.momentum, ctxs)
+    line = note(args.optimizer, TrainConfig.momentum if args.momentum is None else args.momentum, ctxs)
     if line:
         cli.note_later("note: " + line)
 
@@ -260,7 +275,7 @@ def check(args, ctxs):
     cli.check_output_path(args.plot, "--plot")
     cli.check_output_dir(args.save, "--save")
     from .data import check_available
-    check_available(args.dataset, args.data_dir)
+    check_available(args.dataset, args.data_dir, args.model, args.loader)
     if args.resume:
         from .training import check_resumable, read_checkpoint
         _, meta = read_checkpoint(args.resume)

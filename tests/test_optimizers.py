@@ -181,6 +181,7 @@ def test_create_refuses_a_hyper_parameter_out_of_range(params, words):
     (["--optimizer", "rmsprop", "--epsilon", "0"], "argument --epsilon: '0' must be above 0"),
     (["--optimizer", "adam", "--wd", "-1"], "argument --wd: '-1' must be 0 or more"),
     (["--optimizer", "sgd", "--beta1", "0.9"], "--beta1 is a hyper-parameter of adam, adamw, not of --optimizer sgd"),
+    (["--optimizer", "adam", "--momentum", "0.5"], "--momentum is a hyper-parameter of sgd, nag, not of --optimizer adam"),
     (["--target-top1", "1.5"], "argument --target-top1: '1.5' must be above 0 and at most 1"),
 ])
 def test_a_bad_hyper_parameter_is_one_line_and_exit_2(run, args, words):
@@ -269,6 +270,18 @@ def test_adam_resumed_after_a_crash_equals_an_uninterrupted_run(tmp_path, kvstor
     assert type(optimizer) is mx.optimizer.Adam and len(states) == len(p_whole) == 8
     for mean, var in states.values():
         assert mean.context == var.context == two[0] and float(var.sum().asscalar()) > 0
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "rmsprop", "adagrad"])
+def test_flat_trains_as_the_device_kvstore_does_with_each_optimizer(optimizer):
+    """kvstore flat runs each context's MXNet update on the parameters it owns: the same
+    weights as every context updating all of them."""
+    from gluonperf.training import fit
+    two = [mx.cpu(0), mx.cpu(1)]
+    flat = fit(small(epochs=1, kvstore="flat", optimizer=optimizer), two)[0].metrics
+    device = fit(small(epochs=1, kvstore="device", optimizer=optimizer), two)[0].metrics
+    assert flat["loss"] == pytest.approx(device["loss"], abs=1e-6)
+    assert flat["weights_checksum"] == pytest.approx(device["weights_checksum"], rel=1e-6)
 
 
 def test_resuming_with_other_betas_is_refused(tmp_path):
