@@ -110,6 +110,9 @@ def build_parser():
                    help="images per device (per worker) for --validate (default: %(default)s)")
     v.add_argument("--validate-steps", type=cli.positive_int, default=10,
                    help="timed steps per configuration for --validate (default: %(default)s)")
+    v.add_argument("--validate-repeats", type=cli.positive_int, default=5,
+                   help="timed epochs (of --validate-steps steps) per dist_sync run, each a sample of the "
+                        "measured step, after an untimed one (default: %(default)s)")
     v.add_argument("--validate-devices", type=cli.positive_int, default=4,
                    help="most cpu contexts for --validate devices (default: %(default)s)")
     return p
@@ -133,13 +136,18 @@ def validate(args, ctxs):
                                         args.validate_steps, progress=bar.update)
         if "dist" in kinds:
             results += validate_dist(args.validate_model, args.validate_batch, DIST_CONFIGS, args.validate_steps,
-                                     progress=bar.update)
-    worst = max(abs(r.metrics["error"]) for r in results)
+                                     progress=bar.update, repeats=args.validate_repeats)
+    counts = {w: sum(1 for r in results if r.metrics["within_25pct"] is v)
+              for w, v in (("within", True), ("outside", False), ("inconclusive", None))}
     load = results[-1].metrics["load"]
     cli.emit(results, args, ctxs, columns=CHECK_COLUMNS,
              title="predicted vs measured on this machine: %s, %d images per device/worker, %d steps; "
-                   "load average %.1f (the cores are shared); largest error %.0f%%"
-                   % (args.validate_model, args.validate_batch, args.validate_steps, load, 100 * worst))
+                   "load average %.1f (the cores are shared); measured/predicted with its 95%% CI: within 25%% "
+                   "in %d, outside in %d, inconclusive in %d"
+                   % (args.validate_model, args.validate_batch, args.validate_steps, load, counts["within"],
+                      counts["outside"], counts["inconclusive"]))
+    for r in results:
+        print("  %s: %s" % (r.name, r.metrics["judgement"]))
     return 0
 
 

@@ -8,8 +8,10 @@
 - `link_from_allreduce(records)`: a link from `bench allreduce` records (bus_GBps).
 - `prediction_results(...)`: `scaling_model.sweep` as Results (bench 'predict').
 - `validate_devices(...)` / `validate_dist(...)`: predict what this machine can run
-  (CPU contexts; dist_sync on loopback through `gluonperf.launch`), measure it, and
-  return predicted vs measured (bench 'predict-check').
+  (CPU contexts; dist_sync on loopback through `gluonperf.launch`), measure it (several
+  samples of the step: the timed steps, or timed epochs), and return predicted vs measured
+  with the interval of measured / predicted and the judgement (`judge`: within 25%,
+  outside, or inconclusive) (bench 'predict-check').
 
 Nothing here parses arguments or prints.
 """
@@ -24,8 +26,10 @@ from . import UserError, scaling_model
 from .records import result
 
 CHECK_COLUMNS = ["scheme", "workers", "servers", "devices", "threads", "per_device_batch", "t1_s", "t2_s",
-                 "predicted_step_s", "measured_step_s", "predicted_images_per_s", "measured_images_per_s",
-                 "error", "within_25pct"]
+                 "predicted_step_s", "measured_step_s", "measured_step_low_s", "measured_step_high_s", "measured_n",
+                 "measured_over_predicted", "measured_over_predicted_ci_low", "measured_over_predicted_ci_high",
+                 "within_25pct"]
+WITHIN = 0.25  # a prediction is judged within 25% of the measured step
 
 
 # --- measured parts --------------------------------------------------------------
@@ -218,13 +222,35 @@ def best_results(results, min_efficiency):
 
 # --- validation on this machine --------------------------------------------------------
 
-def _check(scheme, predicted_step, measured_step, batch, **fields):
-    err = scaling_model.relative_error(predicted_step, measured_step)
+def judge(predicted_step, measured_steps, within=WITHIN, what="steps"):
+    """The measured step (`measured_steps`: its samples, seconds) against a prediction, with
+    the spread of the measurement: the interval of measured / predicted (a t interval on the
+    log step times, stats.ratio_interval, scaled by the prediction). Within `within` when the
+    whole interval lies inside 1 -+ within, outside when it lies wholly outside, otherwise
+    inconclusive. Returns (measured step interval, ratio interval, True / False / None, text)."""
+    from . import stats
+    measured = stats.ratio_interval(measured_steps)
+    ratio = stats.Interval(measured.estimate / predicted_step, measured.low / predicted_step,
+                           measured.high / predicted_step, measured.n, measured.level, measured.method,
+                           measured.sd_log)
+    lo, hi = 1 - within, 1 + within
+    verdict = True if lo <= ratio.low and ratio.high <= hi else (
+        False if ratio.high < lo or ratio.low > hi else None)
+    word = {True: "within", False: "outside", None: "inconclusive"}[verdict]
+    return measured, ratio, verdict, "%s %g%%: measured/predicted %s" % (word, 100 * within,
+                                                                        ratio.describe(what=what))
+
+
+def _check(scheme, predicted_step, measured_steps, batch, what="steps", **fields):
+    measured, ratio, within, text = judge(predicted_step, measured_steps, what=what)
+    err = scaling_model.relative_error(predicted_step, measured.estimate)
     return result("predict-check", "%s %s" % (scheme, ",".join("%s=%s" % kv for kv in fields.items()
                                                              if kv[0] in ("devices", "workers", "servers"))),
-                  scheme=scheme, predicted_step_s=predicted_step, measured_step_s=measured_step,
-                  predicted_images_per_s=batch / predicted_step, measured_images_per_s=batch / measured_step,
-                  error=err, within_25pct=abs(err) <= 0.25, **fields)
+                  scheme=scheme, predicted_step_s=predicted_step, measured_step_s=measured.estimate,
+                  measured_step_low_s=measured.low, measured_step_high_s=measured.high, measured_n=measured.n,
+                  measured_samples_s=list(measured_steps), **ratio.fields("measured_over_predicted"),
+                  predicted_images_per_s=batch / predicted_step, measured_images_per_s=batch / measured.estimate,
+                  error=err, within_25pct=within, judgement=text, **fields)
 
 
 def validate_devices(model, per_device_batch, max_devices, steps=5, dataset="synthetic", progress=None):
@@ -251,7 +277,8 @@ def validate_devices(model, per_device_batch, max_devices, steps=5, dataset="syn
         n = m["devices"]
         p = scaling_model.predict(step["t1_s"], per_device_batch, nbytes, n, 1, lnk, update_s=step["update_s"],
                                   overlap=False, compute_units=units, keys=keys)
-        out.append(_check("device", p["step_s"], m["step_s"], per_device_batch * n, devices=n, workers=1,
+        out.append(_check("device", p["step_s"], m.get("samples_s") or [m["step_s"]], per_device_batch * n,
+                          devices=n, workers=1,
                           servers=None, threads=threads, per_device_batch=per_device_batch, t1_s=p["t1_s"],
                           t2_s=p["t2_s"], measured_t1_s=m["t1_s"], measured_t2_s=m["t2_s"],
                           link_GBps=lnk.GBps, link_latency_s=lnk.latency_s, compute_units=units, keys=keys,
@@ -276,42 +303,56 @@ def _run_train(argv, env, timeout, what):
         raise UserError("validation run %s failed (exit %d): %s" % (what, done.returncode, tail))
 
 
-def _last_epoch_rate(path):
+def _epoch_steps(path, images_per_step):
+    """The step time of every epoch but the first (graph building, first allocations) of a
+    train --json file: images per step / the epoch's training images/s. One sample each."""
     from .records import read_jsonl
     rows = [r.metrics for r, _ in read_jsonl(path) if r.bench == "train"]
-    return rows[-1]["train_images_per_s"]
+    return [images_per_step / r["train_images_per_s"] for r in rows[1:] or rows]
 
 
-def _single_step(model, batch, steps, env, tmp, timeout, threads):
+def _mean_step(samples):
+    """The geometric mean of step samples (what stats.ratio_interval estimates)."""
+    import math
+    return math.exp(sum(math.log(s) for s in samples) / len(samples))
+
+
+def _single_step(model, batch, steps, env, tmp, timeout, threads, repeats=1):
+    """The one-worker step (kvstore device, cpu0) at `threads` OpenMP threads: the geometric
+    mean over `repeats` timed epochs (after one untimed)."""
     path = os.path.join(tmp, "single-%d.json" % threads)
-    _run_train(_train_argv(model, batch, batch * steps, 2, ["--ctx", "cpu0", "--kvstore", "device", "--json", path]),
+    _run_train(_train_argv(model, batch, batch * steps, repeats + 1,
+                           ["--ctx", "cpu0", "--kvstore", "device", "--json", path]),
                dict(env, OMP_NUM_THREADS=str(threads)), timeout, "1 worker, %d thread(s)" % threads)
-    return batch / _last_epoch_rate(path)
+    return _mean_step(_epoch_steps(path, batch))
 
 
-def _ps_link(model, batch, steps, nbytes, keys, lnk, env, tmp, timeout, singles):
+def _ps_link(model, batch, steps, nbytes, keys, lnk, env, tmp, timeout, singles, repeats=1):
     """The loopback link as ps-lite sees it: bandwidth from the socket measurement, the
     per-message cost from one worker and one server (dist_sync step - plain step, 2 messages
     per key), both at one thread (the setting every worker runs with on 2 cores)."""
     if 1 not in singles:
-        singles[1] = _single_step(model, batch, steps, env, tmp, timeout, 1)
+        singles[1] = _single_step(model, batch, steps, env, tmp, timeout, 1, repeats)
     path = os.path.join(tmp, "dist-1-1.json")
     argv = [sys.executable, "-m", "gluonperf.launch", "-n", "1", "-s", "1", "--timeout", str(timeout), "--"] + \
-        _train_argv(model, batch, batch * steps, 2, ["--ctx", "cpu0", "--kvstore", "dist_sync", "--json", path])
+        _train_argv(model, batch, batch * steps, repeats + 1,
+                    ["--ctx", "cpu0", "--kvstore", "dist_sync", "--json", path])
     _run_train(argv, dict(env, OMP_NUM_THREADS="1"), timeout + 30, "dist_sync 1 worker 1 server")
-    extra = batch / _last_epoch_rate(path) - singles[1] - 2.0 * nbytes / lnk.Bps
+    extra = _mean_step(_epoch_steps(path, batch)) - singles[1] - 2.0 * nbytes / lnk.Bps
     per_message = max(lnk.latency_s, extra / (2 * keys))
     return scaling_model.measured_link(lnk.GBps, per_message, name="loopback via ps-lite", scope="network",
                                        shared=True, source="%s; per-message cost %.3g us from a 1-worker "
                                        "dist_sync run" % (lnk.source, per_message * 1e6))
 
 
-def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progress=None):
+def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progress=None, repeats=5):
     """dist_sync on loopback: for each (workers, servers) in `configs`, predict the step from
     a one-worker run of the same training command (kvstore device, same threads per worker),
     the model's gradient bytes and the measured loopback link, then run it through
     gluonperf.launch and compare. Every process shares this machine's cores: workers get
-    cores // workers OpenMP threads each, and compute_units = cores // threads."""
+    cores // workers OpenMP threads each, and compute_units = cores // threads. Every run
+    trains `repeats` timed epochs of `steps` steps after an untimed one: each epoch's step is
+    one sample of the measured step, whose interval the prediction is judged against (`judge`)."""
     from . import guard
     from .advice import physical_cores
     nbytes, keys, _ = gradient_bytes(model)
@@ -322,27 +363,28 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
     base_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     out, singles = [], {}
     with guard.temp_dir(prefix="gluonperf-predict-") as tmp:
-        lnk = _ps_link(model, per_worker_batch, steps, nbytes, keys, lnk, base_env, tmp, timeout, singles)
+        lnk = _ps_link(model, per_worker_batch, steps, nbytes, keys, lnk, base_env, tmp, timeout, singles, repeats)
         for workers, servers in configs:
             threads = max(1, cores // workers)
             env = dict(base_env, OMP_NUM_THREADS=str(threads))
             if threads not in singles:  # the measured per-worker step at this thread count
-                singles[threads] = _single_step(model, per_worker_batch, steps, base_env, tmp, timeout, threads)
+                singles[threads] = _single_step(model, per_worker_batch, steps, base_env, tmp, timeout, threads,
+                                                repeats)
             single = singles[threads]
             path = os.path.join(tmp, "dist-%d-%d.json" % (workers, servers))
             argv = [sys.executable, "-m", "gluonperf.launch", "-n", str(workers), "-s", str(servers),
                     "--timeout", str(timeout), "--"] + _train_argv(
-                model, per_worker_batch, per_worker_batch * steps * workers, 2,
+                model, per_worker_batch, per_worker_batch * steps * workers, repeats + 1,
                 ["--ctx", "cpu0", "--kvstore", "dist_sync", "--json", path])
             _run_train(argv, env, timeout + 30, "dist_sync %d workers %d servers" % (workers, servers))
-            measured = per_worker_batch * workers / _last_epoch_rate(path)
+            measured = _epoch_steps(path, per_worker_batch * workers)
             units = max(1, cores // threads)
             # every worker process shares the cores: compute_units counts all `workers` of them
             t1 = scaling_model.compute_s(single, workers, units)
             t2 = scaling_model.ps_sync_s(nbytes, workers, servers, lnk, keys=keys, compute_units=units)
             predicted = scaling_model.step_s(t1, t2, 0.0, overlap=False)
-            out.append(_check("dist_sync", predicted, measured, per_worker_batch * workers, devices=1,
-                              workers=workers, servers=servers, threads=threads,
+            out.append(_check("dist_sync", predicted, measured, per_worker_batch * workers, what="epochs",
+                              devices=1,                              workers=workers, servers=servers, threads=threads,
                               per_device_batch=per_worker_batch, t1_s=t1, t2_s=t2, measured_single_s=single,
                               link_GBps=lnk.GBps, link_latency_s=lnk.latency_s, compute_units=units,
                               load=os.getloadavg()[0], model=model))

@@ -650,12 +650,27 @@ def predict(records):
                             "the most devices per machine that keep the efficiency"))
     if checks:
         errors = [r.metrics["error"] for r in checks]
-        parts.append("checked against runs here: within 25%% in %d of %d (errors %s..%s)" % (
-            sum(1 for r in checks if r.metrics.get("within_25pct")), len(checks), _pct(min(errors)),
-            _pct(max(errors))))
-        tables.append(Table(checks, ["name", "predicted_step_s", "measured_step_s", "predicted_images_per_s",
-                                     "measured_images_per_s", ("error", lambda r: _pct(r.metrics["error"])),
-                                     "within_25pct"], "predictions against measured runs"))
+        judged = [r for r in checks if _interval(r.metrics, "measured_over_predicted")]
+        if judged:  # the measured step with its interval: within, outside, or inconclusive
+            counts = [sum(1 for r in judged if r.metrics.get("within_25pct") is v) for v in (True, False, None)]
+            parts.append("checked against runs here, measured/predicted with its interval: within 25%% in %d of "
+                         "%d, outside in %d, inconclusive in %d" % (counts[0], len(judged), counts[1], counts[2]))
+            parts += ["%s: %s" % (r.name, r.metrics["judgement"]) for r in judged
+                      if r.metrics.get("within_25pct") is not True and r.metrics.get("judgement")]
+        else:  # older files: one measured step each, no spread
+            parts.append("checked against runs here: within 25%% in %d of %d (errors %s..%s; one measured run each, "
+                         "no interval)" % (sum(1 for r in checks if r.metrics.get("within_25pct")), len(checks),
+                                           _pct(min(errors)), _pct(max(errors))))
+        tables.append(Table(checks, ["name", "predicted_step_s", "measured_step_s",
+                                     ("measured step CI", lambda r: "%s-%s (n=%s)" % (
+                                         _seconds(r.metrics["measured_step_low_s"]),
+                                         _seconds(r.metrics["measured_step_high_s"]), r.metrics.get("measured_n"))
+                                      if r.metrics.get("measured_step_low_s") is not None else "-"),
+                                     "measured_over_predicted", _ci("measured_over_predicted"),
+                                     "predicted_images_per_s", "measured_images_per_s",
+                                     ("error", lambda r: _pct(r.metrics["error"])), "within_25pct"],
+                            "predictions against measured runs (within 25%: the whole interval of measured/predicted "
+                            "inside 0.75..1.25; '-': inconclusive)"))
         if not rows:
             _labelled_bars(a, [r.name for r in checks], [100 * r.metrics["error"] for r in checks],
                            xlabel="prediction error, % of the measured step", annotate=lambda v: "%.0f%%" % v)

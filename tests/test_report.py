@@ -339,7 +339,8 @@ def test_predict_checks_alone_are_drawn_as_errors():
         "within_25pct": abs(e) <= 0.25, "model": "lenet"}) for d, e in ((1, 0.05), (2, -0.3))]
     html, _ = report.render_page([("v.json", [(c, env) for c in checks])], "t")
     page = Page(html)
-    assert "checked against runs here: within 25% in 1 of 2 (errors -30%..5%)" in " | ".join(page.readings)
+    assert "checked against runs here: within 25% in 1 of 2 (errors -30%..5%; one measured run each, no " \
+           "interval)" in " | ".join(page.readings)
     assert html.count("<svg") == 1 and not any(h.startswith("Other records") for h in page.h2)
 
 

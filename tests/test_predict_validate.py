@@ -1,0 +1,124 @@
+"""`predict --validate` judges a prediction against the measured step with its spread: the
+measured side is several samples (the timed steps, or timed epochs of a dist_sync run), and
+"within 25%" holds only when the whole 95% interval of measured/predicted lies in 0.75..1.25
+(outside when it lies wholly outside; otherwise inconclusive). (Issue 36; the other tests of
+predict are in test_predict.py.)"""
+import json
+import math
+import os
+import re
+
+import pytest
+
+from gluonperf import prediction, stats
+
+
+def test_judge_needs_the_whole_interval_inside_or_outside():
+    tight = [0.0100, 0.0101, 0.0099, 0.0100, 0.0102]  # a step of 10 ms, 1% spread
+    measured, ratio, within, text = prediction.judge(0.0105, tight)
+    iv = stats.ratio_interval(tight)
+    assert (measured.estimate, measured.low, measured.high, measured.n) == (iv.estimate, iv.low, iv.high, 5)
+    assert (ratio.estimate, ratio.low, ratio.high) == pytest.approx((iv.estimate / 0.0105, iv.low / 0.0105,
+                                                                     iv.high / 0.0105))
+    assert within is True and text.startswith("within 25%: measured/predicted 0.96x (95% CI ")
+    assert prediction.judge(0.0070, tight)[2] is False  # measured 1.43x the prediction, all of its interval
+    assert prediction.judge(0.0150, tight)[2] is False  # 0.67x
+    # the same mean, but a spread that reaches past 1.25: neither within nor outside
+    noisy = [0.008, 0.014, 0.009, 0.013, 0.0095]
+    _, ratio, within, text = prediction.judge(0.0105, noisy)
+    assert ratio.low < 0.75 or ratio.high > 1.25
+    assert within is None and text.startswith("inconclusive 25%")
+    # an estimate inside 25% is not enough: the old rule (|error| <= 25%) called this one within
+    assert abs(prediction.scaling_model.relative_error(0.0105, stats.ratio_interval(noisy).estimate)) <= 0.25
+    # one sample has no spread to judge by
+    assert prediction.judge(0.01, [0.0101])[2] is None
+
+
+def test_a_check_record_carries_the_measured_interval(tmp_path):
+    r = prediction._check("dist_sync", 0.025, [0.036, 0.035, 0.037, 0.036], 128, what="epochs", devices=1,
+                          workers=2, servers=1)
+    m = r.metrics
+    assert r.bench == "predict-check" and r.name == "dist_sync devices=1,workers=2,servers=1"
+    assert m["measured_n"] == 4 and m["measured_step_low_s"] < m["measured_step_s"] < m["measured_step_high_s"]
+    assert m["measured_over_predicted"] == pytest.approx(m["measured_step_s"] / 0.025)
+    assert m["measured_over_predicted_ci_low"] > 1.25 and m["within_25pct"] is False
+    assert m["measured_over_predicted_level"] == 0.95 and m["measured_over_predicted_n"] == 4
+    assert m["judgement"].startswith("outside 25%: measured/predicted 1.44x (95% CI ") and "4 epochs" in m["judgement"]
+    assert m["error"] == pytest.approx((0.025 - m["measured_step_s"]) / m["measured_step_s"])
+    assert m["measured_samples_s"] == [0.036, 0.035, 0.037, 0.036]
+    json.dumps(m)  # the record can be written
+
+
+def test_epochs_after_the_first_are_the_samples(tmp_path):
+    path = tmp_path / "t.json"
+    rows = [{"bench": "train", "name": "epoch %d" % e, "epoch": e, "train_images_per_s": rate}
+            for e, rate in ((1, 100.0), (2, 400.0), (3, 500.0))]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert prediction._epoch_steps(str(path), 64) == pytest.approx([64 / 400.0, 64 / 500.0])
+    assert prediction._mean_step([0.1, 0.4]) == pytest.approx(0.2)
+
+
+def test_validate_dist_judges_each_configuration_by_its_epochs(monkeypatch):
+    """validate_dist's plumbing with the training runs replaced by records of known rates:
+    every launch trains repeats + 1 epochs, the first is dropped, and each configuration is
+    judged by the interval of its epochs' steps."""
+    seen = []
+
+    def fake_run(argv, env, timeout, what):
+        path = argv[argv.index("--json") + 1]
+        epochs = int(argv[argv.index("--epochs") + 1])
+        batch = int(argv[argv.index("--batch-size") + 1])
+        workers = int(argv[argv.index("-n") + 1]) if "-n" in argv else 0
+        seen.append((what, epochs, env.get("OMP_NUM_THREADS")))
+        step = 0.010 if not workers else 0.012 if workers == 1 else 0.040  # 2 and 4 workers: far slower
+        wiggle = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98][:epochs]
+        with open(path, "w") as f:
+            for e, w in enumerate(wiggle, 1):
+                f.write(json.dumps({"bench": "train", "name": "epoch %d" % e, "epoch": e,
+                                    "train_images_per_s": batch * max(workers, 1) / (step * w * (3 if e == 1 else 1))})
+                        + "\n")
+    monkeypatch.setattr(prediction, "_run_train", fake_run)
+    out = prediction.validate_dist("lenet", 16, ((2, 1), (4, 1)), steps=2, repeats=4)
+    assert all(epochs == 5 for _, epochs, _ in seen), seen
+    assert [r.metrics["measured_n"] for r in out] == [4, 4]
+    for r in out:
+        m = r.metrics
+        assert m["measured_step_s"] == pytest.approx(0.040, rel=0.02)  # the first epoch (3x slower) left out
+        assert m["measured_over_predicted_ci_low"] <= m["measured_over_predicted"] <= m["measured_over_predicted_ci_high"]
+        assert m["within_25pct"] in (True, False, None) and m["judgement"]
+
+
+@pytest.mark.alone
+def test_validate_devices_as_a_command(run, tmp_path):
+    """As users run it: every check carries the measured step's interval over the timed steps,
+    measured/predicted with its interval, and the judgement; the table's title counts them."""
+    out = tmp_path / "v.json"
+    done = run("gluonperf.predict", "--validate", "devices", "--validate-model", "mlp", "--validate-devices", "2",
+               "--validate-steps", "5", "--validate-batch", "32", "--ctx", "cpu0,cpu1", "--json", str(out),
+               timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(l) for l in open(out)]
+    rows = [r for r in rows if r["bench"] == "predict-check"]
+    assert [r["devices"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["measured_n"] == 5 and len(r["measured_samples_s"]) == 5
+        assert r["measured_step_low_s"] <= r["measured_step_s"] <= r["measured_step_high_s"]
+        low, high = r["measured_over_predicted_ci_low"], r["measured_over_predicted_ci_high"]
+        assert low == pytest.approx(r["measured_step_low_s"] / r["predicted_step_s"])
+        expected = True if 0.75 <= low and high <= 1.25 else False if high < 0.75 or low > 1.25 else None
+        assert r["within_25pct"] is expected
+        assert "  %s: %s" % (r["name"], r["judgement"]) in done.stdout
+    assert re.search(r"within 25% in \d, outside in \d, inconclusive in \d", done.stdout)
+    assert "measured_over_predicted_ci_low" in done.stdout
+
+
+def test_the_report_reads_the_judgement_with_its_interval():
+    from gluonperf import report
+    from gluonperf.records import Result
+    env = {"mxnet": "1.9.1", "cpu_count": 2, "cpu_model": "Test CPU", "env": {}}
+    checks = [prediction._check("dist_sync", 0.025, samples, 128, what="epochs", devices=1, workers=2, servers=1)
+              for samples in ([0.036, 0.035, 0.037, 0.036], [0.026, 0.025, 0.0255, 0.0252], [0.02, 0.04])]
+    html, _ = report.render_page([("v.json", [(c, env) for c in checks])], "t")
+    assert ("checked against runs here, measured/predicted with its interval: within 25% in 1 of 3, outside in 1, "
+            "inconclusive in 1") in html
+    assert checks[0].metrics["judgement"] in html and checks[2].metrics["judgement"] in html
