@@ -64,6 +64,8 @@ class TrainConfig:
     checkpoint_segments: int = 0
     dtype: str = "float32"
     target_top1: Optional[float] = None
+    loader: str = "dataloader"      # image data (--dataset PATH): DataLoader workers, or MXNet's ImageRecordIter
+    bad_images: str = "stop"        # image data: a corrupt image stops the run, or is skipped and counted
 
     @property
     def learning_rate(self):

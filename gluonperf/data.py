@@ -82,10 +82,16 @@ def _official(root):
     return all(check_sha1(os.path.join(root, name), sha1) for name, sha1 in FASHION_FILES.items())
 
 
-def check_available(name, data_dir=None):
+def check_available(name, data_dir=None, model=None, loader_kind="dataloader"):
     """UserError now (before a command starts its work) if data set `name` cannot be
     loaded: Fashion-MNIST's files absent from `data_dir` and no network to fetch them.
-    Returns the Fashion-MNIST files still to download (none for the other data sets)."""
+    Returns the Fashion-MNIST files still to download (none for the other data sets).
+    A path (not a named set) is checked as image data for `model` (gluonperf.image_data)."""
+    from .image_data import is_path
+    if is_path(name):
+        from .image_data import check
+        check(name, model, loader_kind)
+        return []
     if name != "fashion-mnist":
         return []
     root = os.path.expanduser(data_dir or DEFAULT_DATA_DIR)
@@ -163,8 +169,14 @@ def synthetic(train_size=6000, test_size=1000, seed=0, noise=0.5):
     return draw(train_size), draw(test_size)
 
 
-def load(name, data_dir=None, limit=None, seed=0):
-    """(train_set, test_set) of `name`; with `limit`, the first `limit` samples of each."""
+def load(name, data_dir=None, limit=None, seed=0, model=None, bad_images="stop", loader_kind="dataloader"):
+    """(train_set, test_set) of `name`; with `limit`, the first `limit` samples of each.
+    A path instead of a name: images of a folder or a .rec at `model`'s input size
+    (gluonperf.image_data), loaded by `loader_kind`, corrupt images stopping or skipped."""
+    from .image_data import is_path
+    if is_path(name):
+        from . import image_data
+        return image_data.load(name, model or "resnet18_v1", limit, bad_images, loader_kind)
     if name == "fashion-mnist":
         arrays = fashion_mnist(data_dir)
     elif name == "digits":
@@ -174,6 +186,28 @@ def load(name, data_dir=None, limit=None, seed=0):
     else:
         raise UserError("unknown dataset %r; choose one of %s" % (name, ", ".join(DATASETS)))
     return tuple(_dataset(x[:limit], y[:limit]) for x, y in arrays)
+
+
+def load_for(config):
+    """(train_set, test_set) of a training configuration (TrainConfig)."""
+    return load(config.dataset, config.data_dir, config.limit, config.seed, model=config.model,
+                bad_images=config.bad_images, loader_kind=config.loader)
+
+
+def classes(name):
+    """How many classes data set `name` has (10 for the named sets; counted for a path)."""
+    from .image_data import classes_of, is_path
+    return classes_of(name) if is_path(name) else CLASSES
+
+
+def sample_shape(name, model):
+    """The shape of one sample of data set `name` as `model` gets it: 1x28x28 for the named
+    sets, 3xSxS for images at the model's input size S."""
+    from .image_data import image_size, is_path
+    if is_path(name):
+        size = image_size(model)
+        return (3, size, size)
+    return (1, 28, 28)
 
 
 # --- loading in batches ------------------------------------------------------
@@ -215,6 +249,8 @@ def loader(dataset, batch_size, shuffle, workers=0, num_parts=1, part_index=0,
     order then depends only on `seed` and the epoch). `workers` > 0 loads batches
     in a pool (threads by default, processes with thread_pool=False).
     """
+    if hasattr(dataset, "make_loader"):  # image data: worker processes, or MXNet's ImageRecordIter
+        return dataset.make_loader(batch_size, shuffle, workers, num_parts, part_index, last_batch, seed)
     sampler = PartSampler(len(dataset), num_parts, part_index, shuffle, seed)
     batches = gluon.data.BatchSampler(sampler, batch_size, last_batch)
     out = gluon.data.DataLoader(dataset, batch_sampler=batches, num_workers=workers,

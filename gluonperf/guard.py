@@ -353,4 +353,16 @@ def install_signal_handlers(prog):
                 os._exit(128 + signum)
 
     threading.Thread(target=watch, name="gluonperf-signals", daemon=True).start()
+    os.register_at_fork(after_in_child=_default_signals)
     _installed = True
+
+
+def _default_signals():
+    """In a forked child (a DataLoader worker process): the default handlers, and no wake-up fd.
+    Inherited, they made the child ignore the SIGTERM its pool stops it with (the pool then
+    waits for ever) and wrote that signal into the parent's pipe, whose watcher then stopped
+    the parent as if it had received it."""
+    if threading.current_thread() is threading.main_thread():
+        signal.set_wakeup_fd(-1)
+        for sig in _SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)

@@ -26,7 +26,8 @@ if __name__ == "__main__" and "--operators-only" in sys.argv[1:]:
 from .train import add_training_flags  # noqa: E402
 
 PROG = "python -m gluonperf.profile"
-FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "batch_size", "lr",
+FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "loader", "bad_images",
+         "batch_size", "lr",
          "optimizer", "momentum", "wd", "beta1", "beta2", "epsilon", "kvstore", "seed", "dtype")
 CEILING_COLUMNS = ["kernel", "shape", "gflop_per_s", "median_gflop_per_s", "before_gflop_per_s",
                    "after_gflop_per_s", "ceiling"]
@@ -57,6 +58,12 @@ def build_parser():
     p.add_argument("--plot", metavar="PNG",
                    help="draw the step breakdown as a stacked bar and the top operators' GFLOP/s against the "
                         "ceiling")
+    p.add_argument("--input-only", action="store_true",
+                   help="with --dataset PATH (image data): answer only whether the step waits for its input "
+                        "(the input section), without the ceiling, breakdown and operator runs")
+    p.add_argument("--rounds", type=cli.positive_int, default=5,
+                   help="with --dataset PATH: alternating rounds of --steps steps on the real loader, on a batch in "
+                        "memory and of the loader alone, for the input verdict's interval (default: %(default)s)")
     p.add_argument("--operators-only", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -74,7 +81,7 @@ def check(args, ctxs):
     cli.check_output_path(args.plot, "--plot")
     cli.check_output_path(args.trace, "--trace")
     from .data import check_available
-    check_available(args.dataset, args.data_dir)
+    check_available(args.dataset, args.data_dir, args.model, args.loader)
 
 
 def child_argv(args, out, trace):
@@ -159,6 +166,27 @@ def plot(breakdown, operators, peak, path, title):
     save_figure(fig, path)
 
 
+INPUT_COLUMNS = ["name", "time_s", "images_per_s", "images_per_s_ci_low", "images_per_s_ci_high", "wait_share",
+                 "share", "share_ci_low", "share_ci_high", "verdict"]
+
+
+def input_title(args, ctxs):
+    from .contexts import describe
+    return ("input: is the step waiting for its input? %s on %s, batch %d on %s, --loader %s, --workers %d; %d "
+            "alternating rounds of %d steps as gluonperf.train runs them on the real loader and on one batch in "
+            "memory, and of the loader alone; share waiting = 1 - t(memory)/t(real) per round (95%% t interval on "
+            "its log); wait_share: time blocked in next()" % (
+                args.model, args.dataset, args.batch_size, describe(ctxs), args.loader, args.workers, args.rounds,
+                args.steps))
+
+
+def input_section(args, config, ctxs, setup):
+    """The input-bound rows (gluonperf.input_pipeline.input_bound) on the loader `setup` holds."""
+    from .input_pipeline import input_bound
+    with cli.progress_bar(2 * args.warmup + 3 * args.rounds, "input") as bar:
+        return input_bound(config, ctxs, args.steps, args.rounds, args.warmup, progress=bar.update, setup=setup)
+
+
 def operators_only(args, ctxs, config):
     """The child's part: the operator table in this (fresh, bulk-off) process."""
     from .step_profile import operator_table
@@ -181,6 +209,10 @@ def main(argv=None):
     config = config_from(args, ctxs)
     if args.operators_only:
         return operators_only(args, ctxs, config)
+    from .image_data import is_path
+    if args.input_only and not is_path(args.dataset):
+        raise UserError("--input-only asks whether the step waits for image data: give --dataset PATH (a folder or "
+                        "a .rec)")
     cli.advise(ctxs, THREADS_NOTE)
     note_optimizer(args, ctxs)
     if DTYPE_NOTE and args.dtype == "bfloat16":
@@ -191,12 +223,19 @@ def main(argv=None):
     from .precision import label as precision_label
     from .step_profile import (BULK_VARIABLE, SAMPLE_SHAPE, breakdown, gap_row, model_flops, prepare, verdict,
                                with_ceiling, work)
+    if args.input_only:
+        setup = prepare(config, ctxs)
+        rows = input_section(args, config, ctxs, setup)
+        cli.emit(rows, args, ctxs, columns=INPUT_COLUMNS, title=input_title(args, ctxs))
+        print(rows[-1].metrics["finding"])
+        return 0
     flops = model_flops(config, ctxs)
     setup = prepare(config, ctxs)  # data, model and trainer: bad data settings fail before any timing
     with cli.progress_bar(3 * 5, "ceiling") as bar:
         start = measure_ceiling(ctxs[0], args.ceiling, progress=bar.update, dtype=args.dtype)
     with cli.progress_bar(2 * (args.warmup + args.steps), "breakdown") as bar:
         parts = breakdown(config, ctxs, args.steps, args.warmup, progress=bar.update, setup=setup)
+    inputs = input_section(args, config, ctxs, setup) if is_path(args.dataset) else []
     del setup
     with cli.progress_bar(3 * 5, "ceiling again") as bar:  # a busy spell may have hidden the peak before
         ceiling = best_of([start, measure_ceiling(ctxs[0], args.ceiling, progress=bar.update, dtype=args.dtype)],
@@ -204,7 +243,9 @@ def main(argv=None):
     peak = ceiling_flops(ceiling) * ceiling_devices(ctxs)
     operators = with_ceiling(operators_in_fresh_process(args, args.trace), peak)
     found = verdict(flops, ceiling, parts, operators, ctxs)
-    works = work(flops, args.model, SAMPLE_SHAPE, ceiling, ctxs)
+    from .data import sample_shape
+    shape = sample_shape(args.dataset, args.model)
+    works = work(flops, args.model, shape, ceiling, ctxs)
 
     profiled = next(r for r in operators if r.name == "profiled step")
     summary = profiled.metrics
@@ -221,7 +262,7 @@ def main(argv=None):
                                   "; x%d contexts' worth" % ceiling_devices(ctxs) if ceiling_devices(ctxs) > 1 else ""),
          ceiling, CEILING_COLUMNS),
         ("work: GFLOP per training image of %s, input %s (1 multiply-add = 2 FLOPs; backward = 2x forward "
-         "for layers with weights)%s" % (args.model, "x".join(map(str, SAMPLE_SHAPE)),
+         "for layers with weights)%s" % (args.model, "x".join(map(str, shape)),
                                          "; not counted: " + ", ".join(flops.uncounted) if flops.uncounted else ""),
          works, WORK_COLUMNS),
         ("step breakdown [run 1: this process, no profiler, bulk execution as in training]: %s; %d fenced "
@@ -239,7 +280,11 @@ def main(argv=None):
         ("verdict (achieved: run 1; losses: run 2, ranked by time beyond what their FLOPs need at the ceiling)",
          found, VERDICT_COLUMNS),
     ]
-    cli.emit_sections(sections, args, ctxs, records=ceiling + works + parts + operators + found)
+    if inputs:
+        sections.append((input_title(args, ctxs), inputs, INPUT_COLUMNS))
+    cli.emit_sections(sections, args, ctxs, records=ceiling + works + parts + operators + found + inputs)
+    if inputs:
+        print(inputs[-1].metrics["finding"])
     if step["noisy"]:
         cli.note("note: the fenced steps are noisy (IQR %.0f%% of the median): other work competes for the "
                  "cores; raise --steps or run on a quieter machine" % (100 * step["iqr_s"] / step["time_s"]))

@@ -30,7 +30,7 @@ from mxnet import autograd, gluon
 from . import UserError, guard
 from .benchmark import Measurement, sync
 from .contexts import describe
-from .data import load, loader
+from .data import load_for, loader, sample_shape
 from .precision import check_flag
 from .profiling import Trace, aggregate_stats
 from .records import result
@@ -97,7 +97,7 @@ def prepare(config, contexts):
     over the training set: the pieces `training.fit` uses (constant learning rate)."""
     contexts = list(contexts)
     check_config(config, contexts)
-    train_set, _ = load(config.dataset, config.data_dir, config.limit, config.seed)
+    train_set, _ = load_for(config)
     data = loader(train_set, config.batch_size, shuffle=True, workers=config.workers, last_batch="discard",
                   seed=config.seed)
     if len(data) == 0:
@@ -468,7 +468,8 @@ def work(flops, model, sample_shape, ceiling_results, contexts):
 
 
 def model_flops(config, contexts=None):
-    """flops.FlopCount per training image of config.model on the data sets' samples, as
+    """flops.FlopCount per training image of config.model on the data set's samples (1x28x28, or 3xSxS
+    for image data at the model's input size S), as
     built for `contexts` (gluonperf.models fuses some operators on CPU contexts)."""
     from .flops import count_model_flops
-    return count_model_flops(config.model, SAMPLE_SHAPE, contexts=contexts)
+    return count_model_flops(config.model, sample_shape(config.dataset, config.model), contexts=contexts)

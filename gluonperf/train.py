@@ -30,10 +30,20 @@ SCALING_COLUMNS = ["devices", "batch_size", "step_s", "iqr_s", "t1_s", "t2_s", "
 # The flags of a training configuration (TrainConfig fields), in the order --help shows
 # them; other commands that run a training configuration (gluonperf.profile) add the
 # ones they take with `add_training_flags`, so names, checks and help stay one.
-TRAINING_FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "batch_size",
+TRAINING_FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "loader",
+                  "bad_images", "batch_size",
                   "epochs", "lr", "lr_scale", "optimizer", "momentum", "wd", "beta1", "beta2", "epsilon",
                   "warmup_epochs", "lr_decay",
                   "kvstore", "seed", "log_interval", "dtype")
+
+
+def dataset_name(text):
+    """--dataset: a named set, or a path that exists (gluonperf.image_data checks what it holds)."""
+    import os
+    if text in DATASETS or os.path.exists(os.path.expanduser(text)):
+        return text
+    raise argparse.ArgumentTypeError("invalid choice: %r (choose from %s, or give the PATH of a folder of class "
+                                     "subfolders or of a .rec file)" % (text, ", ".join(DATASETS)))
 
 
 def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
@@ -52,10 +62,13 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
             help="none: imperative; hybrid: hybridize(); static: hybridize(static_alloc=True, "
                  "static_shape=True) (default: %(default)s)"),
         "dataset": lambda: p.add_argument(
-            "--dataset", choices=list(DATASETS), default=d.dataset,
+            "--dataset", type=dataset_name, default=d.dataset, metavar="{%s} or PATH" % ",".join(DATASETS),
             help="fashion-mnist: the IDX files in --data-dir (downloaded when online); digits: "
                  "scikit-learn's handwritten digits resized to 28x28, works offline; synthetic: "
-                 "random learnable images for throughput (default: %(default)s)"),
+                 "random learnable images for throughput; or PATH: real images, a folder with one "
+                 "subfolder per class (or train/ and val/ folders of them) or a .rec file with its .idx, "
+                 "at the model's input size with GluonCV's ImageNet transforms (docs/input.md) "
+                 "(default: %(default)s)"),
         "data_dir": lambda: p.add_argument(
             "--data-dir", metavar="DIR",
             help="where the Fashion-MNIST .gz files are (default: $MXNET_HOME/datasets/fashion-mnist)"),
@@ -68,6 +81,15 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
                  "context is a CPU (loader threads would compete with MXNet's OpenMP threads for "
                  "the cores: 1.02-1.11x faster without them, benchmarks/LEVERS.md), %d with GPUs"
                  % d.workers),
+        "loader": lambda: p.add_argument(
+            "--loader", choices=("dataloader", "recorditer"), default=d.loader,
+            help="image data (--dataset PATH): dataloader (gluon DataLoader, --workers processes decode and "
+                 "augment) or recorditer (a .rec through MXNet's ImageRecordIter, --workers C++ threads) "
+                 "(default: %(default)s)"),
+        "bad_images": lambda: p.add_argument(
+            "--bad-images", choices=("stop", "skip"), default=d.bad_images,
+            help="image data: a corrupt image stops the run naming it (stop), or is skipped and counted "
+                 "(skip; the next image takes its place) (default: %(default)s)"),
         "batch_size": lambda: p.add_argument(
             "--batch-size", type=cli.positive_int, default=d.batch_size,
             help="GLOBAL batch size, split over the contexts (per worker in dist runs; "
@@ -262,7 +284,7 @@ def check(args, ctxs):
     cli.check_output_path(args.plot, "--plot")
     cli.check_output_dir(args.save, "--save")
     from .data import check_available
-    check_available(args.dataset, args.data_dir)
+    check_available(args.dataset, args.data_dir, args.model, args.loader)
     if args.resume:
         from .training import check_resumable, read_checkpoint
         _, meta = read_checkpoint(args.resume)

@@ -25,7 +25,7 @@ from .benchmark import Benchmark, Measurement, sync
 # TrainConfig lives in gluonperf.config (no MXNet: the CLIs parse with it); callers of fit/scaling take it here too
 from .config import HYBRIDIZE, TrainConfig  # noqa: F401
 from .contexts import describe
-from .data import CLASSES, load, loader
+from .data import CLASSES, classes, load_for, loader  # noqa: F401 (CLASSES: callers import it from here)
 from .models import get_model
 from .optimizers import create as create_optimizer, upgrade as upgrade_optimizer
 from .precision import enable as enable_dtype
@@ -64,7 +64,7 @@ def build_net(config, contexts):
     """The model, initialised on every context with the same (seeded) weights, in
     bfloat16 mixed precision with --dtype bfloat16 (gluonperf.precision)."""
     enable_dtype(config.dtype, contexts)
-    net = get_model(config.model, CLASSES, contexts)
+    net = get_model(config.model, classes(config.dataset), contexts)
     net.initialize(mx.init.Xavier(), ctx=contexts)
     flags = HYBRIDIZE[config.hybridize]
     if flags is not None:
@@ -478,7 +478,7 @@ def fit(config, contexts, progress=None, log=None, epoch_done=None):
 
 def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_dir, saver, progress, log,
          epoch_done=None):
-    train_set, test_set = load(config.dataset, config.data_dir, config.limit, config.seed)
+    train_set, test_set = load_for(config)
     train_data = loader(train_set, config.batch_size, shuffle=True, workers=config.workers,
                         num_parts=num_workers, part_index=rank, last_batch="discard", seed=config.seed)
     test_data = loader(test_set, config.batch_size, shuffle=False, workers=config.workers)
@@ -546,6 +546,8 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
                         test_top1=test_top1, test_top5=test_top5, epoch_s=epoch_s, train_s=train_s,
                         train_images_per_s=stats.images * num_workers / train_s, lr=trainer.learning_rate,
                         images=stats.images * num_workers, param_checksum=every, weights_checksum=weights, **common)
+        if hasattr(train_set, "skipped"):  # image data with --bad-images skip
+            record.metrics["skipped_images"] = train_set.skipped.value
         history.append(record)
         reached = config.target_top1 is not None and test_top1 >= config.target_top1
         if config.target_top1 is not None:
@@ -601,7 +603,7 @@ def scaling(config, contexts, steps=None, progress=None):
                         % (config.batch_size, len(contexts)))
     if config.kvstore.startswith("dist"):
         raise UserError("--scaling runs on the contexts of one machine; use --kvstore flat, device or local")
-    train_set, _ = load(config.dataset, config.data_dir, config.limit, config.seed)
+    train_set, _ = load_for(config)
     need = per_device * len(contexts)
     index = np.arange(need) % len(train_set)
     x_all = mx.nd.array(np.stack([train_set[i][0] for i in index]))
