@@ -3,12 +3,13 @@ import sys
 
 COMMANDS = [
     ("bench", "the chapter's experiments: hybridize, async, memory, parallel, overlap, allreduce, scratch, "
-              "footprint, optimizers"),
+              "footprint, optimizers, input"),
     ("train", "data-parallel training with gluon.Trainer on one or more contexts"),
     ("profile", "where a training step's time goes, held against this machine's ceiling"),
     ("tune", "which settings make a model train fastest on this machine"),
     ("predict", "how far data parallelism scales, from measured parts"),
     ("launch", "run a job on MXNet's parameter-server kvstore (dist_sync)"),
+    ("dataset", "make a small image data set offline (a folder of JPEGs, and its .rec)"),
     ("compare", "compare two saved runs"),
     ("report", "one HTML page of saved results"),
 ]
