@@ -369,7 +369,16 @@ class Worker:
         self._read()  # {"ready": true} after warm-up
 
     def _read(self):
-        line = self.proc.stdout.readline() if self.error is None else ""
+        """The worker's next line as JSON; None with `error` set when it exited, or when no
+        line came within --timeout (the worker is then killed)."""
+        import select
+        line = ""
+        if self.error is None:
+            if select.select([self.proc.stdout], [], [], self.timeout)[0]:
+                line = self.proc.stdout.readline()
+            else:
+                guard.kill_group(self.proc)
+                self.error = "timed out after %ds" % self.timeout
         if not line:
             self.proc.wait()
             self.err.seek(0)
