@@ -264,7 +264,7 @@ def main(argv=None):
     cli.emit(results, args, (), title=title, columns=columns)
     lines = verdicts(results)
     if lines:
-        print("\nverdicts (faster/slower: the 95%% CI excludes 1 and the ratio is past +-%g%%):"
+        print("\nverdicts (faster/slower: the CI excludes 1 and the ratio is past +-%g%%; docs/suites.md):"
               % (100 * suite_stats.stats.THRESHOLD))
         for line in lines:
             print("  " + line)
