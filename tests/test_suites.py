@@ -137,6 +137,7 @@ def test_ceiling_probe_bad_input_is_one_line(args, tmp_path):
     ("train_throughput", ["--model", "bogus"]), ("levers", ["--steps", "0"]), ("levers", ["--batch-size", "x"]),
     ("levers", ["--only", "4,19"]),  # GOMP_SPINCOUNT=infinite: it would take the cores from the others
     ("checkpointing", ["--steps", "0"]), ("checkpointing", ["--segments", "0"]), ("hybridize_suite", ["--repeat", "0"]),
+    ("dist_sync_terms", ["--rounds", "0"]), ("dist_sync_terms", ["--repeats", "x"]),
 ])
 def test_suites_bad_input_is_one_line(script, args, tmp_path):
     p = command(["benchmarks/%s.py" % script, *args, "--json", str(tmp_path / "out.json")], tmp_path)
@@ -145,7 +146,8 @@ def test_suites_bad_input_is_one_line(script, args, tmp_path):
     assert not (tmp_path / "out.json").exists()
 
 
-@pytest.mark.parametrize("script", ["train_throughput", "levers", "checkpointing", "hybridize_suite", "model_variants"])
+@pytest.mark.parametrize("script", ["train_throughput", "levers", "checkpointing", "hybridize_suite", "model_variants",
+                                    "dist_sync_terms"])
 def test_suites_refuse_an_unwritable_json_before_running(script, tmp_path):
     """Suites run for minutes to hours: a --json that cannot be written is refused before the
     first run, not after the last (where the results would be lost)."""
