@@ -192,7 +192,7 @@ def test_a_bad_hyper_parameter_is_one_line_and_exit_2(run, args, words):
     assert p.stdout == ""
 
 
-TARGET = 0.8  # test top-1 every optimizer reaches on digits with LeNet within 4 epochs (chance: 0.1)
+TARGET = 0.8  # test top-1 every optimizer reached on digits with LeNet at epoch 2 of 4 (0.86-0.88; chance: 0.1)
 
 
 @pytest.mark.parametrize("optimizer", optimizers.NAMES)
@@ -201,7 +201,8 @@ def test_each_optimizer_trains_lenet_on_digits_to_the_target(run, tmp_path, opti
     epoch that reaches the target, with time to accuracy in the output and the records."""
     out = tmp_path / "train.jsonl"
     p = run("gluonperf.train", "--model", "lenet", "--dataset", "digits", "--optimizer", optimizer,
-            "--epochs", "4", "--target-top1", str(TARGET), "--json", str(out), "--log-interval", "0")
+            "--epochs", "4", "--warmup-epochs", "0", "--target-top1", str(TARGET), "--json", str(out),
+            "--log-interval", "0")
     assert p.returncode == 0, p.stderr
     records = [r.metrics for r, _ in read_jsonl(str(out))]
     last = records[-1]
