@@ -744,7 +744,8 @@ def tune(records):
         for g, rs in groups.items():
             runs = [r for r in rs if r.metrics.get("runner") != CEILING_RUNNER] or rs
             top = min(runs, key=lambda r: r.metrics.get("rank") or 1e9)
-            against = "".join(", %s %s%s" % (_with_interval(top.metrics, key), label, _verdict_of(top.metrics, key + "_"))
+            against = "".join(", %s %s%s" % (_with_interval(top.metrics, key), label,
+                                             _verdict_of(top.metrics, key + "_"))
                               for key, label in yardsticks if top.metrics.get(key) is not None)
             if top.metrics.get("of_ceiling") is not None:
                 against += ", %s of the ceiling" % _with_interval(top.metrics, "of_ceiling", pct=True)

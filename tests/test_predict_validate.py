@@ -4,8 +4,6 @@ measured side is several samples (the timed steps, or timed epochs of a dist_syn
 (outside when it lies wholly outside; otherwise inconclusive). (Issue 36; the other tests of
 predict are in test_predict.py.)"""
 import json
-import math
-import os
 import re
 
 import pytest
@@ -84,7 +82,8 @@ def test_validate_dist_judges_each_configuration_by_its_epochs(monkeypatch):
     for r in out:
         m = r.metrics
         assert m["measured_step_s"] == pytest.approx(0.040, rel=0.02)  # the first epoch (3x slower) left out
-        assert m["measured_over_predicted_ci_low"] <= m["measured_over_predicted"] <= m["measured_over_predicted_ci_high"]
+        low, high = m["measured_over_predicted_ci_low"], m["measured_over_predicted_ci_high"]
+        assert low <= m["measured_over_predicted"] <= high
         assert m["within_25pct"] in (True, False, None) and m["judgement"]
 
 
@@ -114,7 +113,6 @@ def test_validate_devices_as_a_command(run, tmp_path):
 
 def test_the_report_reads_the_judgement_with_its_interval():
     from gluonperf import report
-    from gluonperf.records import Result
     env = {"mxnet": "1.9.1", "cpu_count": 2, "cpu_model": "Test CPU", "env": {}}
     checks = [prediction._check("dist_sync", 0.025, samples, 128, what="epochs", devices=1, workers=2, servers=1)
               for samples in ([0.036, 0.035, 0.037, 0.036], [0.026, 0.025, 0.0255, 0.0252], [0.02, 0.04])]
