@@ -265,8 +265,8 @@ def test_unknown_kinds_and_unreadable_shapes_fall_to_the_generic_table():
     assert regressions == 0
     assert page.h2[-1].startswith("Other records") and "forward" in page.cells and "0.4" in page.cells
     assert "imperative" in page.cells and "not drawn: the records do not have the shape" in html
-    assert "fastest against the book's loop: mlp forward b1: gluonperf static 2.00x (no interval recorded)" \
-        in page.readings
+    assert "best against the book's loop (highest lower end of the interval): mlp forward b1: gluonperf static " \
+           "2.00x (no interval recorded)" in page.readings
     assert "epoch 2: test accuracy 0.4, 1902 images/s" in page.readings  # scratch, drawn
     assert page.detail_rows == 6 and html.count("<svg") == 2  # the suite's plot and scratch's
     assert any("one machine: Test CPU, 2 cores" in r for r in page.readings)
