@@ -105,3 +105,59 @@ def test_bench_optimizers_refuses_an_unknown_optimizer_in_one_line(run):
     assert p.stderr.strip().splitlines() == [
         "python -m gluonperf.bench: error: --optimizers 'adam,lion': choose from sgd,adagrad,rmsprop,adam, "
         "comma-separated"]
+
+
+# --- time to accuracy ------------------------------------------------------------------
+
+def test_time_to_accuracy_compares_each_optimizer_with_the_first_over_the_seeds(monkeypatch):
+    """With made-up runs: the order rotates seed by seed, the medians are over the seeds that
+    reached the target, and the speedup is the first optimizer's time over this one's."""
+    from gluonperf import time_to_accuracy as tta
+    from gluonperf.config import TrainConfig
+    from gluonperf.records import Result
+    times = {("sgd", 0): 10.0, ("sgd", 1): 12.0, ("sgd", 2): 11.0,
+             ("adam", 0): 5.0, ("adam", 1): 6.5, ("adam", 2): 5.5,
+             ("nag", 0): 9.0, ("nag", 1): None, ("nag", 2): 9.5}
+    calls = []
+
+    def fit_run(config, contexts):
+        calls.append((config.optimizer, config.seed))
+        t = times[config.optimizer, config.seed]
+        return [Result("train", "epoch 2", dict(epoch=2, lr=0.1, target_reached=t is not None, time_to_target_s=t,
+                                                 epochs_to_target=2 if t else None, images_to_target=2816 if t else None,
+                                                 best_test_top1=0.9 if t else 0.7))]
+    monkeypatch.setattr(tta, "fit_run", fit_run)
+    results = tta.time_to_accuracy(TrainConfig(model="lenet", target_top1=0.85), [mx.cpu()], ["sgd", "adam", "nag"],
+                                   [0, 1, 2])
+    assert calls == [("sgd", 0), ("adam", 0), ("nag", 0), ("adam", 1), ("nag", 1), ("sgd", 1),
+                     ("nag", 2), ("sgd", 2), ("adam", 2)]
+    summary = {r.name: r.metrics for r in results if r.bench == "time-to-accuracy"}
+    assert summary["sgd"]["verdict"] == "baseline" and summary["sgd"]["median_time_to_target_s"] == 11.0
+    adam = summary["adam"]
+    expected = math.exp(np.mean(np.log([10, 12, 11])) - np.mean(np.log([5, 6.5, 5.5])))
+    assert adam["speedup"] == pytest.approx(expected) and adam["speedup_n"] == 3
+    assert 1 < adam["speedup_ci_low"] < adam["speedup"] < adam["speedup_ci_high"] and adam["verdict"] == "faster"
+    nag = summary["nag"]  # seed 1 never got there: counted, not compared
+    assert nag["reached"] == 2 and nag["median_time_to_target_s"] == 9.25 and nag["speedup"] is None
+    assert nag["verdict"] == "not compared" and nag["median_best_test_top1"] == 0.9
+    assert len([r for r in results if r.bench == "time-to-accuracy-run"]) == 9
+
+
+def test_bench_time_to_accuracy_from_the_command_line(run, tmp_path):
+    out = tmp_path / "tta.jsonl"
+    p = run("gluonperf.bench", "time-to-accuracy", "--optimizers", "sgd,rmsprop", "--seeds", "2", "--epochs", "3",
+            "--warmup-epochs", "0", "--target-top1", "0.5", "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    rows = [r for r, _ in read_jsonl(str(out))]
+    runs = [r.metrics for r in rows if r.bench == "time-to-accuracy-run"]
+    summary = {r.name: r.metrics for r in rows if r.bench == "time-to-accuracy"}
+    assert sorted((r["optimizer"], r["seed"]) for r in runs) == [("rmsprop", 0), ("rmsprop", 1), ("sgd", 0), ("sgd", 1)]
+    # each got there (0.55-0.73 at epoch 1 or 2 when written; chance is 0.1) and stopped there
+    assert all(r["target_reached"] and r["best_test_top1"] >= 0.5 and r["epoch"] == r["epochs_to_target"] < 3
+               for r in runs)
+    rms = summary["rmsprop"]
+    assert rms["reached"] == 2 and rms["speedup_n"] == 2
+    assert rms["speedup_ci_low"] <= rms["speedup"] <= rms["speedup_ci_high"]
+    assert rms["median_time_to_target_s"] == pytest.approx(
+        np.median([r["time_to_target_s"] for r in runs if r["optimizer"] == "rmsprop"]))
+    assert "time to test top-1 0.5" in p.stdout
