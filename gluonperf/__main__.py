@@ -3,7 +3,7 @@ import sys
 
 COMMANDS = [
     ("bench", "the chapter's experiments: hybridize, async, memory, parallel, overlap, allreduce, scratch, "
-              "footprint, optimizers, input"),
+              "footprint, optimizers, input, time-to-accuracy"),
     ("train", "data-parallel training with gluon.Trainer on one or more contexts"),
     ("profile", "where a training step's time goes, held against this machine's ceiling"),
     ("tune", "which settings make a model train fastest on this machine"),
