@@ -161,3 +161,28 @@ def test_bench_time_to_accuracy_from_the_command_line(run, tmp_path):
     assert rms["median_time_to_target_s"] == pytest.approx(
         np.median([r["time_to_target_s"] for r in runs if r["optimizer"] == "rmsprop"]))
     assert "time to test top-1 0.5" in p.stdout
+
+
+def test_help_and_a_bad_flag_answer_without_loading_mxnet(run, tmp_path):
+    """The new experiments build their parsers from gluonperf.config: an `mxnet` that cannot be
+    imported, in front of the real one, proves --help and argparse's refusals do not load it."""
+    fake = tmp_path / "no-mxnet" / "mxnet"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('MXNet was loaded')\n")
+    import os
+    from conftest import ROOT
+    env = {"PYTHONPATH": os.pathsep.join([str(fake.parent), ROOT])}
+    for experiment in ("optimizers", "time-to-accuracy"):
+        p = run("gluonperf.bench", experiment, "--help", env=env, timeout=60)
+        assert p.returncode == 0 and "usage:" in p.stdout, p.stderr
+    p = run("gluonperf.bench", "time-to-accuracy", "--target-top1", "2", env=env, timeout=60)
+    assert p.returncode == 2 and "MXNet was loaded" not in p.stderr
+    assert p.stderr.strip().splitlines()[-1].endswith("argument --target-top1: '2' must be above 0 and at most 1 "
+                                                      "(e.g. 0.9) (see --help)")
+
+
+def test_profiles_breakdown_names_the_update_operator():
+    from gluonperf.config import TrainConfig
+    from gluonperf.step_profile import update_operators
+    assert update_operators(TrainConfig(optimizer="adam"), [mx.cpu(0)]) == "adam: adam_update"
+    assert update_operators(TrainConfig(optimizer="rmsprop"), [mx.cpu(0)]) == "rmsprop: rmsprop_update"
