@@ -52,6 +52,9 @@ def test_sync_per_op_loop_is_slower_than_async_loop_for_tiny_tensors():
     row = rows[0].metrics
     assert row["iterations"] == 200
     assert row["paired_speedup"] > 1, row
+    # as a verdict: the interval of the per-repeat ratios above 1 and the estimate past 5%
+    # (1.15-1.54x, intervals from 1.10 up, in three runs on a loaded 2-core EPYC)
+    assert row["verdict"] == "faster" and row["speedup_ci_low"] > 1, row["verdict_text"]
     assert rows[-1].name == "crossover"
 
 

@@ -182,6 +182,7 @@ def test_a_context_waits_while_only_another_one_works():
 
 # --- the command, as users run it -----------------------------------------------------------
 
+@pytest.mark.alone  # the operators' share of the step and the step's share of the ceiling are timings
 def test_one_context_with_bulk_execution_off_the_operators_cover_the_step(run, tmp_path):
     out = tmp_path / "profile.jsonl"
     p = run("gluonperf.profile", "--model", "lenet", "--ctx", "cpu", "--batch-size", "64", *QUICK,
