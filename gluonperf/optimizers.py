@@ -100,6 +100,10 @@ class AdamW(mx.optimizer.Optimizer):
         state.pop("_rescale_arrays", None)
         return state
 
+    def __setstate__(self, state):  # read back from a checkpoint: this run's environment decides the grouping
+        mx.optimizer.Optimizer.__setstate__(self, state)
+        self.aggregate_num = max(0, int(os.environ.get(AGGREGATION, "0")))
+
     def update(self, index, weight, grad, state):
         self._update_impl(index, weight, grad, state)
 
@@ -176,8 +180,8 @@ def update_operators(name, momentum, device_types, environ=None):
     if name == "adamw":
         return "_multi_adamw_update" if grouped and int(environ[AGGREGATION]) > 1 else "_adamw_update"
     if name == "adagrad":
-        return ("_mul_scalar, square, _plus_scalar, sqrt, elemwise_div, elemwise_add (NDArray arithmetic: MXNet has no dense AdaGrad "
-                "operator, so the operator table counts them with the forward)")
+        return ("_mul_scalar, square, _plus_scalar, sqrt, elemwise_div, elemwise_add (NDArray arithmetic: MXNet "
+                "has no dense AdaGrad operator, so the operator table counts them with the forward)")
     return {"nag": "nag_mom_update", "rmsprop": "rmsprop_update", "adam": "adam_update"}[name]
 
 

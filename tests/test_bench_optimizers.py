@@ -124,7 +124,8 @@ def test_time_to_accuracy_compares_each_optimizer_with_the_first_over_the_seeds(
         calls.append((config.optimizer, config.seed))
         t = times[config.optimizer, config.seed]
         return [Result("train", "epoch 2", dict(epoch=2, lr=0.1, target_reached=t is not None, time_to_target_s=t,
-                                                 epochs_to_target=2 if t else None, images_to_target=2816 if t else None,
+                                                 epochs_to_target=2 if t else None,
+                                                 images_to_target=2816 if t else None,
                                                  best_test_top1=0.9 if t else 0.7))]
     monkeypatch.setattr(tta, "fit_run", fit_run)
     results = tta.time_to_accuracy(TrainConfig(model="lenet", target_top1=0.85), [mx.cpu()], ["sgd", "adam", "nag"],

@@ -61,7 +61,8 @@ def test_create_gives_the_named_optimizer_and_refuses_others():
     assert optimizers.create("adam", beta1=0.8).beta1 == 0.8
     assert optimizers.create("rmsprop", beta2=0.7).gamma1 == 0.7  # seed 004's gamma
     assert optimizers.create("adagrad", epsilon=1e-5).float_stable_eps == 1e-5
-    with pytest.raises(ValueError, match="unknown optimizer 'lion'; choose from sgd, nag, adagrad, rmsprop, adam, adamw"):
+    with pytest.raises(ValueError,
+                       match="unknown optimizer 'lion'; choose from sgd, nag, adagrad, rmsprop, adam, adamw"):
         optimizers.create("lion")
 
 
@@ -181,7 +182,8 @@ def test_create_refuses_a_hyper_parameter_out_of_range(params, words):
     (["--optimizer", "rmsprop", "--epsilon", "0"], "argument --epsilon: '0' must be above 0"),
     (["--optimizer", "adam", "--wd", "-1"], "argument --wd: '-1' must be 0 or more"),
     (["--optimizer", "sgd", "--beta1", "0.9"], "--beta1 is a hyper-parameter of adam, adamw, not of --optimizer sgd"),
-    (["--optimizer", "adam", "--momentum", "0.5"], "--momentum is a hyper-parameter of sgd, nag, not of --optimizer adam"),
+    (["--optimizer", "adam", "--momentum", "0.5"],
+     "--momentum is a hyper-parameter of sgd, nag, not of --optimizer adam"),
     (["--target-top1", "1.5"], "argument --target-top1: '1.5' must be above 0 and at most 1"),
 ])
 def test_a_bad_hyper_parameter_is_one_line_and_exit_2(run, args, words):
