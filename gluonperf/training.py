@@ -370,8 +370,10 @@ def check_resumable(config, meta, directory):
     saved = meta.get("config", {})
     for key in RESUME_KEYS:
         if key in saved and saved[key] != getattr(config, key):
+            def shown(value):  # an optimizer's hyper-parameter left unset took the optimizer's default
+                return "unset (the optimizer's default)" if value is None else value
             raise UserError("--resume %s was trained with --%s %s, not %s; use the same settings to continue"
-                            % (directory, key.replace("_", "-"), saved[key], getattr(config, key)))
+                            % (directory, key.replace("_", "-"), shown(saved[key]), shown(getattr(config, key))))
     if meta["epoch"] >= config.epochs:
         raise UserError("--resume %s already finished %d epochs; pass --epochs above %d to train on"
                         % (directory, meta["epoch"], meta["epoch"]))
