@@ -76,6 +76,10 @@ def test_predict_links_network_servers_placement_overlap_allreduce_and_measure(t
     per array at the network's 30 us = 360 us: 1684.112 us.
     --measure: the step is measured now (on the first --ctx context), so t1 comes from this
     machine: positive, and the same in every row (per-device batch fixed).
+    --t1 1 ms --update 10 ms, --overlap yes: the step is max(t1, t2) + update = 12.602852 ms
+    against 11 ms on one device: efficiency 11 / 12.602852 = 0.8728, below --min-efficiency
+    0.9, so no device count qualifies; --lr 0.1 --lr-batch 64 at a global batch of 2 x 2 x 32
+    = 128: lr 0.2.
     --list-links: every named link, with its source, and nothing else."""
     allreduce = tmp_path / "allreduce.json"
     allreduce.write_text("".join(json.dumps(r) + "\n" for r in [
@@ -85,7 +89,8 @@ def test_predict_links_network_servers_placement_overlap_allreduce_and_measure(t
          "median_s": 1e-4}]))
     links, given, measured = two_at_a_time(
         ["-m", "gluonperf.predict", "--list-links"],
-        ["-m", "gluonperf.predict", "--model", "mlp", "--t1", "0.05", "--per-device-batch", "32",
+        ["-m", "gluonperf.predict", "--model", "mlp", "--t1", "0.001", "--update", "0.01", "--per-device-batch", "32",
+         "--lr", "0.1", "--lr-batch", "64", "--min-efficiency", "0.9",
          "--devices", "2", "--machines", "2", "--allreduce", str(allreduce), "--network-GBps", "1",
          "--servers", "1", "--placement", "dedicated", "--overlap", "yes", "--json", str(tmp_path / "given.json")],
         ["-m", "gluonperf.predict", "--model", "mlp", "--measure", "--per-device-batch", "8", "--devices", "1,2",
@@ -99,7 +104,12 @@ def test_predict_links_network_servers_placement_overlap_allreduce_and_measure(t
     assert row["t2_machine_s"] == pytest.approx(918.740e-6, rel=1e-5)
     assert row["t2_network_s"] == pytest.approx(1684.112e-6, rel=1e-5)
     assert row["t2_s"] == pytest.approx(918.740e-6 + 1684.112e-6, rel=1e-5)
-    assert row["step_s"] == pytest.approx(0.05 + 0.0)  # --overlap yes: max(t1, t2) + update (none given)
+    t2 = 918.740e-6 + 1684.112e-6
+    assert row["step_s"] == pytest.approx(t2 + 0.01, rel=1e-5) and row["comm_bound"]  # max(t1, t2) + update
+    assert row["efficiency"] == pytest.approx(0.011 / (t2 + 0.01), rel=1e-5) and not row["efficient"]
+    assert row["global_batch"] == 128 and row["lr"] == pytest.approx(0.2)
+    best, = records(tmp_path / "given.json", "predict-best")
+    assert best["machines"] == 2 and best["devices"] is None and best["min_efficiency"] == 0.9
     assert "1 GB/s" in ok(given).stdout and "dedicated" in given.stdout
 
     rows = records(tmp_path / "measured.json", "predict")
@@ -255,15 +265,22 @@ def _two_runs(tmp_path):
 
 def test_compare_metric_and_report_metric_and_title(tmp_path):
     """compare --metric images_per_s and report --compare --metric images_per_s judge the
-    named metric (the records also hold median_s, the default); report --title titles the page."""
+    named metric (the records also hold median_s, the default); report --title titles the
+    page, --output names it; compare --noise-floor widens a one-run-a-side interval."""
     old, new = _two_runs(tmp_path)
     html = tmp_path / "r.html"
-    compared, reported = two_at_a_time(
+    compared, floor, reported = two_at_a_time(
         ["-m", "gluonperf.compare", old, new, "--metric", "images_per_s"],
+        ["-m", "gluonperf.compare", old, new, "--metric", "images_per_s", "--noise-floor", "30"],
         ["-m", "gluonperf.report", new, "--compare", old, "--metric", "images_per_s", "--title", "Flags <checked>",
-         "-o", str(html)])
+         "--output", str(html)])
     rows = [l for l in ok(compared).stdout.splitlines() if l.startswith("train/epoch")]
     assert len(rows) == 4 and all("images_per_s" in l and "median_s" not in l for l in rows), compared.stdout
+    # --noise-floor 30: one run a side, so the interval is the floor's alone, 1.5x
+    # exp(+-1.96 x sqrt(2) x 0.30): 0.65-3.45 (at the default 8%: 1.20-1.87)
+    epoch1 = next(l for l in ok(floor).stdout.splitlines() if l.startswith("train/epoch 1 "))
+    assert "0.65" in epoch1 and "3.45" in epoch1 and "1.20" not in epoch1, epoch1
+    assert "1.20" in rows[0] and "1.87" in rows[0], rows[0]
     page = (ok(reported) and html).read_text()
     assert "<title>Flags &lt;checked&gt;</title>" in page and "Flags <checked>" not in page
     assert "images_per_s" in page
