@@ -236,7 +236,7 @@ def judge(predicted_step, measured_steps, within=WITHIN, what="steps"):
     lo, hi = 1 - within, 1 + within
     verdict = True if lo <= ratio.low and ratio.high <= hi else (
         False if ratio.high < lo or ratio.low > hi else None)
-    word = {True: "within", False: "outside", None: "inconclusive"}[verdict]
+    word = {True: "within", False: "outside", None: "inconclusive against"}[verdict]
     return measured, ratio, verdict, "%s %g%%: measured/predicted %s" % (word, 100 * within,
                                                                         ratio.describe(what=what))
 

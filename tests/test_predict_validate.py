@@ -25,7 +25,7 @@ def test_judge_needs_the_whole_interval_inside_or_outside():
     noisy = [0.008, 0.014, 0.009, 0.013, 0.0095]
     _, ratio, within, text = prediction.judge(0.0105, noisy)
     assert ratio.low < 0.75 or ratio.high > 1.25
-    assert within is None and text.startswith("inconclusive 25%")
+    assert within is None and text.startswith("inconclusive against 25%: measured/predicted ")
     # an estimate inside 25% is not enough: the old rule (|error| <= 25%) called this one within
     assert abs(prediction.scaling_model.relative_error(0.0105, stats.ratio_interval(noisy).estimate)) <= 0.25
     # one sample has no spread to judge by
