@@ -327,7 +327,7 @@ def input_bound(config, contexts, steps=10, rounds=5, warmup=3, threshold=stats.
             if progress:
                 progress()
     del loader
-    slowdown = stats.ratio_interval(stats.paired_ratios(memory, real))  # t(real) / t(memory) per round
+    slowdown = stats.ratio_interval(stats.paired_ratios(real, memory))  # t(real) / t(memory) per round
     share = 1 - 1 / slowdown.estimate
     share_low, share_high = 1 - 1 / slowdown.low, (1 - 1 / slowdown.high if math.isfinite(slowdown.high) else 1.0)
     wait_mean = float(np.mean(waits))

@@ -1,0 +1,52 @@
+"""The input pipeline: bench input's records, and profile's input verdict flipping when the
+loader is made slow on purpose (GLUONPERF_LOADER_DELAY_S: seconds per image, as a slow disk)."""
+import pytest
+
+from test_image_data import images, records, run_marked  # noqa: F401 (images: the module's data set fixture)
+
+
+def test_bench_input_records_carry_intervals_and_n(images, tmp_path):  # noqa: F811
+    out = str(tmp_path / "input.json")
+    p = run_marked(["gluonperf.bench", "input", "--dataset", images + ".rec", "--model", "lenet", "--batch-size", "4",
+                    "--workers", "0,1", "--repeat", "3", "--batches", "2", "--sample", "4", "--json", out])
+    assert p.returncode == 0, p.stderr
+    rows = records(out)
+    loaders = {r["name"]: r for r in rows if r["bench"] == "input"}
+    # a .rec is read by a DataLoader (0 and 1 worker processes) and by ImageRecordIter (1 thread)
+    assert set(loaders) == {"rec, workers 0", "rec, workers 1", "recorditer, workers 1"}
+    for r in loaders.values():
+        assert r["images_per_s_n"] == 3 and r["images_per_s_ci_low"] <= r["images_per_s"] <= r["images_per_s_ci_high"]
+        assert r["vs_step_ci_low"] <= r["vs_step"] <= r["vs_step_ci_high"] and r["vs_step_n"] == 3
+        assert r["verdict"] in ("keeps up", "too slow", "same", "inconclusive")
+    # the peak counts the worker process's memory, which the main-thread loader does not have
+    assert loaders["rec, workers 1"]["rss_peak_bytes"] > loaders["rec, workers 0"]["rss_peak_bytes"] + 20 * 2 ** 20
+    stages = {r["stage"]: r for r in rows if r["bench"] == "input-stage"}
+    assert set(stages) == {"read", "decode", "augment", "batchify", "copy to context", "all stages"}
+    parts = sum(stages[s]["per_image_s"] for s in stages if s != "all stages")
+    # geometric means per stage do not add exactly to the total's, but nearly
+    assert 0.5 * parts < stages["all stages"]["per_image_s"] < 2 * parts
+    assert all(s["per_image_s_n"] == 3 for s in stages.values())
+    step = next(r for r in rows if r["bench"] == "input-step")
+    assert step["images_per_s_ci_low"] <= step["images_per_s"] <= step["images_per_s_ci_high"]
+
+
+def _input_verdict(path, tmp_path, **env):
+    out = str(tmp_path / "profile.json")
+    p = run_marked(["gluonperf.profile", "--dataset", path, "--model", "resnet18", "--batch-size", "1", "--workers",
+                    "1", "--input-only", "--steps", "2", "--rounds", "4", "--warmup", "1", "--json", out], **env)
+    assert p.returncode == 0, p.stderr
+    return next(r for r in records(out) if r["name"] == "verdict")
+
+
+@pytest.mark.alone
+def test_the_input_verdict_flips_when_the_loader_is_slow(images, tmp_path):  # noqa: F811
+    quick = _input_verdict(images, tmp_path)
+    assert quick["verdict"] != "input-bound", quick["finding"]
+    # 0.5 s per image from one worker: a few times the book's ResNet-18 step on one 28x28 image (0.03-0.25 s
+    # on these 2 cores, idle or busy), where the real loader takes a few ms
+    slow = _input_verdict(images, tmp_path, GLUONPERF_LOADER_DELAY_S="0.5")
+    assert slow["verdict"] == "input-bound", slow["finding"]
+    assert slow["share"] > 0.3 and slow["share_ci_low"] > 0 and slow["finding"].startswith("input-bound: ")
+    # the share is 1 - t(memory) / t(real) of the same rounds: the medians agree with its direction
+    assert min(slow["real_samples_s"]) > max(slow["memory_samples_s"])
+    assert "try --workers" in slow["finding"] and "share this machine's CPU cores" in slow["finding"]
