@@ -486,8 +486,12 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
     stages.append(("hybridize", lambda b: [b] + [b.with_flags("hybridize=%s" % m, hybridize=m)
                                                  for m in ("hybrid", "static") if b.flag("hybridize") != m]))
     if runner is not None and runner.module == "gluonperf.train":
+        # a .rec (tune --dataset) can also be read by MXNet's ImageRecordIter, its threads set by --workers
+        rec = any(str(a).endswith(".rec") for a in runner.fixed)
         stages.append(("data", lambda b: [b] + [b.with_flags("workers=%d" % w, workers=w)
-                                               for w in sorted({0, 1, cores}) if b.flag("workers") != str(w)]))
+                                               for w in sorted({0, 1, cores}) if b.flag("workers") != str(w)]
+                       + ([b.with_flags("loader=recorditer workers=%d" % w, loader="recorditer", workers=w)
+                           for w in sorted({1, cores})] if rec and b.flag("loader") != "recorditer" else [])))
     stages.append(("engine", lambda b: [b, b.with_env("MXNET_ENGINE_TYPE=ThreadedEngine",
                                                       MXNET_ENGINE_TYPE="ThreadedEngine")]))
     stages.append(("onednn", lambda b: [b, b.with_env("MXNET_MKLDNN_ENABLED=0", MXNET_MKLDNN_ENABLED=0)]))
@@ -544,7 +548,8 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
 
 
 def tune(model="resnet18", contexts=("cpu",), batch_sizes=(64,), steps=10, rounds=None, kvstores=("device",),
-         runner=None, only=None, progress=None, timeout=900, sweeps=None, threshold=stats.THRESHOLD):
+         runner=None, only=None, progress=None, timeout=900, sweeps=None, threshold=stats.THRESHOLD,
+         optimizer=None):
     """The whole sweep, per batch size: each lever's candidates against the best so far.
 
     `rounds`: a number of rounds per lever, or a `Rounds` (None: `Rounds()`, as many as the
@@ -555,7 +560,10 @@ def tune(model="resnet18", contexts=("cpu",), batch_sizes=(64,), steps=10, round
     batch size, a 'best' Result: the winning settings and `command`, and their `speedup` over
     the defaults measured in one interleaved confirmation run of the two (with its interval and
     verdict), not a product of the levers' ratios. `sweeps` (a `Sweeps`) keeps every lever's
-    results as they come, for a stopped tune."""
+    results as they come, for a stopped tune. `optimizer` (train runner only): train with it in
+    every candidate (None: train's default, SGD)."""
+    if optimizer is not None and (runner or default_runner()).module != "gluonperf.train":
+        raise ValueError("--optimizer needs the train runner; the steprate worker trains with SGD only")
     runner = runner or default_runner()
     rounds = Rounds() if rounds is None else rounds
     contexts = list(contexts)
@@ -563,6 +571,8 @@ def tune(model="resnet18", contexts=("cpu",), batch_sizes=(64,), steps=10, round
     for batch in batch_sizes:
         # the baseline is the book's run: one context, imperative, MXNet's default environment
         flags = {"model": model, "batch_size": batch, "ctx": contexts[0], "hybridize": "none"}
+        if optimizer is not None:
+            flags["optimizer"] = optimizer
         # (gluonperf.train picks its own thread count when OMP_NUM_THREADS is unset, so with
         # that runner the baseline is imperative with train's thread default, not MXNet's)
         name = "imperative, train's thread default" if runner.module == "gluonperf.train" else "book defaults"
@@ -620,13 +630,15 @@ def _unique(cands):
 LEVER_NEEDS = {"threads": "more than one core", "data": "the train runner (the default)",
                "allocator": "jemalloc or tcmalloc installed, or glibc's transparent huge pages left to madvise",
                "contexts": "several contexts in --ctx",
+               "optimizer": "--optimizer sgd or adamw (the others have one implementation)",
                "dtype": "the train runner (the default), CPU contexts and a CPU with AMX or AVX512-BF16"}
 
 
-def _candidate_counts(contexts, batch_sizes, kvstores, only=None, runner=None):
+def _candidate_counts(contexts, batch_sizes, kvstores, only=None, runner=None, optimizer=None):
     """{lever: candidates including its baseline} of the levers (of `only`, or all) that have
     a candidate besides the baseline here."""
-    base = Candidate("b", (), (("ctx", contexts[0]), ("hybridize", "none")))
+    base = Candidate("b", (), (("ctx", contexts[0]), ("hybridize", "none"))
+                     + ((("optimizer", optimizer),) if optimizer else ()))
     counts = {}
     for lever, make in levers(base, contexts, batch_sizes, kvstores, runner=runner):
         if not only or lever in only:
@@ -636,14 +648,14 @@ def _candidate_counts(contexts, batch_sizes, kvstores, only=None, runner=None):
     return counts
 
 
-def levers_to_try(contexts, batch_sizes, kvstores, only=None, runner=None):
+def levers_to_try(contexts, batch_sizes, kvstores, only=None, runner=None, optimizer=None):
     """The names of the levers (of `only`, or all) that have something to try here."""
-    return list(_candidate_counts(contexts, batch_sizes, kvstores, only, runner))
+    return list(_candidate_counts(contexts, batch_sizes, kvstores, only, runner, optimizer))
 
 
-def count_runs(model, contexts, batch_sizes, rounds, kvstores, only=None, runner=None):
+def count_runs(model, contexts, batch_sizes, rounds, kvstores, only=None, runner=None, optimizer=None):
     """How many subprocess runs `tune` will make (for the progress bar)."""
-    counts = _candidate_counts(contexts, batch_sizes, kvstores, only, runner)
+    counts = _candidate_counts(contexts, batch_sizes, kvstores, only, runner, optimizer)
     planned = _as_rounds(rounds).planned if rounds is not None else Rounds().planned
     # the baseline also runs between candidates: B c1 B c2 B (and B w B for the confirmation)
     return (sum((2 * n - 1) * planned for n in counts.values()) + 3 * planned) * len(batch_sizes)
@@ -693,6 +705,15 @@ def build_parser():
                                     "(MXNet's multi-tensor SGD update against gluonperf's per-parameter one),"
                                     "openmp (thread binding),contexts,dtype (bfloat16 mixed precision; train runner, "
                                     "CPUs with AMX or AVX512-BF16) (default: all)")
+    p.add_argument("--dataset", default="synthetic", metavar="NAME or PATH",
+                   help="what the train runner trains on: a named set (synthetic, digits, fashion-mnist) or real "
+                        "images, a folder of class subfolders or a .rec with its .idx (gluonperf.train --dataset); "
+                        "the data lever then tries DataLoader worker processes and, for a .rec, MXNet's "
+                        "ImageRecordIter (default: %(default)s)")
+    from .config import OPTIMIZERS
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default=None,
+                   help="train every candidate with this optimizer, at its default hyper-parameters (train runner "
+                        "only; default: train's, sgd)")
     p.add_argument("--runner", choices=("auto", "train", "steprate"), default="auto",
                    help="what runs a candidate: gluonperf.train --dataset synthetic, or the small "
                         "gluonperf.steprate worker (default: train when it exists)")
@@ -737,10 +758,18 @@ def parse_args(argv):
     runner = {"auto": default_runner(), "train": TRAIN, "steprate": STEPRATE}[args.runner]
     if runner is TRAIN and not os.path.exists(os.path.join(ROOT, "gluonperf", "train.py")):
         raise UserError("--runner train needs gluonperf/train.py, which this checkout lacks; use --runner steprate")
+    if args.dataset != "synthetic":
+        if runner is not TRAIN:
+            raise UserError("--dataset trains on data: it needs the train runner (--runner train), not steprate")
+        from .data import check_available
+        check_available(args.dataset, None, args.model)  # one line for bad data, before any run
+        runner = Runner(TRAIN.module, ("--dataset", args.dataset) + TRAIN.fixed[2:], TRAIN.steps_flag)
     args.runner_obj = runner
+    if args.optimizer is not None and runner is not TRAIN:
+        raise UserError("--optimizer needs --runner train; the steprate worker trains with SGD only")
     args.rounds_policy = Rounds(budget=args.budget) if args.rounds == "auto" else Rounds(fixed=args.rounds)
     if args.only:
-        to_try = levers_to_try(args.contexts, args.batch_sizes, args.kvstores, args.only, runner)
+        to_try = levers_to_try(args.contexts, args.batch_sizes, args.kvstores, args.only, runner, args.optimizer)
         idle = ["%s (needs %s)" % (l, LEVER_NEEDS[l]) for l in args.only if l not in to_try]
         if not to_try:
             raise UserError("--levers %s: nothing to try here: %s" % (args.levers, "; ".join(idle)))
@@ -755,7 +784,7 @@ def main(argv=None):
     guard_command(args, "python -m gluonperf.tune", stall_timeout=args.timeout + 120)
     advise(args.contexts, prefix="this shell's settings: ")
     total = count_runs(args.model, args.contexts, args.batch_sizes, args.rounds_policy, args.kvstores, args.only,
-                       args.runner_obj)
+                       args.runner_obj, args.optimizer)
     for idle in getattr(args, "idle_levers", ()):
         note("note: --levers: nothing to try here for %s" % idle)
     note("tune: %s%d runs of %s, each in a fresh process" % ("at least " if args.rounds == "auto" else "", total,
@@ -771,7 +800,7 @@ def main(argv=None):
         with keep_on_stop(sweeps.results, args, title, columns):
             results = tune(args.model, args.contexts, args.batch_sizes, args.steps, args.rounds_policy,
                            args.kvstores, args.runner_obj, args.only, bar.update, args.timeout, sweeps,
-                           args.threshold)
+                           args.threshold, args.optimizer)
     finally:
         bar.close()
     table = [r for r in results if r.name != "best"]

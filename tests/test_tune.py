@@ -450,3 +450,19 @@ def test_rounds_auto_stops_on_the_intervals_width_or_the_budget():
 def test_rounds_flag_takes_a_number_or_auto(value, run):
     p = run("gluonperf.tune", "--rounds", value)
     assert p.returncode == 2 and "--rounds" in p.stderr and len(p.stderr.strip().splitlines()) <= 2
+
+
+def test_optimizer_is_trained_in_every_candidate_and_its_lever_knows_it(monkeypatch):
+    seen = []
+
+    def record(cands, *args, **kwargs):
+        seen.extend(c.flag("optimizer") for c in cands)
+        return []
+    monkeypatch.setattr(tune, "sweep", record)
+    monkeypatch.setattr(tune, "paired_sweep", record)
+    best = tune.tune("mlp", ["cpu"], [8], runner=TRAIN, only=["hybridize", "optimizer"], optimizer="adamw")[-1]
+    assert seen and set(seen) == {"adamw"} and "--optimizer adamw" in best.metrics["command"]
+    with pytest.raises(ValueError, match="train runner"):
+        tune.tune("mlp", ["cpu"], [8], runner=STEPRATE, optimizer="adam")
+    with pytest.raises(UserError, match="nothing to try here.*--optimizer sgd or adamw"):
+        parse_args(["--model", "mlp", "--optimizer", "adam", "--levers", "optimizer"])
