@@ -765,7 +765,7 @@ def parse_args(argv):
         check_available(args.dataset, None, args.model)  # one line for bad data, before any run
         runner = Runner(TRAIN.module, ("--dataset", args.dataset) + TRAIN.fixed[2:], TRAIN.steps_flag)
     args.runner_obj = runner
-    if args.optimizer is not None and runner is not TRAIN:
+    if args.optimizer is not None and runner.module != TRAIN.module:
         raise UserError("--optimizer needs --runner train; the steprate worker trains with SGD only")
     args.rounds_policy = Rounds(budget=args.budget) if args.rounds == "auto" else Rounds(fixed=args.rounds)
     if args.only:
