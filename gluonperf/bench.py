@@ -771,7 +771,7 @@ def add_input(sub, common):
                     "for --model's input size, with GluonCV's ImageNet training transforms: images/s of each "
                     "source (folder or .rec through a DataLoader with --workers processes; a .rec through MXNet's "
                     "ImageRecordIter with --workers preprocess threads) with its 95%% interval over --repeat "
-                    "repeats, the peak RSS of the process and its workers; the cost of each stage (read, decode, "
+                    "repeats, the peak memory of the process and its workers (PSS); the cost of each stage (read, decode, "
                     "augment, batchify, copy to the context) timed on its own over a sample of images; and the "
                     "training step's own consumption rate on the first context of --ctx (a batch of the same "
                     "shape held in memory), which each loader's rate is set against (keeps up / too slow, a Welch "
@@ -811,9 +811,9 @@ def _workers_list(text):
 
 
 INPUT_COLUMNS = ["name", "loader", "images_per_s", "images_per_s_ci_low", "images_per_s_ci_high", "images_per_s_n",
-                 "rss_peak_bytes", "vs_step", "vs_step_ci_low", "vs_step_ci_high", "verdict"]
-STAGE_COLUMNS = ["name", "per_image_s", "per_image_s_ci_low", "per_image_s_ci_high",
-                 "per_image_s_n", "images_per_s"]
+                 "memory_peak_bytes", "vs_step", "vs_step_ci_low", "vs_step_ci_high", "verdict"]
+STAGE_COLUMNS = ["name", "per_image_s", "images_per_s", "images_per_s_ci_low", "images_per_s_ci_high",
+                 "images_per_s_n"]
 
 
 def run_input(args):
@@ -839,13 +839,13 @@ def run_input(args):
     stages = [r for r in results if r.bench == "input-stage"]
     sections = [
         ("input pipeline of %s at %dx%d (%s's input), batch %d: images/s of each loader alone (geometric mean of %d "
-         "repeats of %d batches, 95%% interval), peak RSS of the process and its workers; vs_step: the loader's rate "
+         "repeats of %d batches, 95%% interval), peak memory (PSS) of the process and its workers; vs_step: the loader's rate "
          "over the training step's, %.4g images/s on %s (95%% CI %.4g-%.4g, %d repeats; a batch in memory)"
          % (args.dataset, step["image_size"], step["image_size"], args.model, args.batch_size, args.repeat,
             args.batches, step["images_per_s"], step["context"], step["images_per_s_ci_low"],
             step["images_per_s_ci_high"], step["images_per_s_n"]), loaders, INPUT_COLUMNS),
         ("per-stage cost in the main process, each stage timed on its own over %d images, %d repeats (95%% interval); "
-         "images_per_s: what one core reaches on that stage alone" % (args.sample, args.repeat), stages,
+         "images_per_s: what one core reaches on that stage alone (after a warm-up pass)" % (args.sample, args.repeat), stages,
          STAGE_COLUMNS)]
     _emit_sections(sections, args, ctxs[:1], extra=[r for r in results if r.bench == "input-step"])
     if all(c.device_type == "cpu" for c in ctxs):

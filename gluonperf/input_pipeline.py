@@ -39,20 +39,29 @@ SOURCES = ("folder", "rec", "recorditer")
 # --- memory of the process and its workers --------------------------------------------------
 
 class TreeMemory:
-    """Peak RSS of this process plus its child processes (DataLoader workers), sampled every
-    `interval` seconds on a background thread while the block runs."""
+    """Peak memory of this process plus its child processes (DataLoader workers), sampled every
+    `interval` seconds on a background thread while the block runs. Each process counts its
+    PSS (proportional set size: a page shared by k processes counts 1/k in each), so pages a
+    forked worker shares with its parent count once; RSS where the system has no PSS."""
 
-    def __init__(self, interval=0.01):
+    def __init__(self, interval=0.05):
         self.interval, self.peak, self.before = interval, 0, 0
         self._stop = threading.Event()
 
     @staticmethod
-    def now():
+    def _one(process):
+        try:
+            return getattr(process.memory_full_info(), "pss")
+        except (AttributeError, psutil.AccessDenied):
+            return process.memory_info().rss
+
+    @classmethod
+    def now(cls):
         me = psutil.Process()
-        total = me.memory_info().rss
+        total = cls._one(me)
         for child in me.children(recursive=True):
             try:
-                total += child.memory_info().rss
+                total += cls._one(child)
             except psutil.Error:
                 pass
         return total
@@ -168,7 +177,7 @@ def stage_costs(dataset, ctx, batch_size, sample=16, repeat=5, progress=None):
     from mxnet.gluon.data.dataloader import default_batchify_fn
     idx = list(range(min(sample, len(dataset))))
     out = {k: [] for k in ("read", "decode", "augment", "batchify", "copy to context")}
-    for _ in range(repeat):
+    for r in range(repeat + 1):  # the first pass warms up (graphs of the transforms, the file cache)
         start = time.perf_counter()
         raws = [dataset.read(i) for i in idx]
         out["read"].append((time.perf_counter() - start) / len(idx))
@@ -190,7 +199,10 @@ def stage_costs(dataset, ctx, batch_size, sample=16, repeat=5, progress=None):
         start = time.perf_counter()
         x.as_in_context(ctx).wait_to_read() if ctx != x.context else x.copyto(ctx).wait_to_read()
         out["copy to context"].append((time.perf_counter() - start) / batch_size)
-        if progress:
+        if r == 0:
+            for values in out.values():
+                values.pop()
+        elif progress:
             progress()
     return out
 
@@ -199,7 +211,7 @@ def bench_input(path, model, ctx, batch_size=32, workers=(0, 1, 2), sources=None
                 sample=16, step_repeat=5, threshold=stats.THRESHOLD, progress=None):
     """The input pipeline alone, against the training step. Returns Results:
     bench='input' per (source, workers): images/s with its 95% interval over `repeat` repeats
-    of `batches` batches, the peak RSS of the process and its workers, and the loader's rate
+    of `batches` batches, the peak PSS of the process and its workers, and the loader's rate
     over the step's (a Welch interval on the logs: the two ran apart) with a verdict
     (keeps up / too slow); bench='input-stage' per stage of the Python pipeline (seconds per
     image, interval, and the images/s one core would reach on that stage alone);
@@ -244,8 +256,9 @@ def bench_input(path, model, ctx, batch_size=32, workers=(0, 1, 2), sources=None
                                                      "%d worker process(es)" % w if w else "in the main thread"))
             del it, loader
             out.append(result("input", "%s, workers %d" % (src, w), source=src, workers=w, loader=what,
-                              repeats=repeat, batches_per_repeat=batches, rss_peak_bytes=mem.peak,
-                              rss_growth_bytes=mem.peak - mem.before, **fields, **vs.fields("vs_step"),
+                              repeats=repeat, batches_per_repeat=batches, memory_peak_bytes=mem.peak,
+                              memory_growth_bytes=mem.peak - mem.before, memory_measure="PSS of the process and "
+                              "its workers", **fields, **vs.fields("vs_step"),
                               **judged.fields(), skipped_images=ds.skipped.value, **common))
     for src in sources:
         if src == "recorditer":
@@ -253,10 +266,9 @@ def bench_input(path, model, ctx, batch_size=32, workers=(0, 1, 2), sources=None
         costs = stage_costs(train_sets[src], ctx, batch_size, sample, repeat, progress)
         total = [sum(v[i] for v in costs.values()) for i in range(repeat)]
         for stage, seconds in list(costs.items()) + [("all stages", total)]:
-            interval, fields = _interval_fields("per_image_s", seconds)
+            interval, fields = _interval_fields("images_per_s", [1.0 / v for v in seconds])
             out.append(result("input-stage", "%s: %s" % (src, stage), source=src, stage=stage, sample=sample,
-                              repeats=repeat, images_per_s=1.0 / interval.estimate,
-                              **fields, **common))
+                              repeats=repeat, per_image_s=1.0 / interval.estimate, **fields, **common))
     return out
 
 
