@@ -53,3 +53,29 @@ def test_the_input_verdict_flips_when_the_loader_is_slow(images, tmp_path):  # n
     # the share is 1 - t(memory) / t(real) of the same rounds: the medians agree with its direction
     assert min(slow["real_samples_s"]) > max(slow["memory_samples_s"])
     assert "try --workers" in slow["finding"] and "share this machine's CPU cores" in slow["finding"]
+
+
+def test_tune_data_lever_tries_workers_and_for_a_rec_the_record_iterator():
+    from gluonperf.tune import TRAIN, Candidate, Runner, levers
+    base = Candidate("b", (), (("ctx", "cpu0"), ("hybridize", "none")))
+
+    def data_candidates(runner):
+        make = dict(levers(base, ["cpu0"], [8], ["device"], cores=2, runner=runner))["data"]
+        return [dict(c.flags) for c in make(base)[1:]]
+    rec = Runner(TRAIN.module, ("--dataset", "/data/train.rec") + TRAIN.fixed[2:], TRAIN.steps_flag)
+    assert [(f.get("loader"), f["workers"]) for f in data_candidates(rec)] == [
+        (None, "0"), (None, "1"), (None, "2"), ("recorditer", "1"), ("recorditer", "2")]
+    folder = Runner(TRAIN.module, ("--dataset", "/data/images") + TRAIN.fixed[2:], TRAIN.steps_flag)
+    assert all("loader" not in f for f in data_candidates(folder))
+
+
+def test_tune_refuses_bad_image_data_in_one_line(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    p = run_marked(["gluonperf.tune", "--dataset", str(empty), "--model", "lenet"], timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines()[-1].endswith("is an empty folder; it should hold one subfolder per class "
+                                                      "with the images in it (%s/CLASS/IMAGE.jpg), e.g. python -m "
+                                                      "gluonperf.dataset make %s" % (empty, empty))
+    p = run_marked(["gluonperf.tune", "--dataset", str(empty), "--runner", "steprate"], timeout=120)
+    assert p.returncode == 2 and "needs the train runner" in p.stderr
