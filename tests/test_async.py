@@ -36,7 +36,8 @@ def test_queue_vs_finish_reports_both_phases():
     from gluonperf.stats import median_interval, paired_ratios, verdict
     queued, finished = queue_vs_finish(mx.cpu(), size=300, repeat=12)
     assert queued.metrics["repeats"] == finished.metrics["repeats"] == 12
-    assert finished.metrics["ratio_to_queued"] == pytest.approx(finished.metrics["median_s"] / queued.metrics["median_s"])
+    assert finished.metrics["ratio_to_queued"] == pytest.approx(
+        finished.metrics["median_s"] / queued.metrics["median_s"])
     longer = median_interval(paired_ratios(finished.metrics["samples_s"], queued.metrics["samples_s"]))
     found = verdict(longer, words=("longer", "shorter"), threshold=0.5)
     assert found.word == "longer", found.text  # finishing takes over 1.5x the queueing, 1 outside the interval

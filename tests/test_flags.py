@@ -151,7 +151,8 @@ def test_train_seed_wd_kvstore_lr_scale_optimizer_and_lr_decay(tmp_path):
       thread, a fixed reduction order), another seed other ones.
     - --wd 0.5: weight decay pulls the weights towards 0: a smaller sum of squared weights."""
     common = TRAIN + ["--optimizer", "adam", "--lr-scale", "linear", "--lr-decay", "step", "--kvstore", "local"]
-    runs = {"a": ["--seed", "1", "--wd", "0"], "b": ["--seed", "1", "--wd", "0"], "other seed": ["--seed", "2", "--wd", "0"],
+    runs = {"a": ["--seed", "1", "--wd", "0"], "b": ["--seed", "1", "--wd", "0"],
+            "other seed": ["--seed", "2", "--wd", "0"],
             "decay": ["--seed", "1", "--wd", "0.5"]}
     done = two_at_a_time(*[common + extra + ["--json", str(tmp_path / (name + ".json")),
                                              "--save", str(tmp_path / (name + "-ckpt"))]
