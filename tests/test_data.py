@@ -48,7 +48,7 @@ def test_load_gives_datasets_of_samples_and_honours_limit():
     assert x.shape == (1, 28, 28) and x.dtype == np.float32 and 0 <= int(y) < 10
     train, test = data.load("synthetic", limit=50)
     assert len(train) == 50 and train[0][0].shape == (1, 28, 28)
-    with pytest.raises(UserError, match="unknown dataset"):
+    with pytest.raises(UserError, match="--dataset cifar: no such file or folder; give a named set"):
         data.load("cifar")
 
 
