@@ -808,8 +808,16 @@ def main(argv=None):
     warned = sorted({w for r in table for w in r.metrics.get("machine_warnings", ())})
     if warned:
         note(machine.warning_line(warned))
+    failed = []
     for best in (r for r in results if r.name == "best"):
         m = best.metrics
+        bases = [r.metrics for r in table if r.metrics.get("batch_size") in (m["batch_size"], None)
+                 and r.metrics.get("verdict") == "baseline"]
+        if bases and not any(b.get("images_per_s") for b in bases):
+            failed.append(m["batch_size"])
+            print("\nat batch %d no run of the baseline finished (%s): nothing was compared"
+                  % (m["batch_size"], bases[0].get("error", "no figure")))
+            continue
         if m["kept_levers"]:
             print("\nbest at batch %d (kept: %s), confirmed against the defaults in one interleaved run: %s"
                   % (m["batch_size"], ", ".join(m["kept_levers"]), m["verdict_text"]))
@@ -819,6 +827,10 @@ def main(argv=None):
         print("  " + m["command"])
         for w in m["warnings"]:
             print("  warning: " + w)
+    if failed:
+        note("python -m gluonperf.tune: error: every baseline run failed at batch %s; see the table's error column"
+             % ",".join(map(str, failed)))
+        return 1
     return 0
 
 
