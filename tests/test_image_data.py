@@ -137,9 +137,12 @@ def test_bad_data_is_one_line_naming_it(images, tmp_path):
     shutil.copy(images + ".rec", str(lone))
     cases = [(str(empty), "empty folder"), (str(flat), "no class subfolders"), (str(lone), "lone.idx"),
              (str(tmp_path / "absent"), "invalid choice")]
-    for path, words in cases:
-        p = run_marked(["gluonperf.train", "--dataset", path, "--model", "lenet", "--epochs", "1"])
-        _one_line(p, path if words != "invalid choice" else "absent", words)
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=2) as pool:  # they mostly wait for MXNet to load: two at a time
+        runs = pool.map(lambda case: (case, run_marked(["gluonperf.train", "--dataset", case[0], "--model", "lenet",
+                                                        "--epochs", "1"])), cases)
+        for (path, words), p in runs:
+            _one_line(p, path if words != "invalid choice" else "absent", words)
     p = run_marked(["gluonperf.train", "--dataset", images, "--loader", "recorditer", "--model", "lenet"])
     _one_line(p, "--loader recorditer reads a .rec")
     p = run_marked(["gluonperf.train", "--dataset", images, "--model", "mlp"])
