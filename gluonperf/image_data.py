@@ -255,7 +255,9 @@ class RecordIterLoader:
         self.threads = max(1, workers)
         self.batch_size = batch_size
         self.records = len(rec_keys(spec["idx_file"])) // num_parts
-        self.iter = mx.io.ImageRecordIter(
+        self.file = spec["train_file"]
+        self.iter = self._guarded(
+            mx.io.ImageRecordIter,
             path_imgrec=spec["train_file"], path_imgidx=spec["idx_file"], data_shape=(3, size, size),
             batch_size=batch_size, shuffle=True, seed=seed, num_parts=num_parts, part_index=part_index,
             random_resized_crop=True, min_random_area=0.08, max_random_area=1.0, min_aspect_ratio=3 / 4.0,
@@ -264,6 +266,16 @@ class RecordIterLoader:
             preprocess_threads=self.threads, round_batch=False, verbose=False)
         self.sampler = self
 
+    def _guarded(self, call, *args, **kwargs):
+        """`call`, with MXNet's error (a record ImageRecordIter cannot decode) as one line naming the file."""
+        try:
+            return call(*args, **kwargs)
+        except mx.base.MXNetError as e:
+            from . import error_line
+            raise UserError("ImageRecordIter cannot read an image of %s (%s); it cannot skip bad images: use --loader "
+                            "dataloader, which names the record (and skips it with --bad-images skip)"
+                            % (self.file, error_line(e))) from None
+
     def set_epoch(self, epoch):
         pass  # ImageRecordIter reshuffles at every reset
 
@@ -271,21 +283,13 @@ class RecordIterLoader:
         return self.records // self.batch_size
 
     def __iter__(self):
-        self.iter.reset()
+        self._guarded(self.iter.reset)
         for _ in range(len(self)):
             try:
-                batch = self.iter.next()
+                batch = self._guarded(self.iter.next)
             except StopIteration:
                 return
-            except mx.base.MXNetError as e:
-                from . import error_line
-                raise UserError("ImageRecordIter cannot read %s: %s (it cannot skip bad images; use --loader "
-                                "dataloader --bad-images skip)" % (self.iter_file, error_line(e))) from None
             yield batch.data[0], batch.label[0]
-
-    @property
-    def iter_file(self):
-        return "the .rec"
 
 
 def rec_keys(idx):

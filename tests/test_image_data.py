@@ -211,3 +211,23 @@ def test_the_full_profile_has_the_input_section_and_counts_colour_images(images,
     total = next(r for r in rows if r["bench"] == "work" and r["name"] == "total")
     assert total["input"] == "3x28x28"
     assert "input: is the step waiting for its input?" in p.stdout
+
+
+def test_a_corrupt_record_is_one_line_from_either_reader_of_a_rec(images, tmp_path):
+    import mxnet as mx
+    src = mx.recordio.MXIndexedRecordIO(images + ".idx", images + ".rec", "r")
+    bad = str(tmp_path / "bad")
+    out = mx.recordio.MXIndexedRecordIO(bad + ".idx", bad + ".rec", "w")
+    for key in src.keys:
+        record = src.read_idx(key)
+        if key == 3:
+            header, _ = mx.recordio.unpack(record)
+            record = mx.recordio.pack(header, b"not a JPEG")
+        out.write_idx(key, record)
+    out.close()
+    p = run_marked(["gluonperf.train", "--dataset", bad + ".rec", "--model", "lenet", "--epochs", "1", "--batch-size",
+                    "4", "--workers", "2"], timeout=120)
+    _one_line(p, "corrupt image record 3 of %s.rec" % bad)
+    p = run_marked(["gluonperf.train", "--dataset", bad + ".rec", "--loader", "recorditer", "--model", "lenet",
+                    "--epochs", "1", "--batch-size", "4", "--workers", "2"], timeout=120)
+    _one_line(p, "ImageRecordIter cannot read an image of %s.rec" % bad, "--loader dataloader")
