@@ -608,7 +608,8 @@ def scaling(config, contexts, steps=None, progress=None):
     train_set, _ = load_for(config)
     need = per_device * len(contexts)
     index = np.arange(need) % len(train_set)
-    x_all = mx.nd.array(np.stack([train_set[i][0] for i in index]))
+    samples = [train_set[i][0] for i in index]  # numpy (named sets) or NDArray (image data)
+    x_all = mx.nd.array(np.stack([x.asnumpy() if isinstance(x, mx.nd.NDArray) else x for x in samples]))
     y_all = mx.nd.array(np.array([train_set[i][1] for i in index]))
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     results, one = [], None

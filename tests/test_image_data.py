@@ -231,3 +231,11 @@ def test_a_corrupt_record_is_one_line_from_either_reader_of_a_rec(images, tmp_pa
     p = run_marked(["gluonperf.train", "--dataset", bad + ".rec", "--loader", "recorditer", "--model", "lenet",
                     "--epochs", "1", "--batch-size", "4", "--workers", "2"], timeout=120)
     _one_line(p, "ImageRecordIter cannot read an image of %s.rec" % bad, "--loader dataloader")
+
+
+def test_scaling_and_two_contexts_take_image_data(images, tmp_path):
+    out = str(tmp_path / "scaling.json")
+    p = run_marked(["gluonperf.train", "--dataset", images + ".rec", "--model", "lenet", "--ctx", "cpu0,cpu1",
+                    "--scaling", "--steps", "2", "--batch-size", "4", "--json", out])
+    assert p.returncode == 0, p.stderr
+    assert [r["devices"] for r in records(out)] == [1, 2]
