@@ -248,13 +248,16 @@ class _Corrupt(Exception):
 class RecordIterLoader:
     """MXNet's ImageRecordIter (C++ threads decode and augment: `preprocess_threads`) as a
     loader of (x, y) batches: GluonCV's --use-rec recipe (random resized crop, mirror,
-    ImageNet mean and std), full batches only. It reads every record of the file."""
+    ImageNet mean and std), full batches only, as many per epoch as the DataLoader would give
+    over the same set. It draws them from every record of the file."""
 
     def __init__(self, dataset, batch_size, workers, num_parts=1, part_index=0, seed=0):
         spec, size = dataset.spec, dataset.size
         self.threads = max(1, workers)
         self.batch_size = batch_size
-        self.records = len(rec_keys(spec["idx_file"])) // num_parts
+        # an epoch is as long as the DataLoader's over this set (--limit, the held-out tenth), although
+        # ImageRecordIter draws its batches from every record of its part of the file
+        self.records = min(len(dataset), len(rec_keys(spec["idx_file"]))) // num_parts
         self.file = spec["train_file"]
         self.iter = self._guarded(
             mx.io.ImageRecordIter,
