@@ -185,7 +185,12 @@ def compare(old_records, new_records, fail_above=None, metric=None, threshold=st
         b = statistics.median(float(r.metrics[m]) for r in news)
         change = b / a - 1 if a else float("inf")
         worse = -change if higher_is_better(m) else change
-        interval, how, v = judge(olds, news, m, threshold, noise_floor, (pairs or {}).get(k), level)
+        # a run that recorded an unstable machine (gluonperf.machine) widens the verdict, as it did there
+        unstable = any(r.metrics.get("machine_warnings") for r in olds + news)
+        here = max(level, stats.UNSTABLE_LEVEL) if unstable else level
+        interval, how, v = judge(olds, news, m, threshold, noise_floor, (pairs or {}).get(k), here)
+        if unstable:
+            how += "; a run recorded an unstable machine: 99% interval"
         if v.word in ("slower", "worse"):
             status = "regression" if fail_above is not None and worse > fail_above else "worse"
         else:

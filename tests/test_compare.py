@@ -215,3 +215,13 @@ def test_cli_json_into_a_new_directory(tmp_path, run):
     p = run("gluonperf.compare", old, old, "--json", str(out))
     assert p.returncode == 0, p.stderr
     assert json.loads(out.read_text().splitlines()[0])["status"]
+
+
+def test_a_run_that_recorded_an_unstable_machine_gets_a_wider_interval():
+    old = runs("a", [100, 101, 99, 100])
+    new = runs("a", [104, 105, 103, 104])
+    calm = compare(old, new)[0].metrics
+    new[0] = Result(new[0].bench, new[0].name, dict(new[0].metrics, machine_warnings=["busy"]))
+    shaky = compare(old, new)[0].metrics
+    assert calm["ratio_level"] == 0.95 and shaky["ratio_level"] == 0.99 and "unstable" in shaky["evidence"]
+    assert shaky["ratio_ci_high"] - shaky["ratio_ci_low"] > calm["ratio_ci_high"] - calm["ratio_ci_low"]
