@@ -181,18 +181,18 @@ def main(argv=None):
     total = (args.decisions if "aa" in parts else 0) + (args.decisions if "known" in parts else 0) + \
         (args.tune_runs if "tune" in parts else 0) + (args.floor_runs if "floor" in parts else 0)
     out = []
-    began = time.time()
+    checks = {"aa": lambda bar: check_aa(args.decisions, args.repeat, args.number, args.threshold, bar.update),
+              "known": lambda bar: check_known(args.decisions, args.repeat, args.number, args.threshold, bar.update),
+              "tune": lambda bar: check_tune(args.tune_runs, args.tune_steps, args.threshold, args.tune_budget,
+                                             bar.update),
+              "floor": lambda bar: check_floor(args.floor_runs, args.threshold, bar.update)}
     with cli.progress_bar(total, "verdicts") as bar:
-        if "aa" in parts:
-            out.append(check_aa(args.decisions, args.repeat, args.number, args.threshold, bar.update))
-        if "known" in parts:
-            out.append(check_known(args.decisions, args.repeat, args.number, args.threshold, bar.update))
-        if "tune" in parts:
-            out.append(check_tune(args.tune_runs, args.tune_steps, args.threshold, args.tune_budget, bar.update))
-        if "floor" in parts:
-            out.append(check_floor(args.floor_runs, args.threshold, bar.update))
-    for r in out:
-        r.metrics.update(machine_before=start, seconds=round(time.time() - began, 1))
+        for part in PARTS:
+            if part in parts:
+                began = time.time()
+                r = checks[part](bar)
+                r.metrics.update(machine_before=start, seconds=round(time.time() - began, 1))
+                out.append(r)
     columns = ["name", "decisions", "runs", "called_a_change", "wrong_sign", "same", "covered", "kept",
                "compare_called_a_change", "floor", "limit", "passed"]
     cli.emit(out, args, title="verdicts on this machine (%s, %d cores)" % (
