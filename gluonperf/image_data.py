@@ -232,10 +232,34 @@ class ImageSet(gluon.data.Dataset):
         from .data import PartSampler
         sampler = PartSampler(len(self), num_parts, part_index, shuffle, seed)
         batches = gluon.data.BatchSampler(sampler, batch_size, last_batch)
-        out = gluon.data.DataLoader(self, batch_sampler=batches, num_workers=workers,
-                                    thread_pool=bool(thread_pool), timeout=600)
-        out.sampler = sampler
-        return out
+        return WorkerLoader(gluon.data.DataLoader(self, batch_sampler=batches, num_workers=workers,
+                                                  thread_pool=bool(thread_pool), timeout=WORKER_TIMEOUT_S), sampler)
+
+
+WORKER_TIMEOUT_S = 120  # MXNet's default: a worker that gives no batch for this long is taken for dead
+
+
+class WorkerLoader:
+    """A DataLoader whose worker timeout (a worker killed, e.g. by the kernel's OOM killer, never
+    answers) is a UserError, one line, instead of multiprocessing's TimeoutError and a traceback."""
+
+    def __init__(self, loader, sampler):
+        self.loader, self.sampler = loader, sampler
+
+    def __len__(self):
+        return len(self.loader)
+
+    def __iter__(self):
+        it = iter(self.loader)
+        while True:
+            try:
+                batch = next(it)
+            except StopIteration:
+                return
+            except multiprocessing.TimeoutError:
+                raise UserError("a DataLoader worker gave no batch in %d s: it died (out of memory?) or one image "
+                                "takes that long; use fewer --workers or smaller images" % WORKER_TIMEOUT_S) from None
+            yield batch
 
 
 class _Corrupt(Exception):
