@@ -12,7 +12,7 @@ loop (faster / slower / same / inconclusive; tune.summarize, gluonperf.stats), r
 docs/suites.md says. The baseline is benchmarks/book_loop.py (the chapter's concise
 ResNet-18 loop, imperative, DataLoader with 4 workers, default environment); the others
 are gluonperf.steprate (the same loop on in-memory batches) with one or more levers
-changed. See LEVERS.md for what they gave.
+changed. See docs/levers.md for what they gave.
 """
 import argparse
 import os
@@ -130,7 +130,7 @@ def main(argv=None):
         bad = sorted(keep & set(spinning))
         if bad:
             raise cli.UserError("--only: candidate %d (%s) cannot run in this sweep: its idle OpenMP threads spin "
-                                "for ever and take the cores from every other candidate (LEVERS.md); leave it out"
+                                "for ever and take the cores from every other candidate (docs/levers.md); leave it out"
                                 % (bad[0], cands[bad[0]].name))
         cands = [c for i, c in enumerate(cands) if i in keep]
     else:
@@ -142,7 +142,7 @@ def main(argv=None):
     preloads = {c.name: dict(c.env).get("LD_PRELOAD") for c in cands}
     missing = [c.name for c in cands if preloads[c.name] and not os.path.isfile(preloads[c.name])]
     if missing and args.only:
-        raise cli.UserError("%r needs %s, which is not there; install it (see LEVERS.md) or leave the candidate "
+        raise cli.UserError("%r needs %s, which is not there; install it (see docs/levers.md) or leave the candidate "
                             "out of --only" % (missing[0], preloads[missing[0]]))
     for name in missing:
         cli.note("note: left out %r: %s is not there" % (name, preloads[name]))

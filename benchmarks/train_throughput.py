@@ -9,7 +9,7 @@ For each batch size, in fresh processes, interleaved round by round:
   - `gluonperf.train`: `python -m gluonperf.train --dataset synthetic` as a user
     runs it, with its defaults;
   - `gluonperf.train OMP_NUM_THREADS=<cores> --workers 0`: the same with the
-    levers benchmarks/LEVERS.md found (one OpenMP thread per core, batches loaded
+    levers docs/levers.md found (one OpenMP thread per core, batches loaded
     in the main thread; --hybridize static is already train's default);
   - `gluonperf.train --ctx cpu0,cpu1 --kvstore device` and `... --kvstore flat`: the
     same global batch split over two CPU contexts on the same cores, with train's

@@ -5,7 +5,7 @@ returns one line per trap found. The big one on CPUs: without OMP_NUM_THREADS,
 MXNet on x86 gives each operator half the processors, assuming two hyper-threads
 per core (src/engine/openmp.cc). On a machine without hyper-threading (most cloud
 VMs) that leaves half the cores idle: on the 2-core box gluonperf was built on,
-ResNet-18 training runs at about half speed (see benchmarks/LEVERS.md).
+ResNet-18 training runs at about half speed (see docs/levers.md).
 """
 import os
 import platform
@@ -178,7 +178,7 @@ def cores_taken(interval=0.2):
 # other, and MXNet's default of a few workspaces, shared round-robin by every CPU context,
 # serialises two contexts' work: in a traced ResNet-18 step on cpu0,cpu1 the two contexts
 # ran at the same time for 11-12% of their busy time with the default, 78-80% with 16 and
-# 92-94% with 64, for +5% peak memory (benchmarks/LEVERS.md, "Two CPU contexts that wait").
+# 92-94% with 64, for +5% peak memory (docs/levers.md, "Two CPU contexts that wait").
 TEMP_COPY_FOR_CONTEXTS = 64
 
 
@@ -190,7 +190,7 @@ def apply_thread_defaults(contexts=1, environ=None, taken=None):
     The threads leave out the cores other processes hold when the command starts
     (`taken`; default: measured, `cores_taken`): an OpenMP team on a core another
     process holds waits at every barrier, and ResNet-18 training with 2 threads on 2
-    cores ran at 0.47x of 1 thread while one other process was busy (benchmarks/LEVERS.md).
+    cores ran at 0.47x of 1 thread while one other process was busy (docs/levers.md).
 
     Must run before MXNet is imported (MXNet reads them once, at start-up): call it at
     the top of a CLI module, before `import mxnet`. Returns a one-line note saying

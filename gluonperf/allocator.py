@@ -6,7 +6,7 @@ to the system: it unmaps large blocks, trims its heaps, and deletes a thread are
 once it is empty. The next arrays then fault their pages in again, one 4 KiB page at a
 time. On `bench overlap`'s CPU stand-ins the pipelined variant took about 8,000 minor page
 faults per repeat (32 MiB) and ran 2-3x slower than compute and copy apart, with nothing
-to do with overlap (benchmarks/LEVERS.md, "The pipelined overlap run and glibc").
+to do with overlap (docs/levers.md, "The pipelined overlap run and glibc").
 A GPU does not pay this: MXNet's GPU memory pool keeps what it freed for the next array.
 
 `keep_freed_memory()` makes glibc keep it too, with `mallopt`: one arena (the main heap,

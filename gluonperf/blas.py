@@ -4,7 +4,7 @@ MXNet 1.9.1's pip wheels bundle OpenBLAS 0.3.13 built with OpenMP. `nd.dot` and
 `nd.batch_dot` call its sgemm; when two engine threads call a multi-threaded sgemm at
 the same time (two CPU contexts working at once, or MXNET_CPU_WORKER_NTHREADS above 1)
 one of them spins for ever in OpenBLAS's `exec_blas`, and `nd.waitall()` never returns.
-Measured (benchmarks/LEVERS.md, "OpenBLAS hang"): with OMP_NUM_THREADS=2, products of
+Measured (docs/levers.md, "OpenBLAS hang"): with OMP_NUM_THREADS=2, products of
 1000x1000, 256x256 and LeNet's 128x800 by 800x128 on cpu(0) and cpu(1) at once hang
 every time; 64x64 (which OpenBLAS runs on one thread) and OMP_NUM_THREADS=1 do not;
 OPENBLAS_NUM_THREADS does not help (the OpenMP build follows MXNet's per-operator

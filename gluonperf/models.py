@@ -67,7 +67,7 @@ class Residual(nn.HybridBlock):
     oneDNN kernel, so on CPU every call converts oneDNN's blocked layout to NCHW and back:
     it took 14.5% of a ResNet-18 step. By default ReLU is `Activation(act_type="relu")`, the
     same function on oneDNN, and with fuse=True the first BatchNorm and its ReLU are one
-    oneDNN operator (BatchNormReLU; CPU only, see `fusable`). benchmarks/LEVERS.md has the
+    oneDNN operator (BatchNormReLU; CPU only, see `fusable`). docs/levers.md has the
     figures. Parameter names are the same in every variant, so checkpoints move between them."""
 
     def __init__(self, num_channels, use_1x1conv=False, strides=1, book_relu=False, fuse=False, **kwargs):

@@ -8,7 +8,7 @@ that is that long: the arrays are read element by element side by side rather th
 after the other, and a short array costs as many loop steps as the longest. For
 ResNet-18's 11.2 million parameters it took 26 ms a step where one `sgd_mom_update` per
 parameter took 13 ms, and training at batch 64 ran 1.025x faster with the latter
-(benchmarks/LEVERS.md, ninth session).
+(docs/levers.md, ninth session).
 
 `SGD` here is MXNet's SGD, updating each parameter with momentum by its own
 `sgd_mom_update` on CPU: the same arithmetic to the bit (tests/test_optimizers.py). It
@@ -198,5 +198,5 @@ def note(optimizer, momentum, contexts, environ=None):
     if optimizer != "sgd" or not per_array(momentum, [c.device_type for c in contexts], environ):
         return None
     return ("%s unset, so SGD updates each parameter with its own sgd_mom_update (MXNet's multi-tensor kernel "
-            "took twice as long on CPU for ResNet-18, benchmarks/LEVERS.md); set it (MXNet's default: 4) for MXNet's"
+            "took twice as long on CPU for ResNet-18, docs/levers.md); set it (MXNet's default: 4) for MXNet's"
             % AGGREGATION)

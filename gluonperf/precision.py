@@ -10,7 +10,7 @@ tile registers (arch_prctl(ARCH_REQ_XCOMP_PERM), Linux 5.16+); without that perm
 the first AMX instruction kills the process (SIGILL). Without AMX, oneDNN runs
 bfloat16 on AVX512-BF16, where it depends on the CPU: 0.69x float32 for a convolution on
 an Intel Xeon with AMX turned off, 1.7x float32 for ResNet-18's training on an AMD EPYC
-Zen 5 (benchmarks/LEVERS.md); `gluonperf.tune --levers hybridize,dtype` measures it.
+Zen 5 (docs/levers.md); `gluonperf.tune --levers hybridize,dtype` measures it.
 oneDNN 2.4 has no bfloat16 kernels below AVX-512 (on an AVX2 AMD EPYC Zen 3, creating a
 bfloat16 convolution or dense layer fails): there `check` refuses bfloat16 before anything runs.
 
@@ -21,7 +21,7 @@ import ctypes
 import os
 
 DTYPES = ("float32", "bfloat16")
-# AVX512-BF16 without AMX, as measured (benchmarks/LEVERS.md, fourth and fifteenth sessions), and what to do
+# AVX512-BF16 without AMX, as measured (docs/levers.md, fourth and fifteenth sessions), and what to do
 WITHOUT_AMX = ("slower than float32 on an Intel Xeon and 1.7x faster on an AMD EPYC Zen 5; measure it here "
                "(python -m gluonperf.tune --levers hybridize,dtype) and check that your model learns as well")
 AMX_ISA = "AVX512_CORE_AMX"
@@ -132,7 +132,7 @@ def has_amx(flags=None):
 def hint(dtype, contexts, flags=None):
     """A one-line note for a float32 run on CPU contexts of a CPU with AMX, where
     --dtype bfloat16 can train much faster, or with AVX512-BF16, where it may
-    (benchmarks/LEVERS.md); else None."""
+    (docs/levers.md); else None."""
     flags = cpu_flags() if flags is None else flags
     if dtype != "float32" or not contexts or not has_bf16(flags) or why_no_bf16(flags=flags):
         return None

@@ -416,7 +416,7 @@ class Worker:
 def spins_when_idle(candidate):
     """True for a candidate whose OpenMP threads never sleep (GOMP_SPINCOUNT=infinite): waiting
     warm in a paired sweep, it spins on the cores, and every other candidate ran 4-8x slower
-    beside it (benchmarks/LEVERS.md, third and fifteenth sessions)."""
+    beside it (docs/levers.md, third and fifteenth sessions)."""
     return str(dict(candidate.env).get("GOMP_SPINCOUNT", "")).lower() == "infinite"
 
 
@@ -535,7 +535,7 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
                                              MXNET_CPU_TEMP_COPY=TEMP_COPY_FOR_CONTEXTS))
             if many is not None and any(c.startswith("cpu") for c in contexts):
                 # MXNet's own workspace pool, shared by all CPU contexts (it serialised them:
-                # benchmarks/LEVERS.md), against the larger one gluonperf sets
+                # docs/levers.md), against the larger one gluonperf sets
                 out.append(many.with_env("%s MXNET_CPU_TEMP_COPY=1 (MXNet's default)" % label,
                                          MXNET_CPU_TEMP_COPY=1))
             return out

@@ -74,7 +74,7 @@ def test_bfloat16_is_refused_below_avx512_where_onednn_has_no_kernels_for_it():
 
 def test_avx512_bf16_without_amx_is_left_to_a_measurement(monkeypatch):
     """Without AMX, oneDNN's AVX512-BF16 kernels were slower than float32 on an Intel Xeon and
-    1.7x faster on an AMD EPYC Zen 5 (LEVERS.md): the note says both and how to measure, and
+    1.7x faster on an AMD EPYC Zen 5 (docs/levers.md): the note says both and how to measure, and
     a float32 run there gets the same pointer."""
     env = {}
     flags = AVX512_BF16
