@@ -64,6 +64,7 @@ def build_parser():
     p.add_argument("--rounds", type=cli.positive_int, default=5,
                    help="with --dataset PATH: alternating rounds of --steps steps on the real loader, on a batch in "
                         "memory and of the loader alone, for the input verdict's interval (default: %(default)s)")
+    cli.add_threshold(p)  # the input verdict's (with --dataset PATH)
     p.add_argument("--operators-only", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -184,7 +185,8 @@ def input_section(args, config, ctxs, setup):
     """The input-bound rows (gluonperf.input_pipeline.input_bound) on the loader `setup` holds."""
     from .input_pipeline import input_bound
     with cli.progress_bar(2 * args.warmup + 3 * args.rounds, "input") as bar:
-        return input_bound(config, ctxs, args.steps, args.rounds, args.warmup, progress=bar.update, setup=setup)
+        return input_bound(config, ctxs, args.steps, args.rounds, args.warmup, args.threshold, progress=bar.update,
+                           setup=setup)
 
 
 def operators_only(args, ctxs, config):
