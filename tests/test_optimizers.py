@@ -357,7 +357,7 @@ def test_a_checkpoint_beyond_the_file_size_limit_is_one_line(tmp_path):
 
 # --- profile, footprint and predict with each optimizer ------------------------------------
 
-def test_the_update_operators_named_for_the_profile_are_those_the_update_runs(monkeypatch):
+def test_the_update_operators_named_for_the_profile_are_those_the_update_runs(monkeypatch, tmp_path):
     """Run each optimizer's update through a Trainer with MXNet's profiler on and compare the
     operators it recorded with the names profile's breakdown gives."""
     import json
@@ -371,7 +371,8 @@ def test_the_update_operators_named_for_the_profile_are_those_the_update_runs(mo
         loss.backward()
         mx.nd.waitall()
         ops = set()
-        mx.profiler.set_config(profile_imperative=True, aggregate_stats=True)
+        # (a file name of its own: MXNet's profiler writes profile.json into the working directory, the repo's)
+        mx.profiler.set_config(profile_imperative=True, aggregate_stats=True, filename=str(tmp_path / "p.json"))
         mx.profiler.set_state("run")
         trainer.update(2)
         mx.nd.waitall()
