@@ -320,12 +320,13 @@ def test_levers_with_nothing_to_try_here_are_named_and_alone_refused(monkeypatch
 
 def test_every_lever_that_can_be_empty_says_what_it_needs(monkeypatch):
     """A lever with only its baseline in the barest setting (one core, one context, the
-    steprate runner, no bfloat16, no allocator library) must have an entry in LEVER_NEEDS."""
+    steprate runner, no bfloat16, no allocator library, an optimizer with one implementation) must
+    have an entry in LEVER_NEEDS."""
     import gluonperf.tune as t
     monkeypatch.setattr(t, "has_bf16", lambda: False)
     monkeypatch.setattr(t, "allocators", lambda: [])
     monkeypatch.setattr(t, "huge_pages_tunable", lambda: None)
-    base = Candidate("b", (), (("ctx", "cpu0"), ("hybridize", "none")))
+    base = Candidate("b", (), (("ctx", "cpu0"), ("hybridize", "none"), ("optimizer", "adam")))
     bare = {lever for lever, make in levers(base, ["cpu0"], [64], ["device"], cores=1, runner=STEPRATE)
             if len(make(base)) > 1}
     assert set(t.LEVER_NAMES) - bare == set(t.LEVER_NEEDS)
