@@ -229,7 +229,7 @@ def bench_input(path, model, ctx, batch_size=32, workers=(0, 1, 2), sources=None
                             % (path, len(train_sets[src]), batch_size))
     classes = next(iter(train_sets.values())).classes
     rates_step = step_rate(model, ctx, batch_size, shape, classes, repeat=step_repeat, progress=progress)
-    step_interval, step_fields = _interval_fields("images_per_s", rates_step)
+    _, step_fields = _interval_fields("images_per_s", rates_step)
     common = dict(model=model, batch_size=batch_size, image_size=size, dataset=path, context=describe([ctx]))
     out.append(result("input-step", "training step (batch in memory)", source="step on %s" % describe([ctx]),
                       step_repeats=step_repeat, **step_fields, **common))
@@ -248,7 +248,7 @@ def bench_input(path, model, ctx, batch_size=32, workers=(0, 1, 2), sources=None
                     if progress:
                         progress()
             rates = [batch_size * batches / s for s in seconds]
-            interval, fields = _interval_fields("images_per_s", rates)
+            _, fields = _interval_fields("images_per_s", rates)
             vs = stats.two_sample_interval(rates_step, rates, noise_floor=0, higher_is_better=True)
             judged = stats.verdict(vs, threshold, words=("keeps up", "too slow"), what="repeats")
             what = ("ImageRecordIter, %d preprocess thread(s)" % loader.threads if src == "recorditer"
@@ -317,7 +317,6 @@ def input_bound(config, contexts, steps=10, rounds=5, warmup=3, threshold=stats.
     batch = config.batch_size
     first = next(s.batches)
     cached = itertools.repeat(first)
-    loader = getattr(s, "loader", None)
     depth = 2 * config.workers if config.loader != "recorditer" else 4
     for _ in range(warmup):  # deferred init, graph building; the workers start
         _loop(s, cached, 1)
@@ -338,7 +337,6 @@ def input_bound(config, contexts, steps=10, rounds=5, warmup=3, threshold=stats.
                 alone.append(time_loader(s.batches, depth, steps) / steps)
             if progress:
                 progress()
-    del loader
     slowdown = stats.ratio_interval(stats.paired_ratios(real, memory))  # t(real) / t(memory) per round
     share = 1 - 1 / slowdown.estimate
     share_low, share_high = 1 - 1 / slowdown.low, (1 - 1 / slowdown.high if math.isfinite(slowdown.high) else 1.0)
@@ -394,11 +392,18 @@ def _finding(judged, share, low, high, slowdown, real_i, mem_i, alone_i, config,
     shared = ("; the loader's workers and the step share this machine's CPU cores, so while training the loader "
               "delivers less than alone" if cpu else "")
     if judged.word == "input-bound":
-        more = (config.workers or 0) + max(1, config.workers or 1)
-        advice = "try --workers %d%s" % (more, "" if config.loader == "recorditer" else " or RecordIO (--loader "
-                                                                                         "recorditer on a .rec)")
-        if cpu:
-            advice += " (more workers pay only while cores are free)"
+        recordio = "" if config.loader == "recorditer" else "RecordIO (--loader recorditer on a .rec)"
+        if cpu and alone_i.low > mem_i.high:
+            # the loader alone outpaces the step: what the step waits for is the cores the loader takes
+            advice = ("the loader alone is %.3gx faster than the step needs, so the wait is the loader's CPU time taken "
+                      "from the step on the same cores: a loader that costs less CPU per image helps (%s), more "
+                      "workers will not" % (alone_i.estimate / mem_i.estimate,
+                                            recordio or "smaller images stored, or fewer --workers"))
+        else:
+            more = (config.workers or 0) + max(1, config.workers or 1)
+            advice = "try --workers %d%s" % (more, " or " + recordio if recordio else "")
+            if cpu:
+                advice += " (more workers pay only while cores are free)"
         return "input-bound: %s of each step waits for data (%s); %s; %s%s" % (_pct(share), ci, rates, advice, shared)
     if judged.word == "same":
         return ("not input-bound: the step on real data is as fast as on a batch in memory within +-%g%% (waiting "
