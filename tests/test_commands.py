@@ -540,7 +540,7 @@ def test_the_package_lists_its_commands_and_each_has_help(tmp_path):
     p = command(["-m", "gluonperf"], tmp_path, timeout=60)
     assert p.returncode == 0 and p.stderr == ""
     names = [line.split()[0] for line in p.stdout.split("commands:")[1].strip().splitlines()]
-    assert {"bench", "train", "profile", "tune", "predict", "launch", "compare", "report"} == set(names)
+    assert {"bench", "train", "profile", "tune", "predict", "launch", "compare", "report", "dataset"} == set(names)
     with ThreadPoolExecutor(max_workers=2) as pool:  # independent processes: two at a time on two cores
         helps = pool.map(lambda n: (n, command(["-m", "gluonperf.%s" % n, "--help"], tmp_path, timeout=120)), names)
         for name, h in helps:
