@@ -820,6 +820,10 @@ def run_input(args):
     from . import UserError
     from .data import check_available
     from .input_pipeline import SOURCES, bench_input, sources_of
+    from .image_data import is_path
+    if not is_path(args.dataset):
+        raise UserError("--dataset %s is held in memory, with no loader to measure; give the PATH of a folder of class "
+                        "subfolders or of a .rec (python -m gluonperf.dataset make DIR --rec makes both)" % args.dataset)
     ctxs = cli.contexts(args)
     check_available(args.dataset, None, args.model)  # one line for bad data, before any work
     sources = sources_of(args.dataset)

@@ -82,3 +82,11 @@ def test_tune_refuses_bad_image_data_in_one_line(tmp_path):
                                                       "gluonperf.dataset make %s" % (empty, empty))
     p = run_marked(["gluonperf.tune", "--dataset", str(empty), "--runner", "steprate"], timeout=120)
     assert p.returncode == 2 and "needs the train runner" in p.stderr
+
+
+def test_the_input_questions_need_image_data(tmp_path):
+    p = run_marked(["gluonperf.profile", "--dataset", "digits", "--input-only"], timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "give --dataset PATH" in p.stderr.splitlines()[-1]
+    p = run_marked(["gluonperf.bench", "input", "--dataset", "digits"], timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert "digits is held in memory, with no loader to measure" in p.stderr.splitlines()[-1]
