@@ -79,7 +79,7 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
             "--workers", type=cli.non_negative_int, default=None,
             help="DataLoader worker threads (0: load in the main thread). Default: 0 when every "
                  "context is a CPU (loader threads would compete with MXNet's OpenMP threads for "
-                 "the cores: 1.02-1.11x faster without them, benchmarks/LEVERS.md), %d with GPUs"
+                 "the cores: 1.02-1.11x faster without them, docs/levers.md), %d with GPUs"
                  % d.workers),
         "loader": lambda: p.add_argument(
             "--loader", choices=("dataloader", "recorditer"), default=d.loader,
@@ -217,7 +217,7 @@ def config_from(args, ctxs):
 
 KVSTORE_NOTE = ("note: --kvstore unset, so gluonperf sums the gradients of the %d CPU contexts with flat "
                 "(each context sums and updates its share once; it trained faster than MXNet's device "
-                "kvstore here, benchmarks/LEVERS.md); --kvstore device for MXNet's")
+                "kvstore here, docs/levers.md); --kvstore device for MXNet's")
 
 
 def check_kvstore(args, ctxs):

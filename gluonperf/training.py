@@ -106,7 +106,7 @@ def lr_schedule(config, lr, iters_per_epoch):
 
 def default_kvstore(contexts):
     """flat on several CPU contexts (gluonperf.flat: measured faster than device there,
-    benchmarks/LEVERS.md), MXNet's device kvstore otherwise."""
+    docs/levers.md), MXNet's device kvstore otherwise."""
     contexts = list(contexts)
     return "flat" if len(contexts) > 1 and all(c.device_type == "cpu" for c in contexts) else "device"
 
@@ -184,7 +184,7 @@ def hits(outputs, labels, k=5):
     Not with those metrics: their argmax (like a loss's sum()) is an engine operator,
     queued with the training's own; with two CPU contexts these reads made one context
     wait for work queued on the other (up to 170 ms in a trace) and cost `--ctx
-    cpu0,cpu1` 8% of its throughput (benchmarks/LEVERS.md, seventh session)."""
+    cpu0,cpu1` 8% of its throughput (docs/levers.md, seventh session)."""
     top1 = topk = 0
     for output, label in zip(outputs, labels):
         output, label = output.asnumpy(), label.asnumpy().astype(np.int64).ravel()
