@@ -20,6 +20,42 @@ def clean_env(**extra):
     return env
 
 
+def marked_env(**extra):
+    """A clean environment with a unique marker, to find every process of one run (forked
+    workers inherit it): (env, mark)."""
+    import uuid
+    mark = uuid.uuid4().hex
+    return clean_env(GLUONPERF_TEST_RUN=mark, **extra), mark
+
+
+def processes_of(mark):
+    """The live processes whose environment carries `mark` (zombies are already gone)."""
+    import psutil
+    found = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if p.environ().get("GLUONPERF_TEST_RUN") == mark and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return found
+
+
+def run_leaving_nothing(argv, timeout=240, **env):
+    """`python <argv>` from the project root in a clean environment (plus `env`), as a user
+    runs it; fails the test if any process of the run is still there 10 s after it returned.
+    Returns the CompletedProcess (text)."""
+    full_env, mark = marked_env(**env)
+    done = subprocess.run([sys.executable, *argv], cwd=ROOT, env=full_env, capture_output=True, text=True,
+                          timeout=timeout)
+    deadline = time.time() + 10
+    while processes_of(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    left = processes_of(mark)
+    assert not left, "left running: %s" % [p.cmdline() for p in left]
+    return done
+
+
 def run_module(*args, timeout=300, env=None):
     """Run `python -m <args>` from the project root in a clean environment (see
     `clean_env`); returns CompletedProcess (text). A timeout fails the test."""

@@ -16,46 +16,20 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 
 import psutil
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import ROOT, marked_env, processes_of, run_leaving_nothing
 
 PY = sys.executable
 TIMEOUT = 240
 
 
-def marked_env(**extra):
-    """A clean environment with a unique marker, to find every process of one run."""
-    mark = uuid.uuid4().hex
-    return clean_env(GLUONPERF_TEST_RUN=mark, **extra), mark
-
-
-def processes_of(mark):
-    found = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if p.environ().get("GLUONPERF_TEST_RUN") == mark:
-                found.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            pass
-    return found
-
-
 def command(args, tmp_path, timeout=TIMEOUT, **env):
     """Run `python <args>` from the project root as a user would; check that nothing of
     the run is left running afterwards; returns the CompletedProcess."""
-    full_env, mark = marked_env(**env)
-    done = subprocess.run([PY, *args], cwd=ROOT, env=full_env, capture_output=True, text=True,
-                          timeout=timeout)
-    deadline = time.time() + 10
-    while processes_of(mark) and time.time() < deadline:
-        time.sleep(0.2)
-    left = processes_of(mark)
-    assert not left, "left running: %s" % [p.cmdline() for p in left]
-    return done
+    return run_leaving_nothing(args, timeout, **env)
 
 
 def header(stdout):

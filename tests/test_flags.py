@@ -9,43 +9,20 @@ at a time (they mostly wait for MXNet to load).
 import json
 import math
 import os
-import subprocess
 import sys
-import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-import psutil
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import ROOT, run_leaving_nothing
 
 TIMEOUT = 240
-
-
-def _processes_of(mark):
-    found = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if p.environ().get("GLUONPERF_TEST_RUN") == mark and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            pass
-    return found
 
 
 def command(*args, timeout=TIMEOUT, **env):
     """`python <args>` from the project root in a clean environment (plus `env`); fails the
     test if any process of the run is still there 10 s after it returned."""
-    mark = uuid.uuid4().hex
-    done = subprocess.run([sys.executable, *args], cwd=ROOT, env=clean_env(GLUONPERF_TEST_RUN=mark, **env),
-                          capture_output=True, text=True, timeout=timeout)
-    deadline = time.time() + 10
-    while _processes_of(mark) and time.time() < deadline:
-        time.sleep(0.2)
-    left = _processes_of(mark)
-    assert not left, "left running: %s" % [p.cmdline() for p in left]
-    return done
+    return run_leaving_nothing(args, timeout, **env)
 
 
 def two_at_a_time(*argvs, **env):

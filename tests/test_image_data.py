@@ -8,16 +8,12 @@ environment, and no process of a run (DataLoader workers included) may outlive i
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
-import uuid
 
 import numpy as np
-import psutil
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import run_leaving_nothing
 
 PY = sys.executable
 TIMEOUT = 300
@@ -27,26 +23,7 @@ CLASSES, PER_CLASS = 4, 6
 def run_marked(args, timeout=TIMEOUT, **env):
     """`python -m <args>` as a user runs it; afterwards, no process of the run (found by a
     unique marker in the environment, which forked workers inherit) may be left."""
-    mark = uuid.uuid4().hex
-    done = subprocess.run([PY, "-m", *args], cwd=ROOT, env=clean_env(GLUONPERF_TEST_RUN=mark, **env),
-                          capture_output=True, text=True, timeout=timeout)
-    deadline = time.time() + 10
-    while marked(mark) and time.time() < deadline:
-        time.sleep(0.2)
-    left = marked(mark)
-    assert not left, "left running: %s" % [p.cmdline() for p in left]
-    return done
-
-
-def marked(mark):
-    found = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if p.environ().get("GLUONPERF_TEST_RUN") == mark:
-                found.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            pass
-    return found
+    return run_leaving_nothing(["-m", *args], timeout, **env)
 
 
 def records(path):
