@@ -26,22 +26,22 @@ from mxnet import autograd, gluon, init, nd
 from mxnet.gluon import data as gdata, loss as gloss, utils as gutils
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from gluonperf.models import get_model, resnet18  # noqa: E402
+from gluonperf.training.models import get_model, resnet18  # noqa: E402
 
 
 def book_model(name):
     """The book's network as the book writes it: its 28x28 ResNet-18 (with `F.relu`) by
-    default, run imperatively; other names come from gluonperf.models."""
+    default, run imperatively; other names come from gluonperf.training.models."""
     return resnet18(10, book_relu=True) if name == "resnet18" else get_model(name, 10)
 
 
 def synthetic_dataset(size, seed=0, classes=10):
     """Random 28x28 grey images with labels, the shape of Fashion-MNIST samples after ToTensor.
 
-    Uses gluonperf.data's synthetic set when it exists (the same data
+    Uses gluonperf.training.data's synthetic set when it exists (the same data
     `gluonperf.train --dataset synthetic` trains on), else an equivalent array set."""
     try:
-        from gluonperf.data import load
+        from gluonperf.training.data import load
         train_set, _ = load("synthetic", limit=size, seed=seed)
         return train_set
     except ImportError:
@@ -92,7 +92,7 @@ def train(net, train_iter, ctx, batch_size, lr, warmup_steps=0):
 def serve(batch_size=64, warmup_steps=2, contexts=None, lr=0.1, workers=None, seed=0, model="resnet18"):
     """Warm up, then answer `run N` lines on stdin with one JSON line each: the book's
     loop body over the next N batches of an endless DataLoader, ended by nd.waitall()
-    (as gluonperf.steprate --serve does, so tune can interleave them)."""
+    (as gluonperf.training.steprate --serve does, so tune can interleave them)."""
     ctx = contexts or [mx.cpu()]
     mx.random.seed(seed)
     net = book_model(model)

@@ -21,7 +21,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from gluonperf import cli  # noqa: E402
+from gluonperf.cli import common as cli  # noqa: E402
 
 PROG = "benchmarks/ceiling_probe.py"
 
@@ -39,14 +39,14 @@ def parse(argv=None):
 
 def main(argv=None):
     args = parse(argv)
-    from gluonperf.models import list_models
+    from gluonperf.training.models import list_models
     if args.model not in list_models():
         raise cli.UserError("--model %r: unknown; python -m gluonperf.train --list-models shows the names"
                             % args.model)
     import mxnet as mx
-    from gluonperf.ceiling import ceiling_flops, measure_ceiling
-    from gluonperf.flops import count_model_flops
-    from gluonperf.step_profile import SAMPLE_SHAPE  # the shape gluonperf.profile counts FLOPs for
+    from gluonperf.measure.ceiling import ceiling_flops, measure_ceiling
+    from gluonperf.measure.flops import count_model_flops
+    from gluonperf.experiments.step_time import SAMPLE_SHAPE  # the shape gluonperf.profile counts FLOPs for
     ctx = mx.cpu(0)
     flops = count_model_flops(args.model, SAMPLE_SHAPE, contexts=[ctx])
     results = measure_ceiling(ctx, args.size, args.repeat)

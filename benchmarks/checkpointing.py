@@ -6,9 +6,9 @@ the step time; and the largest batch that fits a 2 GiB budget with and without.
 
     python benchmarks/checkpointing.py --batch-size 128 --segments 4 --budget 2G --rounds 5
 
-1. Memory (and the budget): `gluonperf.footprint.footprint`, one fresh process per run,
+1. Memory (and the budget): `gluonperf.experiments.footprint.footprint`, one fresh process per run,
    for hybrid, static and hybrid with checkpointing (static with checkpointing runs as
-   hybrid, see gluonperf.recompute), the same as
+   hybrid, see gluonperf.training.recompute), the same as
    `python -m gluonperf.bench footprint --model resnet18 --batch-sizes 128 --hybridize hybrid,static
    --checkpoint 0,4 --budget 2G`.
 2. Time: the three steps in this one process, on the same weights and batch, timed
@@ -27,7 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import suite_stats  # noqa: E402  (benchmarks/, this script's folder)
-from gluonperf import cli  # noqa: E402
+from gluonperf.cli import common as cli  # noqa: E402
 
 THREADS_NOTE = cli.thread_defaults([])  # OMP_NUM_THREADS = cores, as the commands set it, before MXNet loads
 
@@ -35,13 +35,13 @@ import mxnet as mx  # noqa: E402
 import numpy as np  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
 
-from gluonperf.benchmark import environment, measure_interleaved  # noqa: E402
+from gluonperf.measure.harness import environment, measure_interleaved  # noqa: E402
 from gluonperf.bench import size_bytes  # noqa: E402
-from gluonperf.footprint import footprint  # noqa: E402
-from gluonperf.models import get_model, input_shape  # noqa: E402
-from gluonperf.recompute import checkpointed_forward_backward, segments  # noqa: E402
-from gluonperf.records import format_table, result, write_jsonl  # noqa: E402
-from gluonperf.training import HYBRIDIZE, TrainConfig, forward_backward, make_trainer  # noqa: E402
+from gluonperf.experiments.footprint import footprint  # noqa: E402
+from gluonperf.training.models import get_model, input_shape  # noqa: E402
+from gluonperf.training.recompute import checkpointed_forward_backward, segments  # noqa: E402
+from gluonperf.render.records import format_table, result, write_jsonl  # noqa: E402
+from gluonperf.training.loop import HYBRIDIZE, TrainConfig, forward_backward, make_trainer  # noqa: E402
 
 MEMORY_TARGET, TIME_TARGET = 0.70, 1.40
 

@@ -16,7 +16,7 @@ measures with the same training command (`prediction._train_argv`, tiny LeNet):
 Each run trains --repeats timed epochs after an untimed one; an epoch's step is one sample.
 Records: each run's step with its 95% interval over its epochs, the prediction, and per
 round the ratios dist 2x1 / predicted and two-at-once / alone with their intervals over the
-rounds (gluonperf.stats.ratio_interval): the first says whether the miss is real, the
+rounds (gluonperf.measure.stats.ratio_interval): the first says whether the miss is real, the
 second how much of it the shared cores explain. docs/suites.md has the result.
 """
 import argparse
@@ -25,13 +25,14 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from gluonperf import cli, stats  # noqa: E402
+from gluonperf.cli import common as cli  # noqa: E402
+from gluonperf.measure import stats
 
 
 def run_round(model, batch, steps, repeats, nbytes, keys, lnk, base_env, tmp, timeout, r):
     """One round: {name: [step per epoch]} of the four runs, plus the round's prediction."""
-    from gluonperf import prediction, scaling_model
-    from gluonperf.advice import physical_cores
+    from gluonperf.experiments import scaling as prediction, scaling_model
+    from gluonperf.runtime.threads import physical_cores
     one = dict(base_env, OMP_NUM_THREADS="1")
 
     def single(tag):
@@ -89,8 +90,9 @@ def main(argv=None):
     args = p.parse_args(argv)
     cli.check_outputs(args)
     cli.guard_command(args, "benchmarks/dist_sync_terms.py", stall_timeout=0)
-    from gluonperf import guard, prediction
-    from gluonperf.records import Result
+    from gluonperf.runtime import guard
+    from gluonperf.experiments import scaling as prediction
+    from gluonperf.render.records import Result
     nbytes, keys, _ = prediction.gradient_bytes(args.model)
     lnk = prediction.loopback_link(nbytes)
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_OMP", "DMLC_"))}

@@ -4,7 +4,7 @@
 
 The yardstick is the chapter's own experiment: `get_net()` (Dense 256 -> 128 -> 2
 in a HybridSequential, not hybridized) called 1000 times on a (1, 512) input,
-then `nd.waitall()`. It runs interleaved with gluonperf.hybridize's three copies
+then `nd.waitall()`. It runs interleaved with gluonperf.experiments.hybridize's three copies
 of the same net (same weights): imperative, hybridize(), and
 hybridize(static_alloc=True, static_shape=True). A second configuration does the
 same for ResNet-18 training steps at batch 64. Ratios are to the book's loop, repeat by
@@ -21,10 +21,10 @@ from mxnet import nd
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import suite_stats  # noqa: E402  (benchmarks/, this script's folder)
-from gluonperf import cli  # noqa: E402
-from gluonperf.benchmark import measure_interleaved  # noqa: E402
-from gluonperf.hybridize import _forward, _train_step, build_variants  # noqa: E402
-from gluonperf.records import result  # noqa: E402
+from gluonperf.cli import common as cli  # noqa: E402
+from gluonperf.measure.harness import measure_interleaved  # noqa: E402
+from gluonperf.experiments.hybridize import _forward, _train_step, build_variants  # noqa: E402
+from gluonperf.render.records import result  # noqa: E402
 
 
 def book_benchmark(net, x, number):

@@ -8,10 +8,10 @@ per round while the others wait idle (tune.paired_sweep); rounds rotate the
 order, and each candidate is scored by its images/s divided by the book loop's in the
 same round: the geometric mean of those per-round ratios with its confidence interval
 (95%, corrected for the candidates tried, in ratio_level) and a verdict against the book
-loop (faster / slower / same / inconclusive; tune.summarize, gluonperf.stats), read as
+loop (faster / slower / same / inconclusive; tune.summarize, gluonperf.measure.stats), read as
 docs/suites.md says. The baseline is benchmarks/book_loop.py (the chapter's concise
 ResNet-18 loop, imperative, DataLoader with 4 workers, default environment); the others
-are gluonperf.steprate (the same loop on in-memory batches) with one or more levers
+are gluonperf.training.steprate (the same loop on in-memory batches) with one or more levers
 changed. See docs/levers.md for what they gave.
 """
 import argparse
@@ -19,7 +19,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from gluonperf import cli  # noqa: E402
+from gluonperf.cli import common as cli  # noqa: E402
 from gluonperf.tune import HUGE_PAGES, STEPRATE, Candidate, Runner, Sweeps, paired_sweep, spins_when_idle  # noqa: E402
 
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"  # Debian's libjemalloc2

@@ -19,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import suite_stats  # noqa: E402  (benchmarks/, this script's folder)
-from gluonperf import cli  # noqa: E402
+from gluonperf.cli import common as cli  # noqa: E402
 
 THREADS_NOTE = cli.thread_defaults([])  # OMP_NUM_THREADS = cores, as the commands set it, before MXNet loads
 
@@ -27,10 +27,10 @@ import mxnet as mx  # noqa: E402
 import numpy as np  # noqa: E402
 from mxnet import gluon  # noqa: E402
 
-from gluonperf.benchmark import environment, measure_interleaved  # noqa: E402
-from gluonperf.models import resnet18  # noqa: E402
-from gluonperf.records import format_table, result, write_jsonl  # noqa: E402
-from gluonperf.training import HYBRIDIZE, TrainConfig, forward_backward, make_trainer  # noqa: E402
+from gluonperf.measure.harness import environment, measure_interleaved  # noqa: E402
+from gluonperf.training.models import resnet18  # noqa: E402
+from gluonperf.render.records import format_table, result, write_jsonl  # noqa: E402
+from gluonperf.training.loop import HYBRIDIZE, TrainConfig, forward_backward, make_trainer  # noqa: E402
 
 VARIANTS = {  # name -> resnet18 keyword arguments
     "book (F.relu)": {"book_relu": True},

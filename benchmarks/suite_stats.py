@@ -2,7 +2,7 @@
 
 Every suite measures per-round ratios (a run against the reference measured next to it, in
 the same round); this turns them into the record fields every reader of gluonperf's records
-knows (gluonperf/stats.py): `Interval.fields(key)` (key, key_ci_low, key_ci_high, key_n,
+knows (gluonperf/measure/stats.py): `Interval.fields(key)` (key, key_ci_low, key_ci_high, key_n,
 key_level: the geometric mean of the rounds with its t interval) and `Verdict.fields()`
 (verdict, verdict_text, threshold, rounds_needed), prefixed for a second reference
 (e.g. vs_pytorch_verdict). docs/suites.md says how to read them.
@@ -11,7 +11,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from gluonperf import stats  # noqa: E402
+from gluonperf.measure import stats  # noqa: E402
 
 INTERVAL_SUFFIXES = ("", "_ci_low", "_ci_high", "_n", "_level")
 VERDICT_FIELDS = ("verdict", "verdict_text", "threshold", "rounds_needed")

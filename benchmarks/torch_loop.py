@@ -1,6 +1,6 @@
 """The yardstick users would pick instead: the same ResNet-18 trained with PyTorch on the CPU.
 
-The book's 28x28 ResNet-18 (gluonperf.models.resnet18: 3x3 stem, no max-pool, four
+The book's 28x28 ResNet-18 (gluonperf.training.models.resnet18: 3x3 stem, no max-pool, four
 stages of two residual blocks, global average pooling, dense) written as an
 `nn.Module`, trained eagerly with plain SGD (momentum 0.9) and cross-entropy on
 batches already in memory (random images of the synthetic set's shape), with
@@ -51,7 +51,7 @@ def resnet_block(cin, cout, num_residuals, first_block=False):
 
 
 def resnet18(num_classes=10):
-    """Layer for layer the network of gluonperf.models.resnet18."""
+    """Layer for layer the network of gluonperf.training.models.resnet18."""
     return nn.Sequential(
         nn.Conv2d(1, 64, 3, stride=1, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
         resnet_block(64, 64, 2, first_block=True), resnet_block(64, 128, 2),
@@ -60,7 +60,7 @@ def resnet18(num_classes=10):
 
 
 def lenet(num_classes=10):
-    """Layer for layer the network of gluonperf.models.lenet (the chapter's from-scratch LeNet)."""
+    """Layer for layer the network of gluonperf.training.models.lenet (the chapter's from-scratch LeNet)."""
     return nn.Sequential(
         nn.Conv2d(1, 20, 3), nn.ReLU(), nn.AvgPool2d(2, 2), nn.Conv2d(20, 50, 5), nn.ReLU(), nn.AvgPool2d(2, 2),
         nn.Flatten(), nn.Linear(50 * 4 * 4, 128), nn.ReLU(), nn.Linear(128, num_classes))

@@ -14,18 +14,18 @@ For each batch size, in fresh processes, interleaved round by round:
   - `gluonperf.train --ctx cpu0,cpu1 --kvstore device` and `... --kvstore flat`: the
     same global batch split over two CPU contexts on the same cores, with train's
     defaults for two contexts (one OpenMP thread each, MXNET_CPU_TEMP_COPY=64), the
-    gradients summed by MXNet's kvstore or by gluonperf.flat: data parallelism's own cost.
+    gradients summed by MXNet's kvstore or by gluonperf.training.flat: data parallelism's own cost.
   - `ceiling`: benchmarks/ceiling_probe.py, the peak FLOP/s `gluonperf.profile` measures
     over the model's training FLOPs per image: the most images/s any loop could reach
     (float32 runs only).
 Every run is sandwiched between two book-loop runs (tune.sweep), and its ratio is to
 the mean of those two.
-Until gluonperf.train exists in this checkout, gluonperf.steprate (the same loop
+Until gluonperf.train exists in this checkout, gluonperf.training.steprate (the same loop
 on in-memory batches) stands in for it, and the records say so (`runner`).
 Each record holds images/s (median over rounds) and its ratio to the book's loop: the
 geometric mean of the per-round ratios (kept in round_ratios) with its 95% confidence
 interval and n (ratio_ci_low, ratio_ci_high, ratio_n) and a verdict (faster / slower /
-same / inconclusive, gluonperf.stats.verdict); with PyTorch also vs_pytorch and
+same / inconclusive, gluonperf.measure.stats.verdict); with PyTorch also vs_pytorch and
 vs_torch_compile: per round (its ratio) / (the yardstick's ratio in the same round), with
 their intervals and verdicts (vs_pytorch_verdict, ...); of_ceiling likewise against the
 ceiling's ratio in the same round: the run's share of what the machine could do at that
@@ -43,8 +43,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import suite_stats  # noqa: E402  (benchmarks/, this script's folder)
-from gluonperf.advice import load_warning, physical_cores  # noqa: E402
-from gluonperf import cli  # noqa: E402
+from gluonperf.runtime.threads import load_warning, physical_cores  # noqa: E402
+from gluonperf.cli import common as cli  # noqa: E402
 from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, Sweeps, default_runner, sweep  # noqa: E402
 
 PROG = "benchmarks/train_throughput.py"
@@ -80,7 +80,7 @@ def no_bf16_reason():
     """Why this CPU gets no bfloat16 rows (one phrase), or None where it has them: gluonperf's
     --dtype bfloat16 needs oneDNN's AVX-512 kernels (precision.why_no_bf16), and bfloat16 pays
     only with AMX or AVX512-BF16 (precision.has_bf16), for PyTorch's autocast as for MXNet's."""
-    from gluonperf.precision import has_bf16, why_no_bf16
+    from gluonperf.training.precision import has_bf16, why_no_bf16
     return why_no_bf16() or (None if has_bf16() else "this CPU has no bfloat16 instructions (AMX or AVX512-BF16)")
 
 
@@ -221,12 +221,12 @@ def main(argv=None):
     if args.dtype == "bfloat16" and args.runner == "steprate":
         p.error("--dtype bfloat16 needs --runner train")
     if args.dtype == "bfloat16":
-        from gluonperf.precision import check
+        from gluonperf.training.precision import check
         try:  # refused before any run starts, not by every gluonperf.train run
             check(args.dtype, [])
         except ValueError as e:
             p.error("--%s" % e)
-    from gluonperf.models import list_models
+    from gluonperf.training.models import list_models
     models = list_models()
     if args.model not in models:
         p.error("unknown model %r; python -m gluonperf.train --list-models shows the %d names --model accepts"

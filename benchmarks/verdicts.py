@@ -2,7 +2,7 @@
 
     python benchmarks/verdicts.py --json verdicts.jsonl
 
-Four checks of gluonperf.stats as the commands use it (docs/verdicts.md reads the results):
+Four checks of gluonperf.measure.stats as the commands use it (docs/verdicts.md reads the results):
 
 - aa: the same work against itself, interleaved (as bench hybridize measures): of 40
   decisions at most 4 may say faster or slower.
@@ -27,8 +27,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from gluonperf import cli, stats  # noqa: E402
-from gluonperf.records import Result, read_jsonl  # noqa: E402
+from gluonperf.cli import common as cli  # noqa: E402
+from gluonperf.measure import stats
+from gluonperf.render.records import Result, read_jsonl  # noqa: E402
 
 PROG = "benchmarks/verdicts.py"
 PARTS = ("aa", "known", "tune", "floor")
@@ -38,7 +39,7 @@ TRUE_RATIO = 20 / 22
 def _work(ctx, batch):
     """A hybridized MLP forward on a fixed batch: one step of real, equal work."""
     import mxnet as mx
-    from gluonperf.models import get_model, input_shape
+    from gluonperf.training.models import get_model, input_shape
     net = get_model("mlp", 10, [ctx])
     net.initialize(mx.init.Normal(0.01), ctx=ctx)
     net.hybridize(static_alloc=True, static_shape=True)
@@ -57,7 +58,7 @@ def decisions(steps_b, count, repeat, number, threshold, progress=None):
     """`count` decisions, each one interleaved run of 20 steps (A) against `steps_b` steps (B),
     judged as the speed of B over A per repeat (B counted as 20 steps)."""
     import mxnet as mx
-    from gluonperf.benchmark import measure_interleaved
+    from gluonperf.measure.harness import measure_interleaved
     net, x = _work(mx.cpu(), 32)
     fns = {"A": _steps(net, x, 20), "B": _steps(net, x, steps_b)}
     out = []
@@ -176,7 +177,7 @@ def main(argv=None):
     if bad or not parts:
         raise cli.UserError("--parts %s: choose from %s" % (args.parts, ",".join(PARTS)))
     cli.check_output_path(args.json, "--json")
-    from gluonperf import machine
+    from gluonperf.measure import machine
     start = machine.before()
     total = (args.decisions if "aa" in parts else 0) + (args.decisions if "known" in parts else 0) + \
         (args.tune_runs if "tune" in parts else 0) + (args.floor_runs if "floor" in parts else 0)
@@ -196,7 +197,7 @@ def main(argv=None):
     columns = ["name", "decisions", "runs", "called_a_change", "wrong_sign", "same", "covered", "kept",
                "compare_called_a_change", "floor", "limit", "passed"]
     cli.emit(out, args, title="verdicts on this machine (%s, %d cores)" % (
-        __import__("gluonperf.benchmark", fromlist=["cpu_model"]).cpu_model(), os.cpu_count()), columns=columns)
+        __import__("gluonperf.measure.harness", fromlist=["cpu_model"]).cpu_model(), os.cpu_count()), columns=columns)
     return 0 if all(r.metrics["passed"] for r in out) else 1
 
 

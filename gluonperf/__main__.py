@@ -16,13 +16,20 @@ COMMANDS = [
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+    """`gluonperf` (the console script) and `python -m gluonperf`: without a command, the list
+    of commands; with one, that command (`gluonperf bench hybridize` runs exactly what
+    `python -m gluonperf.bench hybridize` runs: the module as __main__, with these arguments)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in dict(COMMANDS):
+        import runpy
+        sys.argv = ["gluonperf " + argv[0]] + argv[1:]  # run_module sets sys.argv[0] to the module's file
+        runpy.run_module("gluonperf." + argv[0], run_name="__main__", alter_sys=True)
+        return 0
     if argv and argv[0] not in ("-h", "--help"):
-        print("python -m gluonperf: error: %r is not an option here; run python -m gluonperf.<command>, e.g. "
-              "python -m gluonperf.%s --help" % (argv[0], argv[0] if argv[0] in dict(COMMANDS) else "bench"),
-              file=sys.stderr)
+        print("gluonperf: error: %r is not a command; run gluonperf <command> (or python -m gluonperf.<command>), "
+              "e.g. python -m gluonperf.bench --help" % argv[0], file=sys.stderr)
         return 2
-    print("usage: python -m gluonperf.<command> [--help]\n\ncommands:")
+    print("usage: gluonperf <command> [--help]  (or python -m gluonperf.<command> [--help])\n\ncommands:")
     for name, what in COMMANDS:
         print("  %-8s %s" % (name, what))
     return 0

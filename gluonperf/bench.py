@@ -1,12 +1,12 @@
 """python -m gluonperf.bench <experiment>: a thin command line over the experiment modules.
 
 Each subcommand parses its flags, calls one experiment function, and hands the
-records to `gluonperf.cli.emit`. Nothing is computed here.
+records to `gluonperf.cli.common.emit`. Nothing is computed here.
 """
 import argparse
 import sys
 
-from . import cli
+from .cli import common as cli
 
 # Experiments that run more CPU contexts at once than --ctx names: parallel and overlap
 # pair a single context with the next one; allreduce with --ctx cpu uses cpu0..cpuN-1.
@@ -28,7 +28,7 @@ def contexts_at_once(argv):
 # As a command, choose MXNet's thread count before any experiment loads MXNet.
 THREADS_NOTE = cli.thread_defaults(sys.argv[1:], contexts_at_once(sys.argv[1:])) if __name__ == "__main__" else None
 # Experiments whose CPU contexts stand in for devices: glibc keeps freed memory, as a GPU's pool does
-# (gluonperf.allocator); not bench memory or footprint, which measure the process's memory.
+# (gluonperf.runtime.allocator); not bench memory or footprint, which measure the process's memory.
 STAND_IN_COMMANDS = ("parallel", "overlap", "allreduce")
 # overlap: extra page faults per repeat (1 MiB of 4 KiB pages) worth telling the user about
 FAULTS_WORTH_A_NOTE = 256
@@ -67,11 +67,11 @@ def add_hybridize(sub, common):
 
 
 def run_hybridize(args):
-    from .hybridize import compare_modes
+    from .experiments.hybridize import compare_modes
     if args.list_models:
         cli.print_models()
         return 0
-    from .models import get_model
+    from .training.models import get_model
     get_model(args.model)  # unknown names fail here, before any work
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
@@ -104,8 +104,8 @@ def run_hybridize(args):
 
 
 def _warn_unstable(results):
-    """A note when the machine was unstable during the measurement (gluonperf.machine)."""
-    from .machine import warning_line
+    """A note when the machine was unstable during the measurement (gluonperf.measure.machine)."""
+    from .measure.machine import warning_line
     line = warning_line(next((r.metrics["machine_warnings"] for r in results if r.metrics.get("machine_warnings")),
                              None))
     if line:
@@ -140,7 +140,7 @@ def _count_list(text):
 
 
 def add_allreduce(sub, common):
-    from .config import ALLREDUCE_KVSTORES as KVSTORES, ALLREDUCE_METHODS as METHODS
+    from .cli.config import ALLREDUCE_KVSTORES as KVSTORES, ALLREDUCE_METHODS as METHODS
     p = sub.add_parser(
         "allreduce", parents=[common],
         help="allreduce bandwidth: book / ring / tree vs kvstore device / local vs plain copyto",
@@ -180,7 +180,7 @@ def allreduce_contexts(args):
 
 def run_allreduce(args):
     from . import UserError
-    from .data_parallel import KVSTORES, METHODS, allreduce_bandwidth
+    from .experiments.from_scratch import KVSTORES, METHODS, allreduce_bandwidth
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     for m in methods:
         if m not in METHODS + KVSTORES:
@@ -221,7 +221,7 @@ def run_allreduce(args):
 
 
 def add_scratch(sub, common):
-    from .config import ALLREDUCE_METHODS as METHODS, DATASETS
+    from .cli.config import ALLREDUCE_METHODS as METHODS, DATASETS
     p = sub.add_parser(
         "scratch", parents=[common],
         help="the book's LeNet trained data-parallel from scratch (get_params, allreduce, split_and_load)",
@@ -251,8 +251,8 @@ def add_scratch(sub, common):
 def run_scratch(args):
     import math
     from . import UserError
-    from .data import load
-    from .data_parallel import check_method, init_params, loaders, train
+    from .training.data import load
+    from .experiments.from_scratch import check_method, init_params, loaders, train
     check_method(args.method)
     ctxs = cli.contexts(args)
     if args.batch_size < len(ctxs):
@@ -297,7 +297,7 @@ def _add_trace(p, what="one more run of the measured code, untimed, so the profi
 def _emit_sections(sections, args, ctxs, extra=()):
     """Print one table per (title, results, columns) section; write every record, and the
     `extra` records not shown as tables, to --json / --csv once."""
-    from .records import format_table
+    from .render.records import format_table
     cli.write_outputs([r for _, results, _ in sections for r in results] + list(extra), args, ctxs)
     for number, (title, results, columns) in enumerate(sections):
         if number:
@@ -346,8 +346,8 @@ def add_async(sub, common):
 
 
 def run_async(args):
-    from .async_compute import blocking_calls, queue_vs_finish, sync_vs_async
-    from .profiling import Trace
+    from .experiments.asynchronous import blocking_calls, queue_vs_finish, sync_vs_async
+    from .measure.trace import Trace
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     cli.check_output_path(args.trace, "--trace")
@@ -419,7 +419,7 @@ def add_memory(sub, common):
 
 
 def run_memory(args):
-    from .async_compute import memory_cost, plot_memory_tradeoff
+    from .experiments.asynchronous import memory_cost, plot_memory_tradeoff
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     cli.check_output_path(args.trace, "--trace")
@@ -459,7 +459,7 @@ def _add_device_sizes(p, repeat):
 
 
 def _pair_used(args, pick):
-    from . import parallel
+    from .experiments import auto_parallel as parallel
     return list(getattr(parallel, pick)(cli.contexts(args)))
 
 
@@ -481,8 +481,8 @@ def add_parallel(sub, common):
 
 
 def run_parallel(args):
-    from .parallel import concurrency, pick_pair, size_for
-    from .profiling import Trace
+    from .experiments.auto_parallel import concurrency, pick_pair, size_for
+    from .measure.trace import Trace
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     cli.check_output_path(args.trace, "--trace")
@@ -527,8 +527,8 @@ def add_overlap(sub, common):
 
 
 def run_overlap(args):
-    from .parallel import overlap, pick_source_and_destination, size_for
-    from .profiling import Trace
+    from .experiments.auto_parallel import overlap, pick_source_and_destination, size_for
+    from .measure.trace import Trace
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     cli.check_output_path(args.trace, "--trace")
@@ -589,7 +589,7 @@ def non_negative_int_list(text):
 
 
 def _hybridize_list(text):
-    from .config import HYBRIDIZE
+    from .cli.config import HYBRIDIZE
     items = [t.strip() for t in text.split(",") if t.strip()]
     bad = [t for t in items if t not in HYBRIDIZE]
     if bad or not items:
@@ -598,7 +598,7 @@ def _hybridize_list(text):
 
 
 def add_footprint(sub, common):
-    from .config import OPTIMIZERS
+    from .cli.config import OPTIMIZERS
     p = sub.add_parser(
         "footprint", parents=[common],
         help="the memory of a training step per batch size, hybridize setting and checkpointing; "
@@ -655,9 +655,9 @@ BUDGET_COLUMNS = ["name", "budget_bytes", "predicted_batch", "largest_batch", "f
 
 
 def run_footprint(args):
-    from .footprint import check_dtype, effective_configs, footprint, plot_footprint, rows_of
-    from .precision import label as precision_label
-    from .models import get_model
+    from .experiments.footprint import check_dtype, effective_configs, footprint, plot_footprint, rows_of
+    from .training.precision import label as precision_label
+    from .training.models import get_model
     get_model(args.model)  # unknown names fail here, before any work
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
@@ -706,7 +706,7 @@ def run_footprint(args):
 
 
 def add_optimizers(sub, common):
-    from .config import UPDATE_OPTIMIZERS as OPTIMIZERS  # no MXNet: --help answers at once
+    from .cli.config import UPDATE_OPTIMIZERS as OPTIMIZERS  # no MXNet: --help answers at once
     p = sub.add_parser(
         "optimizers", parents=[common],
         help="what an optimizer's update costs: seed 004's from-scratch code vs MXNet's fused operators",
@@ -737,8 +737,8 @@ OPTIMIZER_COLUMNS = ["name", "operator", "update_s", "share_of_step", "speedup",
 
 def run_optimizers(args):
     from . import UserError
-    from .models import get_model
-    from .optimizer_cost import OPTIMIZERS, optimizer_cost
+    from .training.models import get_model
+    from .experiments.optimizer_cost import OPTIMIZERS, optimizer_cost
     ctxs = cli.contexts(args)
     names = [n.strip() for n in args.optimizers.split(",") if n.strip()]
     unknown = [n for n in names if n not in OPTIMIZERS]
@@ -760,7 +760,7 @@ def run_optimizers(args):
     return 0
 
 
-# --- input: the input pipeline alone (gluonperf.input_pipeline) -----------------------------
+# --- input: the input pipeline alone (gluonperf.experiments.input_pipeline) -----------------------------
 
 def add_input(sub, common):
     p = sub.add_parser(
@@ -818,9 +818,9 @@ STAGE_COLUMNS = ["name", "per_image_s", "images_per_s", "images_per_s_ci_low", "
 
 def run_input(args):
     from . import UserError
-    from .data import check_available
-    from .input_pipeline import SOURCES, bench_input, sources_of
-    from .image_data import is_path
+    from .training.data import check_available
+    from .experiments.input_pipeline import SOURCES, bench_input, sources_of
+    from .training.image_data import is_path
     if not is_path(args.dataset):
         raise UserError("--dataset %s is held in memory, with no loader to measure; give the PATH of a folder of class "
                         "subfolders or of a .rec (python -m gluonperf.dataset make DIR --rec makes both)" % args.dataset)
@@ -864,7 +864,7 @@ TTA_FLAGS = ("model", "hybridize", "dataset", "data_dir", "limit", "batch_size",
 
 
 def add_time_to_accuracy(sub, common):
-    from .config import OPTIMIZERS
+    from .cli.config import OPTIMIZERS
     from .train import add_training_flags
     p = sub.add_parser(
         "time-to-accuracy", parents=[common],
@@ -896,10 +896,10 @@ TTA_COLUMNS = ["name", "reached", "median_time_to_target_s", "median_epochs_to_t
 
 def run_time_to_accuracy(args):
     from . import UserError
-    from .config import OPTIMIZERS, TrainConfig
-    from .data import check_available
-    from .models import get_model
-    from .time_to_accuracy import time_to_accuracy
+    from .cli.config import OPTIMIZERS, TrainConfig
+    from .training.data import check_available
+    from .training.models import get_model
+    from .experiments.time_to_accuracy import time_to_accuracy
     ctxs = cli.contexts(args)
     names = list(dict.fromkeys(n.strip() for n in args.optimizers.split(",") if n.strip()))
     if not names or any(n not in OPTIMIZERS for n in names):

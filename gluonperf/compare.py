@@ -13,9 +13,10 @@ import os
 import statistics
 import sys
 
-from . import UserError, stats
-from .cli import add_threshold, check_output_path, percentage, positive_int
-from .records import Result, format_table, format_value, read_jsonl, write_jsonl
+from . import UserError
+from .measure import stats
+from .cli.common import add_threshold, check_output_path, percentage, positive_int
+from .render.records import Result, format_table, format_value, read_jsonl, write_jsonl
 
 # Fields that identify what a record measured (not how fast it went).
 ID_FIELDS = ("model", "task", "batch_size", "ctx", "contexts", "hybridize", "kvstore",
@@ -185,7 +186,7 @@ def compare(old_records, new_records, fail_above=None, metric=None, threshold=st
         b = statistics.median(float(r.metrics[m]) for r in news)
         change = b / a - 1 if a else float("inf")
         worse = -change if higher_is_better(m) else change
-        # a run that recorded an unstable machine (gluonperf.machine) widens the verdict, as it did there
+        # a run that recorded an unstable machine (gluonperf.measure.machine) widens the verdict, as it did there
         unstable = any(r.metrics.get("machine_warnings") for r in olds + news)
         here = max(level, stats.UNSTABLE_LEVEL) if unstable else level
         interval, how, v = judge(olds, news, m, threshold, noise_floor, (pairs or {}).get(k), here)
@@ -275,14 +276,14 @@ def run_ab(old_cmd, new_cmd, runs, timeout, progress=None):
     the list of (Result, env) its file held."""
     import shlex
     import subprocess
-    from . import guard
-    from .records import read_jsonl
+    from .runtime import guard
+    from .render.records import read_jsonl
     sides = {"old": shlex.split(old_cmd), "new": shlex.split(new_cmd)}
     for name, argv in sides.items():
         if not argv:
             raise UserError("--ab: the %s command is empty" % name.upper())
     got = {"old": [], "new": []}
-    from . import machine
+    from .measure import machine
     start, watch, loads = machine.before(), machine.Watch(), []
     with guard.temp_dir(prefix="gluonperf-ab-") as tmp:
         for i in range(runs):
@@ -332,13 +333,13 @@ def main(argv=None):
     check_output_path(args.json, "--json")  # as every command: before the work, not after it
     pairs, unstable = None, []
     if args.ab:
-        from .cli import guard_command, progress_bar
+        from .cli.common import guard_command, progress_bar
         guard_command(args, "python -m gluonperf.compare", stall_timeout=args.timeout + 120)
         with progress_bar(2 * args.runs, "compare --ab") as bar:
             old_runs, new_runs, unstable = run_ab(args.old, args.new, args.runs, args.timeout, bar.update)
         pairs = ab_pairs(old_runs, new_runs, args.metric)
         if unstable:
-            from .machine import warning_line
+            from .measure.machine import warning_line
             print("note: " + warning_line(unstable), file=sys.stderr)
         old = [pair for run in old_runs for pair in run]
         new = [pair for run in new_runs for pair in run]
@@ -380,5 +381,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from . import cli  # no MXNet: cli loads it only where a command needs it
+    from .cli import common as cli  # no MXNet: cli loads it only where a command needs it
     cli.run(main, "python -m gluonperf.compare")

@@ -3,14 +3,15 @@ image-data commands (train, profile and bench input with --dataset PATH) without
 
 Writes DIR/CLASS/NNNN.jpg (scikit-learn's digits or synthetic patterns, upscaled to --size) and,
 with --rec, packs them into DIR.rec and DIR.idx beside the folder, as MXNet's im2rec does
-(gluonperf.image_data.make_folder, pack_rec). Nothing is computed here.
+(gluonperf.training.image_data.make_folder, pack_rec). Nothing is computed here.
 """
 import argparse
 import os
 import shutil
 import sys
 
-from . import UserError, cli
+from . import UserError
+from .cli import common as cli
 
 PROG = "python -m gluonperf.dataset"
 
@@ -56,7 +57,7 @@ def make(args):
         raise UserError("%s already exists; move it away or give another DIR" % taken[0])
     cli.check_output_dir(directory, "DIR")
     created = not os.path.exists(directory)
-    from .image_data import make_folder, pack_rec
+    from .training.image_data import make_folder, pack_rec
     try:
         files = make_folder(directory, args.images_per_class, args.size, args.classes, args.source, args.seed,
                             args.quality)

@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 
 from . import UserError
-from .cli import positive_float, positive_int, tcp_port
+from .cli.common import positive_float, positive_int, tcp_port
 
 PROG = "python -m gluonperf.launch"
 
@@ -200,7 +200,7 @@ def local_thread_defaults(num_workers, environ=None, taken=0):
     would otherwise take one thread per core, and the workers together oversubscribe
     them), leaving out the `taken` cores other processes hold (advice.cores_taken);
     nothing when the user set it."""
-    from .advice import thread_settings, threads_chosen
+    from .runtime.threads import thread_settings, threads_chosen
     if threads_chosen(environ):
         return {}
     return thread_settings(num_workers, taken)
@@ -237,7 +237,7 @@ def plan(command, num_workers, num_servers=1, hosts=None, root_uri=None, port=No
                 env["PYTHONPATH"] = guarded_path
             if not hosts:
                 env["DMLC_NODE_HOST"] = "127.0.0.1"  # bind to loopback, not the first NIC
-                if role == "worker":  # the workers share this machine's cores (gluonperf.advice)
+                if role == "worker":  # the workers share this machine's cores (gluonperf.runtime.threads)
                     env.update(local_thread_defaults(num_workers, taken=taken),
                                GLUONPERF_LOCAL_WORKERS=str(num_workers))
                 nodes.append(Node(role, i, cmd, env))
@@ -509,7 +509,7 @@ def main(argv=None):
     if (args.host_ip or args.env) and not hosts:
         raise UserError("--host-ip and --env only apply with --hostfile")
     servers = args.num_servers or (len(hosts) if hosts else 1)
-    from .advice import cores_taken, threads_chosen
+    from .runtime.threads import cores_taken, threads_chosen
     # sampled before any node starts: the job's own processes are not "others"
     taken = cores_taken() if not hosts and not threads_chosen() else 0
     nodes = plan(command, args.num_workers, servers, hosts=hosts, root_uri=args.host_ip,
@@ -536,5 +536,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from . import cli  # no MXNet: cli loads it only where a command needs it
+    from .cli import common as cli  # no MXNet: cli loads it only where a command needs it
     cli.run(main, PROG)

@@ -2,13 +2,14 @@
 
 Parses the flags, gets the per-device step (a `train --scaling` JSON, figures given on
 the command line, or a fresh measurement), the model's gradient bytes and the links,
-and hands the predictions of `gluonperf.prediction` / `gluonperf.scaling_model` to
+and hands the predictions of `gluonperf.experiments.scaling` / `gluonperf.experiments.scaling_model` to
 `cli.emit`. With --validate it checks predictions against runs on this machine.
 """
 import argparse
 import sys
 
-from . import UserError, cli
+from . import UserError
+from .cli import common as cli
 
 _VALIDATE = any(a == "--validate" or a.startswith("--validate=") for a in sys.argv[1:])
 THREADS_NOTE = (cli.thread_defaults(sys.argv[1:], at_least=4 if _VALIDATE else 1)
@@ -40,8 +41,8 @@ def efficiency(text):
 
 
 def build_parser():
-    from .config import OPTIMIZERS
-    from .scaling_model import LINKS, PLACEMENTS
+    from .cli.config import OPTIMIZERS
+    from .experiments.scaling_model import LINKS, PLACEMENTS
     p = argparse.ArgumentParser(
         prog=PROG, parents=[cli.common_parser()],
         description="Predict step time, images/s, speedup and parallel efficiency of data-parallel "
@@ -119,13 +120,13 @@ def build_parser():
 
 
 def list_links():
-    from .scaling_model import LINKS
+    from .experiments.scaling_model import LINKS
     for name, lnk in LINKS.items():
         print("%-8s %-7s %7.3g GB/s  %4.0f us  %s" % (name, lnk.scope, lnk.GBps, lnk.latency_s * 1e6, lnk.source))
 
 
 def validate(args, ctxs):
-    from .prediction import CHECK_COLUMNS, validate_devices, validate_dist
+    from .experiments.scaling import CHECK_COLUMNS, validate_devices, validate_dist
     results = []
     kinds = ("devices", "dist") if args.validate == "all" else (args.validate,)
     total = (args.validate_devices * args.validate_steps if "devices" in kinds else 0) + \
@@ -157,8 +158,8 @@ def main(argv=None):
     if args.list_links:
         list_links()
         return 0
-    from . import scaling_model
-    from .models import get_model
+    from .experiments import scaling_model
+    from .training.models import get_model
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     if args.validate:
@@ -186,7 +187,7 @@ def main(argv=None):
         raise UserError("--servers %d colocated on %d machine(s): at most one server per machine; lower "
                         "--servers or use --placement dedicated" % (args.servers, min(args.machines)))
 
-    from . import prediction
+    from .experiments import scaling as prediction
     if args.allreduce:
         intra = prediction.link_from_allreduce(prediction.read_records(args.allreduce, "allreduce"))
     if args.scaling:
@@ -197,7 +198,7 @@ def main(argv=None):
     elif args.t1 is not None:
         step = dict(t1_s=args.t1, update_s=args.update, per_device_batch=args.per_device_batch)
     else:
-        from .training import TrainConfig
+        from .training.loop import TrainConfig
         cli.advise(ctxs[:1], THREADS_NOTE)
         batch = args.per_device_batch or 32
         config = TrainConfig(model=args.model, dataset="synthetic", batch_size=batch, limit=batch, steps=10,

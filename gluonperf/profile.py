@@ -13,7 +13,8 @@ import os
 import subprocess
 import sys
 
-from . import UserError, cli
+from . import UserError
+from .cli import common as cli
 
 # As a command, choose MXNet's thread count before MXNet is loaded (by `main`, after parsing);
 # the operator-table run also turns bulk execution off, which is read only at that moment.
@@ -71,8 +72,8 @@ def build_parser():
 
 def check(args, ctxs):
     """Refuse bad input before any long work starts."""
-    from .models import get_model
-    from .step_profile import check_config
+    from .training.models import get_model
+    from .experiments.step_time import check_config
     from .train import check_kvstore, check_optimizer_flags, config_from
     check_kvstore(args, ctxs)
     check_optimizer_flags(args)
@@ -81,7 +82,7 @@ def check(args, ctxs):
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
     cli.check_output_path(args.trace, "--trace")
-    from .data import check_available
+    from .training.data import check_available
     check_available(args.dataset, args.data_dir, args.model, args.loader)
 
 
@@ -105,8 +106,8 @@ def operators_in_fresh_process(args, trace, desc="operators (fresh process)"):
     return its operator records. The child has its own stall guard (same --stall-timeout);
     while it runs, this process reports progress to its own."""
     import gluonperf
-    from . import guard
-    from .records import read_jsonl
+    from .runtime import guard
+    from .render.records import read_jsonl
     with guard.temp_dir(prefix="gluonperf-profile-") as tmp:
         out = os.path.join(tmp, "operators.jsonl")
         root = os.path.dirname(os.path.dirname(os.path.abspath(gluonperf.__file__)))
@@ -137,7 +138,7 @@ def plot(breakdown, operators, peak, path, title):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .records import save_figure
+    from .render.records import save_figure
     parts = [r for r in breakdown if r.name not in ("fenced step", "unfenced step", "hidden by overlap")]
     unfenced = next(r for r in breakdown if r.name == "unfenced step")
     rated = [r for r in operators if r.metrics.get("gflop_per_s")][:8]
@@ -152,7 +153,7 @@ def plot(breakdown, operators, peak, path, title):
     top.set_yticklabels(["unfenced step\n(as gluonperf.train)", "fenced step"])
     top.set_xlabel("ms per step (run 1: no profiler)")
     top.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.35))
-    from .step_profile import describe_op
+    from .experiments.step_time import describe_op
     names = [describe_op(r.name) for r in rated]
     bottom.barh(range(len(rated)), [r.metrics["gflop_per_s"] for r in rated])
     bottom.axvline(peak / 1e9, color="red", linestyle="--", label="ceiling %.0f GFLOP/s" % (peak / 1e9))
@@ -172,7 +173,7 @@ INPUT_COLUMNS = ["name", "time_s", "images_per_s", "images_per_s_ci_low", "image
 
 
 def input_title(args, ctxs):
-    from .contexts import describe
+    from .runtime.contexts import describe
     return ("input: is the step waiting for its input? %s on %s, batch %d on %s, --loader %s, --workers %d; %d "
             "alternating rounds of %d steps as gluonperf.train runs them on the real loader and on one batch in "
             "memory, and of the loader alone; share waiting = 1 - t(memory)/t(real) per round (95%% t interval on "
@@ -182,8 +183,8 @@ def input_title(args, ctxs):
 
 
 def input_section(args, config, ctxs, setup):
-    """The input-bound rows (gluonperf.input_pipeline.input_bound) on the loader `setup` holds."""
-    from .input_pipeline import input_bound
+    """The input-bound rows (gluonperf.experiments.input_pipeline.input_bound) on the loader `setup` holds."""
+    from .experiments.input_pipeline import input_bound
     with cli.progress_bar(2 * args.warmup + 3 * args.rounds, "input") as bar:
         return input_bound(config, ctxs, args.steps, args.rounds, args.warmup, args.threshold, progress=bar.update,
                            setup=setup)
@@ -191,7 +192,7 @@ def input_section(args, config, ctxs, setup):
 
 def operators_only(args, ctxs, config):
     """The child's part: the operator table in this (fresh, bulk-off) process."""
-    from .step_profile import operator_table
+    from .experiments.step_time import operator_table
     with cli.progress_bar(args.warmup + args.steps, "operators") as bar:
         results = operator_table(config, ctxs, args.steps, args.warmup, args.trace, progress=bar.update)
     cli.emit(results, args, ctxs, columns=["op", "phase", "calls_per_step", "time_s", "share"],
@@ -211,7 +212,7 @@ def main(argv=None):
     config = config_from(args, ctxs)
     if args.operators_only:
         return operators_only(args, ctxs, config)
-    from .image_data import is_path
+    from .training.image_data import is_path
     if args.input_only and not is_path(args.dataset):
         raise UserError("--input-only asks whether the step waits for image data: give --dataset PATH (a folder or "
                         "a .rec)")
@@ -220,10 +221,10 @@ def main(argv=None):
     if DTYPE_NOTE and args.dtype == "bfloat16":
         cli.note_later("note: " + DTYPE_NOTE)
 
-    from .ceiling import best_of, ceiling_devices, ceiling_flops, measure_ceiling
-    from .contexts import describe
-    from .precision import label as precision_label
-    from .step_profile import (BULK_VARIABLE, SAMPLE_SHAPE, breakdown, gap_row, model_flops, prepare, verdict,
+    from .measure.ceiling import best_of, ceiling_devices, ceiling_flops, measure_ceiling
+    from .runtime.contexts import describe
+    from .training.precision import label as precision_label
+    from .experiments.step_time import (BULK_VARIABLE, SAMPLE_SHAPE, breakdown, gap_row, model_flops, prepare, verdict,
                                with_ceiling, work)
     if args.input_only:
         setup = prepare(config, ctxs)
@@ -245,7 +246,7 @@ def main(argv=None):
     peak = ceiling_flops(ceiling) * ceiling_devices(ctxs)
     operators = with_ceiling(operators_in_fresh_process(args, args.trace), peak)
     found = verdict(flops, ceiling, parts, operators, ctxs)
-    from .data import sample_shape
+    from .training.data import sample_shape
     shape = sample_shape(args.dataset, args.model)
     works = work(flops, args.model, shape, ceiling, ctxs)
 

@@ -25,8 +25,8 @@ from typing import Callable, List, Optional, Tuple
 
 from . import UserError
 from . import compare as cmp
-from .precision import label as precision_label
-from .records import Result, atomic_write_bytes, format_value
+from .training.precision import label as precision_label
+from .render.records import Result, atomic_write_bytes, format_value
 
 PROG = "python -m gluonperf.report"
 
@@ -102,7 +102,7 @@ def _pct(value):
 def _interval(m, key):
     """The stats.Interval a record holds for `key` (key_ci_low, key_ci_high, key_n, key_level),
     or None for a record without one."""
-    from .stats import LEVEL, Interval
+    from .measure.stats import LEVEL, Interval
     if m.get(key) is None or m.get(key + "_ci_low") is None or m.get(key + "_ci_high") is None:
         return None
     return Interval(m[key], m[key + "_ci_low"], m[key + "_ci_high"], m.get(key + "_n") or 0,
@@ -119,7 +119,7 @@ def _rounds_of(m, key):
 
 
 def _fixed(value):
-    """A ratio in an interval's text, as gluonperf.stats writes it: 1.12, 0.95, 1.1e+03."""
+    """A ratio in an interval's text, as gluonperf.measure.stats writes it: 1.12, 0.95, 1.1e+03."""
     return "%.2f" % value if 0.1 <= abs(value) < 100 else "%.3g" % value
 
 
@@ -140,7 +140,7 @@ def _with_interval(m, key, what="rounds", pct=False):
         return "%s (%s, %d %s)" % (head, ci, iv.n, what if iv.n != 1 else what.rstrip("s"))
     lo, hi = m.get(key + "_min"), m.get(key + "_max")
     if lo is not None and hi is not None:
-        from .stats import minmax_level
+        from .measure.stats import minmax_level
         n = _rounds_of(m, key)
         level = ("%.0f%% for %d %s" % (100 * minmax_level(n), n, what if n != 1 else what.rstrip("s"))
                  if n else "level unknown")
@@ -159,7 +159,7 @@ def _ci(key, pct=False):
             hi = fmt(iv.high) if iv.high < float("inf") else "inf"
             return "%s-%s (%g%%, n=%d)" % (fmt(iv.low), hi, 100 * iv.level, iv.n)
         if m.get(key + "_min") is not None and m.get(key + "_max") is not None:
-            from .stats import minmax_level
+            from .measure.stats import minmax_level
             n = _rounds_of(m, key)
             return "min..max %s..%s (%s)" % (fmt(m[key + "_min"]), fmt(m[key + "_max"]),
                                            "%.0f%%, n=%d" % (100 * minmax_level(n), n) if n else "level unknown")
@@ -173,7 +173,7 @@ def _paired_interval(base, other, key):
     a, b = base.get("samples_s"), other.get("samples_s")
     if not a or not b or len(a) != len(b):
         return {}
-    from . import stats
+    from .measure import stats
     try:
         return stats.ratio_interval(stats.paired_ratios(b, a)).fields(key)
     except ValueError:
@@ -1041,7 +1041,7 @@ def sections(runs):
 
 def render_page(runs, title, old_runs=None, threshold=0.10, metric=None, old_label=None, skipped=()):
     import jinja2
-    env = jinja2.Environment(loader=jinja2.PackageLoader("gluonperf", "templates"),
+    env = jinja2.Environment(loader=jinja2.PackageLoader("gluonperf.render", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
     changes, regressions = None, 0
     page = [("Machine and environment", [environment_section(runs)])]
@@ -1097,7 +1097,7 @@ def build_parser():
 
 
 def main(argv=None):
-    from . import cli
+    from .cli import common as cli
     args = build_parser().parse_args(argv)
     cli.check_output_path(args.output, "-o")
     runs, skipped = load_results(args.results)
@@ -1118,5 +1118,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from . import cli
+    from .cli import common as cli
     cli.run(main, PROG)

@@ -1,22 +1,23 @@
 """python -m gluonperf.train: data-parallel training with gluon.Trainer on several contexts.
 
-Parses and checks the flags, calls `gluonperf.training.fit` (or `scaling`), and
-hands the per-epoch records to `gluonperf.cli.emit`. Nothing is computed here.
+Parses and checks the flags, calls `gluonperf.training.loop.fit` (or `scaling`), and
+hands the per-epoch records to `gluonperf.cli.common.emit`. Nothing is computed here.
 """
 import argparse
 import sys
 
-from . import UserError, cli
+from . import UserError
+from .cli import common as cli
 
 # As a command, choose MXNet's thread count before MXNet is loaded (by `main`, once the flags are
 # parsed: --help and a bad flag answer without loading it).
 THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else None
-# and, for --dtype bfloat16, oneDNN's instruction set and the AMX permission (gluonperf.precision)
+# and, for --dtype bfloat16, oneDNN's instruction set and the AMX permission (gluonperf.training.precision)
 DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 
-from .config import (DATASETS, DEFAULT_LR, HYBRIDIZE, KVSTORES, LR_DECAYS, OPTIMIZER_FLAGS, OPTIMIZERS,  # noqa: E402
+from .cli.config import (DATASETS, DEFAULT_LR, HYBRIDIZE, KVSTORES, LR_DECAYS, OPTIMIZER_FLAGS, OPTIMIZERS,  # noqa: E402
                      TrainConfig)
-from .precision import DTYPES  # noqa: E402
+from .training.precision import DTYPES  # noqa: E402
 
 PROG = "python -m gluonperf.train"
 
@@ -38,7 +39,7 @@ TRAINING_FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "l
 
 
 def dataset_name(text):
-    """--dataset: a named set, or a path that exists (gluonperf.image_data checks what it holds)."""
+    """--dataset: a named set, or a path that exists (gluonperf.training.image_data checks what it holds)."""
     import os
     if text in DATASETS or os.path.exists(os.path.expanduser(text)):
         return text
@@ -206,7 +207,7 @@ def target_line(last):
 
 
 def config_from(args, ctxs):
-    from .config import config_fields
+    from .cli.config import config_fields
     values = {name: getattr(args, name) for name in config_fields() if hasattr(args, name)}
     if values.get("momentum", 0) is None:  # --momentum not given: TrainConfig's (which checkpoints compare)
         del values["momentum"]
@@ -221,11 +222,11 @@ KVSTORE_NOTE = ("note: --kvstore unset, so gluonperf sums the gradients of the %
 
 
 def check_kvstore(args, ctxs):
-    """--kvstore left unset: flat on several CPU contexts (gluonperf.flat, measured faster
+    """--kvstore left unset: flat on several CPU contexts (gluonperf.training.flat, measured faster
     there), device otherwise, said on stderr once the command's work starts; nccl refused
     off GPUs. For train and profile."""
     if args.kvstore is None:
-        from .training import default_kvstore
+        from .training.loop import default_kvstore
         args.kvstore = default_kvstore(ctxs)
         if args.kvstore == "flat":
             cli.note_later(KVSTORE_NOTE % len(ctxs))
@@ -246,8 +247,8 @@ def check_optimizer_flags(args):
 
 
 def note_optimizer(args, ctxs):
-    """Say on stderr when SGD's update runs per parameter (gluonperf.optimizers). For train and profile."""
-    from .optimizers import note
+    """Say on stderr when SGD's update runs per parameter (gluonperf.training.optimizers). For train and profile."""
+    from .training.optimizers import note
     line = note(args.optimizer, TrainConfig.momentum if args.momentum is None else args.momentum, ctxs)
     if line:
         cli.note_later("note: " + line)
@@ -255,7 +256,7 @@ def note_optimizer(args, ctxs):
 
 def check(args, ctxs):
     """Refuse bad input before any long work starts."""
-    from .models import get_model
+    from .training.models import get_model
     check_kvstore(args, ctxs)
     check_optimizer_flags(args)
     get_model(args.model)  # unknown names fail here
@@ -263,14 +264,14 @@ def check(args, ctxs):
         raise UserError("--batch-size %d is smaller than the number of contexts (%d); every context "
                         "needs at least one sample per batch" % (args.batch_size, len(ctxs)))
     if args.checkpoint_segments:
-        from .recompute import check_segments
+        from .training.recompute import check_segments
         check_segments(get_model(args.model), args.checkpoint_segments)
         if args.scaling:
             raise UserError("--scaling times the plain step; drop --checkpoint-segments (bench footprint measures it)")
     if args.dtype == "bfloat16" and args.checkpoint_segments:  # flags that conflict on any machine: said first
         raise UserError("--checkpoint-segments does not work with --dtype bfloat16 (MXNet 1.9.1's AMP breaks "
                         "the recomputed segments' backward); use one or the other")
-    from .precision import check_flag
+    from .training.precision import check_flag
     check_flag(args.dtype, ctxs)
     if not args.scaling and args.warmup_epochs > args.epochs:  # training.lr_schedule cuts it to the run
         cli.note("note: --warmup-epochs %d is longer than the run (%d epoch(s)): the warm-up takes the whole run "
@@ -283,10 +284,10 @@ def check(args, ctxs):
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
     cli.check_output_dir(args.save, "--save")
-    from .data import check_available
+    from .training.data import check_available
     check_available(args.dataset, args.data_dir, args.model, args.loader)
     if args.resume:
-        from .training import check_resumable, read_checkpoint
+        from .training.loop import check_resumable, read_checkpoint
         _, meta = read_checkpoint(args.resume)
         check_resumable(config_from(args, ctxs), meta, args.resume)
 
@@ -298,7 +299,7 @@ def plot(results, path):
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    from .records import save_figure
+    from .render.records import save_figure
     epochs = [r.metrics["epoch"] for r in results]
     fig, (acc, speed) = plt.subplots(2, 1, sharex=True, figsize=(6, 5))
     acc.plot(epochs, [r.metrics["test_top1"] for r in results], "o-", label="test top-1")
@@ -321,12 +322,12 @@ def main(argv=None):
     if args.list_models:
         cli.print_models()
         return 0
-    from .training import fit, scaling
+    from .training.loop import fit, scaling
     ctxs = cli.contexts(args)
     check(args, ctxs)
     cli.advise(ctxs, THREADS_NOTE)
     note_optimizer(args, ctxs)
-    from .precision import hint, label as precision_label
+    from .training.precision import hint, label as precision_label
     for line in (DTYPE_NOTE if args.dtype == "bfloat16" else None, hint(args.dtype, ctxs)):
         if line:
             cli.note_later("note: " + line)

@@ -28,10 +28,12 @@ import time
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from . import UserError, guard, machine, stats
-from .advice import TAKEN_VARIABLE, TEMP_COPY_FOR_CONTEXTS, idle_warnings, physical_cores, recommended_threads
-from .precision import has_bf16, why_no_bf16
-from .records import Result
+from . import UserError
+from .runtime import guard
+from .measure import machine, stats
+from .runtime.threads import TAKEN_VARIABLE, TEMP_COPY_FOR_CONTEXTS, idle_warnings, physical_cores, recommended_threads
+from .training.precision import has_bf16, why_no_bf16
+from .render.records import Result
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -67,7 +69,7 @@ class Runner:
     """How a candidate is run: `python -m <module>` (or `python <script>.py`) with its flags,
     figure read from its output.
 
-    `steprate` (gluonperf.steprate) prints one JSON line with images_per_s;
+    `steprate` (gluonperf.training.steprate) prints one JSON line with images_per_s;
     `train` (gluonperf.train --dataset synthetic) writes --json records with
     train_images_per_s per epoch (the last epoch counts: the first one pays for
     graph building and first allocations)."""
@@ -98,7 +100,7 @@ class Runner:
         return (env + " " if env else "") + " ".join(shlex.quote(a) for a in argv)
 
 
-STEPRATE = Runner("gluonperf.steprate", ("--warmup", "2"), serves=True)
+STEPRATE = Runner("gluonperf.training.steprate", ("--warmup", "2"), serves=True)
 TRAIN = Runner("gluonperf.train", ("--dataset", "synthetic", "--epochs", "2"), None)
 
 
@@ -504,12 +506,12 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
     stages.append(("bulk", lambda b: [b, b.with_env("MXNET_EXEC_BULK_EXEC_TRAIN=0", MXNET_EXEC_BULK_EXEC_TRAIN=0),
                                       b.with_env("MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN=1000",
                                                  MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN=1000)]))
-    # implementations of one optimizer that give the same weights (gluonperf.optimizers, tested
+    # implementations of one optimizer that give the same weights (gluonperf.training.optimizers, tested
     # there): SGD and AdamW update each parameter with its own operator unless this is set, and
     # with MXNet's multi-tensor operator in groups of 4 (MXNet's default) when it is. MXNet 1.9.1
     # has one implementation of the others (bench optimizers), so for them there is nothing to try
     def optimizer(b):
-        from .config import GROUPED_UPDATES
+        from .cli.config import GROUPED_UPDATES
         if (b.flag("optimizer") or "sgd") not in GROUPED_UPDATES:
             return [b]
         return [b, b.with_env("MXNET_OPTIMIZER_AGGREGATION_SIZE=4", MXNET_OPTIMIZER_AGGREGATION_SIZE=4)]
@@ -674,7 +676,7 @@ def _rounds(text):
 
 
 def build_parser():
-    from .cli import positive_int
+    from .cli.common import positive_int
     p = argparse.ArgumentParser(
         prog="python -m gluonperf.tune",
         description="Find the settings (environment variables and flags) that train a model fastest "
@@ -694,7 +696,7 @@ def build_parser():
     p.add_argument("--budget", type=positive_int, default=600, metavar="SEC",
                    help="with --rounds auto: seconds per lever after which no new round starts (default: "
                         "%(default)s)")
-    from .cli import add_threshold
+    from .cli.common import add_threshold
     add_threshold(p)
     p.add_argument("--kvstore", default=None, help="comma-separated kvstores to try with several contexts "
                                                    "(default: flat,device on CPU contexts, device otherwise)")
@@ -710,13 +712,13 @@ def build_parser():
                         "images, a folder of class subfolders or a .rec with its .idx (gluonperf.train --dataset); "
                         "the data lever then tries DataLoader worker processes and, for a .rec, MXNet's "
                         "ImageRecordIter (default: %(default)s)")
-    from .config import OPTIMIZERS
+    from .cli.config import OPTIMIZERS
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=None,
                    help="train every candidate with this optimizer, at its default hyper-parameters (train runner "
                         "only; default: train's, sgd)")
     p.add_argument("--runner", choices=("auto", "train", "steprate"), default="auto",
                    help="what runs a candidate: gluonperf.train --dataset synthetic, or the small "
-                        "gluonperf.steprate worker (default: train when it exists)")
+                        "gluonperf.training.steprate worker (default: train when it exists)")
     p.add_argument("--timeout", type=positive_int, default=900, help="seconds before one run is abandoned "
                                                                      "(default: %(default)s)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON lines, with the environment")
@@ -729,8 +731,8 @@ LEVER_NAMES = ("threads", "hybridize", "data", "engine", "onednn", "allocator", 
 
 def parse_args(argv):
     args = build_parser().parse_args(argv)
-    from .cli import check_output_path
-    from .contexts import parse_contexts, describe
+    from .cli.common import check_output_path
+    from .runtime.contexts import parse_contexts, describe
     args.contexts = describe(parse_contexts(args.ctx)).split(",")
     try:
         args.batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
@@ -751,7 +753,7 @@ def parse_args(argv):
         if bad:
             raise UserError("--levers %s: unknown lever(s) %s; choose from %s"
                             % (args.levers, ",".join(bad), ",".join(LEVER_NAMES)))
-    from .models import list_models
+    from .training.models import list_models
     if args.model not in ("mlp", "lenet", "resnet18") and args.model not in list_models():
         raise UserError("unknown model %r; see python -m gluonperf.bench --list-models" % args.model)
     check_output_path(args.json, "--json")
@@ -761,7 +763,7 @@ def parse_args(argv):
     if args.dataset != "synthetic":
         if runner is not TRAIN:
             raise UserError("--dataset trains on data: it needs the train runner (--runner train), not steprate")
-        from .data import check_available
+        from .training.data import check_available
         check_available(args.dataset, None, args.model)  # one line for bad data, before any run
         runner = Runner(TRAIN.module, ("--dataset", args.dataset) + TRAIN.fixed[2:], TRAIN.steps_flag)
     args.runner_obj = runner
@@ -778,7 +780,7 @@ def parse_args(argv):
 
 
 def main(argv=None):
-    from .cli import advise, emit, guard_command, keep_on_stop, note, progress_bar
+    from .cli.common import advise, emit, guard_command, keep_on_stop, note, progress_bar
     args = parse_args(argv)
     # each run is bounded by --timeout; the guard catches a hang of tune itself between runs
     guard_command(args, "python -m gluonperf.tune", stall_timeout=args.timeout + 120)
@@ -835,5 +837,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from .cli import run
+    from .cli.common import run
     run(main, "python -m gluonperf.tune")

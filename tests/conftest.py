@@ -72,7 +72,7 @@ def run():
 
 
 def _why_no_bfloat16():
-    from gluonperf.precision import why_no_bf16
+    from gluonperf.training.precision import why_no_bf16
     return why_no_bf16(clean_env())
 
 

@@ -1,4 +1,4 @@
-"""gluonperf.allocator: glibc keeps freed memory for the experiments whose CPU contexts stand
+"""gluonperf.runtime.allocator: glibc keeps freed memory for the experiments whose CPU contexts stand
 in for devices (bench overlap, parallel, allreduce), and only there."""
 import json
 import platform
@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from conftest import run_module
-from gluonperf import allocator, cli
+from gluonperf.runtime import allocator
+from gluonperf.cli import common as cli
 
 
 class Mallopt:

@@ -3,11 +3,12 @@ import json
 import mxnet as mx
 import pytest
 
-from gluonperf import bench, cli
-from gluonperf.async_compute import (_smallest_from, blocking_calls, call_blocks, estimate_t1_t2_t3, memory_cost,
+from gluonperf import bench
+from gluonperf.cli import common as cli
+from gluonperf.experiments.asynchronous import (_smallest_from, blocking_calls, call_blocks, estimate_t1_t2_t3, memory_cost,
                                      queue_vs_finish, sync_vs_async, train_with_sync)
-from gluonperf.profiling import event_names, load_trace
-from gluonperf.records import result
+from gluonperf.measure.trace import event_names, load_trace
+from gluonperf.render.records import result
 
 
 def test_blocking_calls_are_told_apart_from_queuing():
@@ -33,7 +34,7 @@ def test_queue_vs_finish_reports_both_phases():
     order-statistic interval (12 repeats: the 3rd to 10th ratio, 96%): a repeat whose
     Python thread lost the core while queueing (800 us queued, 600 finished, seen on a busy
     machine) widens a t interval on the mean past 1, not this one."""
-    from gluonperf.stats import median_interval, paired_ratios, verdict
+    from gluonperf.measure.stats import median_interval, paired_ratios, verdict
     queued, finished = queue_vs_finish(mx.cpu(), size=300, repeat=12)
     assert queued.metrics["repeats"] == finished.metrics["repeats"] == 12
     assert finished.metrics["ratio_to_queued"] == pytest.approx(

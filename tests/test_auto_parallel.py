@@ -4,10 +4,11 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from gluonperf import bench, cli
-from gluonperf.parallel import (concurrency, copy_to, is_stand_in, overlap, pick_pair,
+from gluonperf import bench
+from gluonperf.cli import common as cli
+from gluonperf.experiments.auto_parallel import (concurrency, copy_to, is_stand_in, overlap, pick_pair,
                                 pick_source_and_destination, run, size_for)
-from gluonperf.profiling import event_names, load_trace
+from gluonperf.measure.trace import event_names, load_trace
 
 
 def test_devices_are_picked_like_the_book_and_labelled():
@@ -83,7 +84,7 @@ def test_bench_parallel_json_and_trace_name_both_devices(run, tmp_path):
     assert [r["name"] for r in rows] == ["run on cpu(0)", "run on cpu(1)", "both at once"]
     assert rows[0]["env"]["contexts"] == ["cpu(0)", "cpu(1)"] and rows[2]["stand_in"] is True
     data = load_trace(trace)
-    assert "FullyConnected" in event_names(data)  # the product, on oneDNN (gluonperf.blas)
+    assert "FullyConnected" in event_names(data)  # the product, on oneDNN (gluonperf.runtime.blas)
     devices = {e["args"]["name"] for e in data["traceEvents"] if e.get("name") == "process_name"}
     assert {"cpu/0", "cpu/1"} <= devices
     products = operator_intervals(data, "FullyConnected")
@@ -127,7 +128,7 @@ def test_bad_input_is_one_line(capsys, tmp_path):
 
 
 def test_trace_helpers(tmp_path):
-    from gluonperf.profiling import Trace, merge_traces
+    from gluonperf.measure.trace import Trace, merge_traces
     off = Trace(None)
     with off:
         pass

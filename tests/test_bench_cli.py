@@ -56,7 +56,8 @@ def test_sizes_larger_than_the_memory_are_refused_before_any_work(run, args, wor
 
 
 def test_errors_keep_the_line_that_says_what_went_wrong(capsys):
-    from gluonperf import cli, error_line
+    from gluonperf.cli import common as cli
+    from gluonperf import error_line
     mx_error = ('Traceback (most recent call last):\n  File "../src/operator/tensor/init_op.h", line 318\n'
                 'MXNetError: Check failed: size < 2^31 : Size of tensor you are trying to allocate is too large')
     assert error_line(RuntimeError(mx_error)) == "Check failed: size < 2^31 : Size of tensor you are trying to " \
@@ -74,7 +75,7 @@ def test_errors_keep_the_line_that_says_what_went_wrong(capsys):
 
 def test_an_mxnet_error_is_its_message_not_its_traceback_line(capsys):
     import mxnet as mx
-    from gluonperf import cli
+    from gluonperf.cli import common as cli
 
     def too_large(argv):
         mx.nd.zeros((50000, 50000)).wait_to_read()  # 2.5e9 elements: past MXNet 1.9.1's 2^31
@@ -108,7 +109,7 @@ def test_commands_use_every_core_unless_told_otherwise(tmp_path):
     import subprocess
     import sys
     from conftest import ROOT
-    from gluonperf.advice import physical_cores
+    from gluonperf.runtime.threads import physical_cores
     cores = physical_cores()
     out = tmp_path / "h.json"
     p = subprocess.run([sys.executable, "-m", "gluonperf.bench", "hybridize", "--repeat", "1", "--number", "5",

@@ -117,7 +117,7 @@ def test_thread_default_leaves_the_core_another_process_holds(tmp_path):
     assert "keep" not in p.stderr  # no idle-core warning about the thread count gluonperf chose
     env = records(out)[0]["env"]["env"]
     taken = int(env["GLUONPERF_CORES_TAKEN"])
-    from gluonperf.advice import physical_cores
+    from gluonperf.runtime.threads import physical_cores
     assert taken >= 1 and env["OMP_NUM_THREADS"] == str(max(1, physical_cores() - taken))
 
 
@@ -176,7 +176,7 @@ def test_an_mxnet_error_on_two_contexts_leaves_no_traceback_at_exit(tmp_path):
     dropped it). A bfloat16 convolution under DNNL_MAX_CPU_ISA=AVX2 fails on any x86 CPU."""
     code = ("import mxnet as mx\n"
             "from mxnet.contrib.amp.amp import bfloat16\n"
-            "from gluonperf import cli\n"
+            "from gluonperf.cli import common as cli\n"
             "def main(argv):\n"
             "    outs = []\n"
             "    for i in range(2):\n"
@@ -270,7 +270,7 @@ def test_kill_9_while_saving_loses_nothing(tmp_path):
     Equal to the last bit only at one thread count: each run's default follows the load
     when it starts (a core busy with another test under pytest -n 2 gave one run 1 thread,
     another 2, and checksums 1e-10 apart), so every run here is given one."""
-    from gluonperf.training import read_checkpoint
+    from gluonperf.training.loop import read_checkpoint
     argv = TRAIN + ["--model", "mlp", "--epochs", "6", "--log-interval", "0"]
     whole = str(tmp_path / "whole")
     p = command(argv + ["--save", whole, "--json", str(tmp_path / "whole.json")], tmp_path, OMP_NUM_THREADS="1")
@@ -488,7 +488,7 @@ def test_the_stall_guard_stops_a_step_that_makes_no_progress(tmp_path):
 
 
 def test_help_and_bad_flags_answer_without_loading_mxnet(tmp_path):
-    """The parsers are built from gluonperf.config, without MXNet: --help and a flag
+    """The parsers are built from gluonperf.cli.config, without MXNet: --help and a flag
     argparse refuses answer in a tenth of a second, not after MXNet's 2 s start. An
     `mxnet` that cannot be imported stands in front of the real one to prove it."""
     fake = tmp_path / "no-mxnet" / "mxnet"
@@ -522,12 +522,15 @@ def test_the_package_lists_its_commands_and_each_has_help(tmp_path):
     experiments = p.stdout.split("bench")[1].splitlines()[0]
     bench_help = command(["-m", "gluonperf.bench", "--help"], tmp_path, timeout=120).stdout
     assert all(e.strip() in bench_help for e in experiments.split(":")[1].split(","))
-    bad = command(["-m", "gluonperf", "train"], tmp_path, timeout=60)
-    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "gluonperf.train --help" in bad.stderr
+    bad = command(["-m", "gluonperf", "nope"], tmp_path, timeout=60)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "gluonperf.bench --help" in bad.stderr
+    # `gluonperf train ...` (the console script) and `python -m gluonperf train ...` run the command
+    run_train = command(["-m", "gluonperf", "train", "--help"], tmp_path, timeout=60)
+    assert run_train.returncode == 0 and "python -m gluonperf.train" in run_train.stdout, run_train.stderr
     # the modules that are only a command's worker process say which command to run
     with ThreadPoolExecutor(max_workers=2) as pool:
         workers = pool.map(lambda m: (m, command(["-m", "gluonperf." + m[0], "--help"], tmp_path, timeout=120)),
-                           [("footprint", "bench footprint"), ("async_compute", "bench memory")])
+                           [("experiments.footprint", "bench footprint"), ("experiments.asynchronous", "bench memory")])
         for (module, runs), w in workers:
             assert w.returncode == 2 and w.stdout == "" and "Traceback" not in w.stderr, w.stderr
             assert w.stderr.strip().splitlines() == [

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from gluonperf.compare import compare, parse_threshold, pick_metric, regressions
-from gluonperf.records import Result, write_jsonl
+from gluonperf.render.records import Result, write_jsonl
 
 ENV = {"mxnet": "1.9.1", "cpu_count": 2, "env": {}}
 

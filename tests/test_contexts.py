@@ -2,7 +2,7 @@ import mxnet as mx
 import pytest
 
 from gluonperf import UserError
-from gluonperf.contexts import parse_contexts
+from gluonperf.runtime.contexts import parse_contexts
 
 
 @pytest.mark.parametrize("spec,expected", [

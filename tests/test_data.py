@@ -1,4 +1,4 @@
-"""gluonperf.data: the three data sets and the per-part, per-epoch-seeded loader."""
+"""gluonperf.training.data: the three data sets and the per-part, per-epoch-seeded loader."""
 import gzip
 import hashlib
 import os
@@ -9,7 +9,8 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from gluonperf import UserError, data
+from gluonperf import UserError
+from gluonperf.training import data
 
 
 def write_idx(root, part, images, labels):
@@ -182,7 +183,7 @@ def test_mxnet_starts_without_scikit_learn_or_scipy_stats_yet_digits_still_loads
             "assert mxnet.model.BASE_ESTIMATOR is object and mxnet.test_utils.ss is None\n"
             "from mxnet.contrib import quantization\n"
             "assert quantization.stats is None\n"
-            "from gluonperf import data\n"
+            "from gluonperf.training import data\n"
             "(x, y), _ = data.digits()\n"
             "assert 'sklearn.datasets' in sys.modules and x.shape[1:] == (1, 28, 28), x.shape\n"
             "import scipy.stats\n"

@@ -1,4 +1,4 @@
-"""kvstore flat (gluonperf.flat.FlatTrainer): the same training as MXNet's device kvstore,
+"""kvstore flat (gluonperf.training.flat.FlatTrainer): the same training as MXNet's device kvstore,
 states that move between the two, and the command that uses it."""
 import pickle
 
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from mxnet import gluon, nd
 
-from gluonperf.flat import FlatTrainer, owners
-from gluonperf.records import read_jsonl
-from gluonperf.step_profile import phase
-from gluonperf.training import HYBRIDIZE, TrainConfig, build_net, forward_backward, make_trainer
+from gluonperf.training.flat import FlatTrainer, owners
+from gluonperf.render.records import read_jsonl
+from gluonperf.experiments.step_time import phase
+from gluonperf.training.loop import HYBRIDIZE, TrainConfig, build_net, forward_backward, make_trainer
 
 TWO = [mx.cpu(0), mx.cpu(1)]
 BATCH = 8
@@ -39,7 +39,7 @@ def trained(kvstore, optimizer="sgd", steps=3, contexts=TWO, segments=0):
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     step = forward_backward
     if segments:
-        from gluonperf.recompute import checkpointed
+        from gluonperf.training.recompute import checkpointed
         step = checkpointed(net, segments, (1, 28, 28), HYBRIDIZE["static"])
     for _ in range(steps):
         step(net, loss_fn, xs, ys)

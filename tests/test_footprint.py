@@ -1,13 +1,13 @@
-"""python -m gluonperf.bench footprint and gluonperf.footprint: the memory of a training step."""
+"""python -m gluonperf.bench footprint and gluonperf.experiments.footprint: the memory of a training step."""
 import argparse
 
 import pytest
 
 from gluonperf import UserError
 from gluonperf.bench import size_bytes
-from gluonperf.footprint import effective_configs, fit_line, footprint, largest_batch, parameter_bytes
+from gluonperf.experiments.footprint import effective_configs, fit_line, footprint, largest_batch, parameter_bytes
 from conftest import needs_bfloat16
-from gluonperf.records import read_jsonl
+from gluonperf.render.records import read_jsonl
 
 MiB = 2 ** 20
 
@@ -60,7 +60,7 @@ def fake_worker(params, timeout=None):
 
 def test_the_sweep_compares_with_the_plain_step_and_keeps_failures(monkeypatch):
     import mxnet as mx
-    from gluonperf import footprint as fp
+    from gluonperf.experiments import footprint as fp
     monkeypatch.setattr(fp, "run_step_footprint", fake_worker)
     monkeypatch.setattr(fp, "parameter_bytes", lambda model: 1000)
     ticks = []
@@ -113,7 +113,8 @@ def test_bfloat16_step_in_the_workers(run, tmp_path):
 ])
 def test_bad_input_is_one_line_and_writes_nothing(args, words, tmp_path, capsys):
     """In this process (cli.run, as the command does), to keep it fast."""
-    from gluonperf import bench, cli
+    from gluonperf import bench
+    from gluonperf.cli import common as cli
     out = tmp_path / "fp.jsonl"
     with pytest.raises(SystemExit) as e:
         cli.run(bench.main, bench.PROG, ["footprint", "--model", "lenet", "--batch-sizes", "4", "--json", str(out),
@@ -220,7 +221,7 @@ def test_static_with_checkpointing_runs_as_hybrid():
 
 def test_repeated_processes_give_the_median_peak_and_its_range(monkeypatch):
     import itertools
-    from gluonperf import footprint as fp
+    from gluonperf.experiments import footprint as fp
     peaks = itertools.cycle([100, 300, 200])
 
     def worker(params, timeout=None):

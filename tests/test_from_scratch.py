@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from gluonperf import UserError
-from gluonperf import data_parallel as dp
-from gluonperf.data import synthetic
+from gluonperf.experiments import from_scratch as dp
+from gluonperf.training.data import synthetic
 
 
 def _synthetic(num_train, num_test, seed):
@@ -190,7 +190,8 @@ def test_bench_scratch_cli(run):
 
 def _in_process_error(capsys, *argv):
     """Run the CLI in this process (MXNet is already imported, so it is fast)."""
-    from gluonperf import bench, cli
+    from gluonperf import bench
+    from gluonperf.cli import common as cli
     with pytest.raises(SystemExit) as exit:
         cli.run(bench.main, bench.PROG, list(argv))
     err = capsys.readouterr().err

@@ -5,8 +5,8 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from gluonperf.benchmark import Benchmark, Measurement, environment, measure, measure_interleaved
-from gluonperf.memory import MemorySampler
+from gluonperf.measure.harness import Benchmark, Measurement, environment, measure, measure_interleaved
+from gluonperf.measure.memory import MemorySampler
 
 
 @pytest.mark.alone
@@ -18,7 +18,7 @@ def test_timer_includes_queued_work():
     would bill only the queueing (a ratio near 0.001). Paired rounds, so a machine whose
     speed drifts (the 2-core Intel Xeon of 2026-11-24 moved 2x within 90 s; a cold first call
     against a warm region failed once in CI) moves both sides of a ratio alike."""
-    from gluonperf.stats import paired_ratios, ratio_interval
+    from gluonperf.measure.stats import paired_ratios, ratio_interval
     x = mx.nd.random.uniform(shape=(1000, 1000))
     mx.nd.dot(x, x).wait_to_read()  # the first call is cold (OpenBLAS's threads, first page faults)
     reference, region, queued = [], [], []

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from gluonperf import UserError
-from gluonperf.hybridize import build_variants, check_outputs, compare_modes, export_and_import
-from gluonperf.models import get_model, input_shape, list_models
+from gluonperf.experiments.hybridize import build_variants, check_outputs, compare_modes, export_and_import
+from gluonperf.training.models import get_model, input_shape, list_models
 
 
 @pytest.mark.parametrize("model,batch", [("mlp", 4), ("lenet", 2), ("resnet18", 2)])

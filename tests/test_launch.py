@@ -372,7 +372,7 @@ def test_dry_run_passes_environment_to_hosts(tmp_path):
 
 
 def test_local_workers_share_the_cores_unless_the_user_set_threads(monkeypatch):
-    from gluonperf.advice import recommended_threads
+    from gluonperf.runtime.threads import recommended_threads
     from gluonperf.launch import local_thread_defaults, plan
     assert local_thread_defaults(2, environ={}) == {"OMP_NUM_THREADS": str(recommended_threads(2))}
     assert local_thread_defaults(2, environ={"OMP_NUM_THREADS": "3"}) == {}
@@ -385,7 +385,7 @@ def test_local_workers_share_the_cores_unless_the_user_set_threads(monkeypatch):
 
 
 def test_local_workers_leave_out_cores_others_hold(monkeypatch):
-    import gluonperf.advice as advice
+    import gluonperf.runtime.threads as advice
     from gluonperf.launch import local_thread_defaults
     monkeypatch.setattr(advice, "physical_cores", lambda: 4)
     assert local_thread_defaults(1, environ={}, taken=1) == {"OMP_NUM_THREADS": "3", "GLUONPERF_CORES_TAKEN": "1"}
@@ -402,7 +402,7 @@ def test_local_workers_leave_out_cores_others_hold(monkeypatch):
 def test_launch_beside_a_busy_process_gives_workers_the_free_cores():
     """As `gluonperf.train` does: threads on a core another process holds wait at every barrier."""
     from conftest import clean_env
-    from gluonperf.advice import physical_cores
+    from gluonperf.runtime.threads import physical_cores
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(1.0)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from mxnet import autograd
 
-from gluonperf.models import fusable, get_model, resnet18
+from gluonperf.training.models import fusable, get_model, resnet18
 
 
 def names(net):

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 from mxnet import gluon, nd
 
-from gluonperf import optimizers
-from gluonperf.optimizers import AGGREGATION, SGD
-from gluonperf.records import read_jsonl
+from gluonperf.training import optimizers
+from gluonperf.training.optimizers import AGGREGATION, SGD
+from gluonperf.render.records import read_jsonl
 
 SHAPES = [(16, 3, 3, 3), (16,), (1000,), (7, 5)]
 
@@ -67,9 +67,10 @@ def test_create_gives_the_named_optimizer_and_refuses_others():
 
 
 def test_the_names_the_parsers_offer_are_those_the_code_runs():
-    """The CLIs build their choices from gluonperf.config (no MXNet); each name must be one
+    """The CLIs build their choices from gluonperf.cli.config (no MXNet); each name must be one
     the working module knows, and every one it knows offered."""
-    from gluonperf import config, data_parallel, footprint
+    from gluonperf.cli import config
+    from gluonperf.experiments import from_scratch as data_parallel, footprint
     assert optimizers.NAMES == config.OPTIMIZERS
     assert list(data_parallel.SCHEDULES) == config.ALLREDUCE_METHODS == data_parallel.METHODS
     assert footprint.HYBRIDIZE == tuple(config.HYBRIDIZE)
@@ -230,7 +231,7 @@ def test_a_target_not_reached_says_so(run, tmp_path):
 
 def small(**kw):
     """LeNet on 256 digits, deterministic (as tests/test_train.py's)."""
-    from gluonperf.training import TrainConfig
+    from gluonperf.training.loop import TrainConfig
     base = dict(model="lenet", dataset="digits", limit=256, batch_size=32, epochs=2, warmup_epochs=0,
                 lr_decay="cosine", workers=0, log_interval=0, optimizer="adam", lr=0.01)
     base.update(kw)
@@ -246,7 +247,7 @@ def test_adam_resumed_after_a_crash_equals_an_uninterrupted_run(tmp_path, kvstor
     """Adam's moments and its per-parameter step counts (the bias correction) come back from
     the checkpoint: a run resumed after a crash in epoch 3 ends with the weights of one that
     never stopped, on the device kvstore and on flat (which gathers states from their owners)."""
-    from gluonperf.training import fit, read_checkpoint
+    from gluonperf.training.loop import fit, read_checkpoint
     two = [mx.cpu(0), mx.cpu(1)]
     whole, broken = str(tmp_path / "whole"), str(tmp_path / "broken")
     expected = fit(small(epochs=3, save=whole, kvstore=kvstore), two)
@@ -279,7 +280,7 @@ def test_adam_resumed_after_a_crash_equals_an_uninterrupted_run(tmp_path, kvstor
 def test_flat_trains_as_the_device_kvstore_does_with_each_optimizer(optimizer):
     """kvstore flat runs each context's MXNet update on the parameters it owns: the same
     weights as every context updating all of them."""
-    from gluonperf.training import fit
+    from gluonperf.training.loop import fit
     two = [mx.cpu(0), mx.cpu(1)]
     flat = fit(small(epochs=1, kvstore="flat", optimizer=optimizer), two)[0].metrics
     device = fit(small(epochs=1, kvstore="device", optimizer=optimizer), two)[0].metrics
@@ -289,7 +290,7 @@ def test_flat_trains_as_the_device_kvstore_does_with_each_optimizer(optimizer):
 
 def test_resuming_with_other_betas_is_refused(tmp_path):
     from gluonperf import UserError
-    from gluonperf.training import fit
+    from gluonperf.training.loop import fit
     ckpt = str(tmp_path / "ckpt")
     fit(small(epochs=1, save=ckpt), [mx.cpu(0)])
     with pytest.raises(UserError, match=r"was trained with --beta2 unset \(the optimizer's default\), not 0.99;"):
@@ -300,7 +301,7 @@ def test_resuming_with_other_betas_is_refused(tmp_path):
 
 def test_a_full_disk_names_the_checkpoint_not_written_and_the_intact_one(tmp_path, monkeypatch):
     import errno
-    from gluonperf.training import fit, read_checkpoint
+    from gluonperf.training.loop import fit, read_checkpoint
     ckpt = str(tmp_path / "ckpt")
     real, calls = mx.gluon.Trainer.save_states, []
 
@@ -321,7 +322,7 @@ def test_a_full_disk_names_the_checkpoint_not_written_and_the_intact_one(tmp_pat
 
 def test_mxnets_incomplete_write_is_named_too(tmp_path, monkeypatch):
     """MXNet's own writer (parameters) says only 'FileStream.Write incomplete', with no errno."""
-    from gluonperf.training import fit
+    from gluonperf.training.loop import fit
 
     def save_parameters(net, fname, *a, **k):
         raise mx.base.MXNetError("Traceback (most recent call last):\n  File \"x\"\nMXNetError: Check failed: "
@@ -399,7 +400,7 @@ def test_footprint_counts_adams_two_state_arrays_per_weight(run, tmp_path):
 
 def test_predict_counts_the_update_once_per_device_whatever_its_batch():
     """Every device updates all the weights: the update's time does not scale with the batch."""
-    from gluonperf import prediction, scaling_model
+    from gluonperf.experiments import scaling as prediction, scaling_model
     step = dict(t1_s=0.04, update_s=0.01, per_device_batch=32)
     link = scaling_model.LINKS["pcie3"]
     for batch in (32, 64):
@@ -411,7 +412,7 @@ def test_predict_counts_the_update_once_per_device_whatever_its_batch():
 def test_tunes_optimizer_lever_offers_the_multi_tensor_update_only_where_it_gives_the_same_weights():
     """The same weights per array and multi-tensor: SGD (to the bit) and AdamW (to float32
     rounding), tested above; MXNet 1.9.1 has one implementation of the others."""
-    from gluonperf import config
+    from gluonperf.cli import config
     from gluonperf.tune import Candidate, levers
     stage = dict(levers(Candidate("b", (), (("ctx", "cpu0"),)), ["cpu0"], [64], ["device"], cores=2))["optimizer"]
     for name in optimizers.NAMES:

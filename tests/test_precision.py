@@ -1,4 +1,4 @@
-"""gluonperf.precision: what --dtype bfloat16 sets before MXNet loads, and what it refuses.
+"""gluonperf.training.precision: what --dtype bfloat16 sets before MXNet loads, and what it refuses.
 
 `enable("bfloat16")` is only run in subprocesses (test_train): MXNet's AMP patches the
 operators of the whole process and cannot be switched off again."""
@@ -6,7 +6,7 @@ import mxnet as mx
 import pytest
 
 from gluonperf import UserError
-from gluonperf.precision import (AMX_ISA, AVX512_CORE, check, check_flag, dtype_in_argv, enable, has_bf16, hint,
+from gluonperf.training.precision import (AMX_ISA, AVX512_CORE, check, check_flag, dtype_in_argv, enable, has_bf16, hint,
                                   prepare, why_no_bf16)
 
 AMX = {"avx2", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8"} | AVX512_CORE
@@ -127,11 +127,11 @@ def test_a_process_that_inherits_the_amx_isa_asks_for_amx_itself():
     import os
     import subprocess
     import sys
-    from gluonperf.precision import has_amx
+    from gluonperf.training.precision import has_amx
     if not has_amx():
         pytest.skip("this CPU has no AMX: nothing to crash on")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    code = ("import mxnet as mx; from gluonperf.ceiling import measure_ceiling; "
+    code = ("import mxnet as mx; from gluonperf.measure.ceiling import measure_ceiling; "
             "r = measure_ceiling(mx.cpu(0), 'quick', repeat=1, dtype='bfloat16'); print(len(r))")
     env = dict(os.environ, PYTHONPATH=root, DNNL_MAX_CPU_ISA="AVX512_CORE_AMX", OMP_NUM_THREADS="1")
     p = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True, timeout=120)

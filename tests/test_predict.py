@@ -1,10 +1,10 @@
-"""python -m gluonperf.predict and the arithmetic of gluonperf.scaling_model."""
+"""python -m gluonperf.predict and the arithmetic of gluonperf.experiments.scaling_model."""
 import json
 
 import pytest
 
 from gluonperf import UserError
-from gluonperf import scaling_model as sm
+from gluonperf.experiments import scaling_model as sm
 
 GBPS1 = sm.measured_link(1.0, 0.0, name="1GB/s")          # 1e9 bytes/s, no latency
 SLOW = sm.measured_link(1.0, 1e-3, name="1GB/s+1ms")
@@ -154,7 +154,7 @@ def test_validate_devices(run, tmp_path):
 
 
 def test_link_from_allreduce_records():
-    from gluonperf.prediction import link_from_allreduce
+    from gluonperf.experiments.scaling import link_from_allreduce
     rows = [{"name": "ring", "bus_GBps": 2.0, "tensor_bytes": 4 << 20, "contexts": 2, "median_s": 0.002},
             {"name": "copyto", "bus_GBps": 9.0, "tensor_bytes": 4 << 20, "contexts": 2, "median_s": 0.0005},
             {"name": "ring", "bus_GBps": 0.1, "tensor_bytes": 4096, "contexts": 2, "median_s": 1e-4}]

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from gluonperf import prediction, stats
+from gluonperf.experiments import scaling as prediction
+from gluonperf.measure import stats
 
 
 def test_judge_needs_the_whole_interval_inside_or_outside():

@@ -1,4 +1,4 @@
-"""python -m gluonperf.profile, gluonperf.flops, gluonperf.ceiling and gluonperf.step_profile."""
+"""python -m gluonperf.profile, gluonperf.measure.flops, gluonperf.measure.ceiling and gluonperf.experiments.step_time."""
 import csv
 import json
 
@@ -7,12 +7,12 @@ import pytest
 from mxnet.gluon import nn
 
 from gluonperf import UserError
-from gluonperf.ceiling import measure_ceiling, physical_bound
-from gluonperf.flops import count_flops, count_model_flops
+from gluonperf.measure.ceiling import measure_ceiling, physical_bound
+from gluonperf.measure.flops import count_flops, count_model_flops
 from conftest import needs_bfloat16
-from gluonperf.records import read_jsonl
-from gluonperf.step_profile import PARTS, REST, breakdown, busy_seconds, context_waits
-from gluonperf.training import TrainConfig
+from gluonperf.render.records import read_jsonl
+from gluonperf.experiments.step_time import PARTS, REST, breakdown, busy_seconds, context_waits
+from gluonperf.training.loop import TrainConfig
 
 QUICK = ["--ceiling", "quick", "--steps", "3", "--warmup", "1", "--dataset", "digits"]
 
@@ -105,8 +105,8 @@ def _forward_and_backward_alone(s, repeat=5):
     """The setup's forward and backward, each timed on its own to a sync, on one batch:
     the fastest of `repeat` (a clock independent of the breakdown's fences)."""
     from mxnet import autograd
-    from gluonperf.benchmark import sync
-    from gluonperf.training import as_float32
+    from gluonperf.measure.harness import sync
+    from gluonperf.training.loop import as_float32
     import time
     x, y = next(s.batches)
     x, y = x.as_in_context(s.contexts[0]), y.as_in_context(s.contexts[0])
@@ -133,7 +133,7 @@ def test_fenced_parts_hold_the_work_they_fence():
     their own (LeNet at batch 256, where the arithmetic dwarfs the Python that queues it):
     with a fence that does not wait, a part is only the time to queue its operators (under
     a tenth of the work's time here) and the work lands in the next part that reads a value."""
-    from gluonperf.step_profile import prepare
+    from gluonperf.experiments.step_time import prepare
     config = TrainConfig(model="lenet", dataset="digits", batch_size=256, workers=0, limit=1024)
     s = prepare(config, [mx.cpu(0)])
     results = breakdown(config, [mx.cpu(0)], steps=4, warmup=1, setup=s)
@@ -154,7 +154,7 @@ def test_fenced_parts_hold_the_work_they_fence():
 
 
 def test_the_middle_half_of_the_samples():
-    from gluonperf.step_profile import middle_half
+    from gluonperf.experiments.step_time import middle_half
     assert sorted(middle_half([5, 1, 9, 3, 7, 100, 2, 4])) == [0, 3, 4, 7]  # 3, 4, 5, 7 of 1..100
     assert middle_half([2.0]) == [0] and sorted(middle_half([3, 1, 2])) == [0, 1, 2]
 
@@ -249,7 +249,7 @@ def test_two_contexts_communicate_and_write_every_output(run, tmp_path):
 
 @needs_bfloat16
 def test_bfloat16_profile_holds_the_step_against_the_bfloat16_ceiling(run, tmp_path):
-    from gluonperf.precision import has_amx
+    from gluonperf.training.precision import has_amx
     out = tmp_path / "bf16.jsonl"
     p = run("gluonperf.profile", "--model", "lenet", "--batch-size", "64", "--dtype", "bfloat16", *QUICK,
             "--json", str(out), timeout=180)
@@ -284,7 +284,8 @@ def test_a_gluoncv_zoo_model(run, tmp_path):
     (["--batch-size", "5000"], "larger than the 1437 training samples"),
 ])
 def test_errors_are_one_line(args, words, capsys):
-    from gluonperf import cli, profile
+    from gluonperf.cli import common as cli
+    from gluonperf import profile
     with pytest.raises(SystemExit) as e:
         cli.run(profile.main, profile.PROG, ["--model", "lenet", "--dataset", "digits", *args])
     err = capsys.readouterr().err
@@ -316,8 +317,8 @@ def test_the_child_run_gets_the_configuration_but_not_the_outputs():
 
 
 def test_the_verdict_ranks_losses_by_time_beyond_the_ceiling():
-    from gluonperf.records import result
-    from gluonperf.step_profile import verdict, with_ceiling
+    from gluonperf.render.records import result
+    from gluonperf.experiments.step_time import verdict, with_ceiling
     count = count_model_flops("lenet", (1, 28, 28))
     ceiling = [result("ceiling", "k", gflop_per_s=100.0)]
     parts = [result("breakdown", "fenced step", time_s=1.0),
@@ -341,8 +342,8 @@ def test_the_verdict_ranks_losses_by_time_beyond_the_ceiling():
 
 
 def test_the_higher_of_two_ceiling_passes_counts():
-    from gluonperf.ceiling import best_of, ceiling_flops
-    from gluonperf.records import result
+    from gluonperf.measure.ceiling import best_of, ceiling_flops
+    from gluonperf.render.records import result
     first = [result("ceiling", "a", gflop_per_s=10.0), result("ceiling", "b", gflop_per_s=30.0)]
     second = [result("ceiling", "a", gflop_per_s=40.0), result("ceiling", "b", gflop_per_s=20.0)]
     combined = best_of([first, second], ("before", "after"))
@@ -354,7 +355,7 @@ def test_the_higher_of_two_ceiling_passes_counts():
 
 def test_cpu_contexts_count_as_the_cores_their_threads_fill():
     import mxnet as mx
-    from gluonperf.ceiling import ceiling_devices
+    from gluonperf.measure.ceiling import ceiling_devices
     two = [mx.cpu(0), mx.cpu(1)]
     assert ceiling_devices(two, cores=2, threads=1) == 2  # each measured on one core
     assert ceiling_devices(two, cores=2, threads=2) == 1  # oversubscribed: the cores hold one
@@ -365,9 +366,9 @@ def test_cpu_contexts_count_as_the_cores_their_threads_fill():
 
 def test_work_is_counted_on_the_model_as_built_for_the_contexts():
     import mxnet as mx
-    from gluonperf.models import fusable
-    from gluonperf.step_profile import model_flops
-    from gluonperf.training import TrainConfig
+    from gluonperf.training.models import fusable
+    from gluonperf.experiments.step_time import model_flops
+    from gluonperf.training.loop import TrainConfig
     cpu = model_flops(TrainConfig(model="resnet18"), [mx.cpu(0)])
     gpu = model_flops(TrainConfig(model="resnet18"), [mx.gpu(0)])
     assert ("_contrib_BatchNormWithReLU" in cpu.layers_by_op) == fusable([mx.cpu(0)])

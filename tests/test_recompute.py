@@ -1,4 +1,4 @@
-"""gluonperf.recompute: gradient checkpointing gives the plain step's gradients and statistics."""
+"""gluonperf.training.recompute: gradient checkpointing gives the plain step's gradients and statistics."""
 import mxnet as mx
 import numpy as np
 import pytest
@@ -6,10 +6,10 @@ from mxnet import autograd, gluon
 from mxnet.gluon import nn
 
 from gluonperf import UserError
-from gluonperf.models import get_model, input_shape
-from gluonperf.recompute import (check_segments, checkpointed, checkpointed_forward_backward, partition,
+from gluonperf.training.models import get_model, input_shape
+from gluonperf.training.recompute import (check_segments, checkpointed, checkpointed_forward_backward, partition,
                                  segment_flags, segments, units)
-from gluonperf.training import HYBRIDIZE, TrainConfig, fit, forward_backward
+from gluonperf.training.loop import HYBRIDIZE, TrainConfig, fit, forward_backward
 
 
 def build(name, contexts, mode, batch=4, seed=0):
@@ -193,7 +193,8 @@ def test_dropout_only_in_the_last_segment():
 
 
 def test_the_train_command_refuses_too_many_segments(capsys, monkeypatch):
-    from gluonperf import cli, train
+    from gluonperf.cli import common as cli
+    from gluonperf import train
     with pytest.raises(SystemExit) as e:
         cli.run(train.main, train.PROG, ["--dataset", "digits", "--model", "lenet", "--limit", "64", "--epochs", "1",
                                          "--workers", "0", "--checkpoint-segments", "9"])

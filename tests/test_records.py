@@ -1,8 +1,8 @@
 import csv
 import json
 
-from gluonperf.benchmark import Measurement
-from gluonperf.records import format_table, read_jsonl, result, write_csv, write_jsonl
+from gluonperf.measure.harness import Measurement
+from gluonperf.render.records import format_table, read_jsonl, result, write_csv, write_jsonl
 
 
 def _results():
@@ -45,7 +45,8 @@ def test_a_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, monkeypatc
 
     import pytest
 
-    from gluonperf import cli, records
+    from gluonperf.cli import common as cli
+    from gluonperf.render import records
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -76,7 +77,8 @@ def test_the_temporary_file_of_a_write_is_registered_for_cleanup(tmp_path, monke
     registered with guard while it exists, and only then."""
     import os
 
-    from gluonperf import guard, records
+    from gluonperf.runtime import guard
+    from gluonperf.render import records
     seen = []
     real_fsync = os.fsync
     monkeypatch.setattr(records.os, "fsync", lambda fd: (seen.append(set(guard._temp_paths)), real_fsync(fd)))

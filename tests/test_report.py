@@ -13,8 +13,9 @@ from html.parser import HTMLParser
 import pytest
 
 from conftest import ROOT, clean_env, cores, run_module
-from gluonperf import cli, report
-from gluonperf.records import Result, read_jsonl, write_jsonl
+from gluonperf.cli import common as cli
+from gluonperf import report
+from gluonperf.render.records import Result, read_jsonl, write_jsonl
 
 COMMANDS = {
     "hybridize": ["gluonperf.bench", "hybridize", "--repeat", "1", "--number", "5"],
@@ -193,7 +194,7 @@ def render_in_chromium(html, workdir):
 
 
 def test_only_the_stand_in_experiments_keep_freed_memory(results):
-    """gluonperf.allocator: bench overlap, parallel and allreduce (CPU contexts standing in for
+    """gluonperf.runtime.allocator: bench overlap, parallel and allreduce (CPU contexts standing in for
     devices) keep glibc from giving memory back; the commands that measure memory never do."""
     def marks(name):
         return {r["env"]["env"].get("GLUONPERF_MALLOC") for r in map(json.loads, open(results / (name + ".json")))}
@@ -418,7 +419,7 @@ def test_hybridize_and_concurrency_speedups_are_read_with_their_interval():
     assert "both at once: gain 1.50x (95% CI 1.30-1.70, 4 repeats) (faster)" in readings
     # a ratio of medians recorded without an interval is read from the paired per-repeat samples:
     # their geometric mean with its interval
-    from gluonperf import stats
+    from gluonperf.measure import stats
     iv = stats.ratio_interval([100.0, 110.0, 90.0])
     assert "finishing y takes %sx (95%% CI %s-%s, 3 repeats) as long as queueing it" % (
         report._fixed(iv.estimate), report._fixed(iv.low), report._fixed(iv.high)) in readings

@@ -1,11 +1,11 @@
-"""gluonperf.stats against textbook values and SciPy, and its verdicts on constructed data."""
+"""gluonperf.measure.stats against textbook values and SciPy, and its verdicts on constructed data."""
 import math
 import random
 
 import pytest
 from scipy import stats as sp
 
-from gluonperf import stats
+from gluonperf.measure import stats
 
 
 def test_t_interval_matches_scipy_on_the_log_ratios():

@@ -34,7 +34,7 @@ needs_torch = pytest.mark.skipif(NO_TORCH is not None, reason="no PyTorch yardst
 
 
 def _no_bf16():
-    from gluonperf.precision import has_bf16, why_no_bf16
+    from gluonperf.training.precision import has_bf16, why_no_bf16
     return why_no_bf16(clean_env()) or (None if has_bf16() else "this CPU has no bfloat16 instructions "
                                                                  "(AMX or AVX512-BF16)")
 
@@ -108,9 +108,9 @@ def test_throughput_suite_without_the_ceiling(tmp_path):
 
 def test_ceiling_probe_prints_the_ceiling_as_images_per_s(tmp_path):
     """benchmarks/ceiling_probe.py as the suite runs it: one JSON line on stdout, the peak
-    over the model's training FLOPs per image as gluonperf.flops counts them."""
-    from gluonperf.flops import count_model_flops
-    from gluonperf.step_profile import SAMPLE_SHAPE
+    over the model's training FLOPs per image as gluonperf.measure.flops counts them."""
+    from gluonperf.measure.flops import count_model_flops
+    from gluonperf.experiments.step_time import SAMPLE_SHAPE
     p = command(["benchmarks/ceiling_probe.py", "--model", "resnet18", "--size", "quick", "--repeat", "1"],
                 tmp_path, OMP_NUM_THREADS="1")
     assert p.returncode == 0, p.stderr
@@ -210,7 +210,7 @@ def test_runs_are_set_against_each_yardstick_with_an_interval_and_a_verdict(suit
     """train_throughput.against: per round, a run's ratio to the book loop over the yardstick's
     in the same round; the geometric mean with its 95% t interval over the rounds where both
     ran, n, and a verdict against the yardstick (none for the ceiling, a share)."""
-    from gluonperf.records import Result
+    from gluonperf.render.records import Result
     from scipy import stats as sp
     tt = suite_module("train_throughput")
     rows = [Result("tune", "book loop", {"round_ratios": [1.0, 1.0, 1.0, 1.0]}),

@@ -1,6 +1,6 @@
 import pytest
 
-from gluonperf.advice import idle_warnings, omp_threads
+from gluonperf.runtime.threads import idle_warnings, omp_threads
 
 
 def test_default_threads_leave_half_of_a_no_smt_machine_idle():
@@ -27,13 +27,13 @@ def test_contexts_that_share_few_workspaces_wait_for_each_other():
     w = idle_warnings(["cpu0", "cpu1"], {"OMP_NUM_THREADS": "1"}, cores=2, logical=2)
     assert len(w) == 1 and "MXNET_CPU_TEMP_COPY unset" in w[0] and "MXNET_CPU_TEMP_COPY=64" in w[0]
     assert idle_warnings(["cpu0"], {"OMP_NUM_THREADS": "2"}, cores=2, logical=2) == []
-    from gluonperf.advice import apply_thread_defaults
+    from gluonperf.runtime.threads import apply_thread_defaults
     import sys
     loaded = sys.modules.pop("mxnet", None)  # pretend MXNet is not loaded yet
     try:
         env = {}
         note = apply_thread_defaults(2, environ=env, taken=0)
-        assert env == {"OMP_NUM_THREADS": str(max(1, __import__("gluonperf.advice").advice.physical_cores() // 2)),
+        assert env == {"OMP_NUM_THREADS": str(max(1, __import__("gluonperf.runtime.threads").runtime.threads.physical_cores() // 2)),
                        "MXNET_CPU_TEMP_COPY": "64"}
         assert "OMP_NUM_THREADS" in note and "MXNET_CPU_TEMP_COPY" in note and "\n" not in note
         env = {"MXNET_CPU_TEMP_COPY": "8", "OMP_NUM_THREADS": "1"}
@@ -67,7 +67,7 @@ def test_apply_thread_defaults_only_fills_an_unset_variable_before_mxnet_loads()
     import sys
 
     import mxnet  # noqa: F401  (loaded: too late to change anything)
-    from gluonperf.advice import apply_thread_defaults, recommended_threads
+    from gluonperf.runtime.threads import apply_thread_defaults, recommended_threads
     assert recommended_threads(2, cores=8) == 4 and recommended_threads(3, cores=2) == 1
     env = {"OMP_NUM_THREADS": "3"}
     assert apply_thread_defaults(environ=env) is None and env["OMP_NUM_THREADS"] == "3"
@@ -75,12 +75,12 @@ def test_apply_thread_defaults_only_fills_an_unset_variable_before_mxnet_loads()
     assert apply_thread_defaults(environ=env) is None and env == {}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     clean = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MXNET_OMP_MAX_THREADS")}
-    code = ("import os; from gluonperf.advice import apply_thread_defaults as a, recommended_threads as r; "
+    code = ("import os; from gluonperf.runtime.threads import apply_thread_defaults as a, recommended_threads as r; "
             "note = a(); print(os.environ['OMP_NUM_THREADS'] == str(r()), 'OMP_NUM_THREADS' in note)")
     out = subprocess.run([sys.executable, "-c", code], cwd=root, env=dict(clean, PYTHONPATH=root),
                          capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["True", "True"], out.stderr
-    code = ("import os; from gluonperf import cli; "
+    code = ("import os; from gluonperf.cli import common as cli; "
             "print(cli.thread_defaults(['--epochs', '1', '--help']), 'OMP_NUM_THREADS' in os.environ)")
     out = subprocess.run([sys.executable, "-c", code], cwd=root, env=dict(clean, PYTHONPATH=root),
                          capture_output=True, text=True, timeout=60)
@@ -88,7 +88,7 @@ def test_apply_thread_defaults_only_fills_an_unset_variable_before_mxnet_loads()
 
 
 def test_cpu_contexts_in_argv():
-    from gluonperf.advice import cpu_contexts_in_argv
+    from gluonperf.runtime.threads import cpu_contexts_in_argv
     assert cpu_contexts_in_argv([]) == 1
     assert cpu_contexts_in_argv(["--ctx", "cpu0,cpu1", "--epochs", "1"]) == 2
     assert cpu_contexts_in_argv(["--ctx=gpu0,gpu1"]) == 1
@@ -106,14 +106,14 @@ def test_local_dist_workers_count_as_contexts_that_run_at_once():
 def test_thread_default_leaves_out_cores_other_processes_hold():
     import sys
 
-    from gluonperf.advice import TAKEN_VARIABLE, apply_thread_defaults, recommended_threads
+    from gluonperf.runtime.threads import TAKEN_VARIABLE, apply_thread_defaults, recommended_threads
     assert recommended_threads(1, cores=4, taken=1) == 3 and recommended_threads(2, cores=4, taken=1) == 1
     assert recommended_threads(1, cores=2, taken=5) == 1
     loaded = sys.modules.pop("mxnet", None)  # pretend MXNet is not loaded yet
     try:
         env = {}
         note = apply_thread_defaults(1, environ=env, taken=1)
-        cores = __import__("gluonperf.advice").advice.physical_cores()
+        cores = __import__("gluonperf.runtime.threads").runtime.threads.physical_cores()
         if cores > 1:
             assert env == {"OMP_NUM_THREADS": str(cores - 1), TAKEN_VARIABLE: "1"}
             assert "busy with other processes" in note
@@ -133,7 +133,8 @@ def test_settings_notes_wait_for_the_work_and_vanish_before_an_error(capsys):
     """cli.note_later: shown before the command's first output (or at its end), dropped
     when it stops on bad input, so that the error is the only line."""
     import pytest
-    from gluonperf import UserError, cli
+    from gluonperf import UserError
+    from gluonperf.cli import common as cli
 
     def fails(argv):
         cli.note_later("note: threads")

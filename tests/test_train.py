@@ -1,4 +1,4 @@
-"""python -m gluonperf.train and gluonperf.training: learning, equivalence, resume, errors."""
+"""python -m gluonperf.train and gluonperf.training.loop: learning, equivalence, resume, errors."""
 import math
 import os
 
@@ -8,8 +8,8 @@ import pytest
 
 from gluonperf import UserError
 from conftest import needs_bfloat16
-from gluonperf.records import read_jsonl
-from gluonperf.training import Diverged, EpochStats, TrainConfig, fit, hits, lr_schedule, read_checkpoint, scaling
+from gluonperf.render.records import read_jsonl
+from gluonperf.training.loop import Diverged, EpochStats, TrainConfig, fit, hits, lr_schedule, read_checkpoint, scaling
 
 TWO = [mx.cpu(0), mx.cpu(1)]
 
@@ -51,7 +51,7 @@ def test_digits_on_two_contexts_learns(run, tmp_path):
 def test_bfloat16_mixed_precision_learns_on_two_contexts(run, tmp_path):
     """--dtype bfloat16 (MXNet's AMP): learns as float32 does, reports its top-5 in float32,
     keeps float32 weights, and says on stderr what it set for the CPU."""
-    from gluonperf.precision import cpu_flags
+    from gluonperf.training.precision import cpu_flags
     out, save = tmp_path / "bf16.jsonl", tmp_path / "ckpt"
     p = run("gluonperf.train", "--dataset", "digits", "--ctx", "cpu0,cpu1", "--model", "lenet", "--epochs", "3",
             "--batch-size", "64", "--dtype", "bfloat16", "--json", str(out), "--save", str(save))
@@ -104,7 +104,9 @@ def test_help_explains_every_flag(run):
 ])
 def test_errors_are_one_line(args, words, capsys, monkeypatch):
     """Run in this process (cli.run, as `python -m gluonperf.train` does) to keep it fast."""
-    from gluonperf import cli, data, train
+    from gluonperf.cli import common as cli
+    from gluonperf.training import data
+    from gluonperf import train
     monkeypatch.setattr(data, "_online", lambda url: False)  # as offline as this machine
     for name in ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_NUM_WORKER"):
         monkeypatch.delenv(name, raising=False)
@@ -120,7 +122,8 @@ def test_errors_are_one_line(args, words, capsys, monkeypatch):
 
 
 def test_a_warmup_longer_than_the_run_is_noted(capsys, monkeypatch):
-    from gluonperf import cli, train
+    from gluonperf.cli import common as cli
+    from gluonperf import train
     with pytest.raises(SystemExit) as e:
         cli.run(train.main, train.PROG, ["--dataset", "digits", "--model", "mlp", "--limit", "64", "--epochs", "1",
                                          "--workers", "0", "--log-interval", "0", "--warmup-epochs", "3"])
@@ -149,7 +152,7 @@ def test_a_save_directory_that_cannot_be_made_is_one_line_before_any_training(ru
 
 def test_a_checkpoint_directory_that_fails_to_open_is_a_user_error(tmp_path):
     """The library's own check, for a path that turns bad after the command checked it."""
-    from gluonperf.training import CheckpointDir
+    from gluonperf.training.loop import CheckpointDir
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     with pytest.raises(UserError, match="cannot be written"):

@@ -113,7 +113,7 @@ def test_sweeps_keep_what_a_stopped_sweep_has_finished(tmp_path):
 
 
 def test_an_on_stop_function_that_fails_is_one_line(monkeypatch):
-    from gluonperf import guard
+    from gluonperf.runtime import guard
     monkeypatch.setattr(guard, "_stopping", guard.threading.Event())  # this process goes on
     release = guard.threading.Event()
     with guard.on_stop(lambda: "kept 3 results"), guard.on_stop(lambda: 1 / 0), guard.on_stop(lambda: None), \
@@ -128,7 +128,7 @@ def test_an_on_stop_function_that_fails_is_one_line(monkeypatch):
 def test_candidate_command_line_has_env_and_flags():
     c = Candidate("c").with_env("c", OMP_NUM_THREADS=2).with_flags("c", hybridize="static", batch_size=64)
     line = STEPRATE.command_line(c, steps=5)
-    assert line.startswith("OMP_NUM_THREADS=2 python -m gluonperf.steprate")
+    assert line.startswith("OMP_NUM_THREADS=2 python -m gluonperf.training.steprate")
     assert "--hybridize static" in line and "--batch-size 64" in line and "--steps 5" in line
 
 
@@ -225,7 +225,7 @@ def test_tune_cli_tiny_model(tmp_path, run):
             "--rounds", "2", "--levers", "engine", "--runner", "steprate", "--json", str(out))
     assert p.returncode == 0, p.stderr
     assert "MXNET_ENGINE_TYPE=ThreadedEngine" in p.stdout and "best at batch 8" in p.stdout
-    assert "python -m gluonperf.steprate" in p.stdout
+    assert "python -m gluonperf.training.steprate" in p.stdout
     rows = [json.loads(l) for l in out.read_text().splitlines()]
     cands = [r for r in rows if r["name"] != "best"]
     assert len(cands) == 2 and all(r["images_per_s"] > 0 for r in cands), cands
@@ -264,8 +264,8 @@ def test_tune_cli_bad_input_is_one_line(run):
 
 def test_the_winners_warnings_know_that_train_sets_its_own_threads(monkeypatch):
     import gluonperf.tune as t
-    from gluonperf.advice import physical_cores
-    from gluonperf.records import Result
+    from gluonperf.runtime.threads import physical_cores
+    from gluonperf.render.records import Result
 
     def baseline_wins(cands, *args, **kwargs):
         return [Result("tune", cands[0].name, {"ratio": 1.0})]
@@ -278,12 +278,12 @@ def test_the_winners_warnings_know_that_train_sets_its_own_threads(monkeypatch):
         best[runner.module] = out[-1].metrics["warnings"]
     assert best["gluonperf.train"] == []  # no "OMP_NUM_THREADS unset" for a command that sets it
     if physical_cores() > 1:  # the steprate worker runs with the environment it is given
-        assert any("OMP_NUM_THREADS unset" in w for w in best["gluonperf.steprate"])
+        assert any("OMP_NUM_THREADS unset" in w for w in best["gluonperf.training.steprate"])
 
 
 def test_dtype_lever_only_where_bfloat16_can_pay_and_its_winner_is_flagged(monkeypatch):
     import gluonperf.tune as t
-    from gluonperf.records import Result
+    from gluonperf.render.records import Result
     monkeypatch.setattr(t, "has_bf16", lambda: False)
     assert "dtype" not in dict(levers(Candidate("b"), ["cpu0"], [64], ["device"], cores=2, runner=TRAIN))
     monkeypatch.setattr(t, "has_bf16", lambda: True)
@@ -416,7 +416,7 @@ def test_the_same_settings_twice_are_never_kept(tmp_path, monkeypatch):
 
 
 def test_winner_needs_the_interval_not_the_median():
-    from gluonperf.records import Result
+    from gluonperf.render.records import Result
     results = [Result("tune", "base", {"verdict": "baseline", "ratio": 1.0}),
                Result("tune", "lucky", {"verdict": "inconclusive", "ratio": 1.3, "ratio_ci_low": 0.8}),
                Result("tune", "sure", {"verdict": "faster", "ratio": 1.2, "ratio_ci_low": 1.1}),

@@ -12,8 +12,9 @@ import sys
 
 from tqdm import tqdm
 
-from . import UserError, error_line, guard
-from .records import format_table, write_csv, write_jsonl
+from .. import UserError, error_line
+from ..runtime import guard
+from ..render.records import format_table, write_csv, write_jsonl
 
 # MXNet is imported where it is needed, not here: the launcher uses this module
 # without loading MXNet (importing it with a DMLC_ROLE set would start a server).
@@ -95,13 +96,13 @@ positive_int_list = _checked(lambda text: [int(v) for v in text.split(",")],
 
 def print_models():
     """--list-models: the names --model accepts, one a line with its description."""
-    from .models import list_models
+    from ..training.models import list_models
     for name, description in list_models().items():
         print("%-28s %s" % (name, description))
 
 
 def contexts(args):
-    from .contexts import parse_contexts
+    from ..runtime.contexts import parse_contexts
     return parse_contexts(args.ctx)
 
 
@@ -149,7 +150,7 @@ def check_outputs(args):
 def write_outputs(records, args, ctxs=()):
     """Write `records` to the --json / --csv files the command was given (if any)."""
     if getattr(args, "json", None):
-        from .benchmark import environment
+        from ..measure.harness import environment
         write_jsonl(records, args.json, environment(ctxs))
     if getattr(args, "csv", None):
         write_csv(records, args.csv)
@@ -265,7 +266,7 @@ def thread_defaults(argv, at_least=1):
     Returns the note to show, or None when nothing was changed."""
     if _asks_help(argv):
         return None
-    from .advice import apply_thread_defaults, cpu_contexts_in_argv
+    from ..runtime.threads import apply_thread_defaults, cpu_contexts_in_argv
     return apply_thread_defaults(cpu_contexts_in_argv(argv, at_least))
 
 
@@ -277,30 +278,30 @@ def subcommand_in_argv(argv):
 def allocator_defaults(argv, stand_in_commands):
     """For `python -m gluonperf.bench <command>` about to load MXNet: when the command is one
     of `stand_in_commands` (CPU contexts standing in for devices) and --ctx names no GPU,
-    keep glibc from giving freed memory back (gluonperf.allocator). Returns the note to show,
+    keep glibc from giving freed memory back (gluonperf.runtime.allocator). Returns the note to show,
     or None when nothing was changed."""
     if _asks_help(argv):
         return None
-    from .advice import ctx_in_argv
+    from ..runtime.threads import ctx_in_argv
     if subcommand_in_argv(argv) not in stand_in_commands or "gpu" in ctx_in_argv(argv).lower():
         return None
-    from .allocator import keep_freed_memory
+    from ..runtime.allocator import keep_freed_memory
     return keep_freed_memory()
 
 
 def dtype_defaults(argv):
-    """For a command about to load MXNet with --dtype bfloat16: what gluonperf.precision.prepare
+    """For a command about to load MXNet with --dtype bfloat16: what gluonperf.training.precision.prepare
     sets (the AMX permission, oneDNN's instruction set). Returns the note to show, or None."""
     if _asks_help(argv):
         return None
-    from .precision import dtype_in_argv, prepare
+    from ..training.precision import dtype_in_argv, prepare
     return prepare(dtype_in_argv(argv))
 
 
 def advise(ctxs, threads_note=None, prefix=""):
     """Tell the user (stderr) about thread settings made for them, settings that leave
     much of the machine idle (with the fix), and a machine already busy."""
-    from .advice import idle_warnings, load_warning
+    from ..runtime.threads import idle_warnings, load_warning
     if threads_note:
         note_later("note: " + threads_note)
     for line in idle_warnings(ctxs):

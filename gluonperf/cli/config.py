@@ -2,8 +2,8 @@
 
 The command lines build their parsers from these, so `--help` and a bad flag answer
 before MXNet loads (about 2 s on the machines gluonperf was measured on). The modules
-that do the work import them from here: `gluonperf.training`, `gluonperf.data`,
-`gluonperf.optimizers`, `gluonperf.data_parallel`.
+that do the work import them from here: `gluonperf.training.loop`, `gluonperf.training.data`,
+`gluonperf.training.optimizers`, `gluonperf.experiments.from_scratch`.
 """
 from dataclasses import dataclass, fields
 from typing import Optional
@@ -24,9 +24,9 @@ OPTIMIZER_FLAGS = {"sgd": ("momentum",), "nag": ("momentum",), "adagrad": ("epsi
                    "rmsprop": ("beta2", "epsilon"), "adam": ("beta1", "beta2", "epsilon"),
                    "adamw": ("beta1", "beta2", "epsilon")}
 # optimizers with two implementations that give the same weights: one operator per parameter, or
-# MXNet's multi-tensor operator with MXNET_OPTIMIZER_AGGREGATION_SIZE set (gluonperf.optimizers; tune's lever)
+# MXNet's multi-tensor operator with MXNET_OPTIMIZER_AGGREGATION_SIZE set (gluonperf.training.optimizers; tune's lever)
 GROUPED_UPDATES = ("sgd", "adamw")
-# bench optimizers: the updates seed 004 writes from scratch (gluonperf.optimizer_cost)
+# bench optimizers: the updates seed 004 writes from scratch (gluonperf.experiments.optimizer_cost)
 UPDATE_OPTIMIZERS = ("sgd", "adagrad", "rmsprop", "adam")
 DEFAULT_LR = {"sgd": 0.1, "nag": 0.1, "adagrad": 0.1, "rmsprop": 0.01, "adam": 0.001, "adamw": 0.001}
 # bench allreduce / scratch: the from-scratch allreduce schedules, and MXNet's kvstores beside them
@@ -50,7 +50,7 @@ class TrainConfig:
     optimizer: str = "sgd"
     momentum: float = 0.9
     wd: float = 5e-4
-    beta1: Optional[float] = None    # None: the optimizer's own default (gluonperf.optimizers)
+    beta1: Optional[float] = None    # None: the optimizer's own default (gluonperf.training.optimizers)
     beta2: Optional[float] = None
     epsilon: Optional[float] = None
     warmup_epochs: int = 1

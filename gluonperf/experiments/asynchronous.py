@@ -36,11 +36,12 @@ import numpy as np
 from mxnet import autograd, gluon, nd
 from mxnet.gluon import nn
 
-from .benchmark import Benchmark, Measurement, measure_interleaved, sync
-from .memory import MemorySampler
-from .profiling import Trace, merge_traces
-from . import guard, stats
-from .records import result, save_figure
+from ..measure.harness import Benchmark, Measurement, measure_interleaved, sync
+from ..measure.memory import MemorySampler
+from ..measure.trace import Trace, merge_traces
+from ..runtime import guard
+from ..measure import stats
+from ..render.records import result, save_figure
 
 _NO_TRACE = Trace(None)
 
@@ -422,7 +423,7 @@ def run_memory_variant(params, timeout=None):
     A fresh process per variant means allocator warm-up and the order of variants cannot
     decide the result. `params` holds JSON-able values; 'ctx' is a string like 'cpu0'.
     """
-    proc = guard.run_worker("gluonperf.async_compute", json.dumps(params), timeout=timeout)
+    proc = guard.run_worker("gluonperf.experiments.asynchronous", json.dumps(params), timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError("memory worker (%s) failed: %s" % (
             _variant_name(params.get("every")), guard.last_line(proc.stderr, "exit %d" % proc.returncode)))
@@ -437,7 +438,7 @@ def memory_cost(ctx, num_batches=150, every=(1, 5, 25), batch_size=1024, feature
     syncing every batch (or to the first variant). With `trace_path`, each worker traces
     its loop and the traces are merged into one file.
     """
-    from .contexts import describe
+    from ..runtime.contexts import describe
     variants = list(dict.fromkeys(list(every) + [0]))
     rows, traces = [], []
     with contextlib.ExitStack() as stack:
@@ -500,7 +501,7 @@ def plot_memory_tradeoff(results, path, title=None):
 
 def _worker(argument):
     """Entry point of a fresh process for one memory variant (not a user CLI)."""
-    from .contexts import parse_contexts
+    from ..runtime.contexts import parse_contexts
     params = json.loads(argument)
     ctx = parse_contexts(params.pop("ctx"))[0]
     trace = Trace(params.pop("trace", None))
@@ -510,5 +511,5 @@ def _worker(argument):
 
 
 if __name__ == "__main__":
-    from . import cli
+    from ..cli import common as cli
     cli.worker_entry(_worker, __spec__.name, "python -m gluonperf.bench memory")

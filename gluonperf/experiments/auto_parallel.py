@@ -16,11 +16,11 @@ import statistics
 import mxnet as mx
 from mxnet import nd
 
-from .benchmark import Benchmark, measure_interleaved
-from .blas import check_concurrent_products, dense
-from .profiling import Trace
-from .records import result
-from . import stats
+from ..measure.harness import Benchmark, measure_interleaved
+from ..runtime.blas import check_concurrent_products, dense
+from ..measure.trace import Trace
+from ..render.records import result
+from ..measure import stats
 
 _NO_TRACE = Trace(None)
 
@@ -29,7 +29,7 @@ def run(x, n=10, w=None):
     """The chapter's workload: `n` matrix products of `x` with itself (or with `w`).
 
     The chapter's `nd.dot` would hang here on two CPU contexts at once (MXNet's bundled
-    OpenBLAS, see gluonperf.blas); FullyConnected computes the same product on oneDNN."""
+    OpenBLAS, see gluonperf.runtime.blas); FullyConnected computes the same product on oneDNN."""
     rhs_t = nd.transpose(x if w is None else w)
     return [dense(x, rhs_t) for _ in range(n)]
 
@@ -184,7 +184,7 @@ def overlap(ctx, dest, size=1000, n=10, repeat=7, warmup=1, inner=None, trace=_N
     # the overlap is noise, whatever its value (even above 1, which cannot happen).
     unresolved = max(m[label].iqr for label in labels) > 0.5 * min(t_c, t_copy)
     # Page faults the pipelined run took beyond the two apart: the allocator had given freed
-    # arrays back to the system and faulted them in again (gluonperf.allocator), a cost of its own.
+    # arrays back to the system and faulted them in again (gluonperf.runtime.allocator), a cost of its own.
     faults = [m[label].faults_per_call for label in labels]
     extra_faults = None if None in faults else faults[2] - faults[0] - faults[1]
     out = []

@@ -37,10 +37,13 @@ import sys
 import mxnet as mx
 import numpy as np
 
-from . import UserError, config, guard, precision
-from .benchmark import Benchmark, Measurement
-from .memory import MemorySampler, device_memory_used, rss
-from .records import result, save_figure
+from .. import UserError
+from ..cli import config
+from ..runtime import guard
+from ..training import precision
+from ..measure.harness import Benchmark, Measurement
+from ..measure.memory import MemorySampler, device_memory_used, rss
+from ..render.records import result, save_figure
 
 HYBRIDIZE = tuple(config.HYBRIDIZE)
 MAX_CONFIRM_RUNS = 3
@@ -84,7 +87,7 @@ def model_bytes(net, trainer, contexts):
 def parameter_bytes(model, classes=10):
     """Bytes of one copy of `model`'s parameters (aux states included), from symbolic
     shape inference: nothing is allocated."""
-    from .models import get_model, input_shape
+    from ..training.models import get_model, input_shape
     net = get_model(model, classes)
     out = net(mx.sym.var("data"))
     arg_shapes, _, aux_shapes = out.infer_shape(data=(1,) + tuple(input_shape(model)))
@@ -128,10 +131,10 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
     `batch_size` (split over `contexts`) and return a flat dict of what they used (see the
     module's docstring). Meant to run alone in a fresh process (`run_step_footprint`)."""
     from mxnet import autograd, gluon
-    from .data import CLASSES
-    from .models import get_model, input_shape
-    from .recompute import checkpointed
-    from .training import HYBRIDIZE as FLAGS, TrainConfig, forward_backward, make_trainer
+    from ..training.data import CLASSES
+    from ..training.models import get_model, input_shape
+    from ..training.recompute import checkpointed
+    from ..training.loop import HYBRIDIZE as FLAGS, TrainConfig, forward_backward, make_trainer
     contexts = list(contexts)
     if batch_size < len(contexts):
         raise UserError("batch %d is smaller than the %d contexts" % (batch_size, len(contexts)))
@@ -199,7 +202,7 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
 
 def _worker(argument):
     """Entry point of the fresh process for one configuration (not a user CLI)."""
-    from .contexts import parse_contexts
+    from ..runtime.contexts import parse_contexts
     params = json.loads(argument)
     params["contexts"] = parse_contexts(params["contexts"])
     row = step_footprint(**params)
@@ -210,7 +213,7 @@ def run_step_footprint(params, timeout=None):
     """`step_footprint(**params)` in a fresh Python process (in its own process group,
     stopped with the command on a signal or a stall); returns its dict, or raises
     RuntimeError with the worker's last line of error output. 'contexts' is a string."""
-    proc = guard.run_worker("gluonperf.footprint", json.dumps(params), timeout=timeout)
+    proc = guard.run_worker("gluonperf.experiments.footprint", json.dumps(params), timeout=timeout)
     if proc.returncode != 0:
         if proc.returncode < 0:
             why = "killed by signal %d (out of memory?)" % -proc.returncode
@@ -342,7 +345,7 @@ def largest_batch(points, budget, run, min_batch=1, max_runs=MAX_CONFIRM_RUNS):
 def effective_configs(hybridize, checkpoint):
     """The (hybridize, segments) pairs to run, in order, without repeats: with
     checkpointing, 'static' runs as 'hybrid' (segments are never statically allocated,
-    see gluonperf.recompute)."""
+    see gluonperf.training.recompute)."""
     out = []
     for h in hybridize:
         for c in checkpoint:
@@ -365,8 +368,8 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
     `progress()` is called after every process. `runs`, a dict given by the caller, is
     filled as the runs end ({(hybridize, checkpoint, batch): row}; `rows_of` makes them
     Results): what a command that is stopped still has."""
-    from .contexts import describe
-    from .models import get_model
+    from ..runtime.contexts import describe
+    from ..training.models import get_model
     contexts = list(contexts)
     get_model(model)  # an unknown name fails before any work
     for h in hybridize:
@@ -387,8 +390,8 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
                             "context%s); raise it" % (budget / 2 ** 20, params / 2 ** 20, model, len(contexts),
                                                      "s" if len(contexts) > 1 else ""))
     if checkpoint and max(checkpoint) > 0:  # a model that cannot be cut fails here, before any work
-        from .recompute import segments
-        from .models import input_shape
+        from ..training.recompute import segments
+        from ..training.models import input_shape
         segments(get_model(model), max(checkpoint), input_shape(model))
     configs = effective_configs(hybridize, checkpoint)
     ctx_text = describe(contexts)
@@ -471,5 +474,5 @@ def plot_footprint(results, path, title=None):
 
 
 if __name__ == "__main__":
-    from . import cli
+    from ..cli import common as cli
     cli.worker_entry(_worker, __spec__.name, "python -m gluonperf.bench footprint")

@@ -32,10 +32,11 @@ import numpy as np
 import mxnet as mx
 from mxnet import autograd, gluon, nd
 
-from . import UserError, config
-from .benchmark import Benchmark, measure_interleaved
-from .blas import check_concurrent_products, matmul
-from .records import Result, result
+from .. import UserError
+from ..cli import config
+from ..measure.harness import Benchmark, measure_interleaved
+from ..runtime.blas import check_concurrent_products, matmul
+from ..render.records import Result, result
 
 # --- the model: the book's LeNet on NDArrays ---------------------------------
 
@@ -283,7 +284,7 @@ def train(ctx, train_iter, test_iter, epochs=4, lr=0.2, method="book", params=No
                     progress()
         train_loss = loss_sum.asscalar() / max(images, 1)
         if not math.isfinite(train_loss):
-            from .training import Diverged
+            from ..training.loop import Diverged
             raise Diverged("loss became %s in epoch %d (learning rate %g); lower --lr" % (train_loss, epoch, lr))
         test_acc = evaluate_accuracy(test_iter, device_params[0], ctx[0])
         records.append(Result("scratch", "epoch %d" % epoch, {

@@ -14,12 +14,12 @@ import numpy as np
 from mxnet import autograd, gluon
 from mxnet.gluon import nn
 
-from . import UserError
-from .benchmark import measure_interleaved
-from .models import get_model, input_shape
-from .records import result
-from . import machine
-from .stats import THRESHOLD, speedup_fields
+from .. import UserError
+from ..measure.harness import measure_interleaved
+from ..training.models import get_model, input_shape
+from ..render.records import result
+from ..measure import machine
+from ..measure.stats import THRESHOLD, speedup_fields
 
 MODES = {
     "imperative": None,

@@ -29,9 +29,10 @@ import numpy as np
 import psutil
 from mxnet import gluon
 
-from . import UserError, stats
-from .contexts import describe
-from .records import result
+from .. import UserError
+from ..measure import stats
+from ..runtime.contexts import describe
+from ..render.records import result
 
 SOURCES = ("folder", "rec", "recorditer")
 
@@ -122,7 +123,7 @@ def time_loader(batches, depth, count):
 
 def image_sets(path, model, source, bad_images="stop"):
     """The training ImageSet of `path` for `source` (folder, rec or recorditer)."""
-    from .image_data import load, source as spec_of
+    from ..training.image_data import load, source as spec_of
     spec = spec_of(path)
     if source == "folder" and spec["kind"] != "folder" or source in ("rec", "recorditer") and spec["kind"] != "rec":
         raise UserError("--sources %s does not fit --dataset %s (a %s)" % (source, path, spec["kind"]))
@@ -131,7 +132,7 @@ def image_sets(path, model, source, bad_images="stop"):
 
 def sources_of(path):
     """The sources that can read `path`: folder for a folder, rec and recorditer for a .rec."""
-    from .image_data import source as spec_of
+    from ..training.image_data import source as spec_of
     return ("folder",) if spec_of(path)["kind"] == "folder" else ("rec", "recorditer")
 
 
@@ -139,8 +140,8 @@ def step_rate(model, ctx, batch_size, shape, classes, repeat=5, steps=3, warmup=
               progress=None):
     """Images/s a training step consumes on `ctx` (forward, backward, Trainer.step, to a sync)
     on a batch of `shape` held in memory: per repeat, `steps` steps; returns the per-repeat rates."""
-    from .config import TrainConfig
-    from .training import build_net, forward_backward, make_trainer
+    from ..cli.config import TrainConfig
+    from ..training.loop import build_net, forward_backward, make_trainer
     config = TrainConfig(model=model, hybridize=hybridize, batch_size=batch_size)
     mx.random.seed(0)
     net = build_net(config, [ctx])
@@ -216,7 +217,7 @@ def bench_input(path, model, ctx, batch_size=32, workers=(0, 1, 2), sources=None
     (keeps up / too slow); bench='input-stage' per stage of the Python pipeline (seconds per
     image, interval, and the images/s one core would reach on that stage alone);
     bench='input-step': the step's consumption rate on `ctx`."""
-    from .image_data import image_size
+    from ..training.image_data import image_size
     size = image_size(model)
     shape = (3, size, size)
     sources = list(sources or sources_of(path))
@@ -291,8 +292,8 @@ class _Timed:
 def _loop(s, batches, steps):
     """`steps` steps as gluonperf.train runs them (training.train_steps, loss read one batch
     late) over `batches`; (seconds per step to a sync, seconds blocked in next() per step)."""
-    from .benchmark import sync
-    from .training import EpochStats, train_steps
+    from ..measure.harness import sync
+    from ..training.loop import EpochStats, train_steps
     timed = _Timed(batches, steps)
     epoch = EpochStats()
     sync()
@@ -312,7 +313,7 @@ def input_bound(config, contexts, steps=10, rounds=5, warmup=3, threshold=stats.
     Returns Results (bench='input-bound'): 'real data', 'batch in memory', 'loader alone'
     (seconds per step, images/s, each with its interval) and 'verdict' (the share of the step
     spent waiting with its 95% interval, the verdict and a `finding` sentence)."""
-    from .step_profile import prepare
+    from .step_time import prepare
     s = setup or prepare(config, contexts)
     batch = config.batch_size
     first = next(s.batches)

@@ -29,10 +29,10 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon, nd
 
-from .benchmark import measure_interleaved
-from .config import UPDATE_OPTIMIZERS
-from .records import result
-from .stats import paired_ratios, ratio_interval, verdict
+from ..measure.harness import measure_interleaved
+from ..cli.config import UPDATE_OPTIMIZERS
+from ..render.records import result
+from ..measure.stats import paired_ratios, ratio_interval, verdict
 
 OPTIMIZERS = UPDATE_OPTIMIZERS
 IMPLEMENTATIONS = ("scratch", "fused", "multi")
@@ -171,9 +171,9 @@ def implementations(optimizer, hp=None):
 def model_gradients(model, ctx, batch_size, seed=0):
     """(net, the trainable weights, their gradients, the forward-backward step): one forward
     and backward of a seeded synthetic batch through `model`, hybridized static as train runs it."""
-    from .data import CLASSES
-    from .models import get_model
-    from .step_profile import SAMPLE_SHAPE
+    from ..training.data import CLASSES
+    from ..training.models import get_model
+    from .step_time import SAMPLE_SHAPE
     mx.random.seed(seed)
     rng = np.random.RandomState(seed)
     net = get_model(model, CLASSES, [ctx])

@@ -22,8 +22,9 @@ import sys
 import threading
 import time
 
-from . import UserError, scaling_model
-from .records import result
+from .. import UserError
+from . import scaling_model
+from ..render.records import result
 
 CHECK_COLUMNS = ["scheme", "workers", "servers", "devices", "threads", "per_device_batch", "t1_s", "t2_s",
                  "predicted_step_s", "measured_step_s", "measured_step_low_s", "measured_step_high_s", "measured_n",
@@ -35,11 +36,11 @@ WITHIN = 0.25  # a prediction is judged within 25% of the measured step
 # --- measured parts --------------------------------------------------------------
 
 def gradient_bytes(model):
-    """(bytes, arrays, parameters) of the gradients of `model` (a gluonperf.models name)."""
+    """(bytes, arrays, parameters) of the gradients of `model` (a gluonperf.training.models name)."""
     import mxnet as mx
 
-    from .data import CLASSES
-    from .models import get_model, input_shape
+    from ..training.data import CLASSES
+    from ..training.models import get_model, input_shape
     net = get_model(model, CLASSES)
     net.initialize(mx.init.Xavier(), ctx=mx.cpu())
     net(mx.nd.zeros((1,) + tuple(input_shape(model)), ctx=mx.cpu()))
@@ -50,7 +51,7 @@ def gradient_bytes(model):
 
 def read_records(path, bench):
     """The records of `bench` in a --json file, as metric dicts."""
-    from .records import read_jsonl
+    from ..render.records import read_jsonl
     try:
         rows = read_jsonl(path)
     except OSError as e:
@@ -81,7 +82,7 @@ def step_from_scaling(records):
 
 def measure_step(config, ctx, steps=5):
     """Measure the one-device step now (training.scaling on one context)."""
-    from .training import scaling
+    from ..training.loop import scaling
     rows = scaling(config, [ctx], steps)
     return step_from_scaling([rows[0].metrics])
 
@@ -113,7 +114,7 @@ def copy_link(src, dst, nbytes, repeat=7):
     Shared: CPU contexts move every byte through one memory system."""
     import mxnet as mx
 
-    from .benchmark import Benchmark
+    from ..measure.harness import Benchmark
 
     def timed(n):
         a, b = mx.nd.ones(max(1, n // 4), ctx=src), mx.nd.zeros(max(1, n // 4), ctx=dst)
@@ -228,7 +229,7 @@ def judge(predicted_step, measured_steps, within=WITHIN, what="steps"):
     log step times, stats.ratio_interval, scaled by the prediction). Within `within` when the
     whole interval lies inside 1 -+ within, outside when it lies wholly outside, otherwise
     inconclusive. Returns (measured step interval, ratio interval, True / False / None, text)."""
-    from . import stats
+    from ..measure import stats
     measured = stats.ratio_interval(measured_steps)
     ratio = stats.Interval(measured.estimate / predicted_step, measured.low / predicted_step,
                            measured.high / predicted_step, measured.n, measured.level, measured.method,
@@ -261,8 +262,8 @@ def validate_devices(model, per_device_batch, max_devices, steps=5, dataset="syn
     compute and copies do not overlap (they run on the same cores)."""
     import mxnet as mx
 
-    from .advice import omp_threads, physical_cores
-    from .training import TrainConfig, scaling
+    from ..runtime.threads import omp_threads, physical_cores
+    from ..training.loop import TrainConfig, scaling
     ctxs = [mx.cpu(i) for i in range(max_devices)]
     config = TrainConfig(model=model, dataset=dataset, batch_size=per_device_batch * max_devices,
                          kvstore="device", steps=steps, hybridize="static", limit=per_device_batch * max_devices)
@@ -293,7 +294,7 @@ def _train_argv(model, batch, limit, epochs, extra=()):
 
 
 def _run_train(argv, env, timeout, what):
-    from . import guard
+    from ..runtime import guard
     try:
         done = guard.run(argv, timeout=timeout, env=env)
     except Exception as e:  # subprocess.TimeoutExpired: the child group was killed
@@ -306,7 +307,7 @@ def _run_train(argv, env, timeout, what):
 def _epoch_steps(path, images_per_step):
     """The step time of every epoch but the first (graph building, first allocations) of a
     train --json file: images per step / the epoch's training images/s. One sample each."""
-    from .records import read_jsonl
+    from ..render.records import read_jsonl
     rows = [r.metrics for r, _ in read_jsonl(path) if r.bench == "train"]
     return [images_per_step / r["train_images_per_s"] for r in rows[1:] or rows]
 
@@ -353,13 +354,13 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
     cores // workers OpenMP threads each, and compute_units = cores // threads. Every run
     trains `repeats` timed epochs of `steps` steps after an untimed one: each epoch's step is
     one sample of the measured step, whose interval the prediction is judged against (`judge`)."""
-    from . import guard
-    from .advice import physical_cores
+    from ..runtime import guard
+    from ..runtime.threads import physical_cores
     nbytes, keys, _ = gradient_bytes(model)
     lnk = loopback_link(nbytes)
     cores = physical_cores()
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_OMP", "DMLC_"))}
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     base_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
     out, singles = [], {}
     with guard.temp_dir(prefix="gluonperf-predict-") as tmp:

@@ -35,7 +35,7 @@ global batch of 8192, and failing beyond.
 """
 from dataclasses import dataclass
 
-from . import UserError
+from .. import UserError
 
 GB = 1e9
 

@@ -27,14 +27,15 @@ from dataclasses import dataclass
 import mxnet as mx
 from mxnet import autograd, gluon
 
-from . import UserError, guard
-from .benchmark import Measurement, sync
-from .contexts import describe
-from .data import load_for, loader, sample_shape
-from .precision import check_flag
-from .profiling import Trace, aggregate_stats
-from .records import result
-from .training import EpochStats, as_float32, build_net, make_trainer, scaled_lr, split, train_steps
+from .. import UserError
+from ..runtime import guard
+from ..measure.harness import Measurement, sync
+from ..runtime.contexts import describe
+from ..training.data import load_for, loader, sample_shape
+from ..training.precision import check_flag
+from ..measure.trace import Trace, aggregate_stats
+from ..render.records import result
+from ..training.loop import EpochStats, as_float32, build_net, make_trainer, scaled_lr, split, train_steps
 
 PARTS = (
     ("load", "next batch (loader)"),
@@ -52,7 +53,7 @@ BULK_VARIABLE = "MXNET_EXEC_BULK_EXEC_TRAIN"
 GAPS = "(no operator running)"
 WAITING = "%s waiting (other contexts working)"  # a context idle while another one runs operators
 SLOWER_PROFILED = 1.25  # a profiled step this much slower than the fenced one earns a caveat
-SAMPLE_SHAPE = (1, 28, 28)  # every data set of gluonperf.data yields 1x28x28 images
+SAMPLE_SHAPE = (1, 28, 28)  # every data set of gluonperf.training.data yields 1x28x28 images
 
 
 @dataclass
@@ -68,8 +69,8 @@ class Setup:
 
 
 def update_operators(config, contexts):
-    """'adam: adam_update': the optimizer and the operators its update runs (gluonperf.optimizers)."""
-    from .optimizers import update_operators as names
+    """'adam: adam_update': the optimizer and the operators its update runs (gluonperf.training.optimizers)."""
+    from ..training.optimizers import update_operators as names
     return "%s: %s" % (config.optimizer, names(config.optimizer, config.momentum, [c.device_type for c in contexts]))
 
 
@@ -245,7 +246,7 @@ def phase(name):
         return "backward"
     if "update" in name:
         return "update"
-    # the kvstore's work; _grad_add: kvstore flat's sums (gluonperf.flat; grad_req 'add' is not used here)
+    # the kvstore's work; _grad_add: kvstore flat's sums (gluonperf.training.flat; grad_req 'add' is not used here)
     if "copy" in name.lower() or name in ("ElementwiseSum", "_grad_add") or name.startswith("KVStore"):
         return "comm"
     return "forward"
@@ -393,7 +394,7 @@ def verdict(flops, ceiling_results, breakdown_results, operator_results, context
     (all of it for operators without a FLOP count), or the time no operator ran; the
     largest are named with their share of the (profiled) step. Returns Results
     (bench='verdict'): 'achieved', then 'loss 1'..'loss N', each with a `finding` sentence."""
-    from .ceiling import ceiling_devices, ceiling_flops
+    from ..measure.ceiling import ceiling_devices, ceiling_flops
     peak = ceiling_flops(ceiling_results) * ceiling_devices(contexts)
     by_name = {r.name: r.metrics for r in breakdown_results}
     unfenced = by_name["unfenced step"]
@@ -448,7 +449,7 @@ def verdict(flops, ceiling_results, breakdown_results, operator_results, context
 def work(flops, model, sample_shape, ceiling_results, contexts):
     """The model's FLOPs per training image by operator, and the ceiling in images/s.
     Returns Results (bench='work')."""
-    from .ceiling import ceiling_devices, ceiling_flops
+    from ..measure.ceiling import ceiling_devices, ceiling_flops
     peak = ceiling_flops(ceiling_results) * ceiling_devices(contexts)
     shape = "x".join(map(str, sample_shape))
     out = []
@@ -470,6 +471,6 @@ def work(flops, model, sample_shape, ceiling_results, contexts):
 def model_flops(config, contexts=None):
     """flops.FlopCount per training image of config.model on the data set's samples (1x28x28, or 3xSxS
     for image data at the model's input size S), as
-    built for `contexts` (gluonperf.models fuses some operators on CPU contexts)."""
-    from .flops import count_model_flops
+    built for `contexts` (gluonperf.training.models fuses some operators on CPU contexts)."""
+    from ..measure.flops import count_model_flops
     return count_model_flops(config.model, sample_shape(config.dataset, config.model), contexts=contexts)

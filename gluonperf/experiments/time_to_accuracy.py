@@ -12,8 +12,8 @@ so the seeds' spread is the noise) and a verdict. Nothing here parses arguments 
 import statistics
 from dataclasses import replace
 
-from .records import result
-from .stats import two_sample_interval, verdict
+from ..render.records import result
+from ..measure.stats import two_sample_interval, verdict
 
 RUN_FIELDS = ("target_reached", "time_to_target_s", "epochs_to_target", "images_to_target", "best_test_top1",
               "epoch")
@@ -68,7 +68,7 @@ def time_to_accuracy(config, contexts, optimizers, seeds, progress=None):
 
 
 def fit_run(config, contexts):
-    from .training import fit
+    from ..training.loop import fit
     return fit(config, contexts)
 
 

@@ -25,9 +25,9 @@ import math
 
 import mxnet as mx
 
-from .advice import omp_threads, physical_cores
-from .benchmark import measure, sync
-from .records import result
+from ..runtime.threads import omp_threads, physical_cores
+from .harness import measure, sync
+from ..render.records import result
 
 # (matrix n for an n x n x n product, convolutions (batch, channels, height=width)) per size
 SIZES = {"full": (1536, ((32, 128, 28), (128, 256, 7))), "quick": (384, ((4, 32, 14), (8, 64, 7)))}
@@ -56,7 +56,7 @@ def kernels(ctx, size="full", dtype="float32"):
         raise ValueError("dtype %r: use float32 or bfloat16" % (dtype,))
     n, convolutions = SIZES[size]
     if dtype == "bfloat16":
-        from .precision import check, has_amx, request_amx
+        from ..training.precision import check, has_amx, request_amx
         check(dtype, [ctx])  # ValueError on a CPU where oneDNN has no bfloat16 kernels
         if has_amx():
             request_amx()  # oneDNN may be allowed AMX (DNNL_MAX_CPU_ISA): without permission it dies
@@ -124,7 +124,7 @@ def ceiling_devices(contexts, cores=None, threads=None):
     n CPU contexts count n times while their threads fit the cores (`cores`, default this
     machine's), and no more than the cores hold (cpu0,cpu1 with one thread each on 2 cores:
     2; with 2 threads each: 1)."""
-    from .advice import omp_threads, physical_cores
+    from ..runtime.threads import omp_threads, physical_cores
     gpus = sum(1 for c in contexts if c.device_type == "gpu")
     cpus = sum(1 for c in contexts if c.device_type == "cpu")
     if not cpus:

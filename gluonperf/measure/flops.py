@@ -31,7 +31,7 @@ from typing import Dict, Tuple
 
 import mxnet as mx
 
-from . import UserError, error_line
+from .. import UserError, error_line
 
 # Operators whose backward costs 2 x their forward (they have weights).
 WEIGHTED = ("Convolution", "Deconvolution", "FullyConnected", "BatchNorm", "LayerNorm", "InstanceNorm",
@@ -206,7 +206,7 @@ def count_flops(block, sample_shape):
 
 
 def count_model_flops(name, sample_shape, classes=10, contexts=None):
-    """FlopCount per image of the model `name` (gluonperf.models) for `sample_shape`, as
+    """FlopCount per image of the model `name` (gluonperf.training.models) for `sample_shape`, as
     built for `contexts`."""
-    from .models import get_model
+    from ..training.models import get_model
     return count_flops(get_model(name, classes, contexts), sample_shape)

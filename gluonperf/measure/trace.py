@@ -67,7 +67,7 @@ class Trace:
         return False
 
     def dump(self):
-        from .records import umask_mode
+        from ..render.records import umask_mode
         """Write the trace to `path`; returns the loaded trace (dict), or None without a path."""
         if self.path is None:
             return None
@@ -121,6 +121,6 @@ def merge_traces(paths, out_path):
             if isinstance(event, dict) and "pid" in event:
                 event = dict(event, pid=1000 * number + int(event["pid"]))
             merged.append(event)
-    from .records import _atomic_write
+    from ..render.records import _atomic_write
     _atomic_write(out_path, json.dumps({"traceEvents": merged, "displayTimeUnit": "ms"}))
     return {"traceEvents": merged}

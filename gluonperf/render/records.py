@@ -100,7 +100,7 @@ def _atomic_write(path, text):
 
 
 def atomic_write_bytes(path, data):
-    from . import guard  # the temporary file is registered, so a signal mid-write removes it too
+    from ..runtime import guard  # the temporary file is registered, so a signal mid-write removes it too
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))

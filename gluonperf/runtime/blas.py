@@ -18,7 +18,7 @@ import os
 
 from mxnet import nd
 
-from . import UserError
+from .. import UserError
 
 
 def dense(x, weight):
@@ -43,7 +43,7 @@ def onednn_enabled(env=None):
 def check_concurrent_products(contexts):
     """Refuse (UserError) a run whose products would go to the bundled OpenBLAS from
     several CPU engine threads at once with several OpenMP threads each: it hangs."""
-    from .advice import omp_threads
+    from .threads import omp_threads
     cpu = sum(1 for c in contexts if c.device_type == "cpu")
     workers = int(os.environ.get("MXNET_CPU_WORKER_NTHREADS", "1") or 1)
     if cpu * workers > 1 and omp_threads() > 1 and not onednn_enabled():

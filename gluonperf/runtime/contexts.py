@@ -8,7 +8,7 @@ import re
 
 import mxnet as mx
 
-from . import UserError
+from .. import UserError
 
 _ITEM = re.compile(r"^(cpu|gpu)(?::?(\d+))?$")
 

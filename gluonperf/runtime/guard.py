@@ -111,7 +111,7 @@ def run_worker(module, argument, timeout=None):
     """`python -m <module> <argument>` in a fresh process (an experiment's internal worker,
     e.g. one memory variant), with this gluonperf first on its path; through `run`, so it
     is stopped with the command. Returns the CompletedProcess."""
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     return run([sys.executable, "-m", module, argument], timeout=timeout, env=env)
@@ -224,7 +224,7 @@ def run_on_stop(timeout=None):
 
 def thread_settings():
     """The thread settings in force, as one phrase for an error line."""
-    from .advice import omp_threads
+    from .threads import omp_threads
     names = ("OMP_NUM_THREADS", "MXNET_OMP_MAX_THREADS", "MXNET_CPU_WORKER_NTHREADS", "MXNET_ENGINE_TYPE",
              "MXNET_CPU_TEMP_COPY")
     shown = ["%s=%s" % (n, os.environ[n]) for n in names if n in os.environ]
@@ -233,7 +233,7 @@ def thread_settings():
 
 
 def where_main_waits(depth=3):
-    """'waitall (mxnet/ndarray/ndarray.py:211) from gluonperf/benchmark.py:26 sync <- ...'."""
+    """'waitall (mxnet/ndarray/ndarray.py:211) from gluonperf/measure/harness.py:26 sync <- ...'."""
     frame = sys._current_frames().get(threading.main_thread().ident)
     if frame is None:
         return "an unknown place"
@@ -241,7 +241,7 @@ def where_main_waits(depth=3):
     f = frame
     while f is not None:
         path = f.f_code.co_filename.replace(os.sep, "/")
-        if "/gluonperf/" in path and not path.endswith(("/gluonperf/guard.py", "/gluonperf/cli.py")):
+        if "/gluonperf/" in path and not path.endswith(("/gluonperf/runtime/guard.py", "/gluonperf/cli/common.py")):
             ours.append("gluonperf/%s:%d %s" % (path.rsplit("/gluonperf/", 1)[1], f.f_lineno, f.f_code.co_name))
         f = f.f_back
     path = frame.f_code.co_filename.replace(os.sep, "/")

@@ -15,8 +15,8 @@ import mxnet as mx
 import numpy as np
 from mxnet import gluon
 
-from . import UserError
-from .config import DATASETS
+from .. import UserError
+from ..cli.config import DATASETS
 
 CLASSES = 10
 
@@ -86,7 +86,7 @@ def check_available(name, data_dir=None, model=None, loader_kind="dataloader"):
     """UserError now (before a command starts its work) if data set `name` cannot be
     loaded: Fashion-MNIST's files absent from `data_dir` and no network to fetch them.
     Returns the Fashion-MNIST files still to download (none for the other data sets).
-    A path (not a named set) is checked as image data for `model` (gluonperf.image_data)."""
+    A path (not a named set) is checked as image data for `model` (gluonperf.training.image_data)."""
     from .image_data import is_path
     if is_path(name):
         from .image_data import check
@@ -172,7 +172,7 @@ def synthetic(train_size=6000, test_size=1000, seed=0, noise=0.5):
 def load(name, data_dir=None, limit=None, seed=0, model=None, bad_images="stop", loader_kind="dataloader"):
     """(train_set, test_set) of `name`; with `limit`, the first `limit` samples of each.
     A path instead of a name: images of a folder or a .rec at `model`'s input size
-    (gluonperf.image_data), loaded by `loader_kind`, corrupt images stopping or skipped."""
+    (gluonperf.training.image_data), loaded by `loader_kind`, corrupt images stopping or skipped."""
     from .image_data import is_path
     if is_path(name):
         from . import image_data

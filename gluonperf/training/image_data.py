@@ -1,6 +1,6 @@
 """Real image data: a folder of JPEGs with one subfolder per class, or a RecordIO file.
 
-`--dataset PATH` (beside the named sets of `gluonperf.data`) is either
+`--dataset PATH` (beside the named sets of `gluonperf.training.data`) is either
 - a folder `DIR/CLASS/IMAGE.jpg` (`gluon.data.vision.ImageFolderDataset`'s layout), or one with
   `train/` and `val/` folders of that layout (ImageNet's), or
 - a `.rec` file with its `.idx` beside it (what MXNet's `im2rec` writes), read through a
@@ -29,7 +29,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import gluon
 
-from . import UserError
+from .. import UserError
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")   # those ImageFolderDataset reads
 MEAN = (0.485, 0.456, 0.406)                   # ImageNet's, as GluonCV normalises
@@ -102,7 +102,7 @@ def source(path):
 
 def is_path(name):
     """Whether a --dataset value names a path (anything that is not a named set)."""
-    from .config import DATASETS
+    from ..cli.config import DATASETS
     return name not in DATASETS
 
 
@@ -224,7 +224,7 @@ class ImageSet(gluon.data.Dataset):
 
     def make_loader(self, batch_size, shuffle, workers=0, num_parts=1, part_index=0, last_batch="keep", seed=0,
                     thread_pool=None):
-        """The loader `gluonperf.data.loader` hands the training loop: a DataLoader with
+        """The loader `gluonperf.training.data.loader` hands the training loop: a DataLoader with
         `workers` worker processes over this set (a PartSampler: seeded shuffle per epoch), or,
         for a .rec with loader 'recorditer' and the training set, MXNet's ImageRecordIter."""
         if self.loader_kind == "recorditer" and self.train and self.spec["kind"] == "rec":
@@ -265,7 +265,7 @@ class WorkerLoader:
 class _Corrupt(Exception):
     def __init__(self, name, error):
         super().__init__(name)
-        from . import error_line
+        from .. import error_line
         self.name, self.why = name, error_line(error)
 
 
@@ -298,7 +298,7 @@ class RecordIterLoader:
         try:
             return call(*args, **kwargs)
         except mx.base.MXNetError as e:
-            from . import error_line
+            from .. import error_line
             raise UserError("ImageRecordIter cannot read an image of %s (%s); it cannot skip bad images: use --loader "
                             "dataloader, which names the record (and skips it with --bad-images skip)"
                             % (self.file, error_line(e))) from None
@@ -338,7 +338,7 @@ def _held_out(n):
 
 
 def image_size(model):
-    """The side of the square images `model` takes (gluonperf.models.input_shape); UserError for the MLP."""
+    """The side of the square images `model` takes (gluonperf.training.models.input_shape); UserError for the MLP."""
     from .models import input_shape
     shape = input_shape(model)
     if len(shape) != 3:

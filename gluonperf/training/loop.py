@@ -20,16 +20,17 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from . import UserError, error_line, stats
-from .benchmark import Benchmark, Measurement, sync
-# TrainConfig lives in gluonperf.config (no MXNet: the CLIs parse with it); callers of fit/scaling take it here too
-from .config import HYBRIDIZE, TrainConfig  # noqa: F401
-from .contexts import describe
+from .. import UserError, error_line
+from ..measure import stats
+from ..measure.harness import Benchmark, Measurement, sync
+# TrainConfig lives in gluonperf.cli.config (no MXNet: the CLIs parse with it); callers of fit/scaling take it here too
+from ..cli.config import HYBRIDIZE, TrainConfig  # noqa: F401
+from ..runtime.contexts import describe
 from .data import CLASSES, classes, load_for, loader  # noqa: F401 (CLASSES: callers import it from here)
 from .models import get_model
 from .optimizers import create as create_optimizer, upgrade as upgrade_optimizer
 from .precision import enable as enable_dtype
-from .records import Result, _atomic_write, result, umask_mode
+from ..render.records import Result, _atomic_write, result, umask_mode
 
 # Fields a resumed run must share with the checkpoint it continues. The learning-rate
 # settings may change (e.g. resume with a lower --lr after the loss became NaN).
@@ -62,7 +63,7 @@ def create_kvstore(config):
 
 def build_net(config, contexts):
     """The model, initialised on every context with the same (seeded) weights, in
-    bfloat16 mixed precision with --dtype bfloat16 (gluonperf.precision)."""
+    bfloat16 mixed precision with --dtype bfloat16 (gluonperf.training.precision)."""
     enable_dtype(config.dtype, contexts)
     net = get_model(config.model, classes(config.dataset), contexts)
     net.initialize(mx.init.Xavier(), ctx=contexts)
@@ -105,7 +106,7 @@ def lr_schedule(config, lr, iters_per_epoch):
 
 
 def default_kvstore(contexts):
-    """flat on several CPU contexts (gluonperf.flat: measured faster than device there,
+    """flat on several CPU contexts (gluonperf.training.flat: measured faster than device there,
     docs/levers.md), MXNet's device kvstore otherwise."""
     contexts = list(contexts)
     return "flat" if len(contexts) > 1 and all(c.device_type == "cpu" for c in contexts) else "device"
@@ -115,9 +116,9 @@ def make_trainer(net, config, lr, schedule=None, kvstore="device"):
     """gluon.Trainer over `kvstore`. update_on_kvstore=False: gradients are all-reduced
     over the kvstore and every context applies the update, which lets `scaling` time
     allreduce_grads() and update() apart and keeps trainer states savable in dist runs.
-    kvstore 'flat' (several contexts): gluonperf.flat.FlatTrainer, which sums each
+    kvstore 'flat' (several contexts): gluonperf.training.flat.FlatTrainer, which sums each
     context's share of one flat gradient array and updates each parameter once.
-    The optimizer is gluonperf.optimizers': SGD updates each parameter with its own
+    The optimizer is gluonperf.training.optimizers': SGD updates each parameter with its own
     operator on CPU."""
     params = {"learning_rate": lr, "wd": config.wd, "momentum": config.momentum, "beta1": config.beta1,
               "beta2": config.beta2, "epsilon": config.epsilon}
@@ -206,7 +207,7 @@ def evaluate(net, data, contexts):
 
 # --- checkpoints ---------------------------------------------------------------
 
-# errors of a write that more space or another place would fix (as gluonperf.cli.run lists them)
+# errors of a write that more space or another place would fix (as gluonperf.cli.common.run lists them)
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO)
 
 

@@ -14,7 +14,7 @@ import re
 import mxnet as mx
 from mxnet.gluon import nn
 
-from . import UserError
+from .. import UserError
 
 BUILTIN = {
     "mlp": "the book's MLP for the hybridize chapter: 512 -> 256 -> 128 -> 2 (ReLU)",

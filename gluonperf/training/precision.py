@@ -169,7 +169,7 @@ def check(dtype, contexts, environ=None, flags=None):
 
 def check_flag(dtype, contexts, environ=None, flags=None):
     """`check` for a command's --dtype flag: the same refusal as a one-line UserError."""
-    from . import UserError
+    from .. import UserError
     try:
         check(dtype, contexts, environ, flags)
     except ValueError as e:

@@ -53,7 +53,7 @@ from mxnet import symbol as sym
 from mxnet.gluon import nn
 from mxnet.gluon.parameter import DeferredInitializationError
 
-from . import UserError
+from .. import UserError
 
 _SEQUENTIAL = (nn.HybridSequential, nn.Sequential)
 

@@ -2,7 +2,7 @@
 
 `tune` measures each candidate setting in a fresh process (environment variables
 such as OMP_NUM_THREADS or MXNET_ENGINE_TYPE are read once, when MXNet starts):
-`python -m gluonperf.steprate --model resnet18 --batch-size 64 --hybridize static`
+`python -m gluonperf.training.steprate --model resnet18 --batch-size 64 --hybridize static`
 trains on synthetic in-memory batches and prints one JSON line with images/s.
 
 The loop is the book's concise multi-device loop (split_and_load, autograd,
@@ -19,8 +19,8 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from .cli import positive_int, non_negative_int, run
-from .contexts import parse_contexts
+from ..cli.common import positive_int, non_negative_int, run
+from ..runtime.contexts import parse_contexts
 from .models import get_model, input_shape
 
 HYBRIDIZE = {
@@ -134,7 +134,7 @@ def step_rate(model="resnet18", contexts=None, batch_size=64, hybridize="none", 
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="python -m gluonperf.steprate",
+    p = argparse.ArgumentParser(prog="python -m gluonperf.training.steprate",
                                 description="Print one JSON line: training images/s of one configuration "
                                             "(synthetic in-memory data, the book's loop).")
     p.add_argument("--model", default="resnet18", help="model name (default: %(default)s)")
@@ -170,4 +170,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    run(main, "python -m gluonperf.steprate")
+    run(main, "python -m gluonperf.training.steprate")

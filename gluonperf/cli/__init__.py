@@ -1,0 +1,1 @@
+"""What every command line shares: flags, argument types, defaults and choices, emit, run."""

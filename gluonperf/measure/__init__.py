@@ -1,0 +1,1 @@
+"""What measures: the harness, memory, traces, the machine's ceiling, FLOPs, load, and the statistics (intervals, verdicts)."""

@@ -1,0 +1,1 @@
+"""Records and their writers: the table people read, JSON lines and CSV; the report's template."""
