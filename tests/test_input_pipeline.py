@@ -44,15 +44,17 @@ def _input_verdict(path, tmp_path, **env):
 
 @pytest.mark.alone
 def test_the_input_verdict_flips_when_the_loader_is_slow(images, tmp_path):  # noqa: F811
-    # the real loader's worker takes a few % of the step from it on 2 shared cores (measured input-bound by 6%,
-    # 95% CI 2-11%, at the default 5% threshold): the flip is judged at 25%
+    # the real loader's worker takes CPU time from the step on 2 shared cores: measured input-bound by 6%
+    # (95% CI 2-11%) on a busy machine and by 26% (19-32%) in a full suite run, so the quick loader's own
+    # verdict depends on the machine; what must hold is that the slow loader's share lies above it
     quick = _input_verdict(images, tmp_path)
-    assert quick["verdict"] != "input-bound", quick["finding"]
+    assert quick["share"] < 0.5, quick["finding"]
     # 0.5 s per image from one worker: a few times the book's ResNet-18 step on one 28x28 image (0.03-0.25 s
     # on these 2 cores, idle or busy), where the real loader takes a few ms
     slow = _input_verdict(images, tmp_path, GLUONPERF_LOADER_DELAY_S="0.5")
     assert slow["verdict"] == "input-bound", slow["finding"]
     assert slow["share"] > 0.3 and slow["share_ci_low"] > 0 and slow["finding"].startswith("input-bound: ")
+    assert slow["share_ci_low"] > quick["share_ci_high"], (quick["finding"], slow["finding"])
     # the share is 1 - t(memory) / t(real) of the same rounds: the medians agree with its direction
     assert min(slow["real_samples_s"]) > max(slow["memory_samples_s"])
     assert "try --workers" in slow["finding"] and "share this machine's CPU cores" in slow["finding"]
