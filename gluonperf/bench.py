@@ -715,7 +715,7 @@ def add_optimizers(sub, common):
                     "training step (forward-backward + update), and the optimizer state's bytes, for seed 004's "
                     "from-scratch NDArray update, MXNet's fused per-parameter operator and its multi-tensor "
                     "operator where one exists, all timed in one interleaved run with a forward-backward step; "
-                    "each against the from-scratch one with its 95%% interval over the repeats. Before timing, "
+                    "each against the from-scratch one with its 95% interval over the repeats. Before timing, "
                     "all implementations run a few updates from the same weights and must agree to float32 "
                     "tolerance (max_abs_diff). No weight decay, epsilon 1e-6 (the seed's).")
     p.add_argument("--model", default="lenet", help="model whose parameters are updated (default: %(default)s; "
@@ -770,7 +770,7 @@ def add_input(sub, common):
         description="The input pipeline of --dataset PATH (a folder of class subfolders, or a .rec with its .idx) "
                     "for --model's input size, with GluonCV's ImageNet training transforms: images/s of each "
                     "source (folder or .rec through a DataLoader with --workers processes; a .rec through MXNet's "
-                    "ImageRecordIter with --workers preprocess threads) with its 95%% interval over --repeat "
+                    "ImageRecordIter with --workers preprocess threads) with its 95% interval over --repeat "
                     "repeats, the peak memory of the process and its workers (PSS); the cost of each stage (read, decode, "
                     "augment, batchify, copy to the context) timed on its own over a sample of images; and the "
                     "training step's own consumption rate on the first context of --ctx (a batch of the same "
@@ -873,7 +873,7 @@ def add_time_to_accuracy(sub, common):
                     "the test top-1 reaches --target-top1 (as python -m gluonperf.train --target-top1), seed by "
                     "seed with the optimizers in a rotating order. Per optimizer: how many seeds reached the "
                     "target, the median wall time, epochs and training images to it, and the time's ratio "
-                    "against the first optimizer with its 95%% interval over the seeds. An optimizer cheaper per "
+                    "against the first optimizer with its 95% interval over the seeds. An optimizer cheaper per "
                     "step (bench optimizers) can be slower to an accuracy.")
     add_training_flags(p, TTA_FLAGS, defaults={"model": "lenet", "dataset": "digits", "epochs": 10})
     p.add_argument("--optimizers", default=",".join(OPTIMIZERS),
