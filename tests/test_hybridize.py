@@ -111,6 +111,8 @@ def test_parameter_order_does_not_depend_on_layers_made_before(model):
     def dense_counter():
         return int(mx.gluon.nn.Dense(1).name[len("dense"):])
     first = shapes()
-    target = 10 ** len(str(dense_counter()))  # build models until the counters pass a power of ten
-    while dense_counter() <= target:
+    target = 10 ** len(str(dense_counter()))
+    while dense_counter() < target - 3:  # bare layers bring the counter near a power of ten (cheaply:
+        pass                             # building ResNet-18 each time took 79 s of the suite)
+    while dense_counter() <= target + 2:  # then models on both sides of it
         assert shapes() == first
