@@ -310,6 +310,7 @@ def summarize(candidates, figures, errors, runner, steps, lever, paired_ratios=N
     figures) at 1 - 0.01/k. Candidates are ranked by the interval's lower end."""
     base = figures[candidates[0].name]
     warnings = machine.judge(loads or (), start, base)
+    drift = machine.drift(base)  # the lever's, the same in every candidate's record
     tried = max(1, len(candidates) - 1)
     level = 1 - (1 - stats.level_for(not warnings)) / tried
     out = []
@@ -336,7 +337,6 @@ def summarize(candidates, figures, errors, runner, steps, lever, paired_ratios=N
         if loads is not None:
             metrics["round_load"] = [l["others_busy_cores"] for l in loads]
             metrics["round_steal"] = [l["steal_share"] for l in loads]
-        drift = machine.drift(base)
         if drift is not None:
             metrics["baseline_drift"] = drift
         if warnings:

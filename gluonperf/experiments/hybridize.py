@@ -135,7 +135,7 @@ def compare_modes(model="mlp", batch_size=1, ctx=None, repeat=5, number=1000, wa
     with machine.Check() as check:
         measurements = measure_interleaved(fns, warmup=warmup, repeat=repeat, number=number, progress=progress)
     base = measurements["imperative"].samples
-    check.finish([m for m in base])
+    check.finish(base)
     task = "train_step" if train else "forward"
     results = []
     for mode, m in measurements.items():
