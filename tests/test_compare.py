@@ -128,9 +128,10 @@ def test_cli_exits_1_only_on_a_significant_regression_past_fail_above(tmp_path, 
 
 
 FAKE_BENCH = """
-import json, random, sys
-rate = float(sys.argv[1]) * random.lognormvariate(0, 0.02)
+import json, os, random, sys
 path = sys.argv[sys.argv.index("--json") + 1]
+random.seed(os.path.basename(path))  # noise, but the same in every run of the test: it cannot flake
+rate = float(sys.argv[1]) * random.lognormvariate(0, 0.02)
 with open(path, "w") as f:
     f.write(json.dumps({"bench": "fake", "name": "step", "images_per_s": rate, "env": {}}) + "\\n")
 """
