@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from gluonperf import UserError
-from gluonperf.launch import Host, describe, plan, read_hostfile
+from gluonperf.runtime.ps_launcher import Host, describe, plan, read_hostfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "tests", "dist_worker.py")
@@ -336,7 +336,7 @@ barrier.__class__.__del__ = lambda self: print("finalized", flush=True)  # a cle
 @pytest.mark.parametrize("how, code, finalized", [("raise", 1, False), ("exit", 3, False),
                                                   ("ok", 0, True)])
 def test_exit_guard_skips_the_exit_barrier_only_on_failure(tmp_path, how, code, finalized):
-    from gluonperf.launch import EXIT_GUARD
+    from gluonperf.runtime.ps_launcher import EXIT_GUARD
     other = tmp_path / "site"
     other.mkdir()  # a sitecustomize the guard shadows still runs
     (other / "sitecustomize.py").write_text("print('other sitecustomize', flush=True)\n")
@@ -373,7 +373,7 @@ def test_dry_run_passes_environment_to_hosts(tmp_path):
 
 def test_local_workers_share_the_cores_unless_the_user_set_threads(monkeypatch):
     from gluonperf.runtime.threads import recommended_threads
-    from gluonperf.launch import local_thread_defaults, plan
+    from gluonperf.runtime.ps_launcher import local_thread_defaults, plan
     assert local_thread_defaults(2, environ={}) == {"OMP_NUM_THREADS": str(recommended_threads(2))}
     assert local_thread_defaults(2, environ={"OMP_NUM_THREADS": "3"}) == {}
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
@@ -386,7 +386,7 @@ def test_local_workers_share_the_cores_unless_the_user_set_threads(monkeypatch):
 
 def test_local_workers_leave_out_cores_others_hold(monkeypatch):
     import gluonperf.runtime.threads as advice
-    from gluonperf.launch import local_thread_defaults
+    from gluonperf.runtime.ps_launcher import local_thread_defaults
     monkeypatch.setattr(advice, "physical_cores", lambda: 4)
     assert local_thread_defaults(1, environ={}, taken=1) == {"OMP_NUM_THREADS": "3", "GLUONPERF_CORES_TAKEN": "1"}
     assert local_thread_defaults(2, environ={}, taken=0) == {"OMP_NUM_THREADS": "2"}
