@@ -100,7 +100,7 @@ def main(argv=None):
     nodes = ps_launcher.plan(command, args.num_workers, servers, hosts=hosts, root_uri=args.host_ip,
                  port=args.port, python=args.python, forward=args.env, taken=taken)
     if args.dry_run:
-        print(ps_launcher.describe(nodes))
+        print(ps_launcher.describe_nodes(nodes))
         return 0
     if not os.path.isfile(os.path.join(ps_launcher.EXIT_GUARD, "sitecustomize.py")):
         print("launch: warning: %s/sitecustomize.py is missing (install gluonperf with "

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from gluonperf import UserError
-from gluonperf.runtime.ps_launcher import Host, describe, plan, read_hostfile
+from gluonperf.runtime.ps_launcher import Host, describe_nodes, plan, read_hostfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "tests", "dist_worker.py")
@@ -186,7 +186,7 @@ def test_plan_on_this_machine_uses_loopback():
     for n in nodes[1:]:
         assert n.env["DMLC_NODE_HOST"] == "127.0.0.1"  # ps-lite binds loopback, not a NIC
     assert nodes[2].argv() == ["python", "w.py"]
-    assert "DMLC_ROLE=worker" in describe(nodes)
+    assert "DMLC_ROLE=worker" in describe_nodes(nodes)
 
 
 def test_read_hostfile(tmp_path):

@@ -242,7 +242,7 @@ def plan(command, num_workers, num_servers=1, hosts=None, root_uri=None, port=No
     return nodes
 
 
-def describe(nodes):
+def describe_nodes(nodes):
     """The --dry-run text: each node's place and exact command line with its environment."""
     lines = []
     for node in nodes:
