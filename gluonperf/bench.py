@@ -865,7 +865,7 @@ TTA_FLAGS = ("model", "hybridize", "dataset", "data_dir", "limit", "batch_size",
 
 def add_time_to_accuracy(sub, common):
     from .cli.config import OPTIMIZERS
-    from .train import add_training_flags
+    from .cli.training_flags import add_training_flags, fraction
     p = sub.add_parser(
         "time-to-accuracy", parents=[common],
         help="time to a test accuracy per optimizer, over seeds (DAWNBench's metric)",
@@ -880,14 +880,9 @@ def add_time_to_accuracy(sub, common):
                    help="comma-separated, the first is the ratios' baseline (default: %(default)s)")
     p.add_argument("--seeds", type=cli.positive_int, default=3,
                    help="seeds 0..N-1 of initialisation and data order per optimizer (default: %(default)s)")
-    p.add_argument("--target-top1", type=_fraction, default=0.9, metavar="X",
+    p.add_argument("--target-top1", type=fraction, default=0.9, metavar="X",
                    help="the test top-1 to reach (default: %(default)s)")
     p.set_defaults(run=run_time_to_accuracy)
-
-
-def _fraction(text):
-    from .train import _fraction as check
-    return check(text)
 
 
 TTA_COLUMNS = ["name", "reached", "median_time_to_target_s", "median_epochs_to_target", "median_images_to_target",

@@ -24,7 +24,7 @@ DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if __name__ == "__main__" else Non
 if __name__ == "__main__" and "--operators-only" in sys.argv[1:]:
     os.environ["MXNET_EXEC_BULK_EXEC_TRAIN"] = "0"
 
-from .train import add_training_flags  # noqa: E402
+from .cli.training_flags import add_training_flags  # noqa: E402
 
 PROG = "python -m gluonperf.profile"
 FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "loader", "bad_images",
@@ -74,7 +74,7 @@ def check(args, ctxs):
     """Refuse bad input before any long work starts."""
     from .training.models import get_model
     from .experiments.step_time import check_config
-    from .train import check_kvstore, check_optimizer_flags, config_from
+    from .cli.training_flags import check_kvstore, check_optimizer_flags, config_from
     check_kvstore(args, ctxs)
     check_optimizer_flags(args)
     get_model(args.model)  # unknown names fail here
@@ -206,7 +206,7 @@ def main(argv=None):
     if args.list_models:
         cli.print_models()
         return 0
-    from .train import config_from, note_optimizer
+    from .cli.training_flags import config_from, note_optimizer
     ctxs = cli.contexts(args)
     check(args, ctxs)
     config = config_from(args, ctxs)
