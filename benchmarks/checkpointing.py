@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 from mxnet import autograd, gluon  # noqa: E402
 
 from gluonperf.measure.harness import environment, measure_interleaved  # noqa: E402
-from gluonperf.bench import size_bytes  # noqa: E402
+from gluonperf.cli.units import size_bytes  # noqa: E402
 from gluonperf.experiments.footprint import footprint  # noqa: E402
 from gluonperf.training.models import get_model, input_shape  # noqa: E402
 from gluonperf.training.recompute import checkpointed_forward_backward, segments  # noqa: E402

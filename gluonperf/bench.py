@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from .cli import common as cli
+from .cli import units
 
 # Experiments that run more CPU contexts at once than --ctx names: parallel and overlap
 # pair a single context with the next one; allreduce with --ctx cpu uses cpu0..cpuN-1.
@@ -569,18 +570,6 @@ def run_overlap(args):
 
 # --- footprint: the memory of a training step (issue 14) ------------------------------
 
-def size_bytes(text):
-    """'2G', '2GiB', '512M', '1.5g', '3000000' -> bytes (K, M, G, T: powers of 1024)."""
-    import re
-    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*$", text)
-    if not m:
-        raise argparse.ArgumentTypeError("%r is not a size; use e.g. 2G, 512M or 2GiB" % text)
-    value = float(m.group(1)) * 1024 ** " kmgt".index(m.group(2).lower() or " ")
-    if value < 1:
-        raise argparse.ArgumentTypeError("%r is not a positive size" % text)
-    return int(value)
-
-
 def non_negative_int_list(text):
     items = [t.strip() for t in text.split(",")]
     if not items or not all(items):
@@ -626,7 +615,7 @@ def add_footprint(sub, common):
                    help="comma-separated numbers of checkpoint segments, 0 for none (default: 0). With "
                         "checkpointing, static runs as hybrid: static buffers would keep every segment's "
                         "recomputed activations")
-    p.add_argument("--budget", type=size_bytes, action="append", metavar="SIZE",
+    p.add_argument("--budget", type=units.size_bytes, action="append", metavar="SIZE",
                    help="memory budget for the step (model + peak above it), e.g. 2G or 512M; report the "
                         "largest batch that fits it per configuration (repeatable)")
     p.add_argument("--steps", type=cli.positive_int, default=5, help="timed steps per run (default: %(default)s)")

@@ -4,7 +4,7 @@ import argparse
 import pytest
 
 from gluonperf import UserError
-from gluonperf.bench import size_bytes
+from gluonperf.cli.units import size_bytes
 from gluonperf.experiments.footprint import effective_configs, fit_line, footprint, largest_batch, parameter_bytes
 from conftest import needs_bfloat16
 from gluonperf.render.records import read_jsonl
