@@ -11,7 +11,7 @@ Each kind is drawn by a small renderer in KINDS, keyed by the records' `bench`;
 records of a kind no renderer knows go to a generic table, never dropped, and a
 renderer that cannot read a run (an older record shape) falls back to that table.
 `--compare OLD` adds the change against older results, matched and judged by
-`gluonperf.compare`'s own functions. Nothing here imports MXNet.
+`gluonperf.measure.comparison`'s functions, as compare does. Nothing here imports MXNet.
 """
 import argparse
 import datetime
@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
 from . import UserError
-from . import compare as cmp
+from .compare import parse_threshold
+from .measure import comparison
 from .training.precision import label as precision_label
 from .render.records import Result, atomic_write_bytes, format_value
 
@@ -824,7 +825,7 @@ def load_results(paths, which="results"):
         if not os.path.isdir(path):
             if os.path.realpath(path) not in seen:
                 seen.add(os.path.realpath(path))
-                out.append((path, cmp.load(path, which)))
+                out.append((path, comparison.load(path, which)))
             continue
         found = []
         for root, dirs, files in os.walk(path):
@@ -836,7 +837,7 @@ def load_results(paths, which="results"):
                 continue
             seen.add(os.path.realpath(f))
             try:
-                out.append((f, cmp.load(f, which)))
+                out.append((f, comparison.load(f, which)))
             except UserError:
                 if not _skippable(f):
                     raise
@@ -877,7 +878,7 @@ def table(t, changes=None):
         cells = [_cell(c, row.get(c)) if isinstance(c, str) else c[1](r) for c in cols]
         cls = ""
         if with_change:
-            text, cls = _change(changes.get(cmp.key(r)))
+            text, cls = _change(changes.get(comparison.key(r)))
             cells.append(text)
         rows.append({"cells": cells, "cls": cls})
     return {"caption": t.caption, "header": header, "rows": rows}
@@ -981,15 +982,15 @@ def compare_section(old_runs, new_runs, threshold, metric, label):
     old = [p for _, pairs in old_runs for p in pairs]
     new = [p for _, pairs in new_runs for p in pairs]
     order = {"regression": 0, "worse": 1, "improved": 2, "same": 3, "no common metric": 4, "new": 5, "removed": 6}
-    results = sorted(cmp.compare(old, new, threshold, metric),
+    results = sorted(comparison.compare(old, new, threshold, metric),
                      key=lambda r: (order.get(r.metrics["status"], 9), -abs(r.metrics.get("worse", 0))))
     matched = [r for r in results if "change" in r.metrics]
-    bad = cmp.regressions(results)
+    bad = comparison.regressions(results)
     changes = {}
     for r in results:
         bench, name = r.name.split("/", 1)
-        ident = {f: r.metrics[f] for f in cmp.ID_FIELDS if f in r.metrics}
-        changes[cmp.key(Result(bench, name, ident))] = r.metrics
+        ident = {f: r.metrics[f] for f in comparison.ID_FIELDS if f in r.metrics}
+        changes[comparison.key(Result(bench, name, ident))] = r.metrics
     fig = None
     if matched:
         f, ax = figure(width=8.5, height=0.3 * len(matched) + 1.2)
@@ -1009,10 +1010,10 @@ def compare_section(old_runs, new_runs, threshold, metric, label):
     reading += " (%s)" % ", ".join("%d %s" % (n, s) for s, n in counts.items() if n)
     old_env = next((e for _, e in old if e), None)
     new_env = next((e for _, e in new if e), None)
-    env_notes = cmp.environment_changes(old_env, new_env)
-    columns = ["name"] + [f for f in cmp.ID_FIELDS if any(f in r.metrics for r in results)] + \
+    env_notes = comparison.environment_changes(old_env, new_env)
+    columns = ["name"] + [f for f in comparison.ID_FIELDS if any(f in r.metrics for r in results)] + \
               ["metric", "better", "old", "new", "change", "status"]
-    block = Block("", [Table(cmp.display(results), columns)], fig, reading,
+    block = Block("", [Table(comparison.display(results), columns)], fig, reading,
                   note="environment differs: " + "; ".join(env_notes) if env_notes else None,
                   row_classes=[r.metrics.get("status", "").replace(" ", "-") for r in results])
     return block, changes, len(bad)
@@ -1087,11 +1088,11 @@ def build_parser():
     p.add_argument("--compare", metavar="OLD",
                    help="older results (file or folder): add each benchmark's change, matched as "
                         "python -m gluonperf.compare does")
-    p.add_argument("--threshold", type=cmp.parse_threshold, default=0.10, metavar="PCT",
+    p.add_argument("--threshold", type=parse_threshold, default=0.10, metavar="PCT",
                    help="with --compare: mark a benchmark that got worse by more than PCT a regression "
                         "(default: 10%%)")
     p.add_argument("--metric", help="with --compare: compare on this metric instead of the first of %s"
-                                    % ", ".join(cmp.PREFERRED))
+                                    % ", ".join(comparison.PREFERRED))
     p.add_argument("--title", default="gluonperf report", help="the page's title (default: %(default)s)")
     return p
 

@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from gluonperf.compare import compare, parse_threshold, pick_metric, regressions
+from gluonperf.compare import parse_threshold
+from gluonperf.measure.comparison import compare, pick_metric, regressions
 from gluonperf.render.records import Result, write_jsonl
 
 ENV = {"mxnet": "1.9.1", "cpu_count": 2, "env": {}}
@@ -75,7 +76,7 @@ def test_too_little_evidence_is_inconclusive():
 
 
 def test_alternating_pairs_decide_what_single_runs_cannot():
-    from gluonperf.compare import key
+    from gluonperf.measure.comparison import key
     old, new = runs("a", [100.0]), runs("a", [106.0])
     pairs = {key(old[0]): [(100, 110), (90, 99), (120, 131), (95, 105), (105, 115)]}  # +10% in every pair
     row = compare(old, new, 0.05, pairs=pairs)[0].metrics
