@@ -98,7 +98,7 @@ def main(argv=None):
     # sampled before any node starts: the job's own processes are not "others"
     taken = cores_taken() if not hosts and not threads_chosen() else 0
     nodes = ps_launcher.plan(command, args.num_workers, servers, hosts=hosts, root_uri=args.host_ip,
-                 port=args.port, python=args.python, forward=args.env, taken=taken)
+                             port=args.port, python=args.python, forward=args.env, taken=taken)
     if args.dry_run:
         print(ps_launcher.describe_nodes(nodes))
         return 0
