@@ -75,8 +75,8 @@ def main(argv=None):
         old = [pair for run in old_runs for pair in run]
         new = [pair for run in new_runs for pair in run]
     else:
-        old = comparison.load(args.old, "OLD")
-        new = comparison.load(args.new, "NEW")
+        old = comparison.load_records(args.old, "OLD")
+        new = comparison.load_records(args.new, "NEW")
     results = comparison.compare(old, new, args.fail_above, args.metric, args.threshold, args.noise_floor, pairs,
                       stats.level_for(not unstable))
     if not any("metric" in r.metrics for r in results):

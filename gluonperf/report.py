@@ -825,7 +825,7 @@ def load_results(paths, which="results"):
         if not os.path.isdir(path):
             if os.path.realpath(path) not in seen:
                 seen.add(os.path.realpath(path))
-                out.append((path, comparison.load(path, which)))
+                out.append((path, comparison.load_records(path, which)))
             continue
         found = []
         for root, dirs, files in os.walk(path):
@@ -837,7 +837,7 @@ def load_results(paths, which="results"):
                 continue
             seen.add(os.path.realpath(f))
             try:
-                out.append((f, comparison.load(f, which)))
+                out.append((f, comparison.load_records(f, which)))
             except UserError:
                 if not _skippable(f):
                     raise

@@ -25,7 +25,7 @@ PREFERRED = ("train_images_per_s", "images_per_s", "samples_per_s", "median_s", 
 ENV_KEYS = ("mxnet", "cpu_count", "gpus", "contexts", "env", "processor")
 
 
-def load(path, which):
+def load_records(path, which):
     """Read a JSON-lines results file; UserError with one line when it cannot be used."""
     if not os.path.exists(path):
         raise UserError("%s file %s does not exist; give a file written with --json" % (which, path))
