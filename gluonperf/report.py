@@ -15,8 +15,6 @@ renderer that cannot read a run (an older record shape) falls back to that table
 """
 import argparse
 import datetime
-import io
-import itertools
 import json
 import os
 import re
@@ -27,6 +25,7 @@ from . import UserError
 from .compare import parse_threshold
 from .measure import comparison
 from .training.precision import label as precision_label
+from .render.figures import error_bars, figure, labelled_bars, per_epoch, short_number, svg, time_bars
 from .render.records import Result, atomic_write_bytes, format_value
 
 PROG = "python -m gluonperf.report"
@@ -61,39 +60,11 @@ class Kind:
     render: Callable[[List[Result]], Block]
 
 
-# --- plots: matplotlib figures as inline SVG ------------------------------------
-
-_FIGURES = itertools.count()
-
-
-def figure(rows=1, cols=1, width=7.0, height=3.0, **kwargs):
-    from matplotlib.figure import Figure  # no pyplot: no backend or global state needed
-    fig = Figure(figsize=(width, height))
-    return fig, fig.subplots(rows, cols, squeeze=False, **kwargs)
-
-
-def svg(fig):
-    """The figure as an <svg> element to inline in HTML: text kept as text, ids unique per
-    figure (several SVGs share one document), no XML prologue or metadata."""
-    import matplotlib
-    buf = io.StringIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "gp%d" % next(_FIGURES)}):
-        fig.tight_layout()
-        fig.savefig(buf, format="svg", bbox_inches="tight")  # keeps annotations past the axes
-    text = buf.getvalue()
-    text = text[text.index("<svg"):]
-    return re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
+# --- numbers and intervals as text ----------------------------------------------
 
 
 def _seconds(value):
     return format_value("_s", value)
-
-
-def _num(value, digits=3):
-    """A ratio or a plain number for a sentence: 3 significant digits, never 1e+03."""
-    if value is None:
-        return "-"
-    return "%.0f" % value if abs(value) >= 10 ** digits else "%.*g" % (digits, value)
 
 
 def _pct(value):
@@ -192,22 +163,6 @@ def _verdict_of(m, prefix="", what="rounds"):
                         else "")
 
 
-def _labelled_bars(ax, labels, values, err=None, xlabel="", log=False, annotate=_num, color="tab:blue"):
-    """Horizontal bars, first label on top, each annotated with its value past its error bar."""
-    ys = list(range(len(labels)))[::-1]
-    ax.barh(ys, values, xerr=err, color=color, alpha=0.85, capsize=3)
-    ax.set_yticks(ys)
-    ax.set_yticklabels([l if len(l) <= 60 else l[:57] + "..." for l in labels])
-    ax.set_xlabel(xlabel)
-    if log:
-        ax.set_xscale("log")
-    for i, (y, v) in enumerate(zip(ys, values)):
-        if annotate and v is not None:
-            end = v + (err[1][i] if err is not None else 0) if v >= 0 else v
-            ax.annotate(annotate(v), (end, y), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
-    ax.grid(True, axis="x", alpha=0.3)
-
-
 def _noisy(records):
     return "; some results are noisy (IQR above 10% of the median)" if any(
         r.metrics.get("noisy") for r in records) else ""
@@ -227,12 +182,12 @@ def hybridize(records):
     times = [r.metrics["median_s"] for r in timed]
     half_iqr = [r.metrics.get("iqr_s", 0) / 2 * 1e3 for r in timed]  # the spread gluonperf judges noise by
     low = [min(h, t * 1e3) for h, t in zip(half_iqr, times)]  # a bar's spread never reaches below 0
-    _labelled_bars(ax[0][0], [r.name for r in timed], [t * 1e3 for t in times], [low, half_iqr],
-                   "ms per call (median, bar: IQR); label: speedup over %s" % base.name,
-                   log=max(times) > 30 * min(times), annotate=None)
+    labelled_bars(ax[0][0], [r.name for r in timed], [t * 1e3 for t in times], [low, half_iqr],
+                  "ms per call (median, bar: IQR); label: speedup over %s" % base.name,
+                  log=max(times) > 30 * min(times), annotate=None)
     for y, r in zip(range(len(timed))[::-1], timed):
         end = (r.metrics["median_s"] + r.metrics.get("iqr_s", 0) / 2) * 1e3
-        ax[0][0].annotate("%sx" % _num(r.metrics["speedup"]), (end, y),
+        ax[0][0].annotate("%sx" % short_number(r.metrics["speedup"]), (end, y),
                           xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
     tables = [Table(timed, ["name", "median_s", "iqr_s", "min_s", "max_s", "noisy", "speedup", _ci("speedup"),
                             "verdict", "samples_per_s", "max_abs_diff", "hybrid_forward_calls", "calls"])]
@@ -252,10 +207,10 @@ def hybridize_suite(records):
     for r in records:
         groups.setdefault("%s %s b%s" % (r.metrics["model"], r.metrics["task"], r.metrics["batch_size"]), []).append(r)
     fig, ax = figure(width=8.5, height=0.35 * len(records) + 1.2)
-    _labelled_bars(ax[0][0], ["%s: %s" % (g, r.name) for g, rs in groups.items() for r in rs],
-                   [r.metrics["ratio"] for rs in groups.values() for r in rs],
-                   _err([r for rs in groups.values() for r in rs], "ratio"),
-                   xlabel="speed ratio to the book's loop (bar: its confidence interval, where recorded)")
+    labelled_bars(ax[0][0], ["%s: %s" % (g, r.name) for g, rs in groups.items() for r in rs],
+                  [r.metrics["ratio"] for rs in groups.values() for r in rs],
+                  error_bars([r for rs in groups.values() for r in rs], "ratio"),
+                  xlabel="speed ratio to the book's loop (bar: its confidence interval, where recorded)")
     ax[0][0].axvline(1, color="black", lw=0.8, ls="--")
     tops = {g: max([r for r in rs if r.metrics.get("verdict") != "baseline"] or rs,
                    key=lambda r: r.metrics.get("ratio_ci_low") or r.metrics["ratio"]) for g, rs in groups.items()}
@@ -361,14 +316,6 @@ def memory(records):
                                   "growth_vs_first", "error"])], svg(fig), reading)
 
 
-def _time_bars(records, extra=()):
-    fig, ax = figure(width=8.0, height=0.45 * (len(records) + len(extra)) + 1.2)
-    labels = [r.name for r in records] + [label for label, _ in extra]
-    values = [r.metrics["median_s"] * 1e3 for r in records] + [v * 1e3 for _, v in extra]
-    _labelled_bars(ax[0][0], labels, values, xlabel="ms (median of the repeats)")
-    return svg(fig)
-
-
 def _stand_in(m):
     return " (two CPU contexts stand in for two devices; they share the same cores)" if m.get("stand_in") else ""
 
@@ -378,7 +325,7 @@ def parallel(records):
     alone = [r for r in records if r is not both]
     return Block("%s products on %s" % (both.metrics.get("n"), both.metrics.get("devices")),
                  [Table(records, ["name", "median_s", "iqr_s", "noisy", "gain", _ci("gain"), "verdict"])],
-                 _time_bars(records, [("sum of the runs alone", sum(r.metrics["median_s"] for r in alone))]),
+                 time_bars(records, [("sum of the runs alone", sum(r.metrics["median_s"] for r in alone))]),
                  "both at once: gain %s%s = (t_a + t_b) / t_both (2: the devices fully overlap, 1: not at all)%s%s"
                  % (_with_interval(both.metrics, "gain", "repeats"), _verdict_of(both.metrics, what="repeats"),
                     _stand_in(both.metrics), _noisy(records)))
@@ -398,8 +345,8 @@ def overlap(records):
     return Block("%s products, copied %s (%.3g MiB)" % (m.get("n"), m.get("devices"), m.get("copy_bytes", 0) / 2 ** 20),
                  [Table(records, ["name", "median_s", "iqr_s", "noisy", "gain", _ci("gain"), "verdict", "hidden_s",
                                   "overlap", "paired_overlap", "overlap_lost_in_noise"])],
-                 _time_bars(records, [("compute + copy, one after the other",
-                                       sum(r.metrics["median_s"] for r in parts))]),
+                 time_bars(records, [("compute + copy, one after the other",
+                                      sum(r.metrics["median_s"] for r in parts))]),
                  reading + _stand_in(m) + _noisy(records))
 
 
@@ -438,29 +385,11 @@ def allreduce(records):
                  "; ".join(parts) + _noisy(records))
 
 
-def _per_epoch(records, accuracy, rate, rate_label):
-    epochs = [r.metrics["epoch"] for r in records]
-    fig, ax = figure(1, 2, width=8.5, height=2.8)
-    for key, style in accuracy:
-        ax[0][0].plot(epochs, [r.metrics.get(key) for r in records], style, label=key)
-    ax[0][0].set_ylabel("accuracy")
-    ax[0][0].set_ylim(0, 1.02)
-    ax[0][0].legend(fontsize=8)
-    ax[0][1].plot(epochs, [r.metrics[rate] for r in records], "o-", color="tab:green")
-    ax[0][1].set_ylabel(rate_label)
-    ax[0][1].set_ylim(bottom=0)
-    for a in ax[0]:
-        a.set_xlabel("epoch")
-        a.set_xticks(epochs)
-        a.grid(True, alpha=0.3)
-    return svg(fig)
-
-
 def scratch(records):
     m = records[-1].metrics
     return Block("the book's LeNet from scratch on %s, allreduce %s" % (m.get("contexts"), m.get("method")),
                  [Table(records, ["epoch", "time_s", "images_per_s", "train_loss", "test_acc"])],
-                 _per_epoch(records, [("test_acc", "o-")], "images_per_s", "images/s"),
+                 per_epoch(records, [("test_acc", "o-")], "images_per_s", "images/s"),
                  "epoch %s: test accuracy %.3g, %.4g images/s" % (m["epoch"], m["test_acc"], m["images_per_s"]))
 
 
@@ -476,8 +405,8 @@ def train(records):
                     m.get("hybridize")),
                  [Table(records, ["epoch", "loss", "train_top1", "train_top5", "test_top1", "test_top5", "lr",
                                   "epoch_s", "train_images_per_s"])],
-                 _per_epoch(records, [("test_top1", "o-"), ("train_top1", "s--")], "train_images_per_s",
-                            "training images/s"), reading)
+                 per_epoch(records, [("test_top1", "o-"), ("train_top1", "s--")], "train_images_per_s",
+                           "training images/s"), reading)
 
 
 def scaling(records):
@@ -545,8 +474,8 @@ def profile(records):
     a.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     rated = [r for r in timed_ops if r.metrics.get("gflop_per_s")]
     if rated:
-        _labelled_bars(b, [r.name for r in rated], [r.metrics["gflop_per_s"] for r in rated],
-                       xlabel="GFLOP/s achieved (line: the machine's ceiling)")
+        labelled_bars(b, [r.name for r in rated], [r.metrics["gflop_per_s"] for r in rated],
+                      xlabel="GFLOP/s achieved (line: the machine's ceiling)")
         b.axvline(top.metrics["gflop_per_s"], color="tab:red", linestyle="--")
     else:
         b.axis("off")
@@ -598,8 +527,8 @@ def footprint(records):
     parts = ["least memory per sample: %s at batch %s, %.0f MiB above the model"
              % (least.name, least.metrics["batch_size"], least.metrics["peak_above_bytes"] / mib)]
     parts += ["%s at batch %s: %s the plain step's memory at %s its time (one run each, no interval)"
-              % (r.name, r.metrics["batch_size"], _num(r.metrics["peak_vs_plain"]) + "x",
-                 _num(r.metrics["time_vs_plain"]) + "x") for r in ok if r.metrics.get("peak_vs_plain")]
+              % (r.name, r.metrics["batch_size"], short_number(r.metrics["peak_vs_plain"]) + "x",
+                 short_number(r.metrics["time_vs_plain"]) + "x") for r in ok if r.metrics.get("peak_vs_plain")]
     parts += ["largest batch within %.0f MiB for %s: %s" % (r.metrics["budget_bytes"] / mib, r.name,
                                                             r.metrics.get("largest_batch"))
               for r in budgets if r.metrics.get("budget_bytes")]
@@ -641,8 +570,8 @@ def predict(records):
         largest = max(rows, key=lambda r: (r.metrics["total_devices"], r.metrics["devices"]))
         bound = [r.name for r in rows if r.metrics.get("comm_bound")]
         parts.append("%s devices (%s): efficiency %s, %s images/s predicted; %s" % (
-            largest.metrics["total_devices"], largest.name, _num(largest.metrics["efficiency"]),
-            _num(largest.metrics["images_per_s"]),
+            largest.metrics["total_devices"], largest.name, short_number(largest.metrics["efficiency"]),
+            short_number(largest.metrics["images_per_s"]),
             "communication-bound (t2 > t1): " + ", ".join(bound) if bound else "none communication-bound"))
         tables.append(Table(rows, ["name", "global_batch", "t1_s", "t2_s", "step_s", "images_per_s", "speedup",
                                    "efficiency", "comm_bound", "lr", "warmup_epochs"],
@@ -652,7 +581,7 @@ def predict(records):
         if fit:
             far = max(fit, key=lambda r: r.metrics["machines"])
             parts.append("at efficiency >= %s: %s machines x %s devices" % (
-                _num(far.metrics["min_efficiency"]), far.metrics["machines"], far.metrics["devices"]))
+                short_number(far.metrics["min_efficiency"]), far.metrics["machines"], far.metrics["devices"]))
         tables.append(Table(best, ["name", "devices", "total_devices", "efficiency", "images_per_s"],
                             "the most devices per machine that keep the efficiency"))
     if checks:
@@ -679,8 +608,8 @@ def predict(records):
                             "predictions against measured runs (within 25%: the whole interval of measured/predicted "
                             "inside 0.75..1.25; '-': inconclusive)"))
         if not rows:
-            _labelled_bars(a, [r.name for r in checks], [100 * r.metrics["error"] for r in checks],
-                           xlabel="prediction error, % of the measured step", annotate=lambda v: "%.0f%%" % v)
+            labelled_bars(a, [r.name for r in checks], [100 * r.metrics["error"] for r in checks],
+                          xlabel="prediction error, % of the measured step", annotate=lambda v: "%.0f%%" % v)
     m = (rows or checks or best)[0].metrics
     links = ", ".join(dict.fromkeys(str(r.metrics[k]) for k in ("machine_link", "network_link")
                                     for r in rows if r.metrics.get(k)))
@@ -693,20 +622,6 @@ def _baseline(group):
     return next((r.name for r in group if r.metrics.get("verdict") == "baseline"),
                 next((r.name for r in group if r.metrics.get("ratio") == 1 and r.metrics.get("ratio_min") == 1
                       and r.metrics.get("ratio_max") == 1), "the lever's baseline"))
-
-
-def _err(records, key):
-    """Error bars [[below], [above]] of `key` from each record's interval (or old min..max);
-    0 where a record has neither or its interval is unbounded."""
-    below, above = [], []
-    for r in records:
-        m = r.metrics
-        v = m[key]
-        lo, hi = m.get(key + "_ci_low", m.get(key + "_min")), m.get(key + "_ci_high", m.get(key + "_max"))
-        ok = lo is not None and hi is not None and hi < float("inf")
-        below.append(max(v - lo, 0) if ok else 0)
-        above.append(max(hi - v, 0) if ok else 0)
-    return [below, above]
 
 
 # benchmarks/train_throughput.py's ceiling: a yardstick measured like a run, never the fastest run
@@ -727,10 +642,10 @@ def tune(records):
     fig = None
     if measured:
         f, ax = figure(width=8.5, height=0.3 * len(measured) + 1.2)
-        _labelled_bars(ax[0][0], [("%s: %s" % (group_of[id(r)], r.name)) if len(groups) > 1 else r.name
-                                  for r in measured], [r.metrics["ratio"] for r in measured], _err(measured, "ratio"),
-                       "ratio to the lever's baseline (%s)" % ("geometric mean, bar: its confidence interval"
-                                                               if intervals else "median, bar: min..max over rounds"))
+        labelled_bars(ax[0][0], [("%s: %s" % (group_of[id(r)], r.name)) if len(groups) > 1 else r.name
+                                 for r in measured], [r.metrics["ratio"] for r in measured], error_bars(measured, "ratio"),
+                      "ratio to the lever's baseline (%s)" % ("geometric mean, bar: its confidence interval"
+                                                              if intervals else "median, bar: min..max over rounds"))
         ax[0][0].axvline(1, color="black", lw=0.8, ls="--")
         fig = svg(f)
     # benchmarks/train_throughput.py with PyTorch also sets every run against PyTorch (eager and
@@ -996,9 +911,9 @@ def compare_section(old_runs, new_runs, threshold, metric, label):
         f, ax = figure(width=8.5, height=0.3 * len(matched) + 1.2)
         colors = {"regression": "tab:red", "improved": "tab:green"}
         better = [-100 * r.metrics["worse"] for r in matched]
-        _labelled_bars(ax[0][0], [r.name for r in matched], better,
-                       xlabel="% better than OLD (faster, or higher throughput)",
-                       annotate=lambda v: "%+.1f%%" % v)
+        labelled_bars(ax[0][0], [r.name for r in matched], better,
+                      xlabel="% better than OLD (faster, or higher throughput)",
+                      annotate=lambda v: "%+.1f%%" % v)
         for bar, r in zip(ax[0][0].patches, matched):
             bar.set_color(colors.get(r.metrics["status"], "tab:gray"))
         ax[0][0].axvline(0, color="black", lw=0.8)
