@@ -15,6 +15,7 @@ import pytest
 from conftest import ROOT, clean_env, cores, run_module
 from gluonperf.cli import common as cli
 from gluonperf import report
+from gluonperf.render import kinds
 from gluonperf.render.records import Result, read_jsonl, write_jsonl
 
 COMMANDS = {
@@ -423,17 +424,17 @@ def test_hybridize_and_concurrency_speedups_are_read_with_their_interval():
     from gluonperf.measure import stats
     iv = stats.ratio_interval([100.0, 110.0, 90.0])
     assert "finishing y takes %sx (95%% CI %s-%s, 3 repeats) as long as queueing it" % (
-        report._fixed(iv.estimate), report._fixed(iv.low), report._fixed(iv.high)) in readings
+        kinds._fixed(iv.estimate), kinds._fixed(iv.low), kinds._fixed(iv.high)) in readings
 
 
 def test_an_old_record_with_min_max_is_labelled_with_its_level():
     """Files written before intervals: min..max of n rounds is an interval of the median at
     level 1 - 2^(1-n), and the page says which."""
     m = {"ratio": 1.13, "ratio_min": 1.04, "ratio_max": 1.22, "round_ratios": [1.04, 1.13, None, 1.22]}
-    assert report._with_interval(m, "ratio") == "1.13x (min..max 1.04..1.22: 75% for 3 rounds)"
+    assert kinds._with_interval(m, "ratio") == "1.13x (min..max 1.04..1.22: 75% for 3 rounds)"
     m = {"ratio": 1.13, "ratio_min": 1.04, "ratio_max": 1.22, "rounds": 5}
-    assert report._with_interval(m, "ratio") == "1.13x (min..max 1.04..1.22: 94% for 5 rounds)"
-    assert report._ci("ratio")[1](Result("tune", "x", m)) == "min..max 1.04..1.22 (94%, n=5)"
-    assert report._with_interval({"ratio": 1.13}, "ratio") == "1.13x (no interval recorded)"
+    assert kinds._with_interval(m, "ratio") == "1.13x (min..max 1.04..1.22: 94% for 5 rounds)"
+    assert kinds._ci("ratio")[1](Result("tune", "x", m)) == "min..max 1.04..1.22 (94%, n=5)"
+    assert kinds._with_interval({"ratio": 1.13}, "ratio") == "1.13x (no interval recorded)"
     one = {"ratio": 1.13, "ratio_ci_low": 0.0, "ratio_ci_high": float("inf"), "ratio_n": 1, "ratio_level": 0.95}
-    assert report._with_interval(one, "ratio") == "1.13x (95% CI unknown, 1 round)"
+    assert kinds._with_interval(one, "ratio") == "1.13x (95% CI unknown, 1 round)"
