@@ -113,11 +113,11 @@ def test_validate_devices_as_a_command(run, tmp_path):
 
 
 def test_the_report_reads_the_judgement_with_its_interval():
-    from gluonperf import report
+    from gluonperf.render.page import render_page
     env = {"mxnet": "1.9.1", "cpu_count": 2, "cpu_model": "Test CPU", "env": {}}
     checks = [prediction._check("dist_sync", 0.025, samples, 128, what="epochs", devices=1, workers=2, servers=1)
               for samples in ([0.036, 0.035, 0.037, 0.036], [0.026, 0.025, 0.0255, 0.0252], [0.02, 0.04])]
-    html, _ = report.render_page([("v.json", [(c, env) for c in checks])], "t")
+    html, _ = render_page([("v.json", [(c, env) for c in checks])], "t")
     assert ("checked against runs here, measured/predicted with its interval: within 25% in 1 of 3, outside in 1, "
             "inconclusive in 1") in html
     assert checks[0].metrics["judgement"] in html and checks[2].metrics["judgement"] in html

@@ -16,6 +16,7 @@ from conftest import ROOT, clean_env, cores, run_module
 from gluonperf.cli import common as cli
 from gluonperf import report
 from gluonperf.render import kinds
+from gluonperf.render.page import render_page
 from gluonperf.render.records import Result, read_jsonl, write_jsonl
 
 COMMANDS = {
@@ -263,7 +264,7 @@ def test_unknown_kinds_and_unreadable_shapes_fall_to_the_generic_table():
                                                       "train_loss": 2.0 / e, "test_acc": 0.2 * e,
                                                       "contexts": "cpu(0),cpu(1)", "method": "book"}), env)
                 for e in (1, 2)])]
-    html, regressions = report.render_page(runs, "t")
+    html, regressions = render_page(runs, "t")
     page = Page(html)
     assert regressions == 0
     assert page.h2[-1].startswith("Other records") and "forward" in page.cells and "0.4" in page.cells
@@ -287,7 +288,7 @@ def test_the_throughput_suites_ceiling_is_a_yardstick_not_its_fastest_run():
                                       "of_ceiling_max": share + 0.05, "runner": runner}), env)
     runs = [("tt.json", [row("ceiling (peak FLOP/s over FLOPs per image)", 1, 3.0, 1.0, "benchmarks/ceiling_probe.py"),
                          row("gluonperf.train", 2, 2.1, 0.7), row("book loop", 3, 1.0, 0.33, "benchmarks/book_loop.py")])]
-    html = report.render_page(runs, "t")[0]
+    html = render_page(runs, "t")[0]
     page = Page(html)
     assert "train_throughput b64: gluonperf.train runs 2.10x (min..max 1.95..2.26: level unknown) as fast as book " \
            "loop, 70% (min..max 65%..75%: level unknown) of the ceiling" in page.readings
@@ -340,7 +341,7 @@ def test_predict_checks_alone_are_drawn_as_errors():
         "scheme": "device", "devices": d, "predicted_step_s": 0.02, "measured_step_s": 0.02 / (1 + e),
         "predicted_images_per_s": 3200.0, "measured_images_per_s": 3200.0 * (1 + e), "error": e,
         "within_25pct": abs(e) <= 0.25, "model": "lenet"}) for d, e in ((1, 0.05), (2, -0.3))]
-    html, _ = report.render_page([("v.json", [(c, env) for c in checks])], "t")
+    html, _ = render_page([("v.json", [(c, env) for c in checks])], "t")
     page = Page(html)
     assert "checked against runs here: within 25% in 1 of 2 (errors -30%..5%; one measured run each, no " \
            "interval)" in " | ".join(page.readings)
@@ -368,7 +369,7 @@ def test_every_ratio_of_the_suites_and_tune_carries_its_interval_n_and_verdict()
                        vs_torch_compile_verdict="slower", of_ceiling=0.7, of_ceiling_ci_low=0.65,
                        of_ceiling_ci_high=0.75, of_ceiling_n=5, of_ceiling_level=0.95),
             _suite_row("book loop", 2, 1.0, "benchmarks/book_loop.py", verdict="baseline")]
-    html = report.render_page([("tt.json", [(r, ENV) for r in rows])], "t")[0]
+    html = render_page([("tt.json", [(r, ENV) for r in rows])], "t")[0]
     page = Page(html)
     assert ("train_throughput b64: gluonperf.train runs 2.10x (95% CI 1.95-2.26, 5 rounds) as fast as book loop "
             "(faster), 1.02x (95% CI 0.90-1.16, 5 rounds) PyTorch (inconclusive; about 31 rounds would settle it), "
@@ -389,7 +390,7 @@ def test_tunes_confirmed_speedup_and_kept_defaults_are_read_with_their_interval(
     lever = Result("tune", "OMP_NUM_THREADS=2", {"lever": "threads", "batch_size": 64, "rank": 1, "ratio": 1.2,
                                                  "ratio_ci_low": 0.9, "ratio_ci_high": 1.6, "ratio_n": 3,
                                                  "ratio_level": 0.975, "verdict": "inconclusive"})
-    html = report.render_page([("t.json", [(r, ENV) for r in (lever, best, kept)])], "t")[0]
+    html = render_page([("t.json", [(r, ENV) for r in (lever, best, kept)])], "t")[0]
     readings = " | ".join(Page(html).readings)
     assert ("best at batch 64: 1.30x (95% CI 1.10-1.50, 6 rounds) the defaults (faster) with OMP_NUM_THREADS=2 "
             "python -m gluonperf.train") in readings
@@ -415,7 +416,7 @@ def test_hybridize_and_concurrency_speedups_are_read_with_their_interval():
                                                   "samples_s": [1e-3, 2.2e-3, 0.9e-3]})
     runs = [("h.json", [(r, ENV) for r in hyb]), ("p.json", [(r, ENV) for r in alone + [both]]),
             ("a.json", [(q, ENV), (f, ENV)])]
-    readings = " | ".join(Page(report.render_page(runs, "t")[0]).readings)
+    readings = " | ".join(Page(render_page(runs, "t")[0]).readings)
     # the fastest is the one whose interval's lower end is highest, not the highest estimate
     assert "static against imperative: 2.00x (95% CI 1.80-2.20, 7 repeats) the speed (faster)" in readings
     assert "both at once: gain 1.50x (95% CI 1.30-1.70, 4 repeats) (faster)" in readings
