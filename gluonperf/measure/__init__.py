@@ -1,1 +1,1 @@
-"""What measures: the harness, memory, traces, the machine's ceiling, FLOPs, load, and the statistics (intervals, verdicts)."""
+"""What measures: the harness, memory, traces, the machine's ceiling, FLOPs, load, the statistics (intervals, verdicts), and the comparison of two runs' records."""
