@@ -42,7 +42,6 @@ class Kind:
 
 # --- numbers and intervals as text ----------------------------------------------
 
-
 def _seconds(value):
     return format_value("_s", value)
 
