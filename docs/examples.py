@@ -12,8 +12,9 @@ files, and the README's quick start is rewritten between its `<!-- example:NAME 
     python docs/examples.py --only train,compare
     python docs/examples.py --list
 
-An example that fails (non-zero exit, or past --timeout) is reported on stderr with its
-output's tail; its file is not written (the others are), and the exit code is 1.
+An example that fails (a non-zero exit where none is expected, an exit 0 where an error is
+the point, or past --timeout) is reported on stderr with its output's tail; its file is not
+written (the others are), and the exit code is 1.
 """
 import argparse
 import datetime
@@ -29,7 +30,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 # (name, what it shows, command lines). Each command line runs in the same scratch folder,
-# in order, so a later one can read what an earlier one wrote (compare, report).
+# in order, so a later one can read what an earlier one wrote (compare, report). A line that
+# starts with "! " must exit non-zero (an error the page shows; exiting 0 fails the example);
+# its exit code is shown after it, as compare's is.
 EXAMPLES = [
     ("quickstart", "the README's quick start: the main job at its defaults",
      ["python -m gluonperf.bench hybridize"]),
@@ -48,6 +51,12 @@ EXAMPLES = [
     ("bench_footprint", "bench footprint, LeNet with and without checkpointing",
      ["python -m gluonperf.bench footprint --model lenet --batch-sizes 32,64 --hybridize none,hybrid "
       "--checkpoint 0,2 --steps 2"]),
+    ("bench_footprint_budget", "bench footprint --budget: LeNet's largest batch within 48 MiB",
+     ["python -m gluonperf.bench footprint --model lenet --batch-sizes 64 --hybridize hybrid --checkpoint 0,2 "
+      "--steps 2 --budget 48M"]),
+    ("bench_allreduce_reuse", "bench allreduce of 32 MiB, new receive buffers each time and reused",
+     ["python -m gluonperf.bench allreduce --sizes 32M --num-ctx 2 --repeat 3",
+      "python -m gluonperf.bench allreduce --sizes 32M --num-ctx 2 --repeat 3 --reuse-buffers"]),
     ("bench_scratch", "bench scratch, two epochs on two contexts",
      ["python -m gluonperf.bench scratch --ctx cpu0,cpu1 --epochs 2"]),
     ("train", "train LeNet on the digits set on two contexts",
@@ -56,15 +65,32 @@ EXAMPLES = [
     ("train_scaling", "train --scaling: one context against two",
      ["python -m gluonperf.train --scaling --dataset digits --model lenet --ctx cpu0,cpu1 --steps 10 "
       "--batch-size 128 --json results/scaling.json"]),
+    ("train_errors", "train's one-line errors: a loss that becomes NaN, a resumed run that does, a save "
+                     "directory of another run",
+     ["! python -m gluonperf.train --dataset digits --model lenet --lr 1e6 --batch-size 32 --epochs 1",
+      "python -m gluonperf.train --dataset digits --model lenet --batch-size 32 --epochs 1 --save ckpt-lenet",
+      "! python -m gluonperf.train --dataset digits --model lenet --batch-size 32 --epochs 3 --lr 1e6 "
+      "--resume ckpt-lenet",
+      "! python -m gluonperf.train --dataset digits --model lenet --batch-size 32 --epochs 1 --save ckpt-lenet"]),
     ("launch", "launch: two workers and a server training LeNet with dist_sync",
      ["python -m gluonperf.launch -n 2 -s 1 --timeout 300 -- python -m gluonperf.train --kvstore dist_sync "
       "--model lenet --dataset digits --epochs 1 --batch-size 32 --workers 0"]),
+    ("launch_dry_run", "launch --dry-run over a hostfile of two machines: the plan, nothing started",
+     ["python -c \"open('hostfile', 'w').write('192.168.1.11\\n192.168.1.12\\n')\"",
+      "cat hostfile",
+      "python -m gluonperf.launch -n 2 --hostfile hostfile --host-ip 192.168.1.10 --port 9091 --dry-run "
+      "-- python -m gluonperf.train --kvstore dist_sync --model lenet"]),
     ("profile", "profile LeNet's training step against a quick ceiling",
      ["python -m gluonperf.profile --model lenet --batch-size 64 --steps 5 --ceiling quick "
       "--json results/profile.json"]),
     ("predict", "predict ResNet-18's scaling from a measured step time",
      ["python -m gluonperf.predict --model resnet18_v1 --t1 0.366 --per-device-batch 256 --devices 1,8 "
       "--machines 1,8,64 --link pcie3 --network 25gbe"]),
+    ("predict_no_overlap", "predict the same without overlap, over 10 GbE",
+     ["python -m gluonperf.predict --model resnet18_v1 --t1 0.366 --per-device-batch 256 --devices 8 "
+      "--machines 1,8,64 --link pcie3 --network 10gbe --overlap no"]),
+    ("predict_validate", "predict --validate: predicted against measured on this machine, LeNet",
+     ["python -m gluonperf.predict --validate --model lenet --validate-repeats 3"]),
     ("tune", "tune LeNet's thread and hybridize levers",
      ["python -m gluonperf.tune --model lenet --levers threads,hybridize --rounds 2 --steps 20 "
       "--json results/tune.json"]),
@@ -72,6 +98,9 @@ EXAMPLES = [
      ["python -m gluonperf.bench hybridize --repeat 3 --number 300 --json results/run1.json",
       "python -m gluonperf.bench hybridize --repeat 3 --number 300 --json results/run2.json",
       "python -m gluonperf.compare results/run1.json results/run2.json --fail-above 50%"]),
+    ("compare_ab", "compare --ab: the same command against itself, run in alternation",
+     ["python -m gluonperf.compare --ab \"python -m gluonperf.bench hybridize --repeat 3 --number 300\" "
+      "\"python -m gluonperf.bench hybridize --repeat 3 --number 300\" --runs 3"]),
     ("report", "report: one HTML page of the results above",
      ["python -m gluonperf.report results -o report.html"]),
 ]
@@ -108,6 +137,8 @@ def run(commands, cwd, timeout):
     """Run each command line in cwd; (transcript, seconds, error or None)."""
     transcript, start = [], time.time()
     for line in commands:
+        must_fail = line.startswith("! ")
+        line = line[2:] if must_fail else line
         argv = shlex.split(line)
         argv = [sys.executable if a == "python" else a for a in argv]
         try:
@@ -118,9 +149,12 @@ def run(commands, cwd, timeout):
             return transcript, time.time() - start, "timed out after %d s: %s\n%s" % (timeout, line, out[-2000:])
         transcript.append("$ " + line)
         transcript.extend(p.stdout.rstrip("\n").split("\n") if p.stdout.strip() else [])
-        if p.returncode != 0 and not line.startswith("python -m gluonperf.compare"):
+        if must_fail and p.returncode == 0:
+            return transcript, time.time() - start, "exit 0, where an error was the point: %s\n%s" % (
+                line, p.stdout[-2000:])
+        if p.returncode != 0 and not must_fail and not line.startswith("python -m gluonperf.compare"):
             return transcript, time.time() - start, "exit %d: %s\n%s" % (p.returncode, line, p.stdout[-2000:])
-        if line.startswith("python -m gluonperf.compare"):
+        if must_fail or line.startswith("python -m gluonperf.compare"):
             transcript.append("$ echo $?")
             transcript.append(str(p.returncode))
     return transcript, time.time() - start, None
@@ -182,7 +216,7 @@ def main(argv=None):
         parser.error("--readme %s: no such file" % args.readme)
     if args.list:
         for name, what, commands in EXAMPLES:
-            print("%-16s %s\n%16s   %s" % (name, what, "", "\n                   ".join(commands)))
+            print("%-22s %s\n%22s   %s" % (name, what, "", "\n                         ".join(commands)))
         return 0
     chosen = args.only or NAMES
     os.makedirs(args.out, exist_ok=True)
