@@ -26,7 +26,7 @@ from gluonperf.cli import common as cli  # noqa: E402
 PROG = "benchmarks/ceiling_probe.py"
 
 
-def parse(argv=None):
+def build_parser():
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="resnet18", help="whose training FLOPs per image (default: %(default)s)")
     p.add_argument("--size", choices=("full", "quick"), default="full",
@@ -34,11 +34,11 @@ def parse(argv=None):
                         "(default: %(default)s)")
     p.add_argument("--repeat", type=cli.positive_int, default=5,
                    help="timed repeats per kernel; the fastest counts (default: %(default)s)")
-    return p.parse_args(argv)
+    return p
 
 
 def main(argv=None):
-    args = parse(argv)
+    args = build_parser().parse_args(argv)
     from gluonperf.training.models import list_models
     if args.model not in list_models():
         raise cli.UserError("--model %r: unknown; python -m gluonperf.train --list-models shows the names"

@@ -76,7 +76,7 @@ def interleaved_times(model, batch, n, rounds, ctx):
     return measure_interleaved(steps, warmup=1, repeat=rounds)
 
 
-def main(argv=None):
+def build_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="resnet18")
     p.add_argument("--batch-size", type=cli.positive_int, default=128)
@@ -85,7 +85,11 @@ def main(argv=None):
     p.add_argument("--steps", type=cli.positive_int, default=5, help="timed steps per memory run")
     p.add_argument("--rounds", type=cli.positive_int, default=5, help="interleaved timing rounds")
     p.add_argument("--json", metavar="PATH")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     cli.check_outputs(args)
     ctx = mx.cpu()
     if THREADS_NOTE:

@@ -79,7 +79,7 @@ def run_round(model, batch, steps, repeats, nbytes, keys, lnk, base_env, tmp, ti
     return out, scaling_model.compute_s(t1, 2, units) + t2, t2
 
 
-def main(argv=None):
+def build_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="lenet")
     p.add_argument("--batch", type=cli.positive_int, default=64, help="images per worker (default: %(default)s)")
@@ -87,7 +87,11 @@ def main(argv=None):
     p.add_argument("--repeats", type=cli.positive_int, default=4, help="timed epochs per run (default: %(default)s)")
     p.add_argument("--rounds", type=cli.positive_int, default=3, help="interleaved rounds (default: %(default)s)")
     p.add_argument("--json", metavar="PATH")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     cli.check_outputs(args)
     cli.guard_command(args, "benchmarks/dist_sync_terms.py", stall_timeout=0)
     from gluonperf.runtime import guard

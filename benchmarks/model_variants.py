@@ -61,14 +61,18 @@ def interleaved(batch, steps, rounds, ctx):
     return measure_interleaved(fns, warmup=1, repeat=rounds)
 
 
-def main():
+def build_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--batch-size", type=cli.positive_int, default=64, help="(default: %(default)s)")
     p.add_argument("--steps", type=cli.positive_int, default=4, help="training steps per timed block "
                                                                       "(default: %(default)s)")
     p.add_argument("--rounds", type=cli.positive_int, default=7, help="interleaved rounds (default: %(default)s)")
     p.add_argument("--json", metavar="PATH", help="write the records as JSON lines, with the environment")
-    args = p.parse_args()
+    return p
+
+
+def main():
+    args = build_parser().parse_args()
     cli.check_output_path(args.json, "--json")
     if THREADS_NOTE:
         print("note: " + THREADS_NOTE, file=sys.stderr)
