@@ -54,15 +54,25 @@ def suite(model, batch_size, train, repeat, number, ctx=None):
     return out
 
 
-def main(argv=None):
+def build_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeat", type=cli.positive_int, default=5, help="interleaved repeats (default: %(default)s)")
     p.add_argument("--quick", action="store_true", help="fewer calls (for a smoke run)")
+    p.add_argument("--model", choices=("mlp", "resnet18", "both"), default="both",
+                   help="the chapter's MLP forward, ResNet-18 training steps at batch 64, or both "
+                        "(default: %(default)s)")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     cli.check_outputs(args)
-    results = suite("mlp", 1, False, args.repeat, 100 if args.quick else 1000)
-    results += suite("resnet18", 64, True, args.repeat, 1 if args.quick else 3)
+    results = []
+    if args.model in ("mlp", "both"):
+        results += suite("mlp", 1, False, args.repeat, 100 if args.quick else 1000)
+    if args.model in ("resnet18", "both"):
+        results += suite("resnet18", 64, True, args.repeat, 1 if args.quick else 3)
     cli.emit(results, args, [mx.cpu()], title="hybridize: per-call time (median of %d interleaved repeats) and "
                                       "ratio to the book's loop (geometric mean of the per-repeat ratios, 95%% CI, "
                                       "n)" % args.repeat,

@@ -289,17 +289,23 @@ def test_torch_compile_runner_trains_and_says_it_compiled(tmp_path):
     assert bad.returncode == 2 and "--compile needs --warmup 1" in bad.stderr and "Traceback" not in bad.stderr
 
 
-def test_hybridize_suite_ratios_carry_their_interval_and_verdict(suite_module):
-    """hybridize_suite.suite: each mode against the book's loop, repeat by repeat."""
-    hs = suite_module("hybridize_suite")
-    rows = {r.name: r.metrics for r in hs.suite("mlp", 1, False, 3, 5)}
+def test_hybridize_suite_ratios_carry_their_interval_and_verdict(tmp_path):
+    """benchmarks/hybridize_suite.py as users run it: each mode against the book's loop, repeat by repeat."""
+    out = tmp_path / "hs.json"
+    p = command(["benchmarks/hybridize_suite.py", "--model", "mlp", "--quick", "--repeat", "3", "--json", str(out)],
+                tmp_path)
+    assert p.returncode == 0, p.stderr
+    rows = {r["name"]: r for r in records(out)}
+    assert set(rows) == {"book loop", "gluonperf imperative", "gluonperf hybrid", "gluonperf static"}
     assert rows["book loop"]["verdict"] == "baseline" and rows["book loop"]["ratio"] == 1
     for name in ("gluonperf imperative", "gluonperf hybrid", "gluonperf static"):
         m = rows[name]
+        assert m["model"] == "mlp" and m["task"] == "forward"
         assert m["ratio_n"] == 3 and len(m["round_ratios"]) == 3
         assert m["ratio_ci_low"] <= m["ratio"] <= m["ratio_ci_high"]
         assert m["verdict"] in ("faster", "slower", "same", "inconclusive")
         assert m["verdict_text"].startswith(name + " vs book loop: ") and "3 repeats" in m["verdict_text"]
+        assert ("mlp forward: " + m["verdict_text"]) in p.stdout
 
 
 def test_suite_stats_fields_and_limits(suite_module):
