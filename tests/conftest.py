@@ -89,19 +89,49 @@ def pytest_configure(config):
                    "pytest-xdist no other test runs beside it")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The units of work pytest-xdist hands to its workers (`--dist loadgroup`, pyproject):
+    each test file is one unit, as with `--dist loadfile` (a module fixture runs once), and all
+    the `alone` tests make one unit of their own. They then run one after the other on one
+    worker, which keeps the cores through the whole block (`_share_the_cores`), instead of each
+    waiting for the test in progress on the other worker to end, 22 times a run."""
+    for item in items:
+        group = "alone" if item.get_closest_marker("alone") else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+_NEXT = pytest.StashKey()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    item.stash[_NEXT] = nextitem  # for `_share_the_cores`: is the next test on this worker `alone` too?
+    yield
+
+
 @pytest.fixture(autouse=True)
 def _share_the_cores(request, tmp_path_factory):
     """Under pytest-xdist (`-n 2`, pyproject's default) two tests run at once; most start
     commands, which mostly wait for MXNet to load, and run side by side unharmed. A test
     marked `alone` takes the cores to itself: a lock file shared by the workers, held
-    shared by every test and exclusively by an `alone` one."""
-    with cores(tmp_path_factory, alone=bool(request.node.get_closest_marker("alone"))):
+    shared by every test and exclusively by an `alone` one, and kept from one `alone` test
+    to the next when they follow each other on this worker (they do: see
+    `pytest_collection_modifyitems`)."""
+    alone = bool(request.node.get_closest_marker("alone"))
+    following = request.node.stash.get(_NEXT, None)
+    keep = alone and following is not None and bool(following.get_closest_marker("alone"))
+    with cores(tmp_path_factory, alone=alone, keep=keep):
         yield
 
 
+_held = []  # the cores lock, held exclusively since an `alone` test that another one follows
+
+
 @contextlib.contextmanager
-def cores(tmp_path_factory, alone=False):
-    """The cores lock (see `_share_the_cores`), shared or, for `alone`, exclusive. A fixture
+def cores(tmp_path_factory, alone=False, keep=False):
+    """The cores lock (see `_share_the_cores`), shared or, for `alone`, exclusive (and with
+    `keep`, still held when the block ends, for the next `alone` test). A fixture
     wider than a test that runs commands (test_report's module fixtures) is set up before
     the test's own lock is taken, so it takes the shared lock itself: otherwise it runs
     beside an `alone` test on the other worker, which then finds the machine busy.
@@ -111,11 +141,22 @@ def cores(tmp_path_factory, alone=False):
             require_quiet()
         yield
         return
-    with open(tmp_path_factory.getbasetemp().parent / "cores.lock", "a") as lock:
+    if _held and alone:
+        lock = _held.pop()
+    else:
+        while _held:  # not expected: `keep` is only set when an `alone` test follows
+            _held.pop().close()
+        lock = open(tmp_path_factory.getbasetemp().parent / "cores.lock", "a")
         fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+    try:
         if alone:
             require_quiet()
         yield
+    finally:
+        if keep:
+            _held.append(lock)
+        else:
+            lock.close()
 
 
 BUSY = 0.25           # share of the machine's CPU time, over half a second, that counts as busy
@@ -177,3 +218,4 @@ def _wait_for_quiet(timeout, busy=BUSY):
             return None
         if time.monotonic() >= deadline:
             return load
+
