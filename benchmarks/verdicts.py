@@ -99,16 +99,16 @@ def check_known(count, repeat, number, threshold, progress=None):
 
 
 def check_tune(count, steps, threshold, budget, progress=None):
-    from gluonperf import tune
+    from gluonperf.experiments import sweep
     kept = []
-    base = tune.Candidate("defaults", (("OMP_NUM_THREADS", "1"),),
-                          (("model", "mlp"), ("batch_size", "32"), ("ctx", "cpu0"), ("hybridize", "static")))
-    twin = tune.Candidate("the same settings", base.env, base.flags)
+    base = sweep.Candidate("defaults", (("OMP_NUM_THREADS", "1"),),
+                           (("model", "mlp"), ("batch_size", "32"), ("ctx", "cpu0"), ("hybridize", "static")))
+    twin = sweep.Candidate("the same settings", base.env, base.flags)
     rounds = []
     for _ in range(count):
-        results = tune.paired_sweep([base, twin], tune.STEPRATE, steps, tune.Rounds(budget=budget), "aa",
-                                    threshold=threshold)
-        kept.append(tune.winner(results) is not None)
+        results = sweep.paired_sweep([base, twin], sweep.STEPRATE, steps, sweep.Rounds(budget=budget), "aa",
+                                     threshold=threshold)
+        kept.append(sweep.winner(results) is not None)
         rounds.append(max(r.metrics["rounds"] for r in results if r.name == twin.name))
         if progress:
             progress()

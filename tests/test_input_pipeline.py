@@ -61,7 +61,7 @@ def test_the_input_verdict_flips_when_the_loader_is_slow(images, tmp_path):  # n
 
 
 def test_tune_data_lever_tries_workers_and_for_a_rec_the_record_iterator():
-    from gluonperf.tune import TRAIN, Candidate, Runner, levers
+    from gluonperf.experiments.sweep import TRAIN, Candidate, Runner, levers
     base = Candidate("b", (), (("ctx", "cpu0"), ("hybridize", "none")))
 
     def data_candidates(runner):

@@ -5,8 +5,9 @@ import pytest
 
 from gluonperf import UserError
 
-from gluonperf.tune import STEPRATE, TRAIN, Candidate, Runner, count_runs, levers, paired_sweep, parse_args, sweep
-from gluonperf import tune
+from gluonperf.experiments import sweep
+from gluonperf.experiments.sweep import STEPRATE, TRAIN, Candidate, Runner, count_runs, levers, paired_sweep
+from gluonperf.tune import parse_args
 
 FAKE = textwrap.dedent("""
     import json, os, random, sys
@@ -37,7 +38,7 @@ def test_sweep_ranks_by_ratio_and_records_failures(tmp_path):
     base = Candidate("base", (("FAKE_RATE", "10"), ("PYTHONPATH", str(tmp_path))), (("batch_size", "8"),))
     fast = base.with_env("fast", FAKE_RATE=25)
     broken = base.with_env("broken", FAKE_FAIL=1)
-    out = sweep([base, fast, broken], runner, steps=1, rounds=2, lever="test")
+    out = sweep.sweep([base, fast, broken], runner, steps=1, rounds=2, lever="test")
     by = {r.name: r.metrics for r in out}
     assert [r.name for r in out][:2] == ["fast", "base"]
     assert by["fast"]["ratio"] == pytest.approx(2.5) and by["fast"]["rank"] == 1 and by["fast"]["rounds"] == 2
@@ -84,14 +85,14 @@ def test_paired_sweep_keeps_one_process_per_candidate(tmp_path):
 
 
 def test_sweeps_keep_what_a_stopped_sweep_has_finished(tmp_path):
-    """tune.Sweeps: while a sweep runs, results() is the finished sweeps plus the running one
+    """sweep.Sweeps: while a sweep runs, results() is the finished sweeps plus the running one
     summarized from its finished runs, marked partial and tidied; once it ends, nothing is partial."""
     (tmp_path / "fake_worker.py").write_text(FAKE)
     runner = Runner("fake_worker", serves=True)
     base = Candidate("base", (("FAKE_RATE", "10"), ("FAKE_STARTS", str(tmp_path / "starts")),
                               ("PYTHONPATH", str(tmp_path))), (("batch_size", "8"),))
     fast = base.with_env("fast", FAKE_RATE=20)
-    sweeps = tune.Sweeps(tidy=lambda rs: [r.metrics.update(suite="test") for r in rs])
+    sweeps = sweep.Sweeps(tidy=lambda rs: [r.metrics.update(suite="test") for r in rs])
     snapshots = []
     paired_sweep([base, fast], runner, steps=1, rounds=2, lever="first", sweeps=sweeps,
                  log=lambda m: snapshots.append(sweeps.results()))
@@ -104,8 +105,8 @@ def test_sweeps_keep_what_a_stopped_sweep_has_finished(tmp_path):
     assert len(done) == 2 and not any(r.metrics.get("partial") for r in done)
     assert all(r.metrics["suite"] == "test" and r.metrics["rounds"] for r in done)
     # a second sweep: the first one's results stay whole beside the running one's
-    sweep([base, fast], Runner("fake_worker"), steps=1, rounds=1, lever="second", sweeps=sweeps,
-          log=lambda m: snapshots.append(sweeps.results()))
+    sweep.sweep([base, fast], Runner("fake_worker"), steps=1, rounds=1, lever="second", sweeps=sweeps,
+                log=lambda m: snapshots.append(sweeps.results()))
     mid = snapshots[-2]
     assert [r.metrics["lever"] for r in mid[:2]] == ["first", "first"] and not mid[0].metrics.get("partial")
     assert all(r.metrics["partial"] for r in mid[2:]) and len(mid) == 4
@@ -141,8 +142,8 @@ def test_count_runs():
     # with MXNet's own CPU workspace pool: B d B l B l1 B = 7 runs
     assert count_runs("mlp", ["cpu0", "cpu1"], [8], 1, ["device", "local"], only=["contexts"], runner=TRAIN) == 7 + 3
     # rounds chosen by the intervals: planned for the minimum
-    assert count_runs("mlp", ["cpu0"], [8], tune.Rounds(), ["device"], only=["engine"],
-                      runner=STEPRATE) == (3 + 3) * tune.Rounds().minimum
+    assert count_runs("mlp", ["cpu0"], [8], sweep.Rounds(), ["device"], only=["engine"],
+                      runner=STEPRATE) == (3 + 3) * sweep.Rounds().minimum
 
 
 def stage(name, contexts=("cpu0",), runner=TRAIN):
@@ -153,7 +154,7 @@ def stage(name, contexts=("cpu0",), runner=TRAIN):
 
 def test_allocator_lever_tries_only_installed_allocators(monkeypatch):
     import ctypes.util
-    monkeypatch.setattr(tune, "huge_pages_tunable", lambda: None)
+    monkeypatch.setattr(sweep, "huge_pages_tunable", lambda: None)
     monkeypatch.setattr(ctypes.util, "find_library",
                         lambda n: {"jemalloc": None, "tcmalloc": "libtcmalloc.so.4"}.get(n))
     assert [dict(c.env).get("LD_PRELOAD") for c in stage("allocator")] == [None, "libtcmalloc.so.4"]
@@ -162,7 +163,7 @@ def test_allocator_lever_tries_only_installed_allocators(monkeypatch):
 
 
 def test_other_levers_do_not_look_up_huge_pages(monkeypatch):
-    monkeypatch.setattr(tune, "huge_pages_tunable", lambda: pytest.fail("read for a lever not chosen"))
+    monkeypatch.setattr(sweep, "huge_pages_tunable", lambda: pytest.fail("read for a lever not chosen"))
     assert len(stage("optimizer")) == 2
 
 
@@ -171,7 +172,7 @@ def test_allocator_lever_tries_glibc_huge_pages_where_they_can_change_something(
     import platform
     monkeypatch.setattr(ctypes.util, "find_library", lambda n: None)
     mode = tmp_path / "enabled"
-    monkeypatch.setattr(tune, "THP_MODE", str(mode))
+    monkeypatch.setattr(sweep, "THP_MODE", str(mode))
     monkeypatch.setattr(platform, "libc_ver", lambda: ("glibc", "2.36"))
     for text, tried in (("always [madvise] never\n", True), ("[always] madvise never\n", False),
                         ("always madvise [never]\n", False)):
@@ -181,7 +182,7 @@ def test_allocator_lever_tries_glibc_huge_pages_where_they_can_change_something(
     mode.write_text("always [madvise] never\n")
     monkeypatch.setattr(platform, "libc_ver", lambda: ("glibc", "2.31"))  # before the tunable
     assert len(stage("allocator")) == 1
-    monkeypatch.setattr(tune, "THP_MODE", str(tmp_path / "absent"))  # no THP (another kernel, or not Linux)
+    monkeypatch.setattr(sweep, "THP_MODE", str(tmp_path / "absent"))  # no THP (another kernel, or not Linux)
     monkeypatch.setattr(platform, "libc_ver", lambda: ("glibc", "2.36"))
     assert len(stage("allocator")) == 1
 
@@ -203,17 +204,16 @@ def test_contexts_lever_sets_the_workspace_pool_and_tries_mxnets_own():
 
 
 def test_baseline_is_named_for_what_it_runs(monkeypatch):
-    import gluonperf.tune as t
     seen = []
 
     def first_only(cands, *args, **kwargs):
         seen.append(cands[0].name)
         return []
 
-    monkeypatch.setattr(t, "paired_sweep", first_only)
-    monkeypatch.setattr(t, "sweep", first_only)
+    monkeypatch.setattr(sweep, "paired_sweep", first_only)
+    monkeypatch.setattr(sweep, "sweep", first_only)
     for runner in (TRAIN, STEPRATE):
-        best = t.tune("mlp", ["cpu"], [8], runner=runner, only=["hybridize"])[-1].metrics
+        best = sweep.tune("mlp", ["cpu"], [8], runner=runner, only=["hybridize"])[-1].metrics
         assert best["verdict"] == "defaults"  # the fake measured nothing: nothing kept, nothing to confirm
     # gluonperf.train sets its own thread default, so its baseline is not the book's environment
     assert seen == ["imperative, train's thread default", "book defaults"]
@@ -263,18 +263,17 @@ def test_tune_cli_bad_input_is_one_line(run):
 
 
 def test_the_winners_warnings_know_that_train_sets_its_own_threads(monkeypatch):
-    import gluonperf.tune as t
     from gluonperf.runtime.threads import physical_cores
     from gluonperf.render.records import Result
 
     def baseline_wins(cands, *args, **kwargs):
         return [Result("tune", cands[0].name, {"ratio": 1.0})]
 
-    monkeypatch.setattr(t, "paired_sweep", baseline_wins)
-    monkeypatch.setattr(t, "sweep", baseline_wins)
+    monkeypatch.setattr(sweep, "paired_sweep", baseline_wins)
+    monkeypatch.setattr(sweep, "sweep", baseline_wins)
     best = {}
     for runner in (TRAIN, STEPRATE):
-        out = t.tune("mlp", ["cpu"], [8], runner=runner, only=["hybridize"])
+        out = sweep.tune("mlp", ["cpu"], [8], runner=runner, only=["hybridize"])
         best[runner.module] = out[-1].metrics["warnings"]
     assert best["gluonperf.train"] == []  # no "OMP_NUM_THREADS unset" for a command that sets it
     if physical_cores() > 1:  # the steprate worker runs with the environment it is given
@@ -282,31 +281,29 @@ def test_the_winners_warnings_know_that_train_sets_its_own_threads(monkeypatch):
 
 
 def test_dtype_lever_only_where_bfloat16_can_pay_and_its_winner_is_flagged(monkeypatch):
-    import gluonperf.tune as t
     from gluonperf.render.records import Result
-    monkeypatch.setattr(t, "has_bf16", lambda: False)
+    monkeypatch.setattr(sweep, "has_bf16", lambda: False)
     assert "dtype" not in dict(levers(Candidate("b"), ["cpu0"], [64], ["device"], cores=2, runner=TRAIN))
-    monkeypatch.setattr(t, "has_bf16", lambda: True)
-    monkeypatch.setattr(t, "why_no_bf16", lambda: "DNNL_MAX_CPU_ISA=AVX2 keeps oneDNN below AVX-512")
+    monkeypatch.setattr(sweep, "has_bf16", lambda: True)
+    monkeypatch.setattr(sweep, "why_no_bf16", lambda: "DNNL_MAX_CPU_ISA=AVX2 keeps oneDNN below AVX-512")
     assert "dtype" not in dict(levers(Candidate("b"), ["cpu0"], [64], ["device"], cores=2, runner=TRAIN))
-    monkeypatch.setattr(t, "why_no_bf16", lambda: None)
+    monkeypatch.setattr(sweep, "why_no_bf16", lambda: None)
     assert [c.flag("dtype") for c in stage("dtype")] == [None, "bfloat16"]
     assert "dtype" not in dict(levers(Candidate("b"), ["cpu0"], [64], ["device"], cores=2, runner=STEPRATE))
     assert "dtype" not in dict(levers(Candidate("b"), ["gpu0"], [64], ["device"], cores=2, runner=TRAIN))
 
     def challenger_wins(cands, *args, **kwargs):
         return [Result("tune", cands[-1].name, {"ratio": 1.9, "ratio_ci_low": 1.5, "verdict": "faster"})]
-    monkeypatch.setattr(t, "paired_sweep", challenger_wins)
-    monkeypatch.setattr(t, "sweep", challenger_wins)
-    best = t.tune("mlp", ["cpu"], [8], runner=TRAIN, only=["dtype"])[-1].metrics
+    monkeypatch.setattr(sweep, "paired_sweep", challenger_wins)
+    monkeypatch.setattr(sweep, "sweep", challenger_wins)
+    best = sweep.tune("mlp", ["cpu"], [8], runner=TRAIN, only=["dtype"])[-1].metrics
     assert "--dtype bfloat16" in best["command"] and any("changes the arithmetic" in w for w in best["warnings"])
 
 
 def test_levers_with_nothing_to_try_here_are_named_and_alone_refused(monkeypatch):
     """`--levers dtype` on a CPU without bfloat16 ran 0 runs and printed an empty table and
     '1.00x the defaults' (an AMD EPYC Zen 3): now one line says why, before anything runs."""
-    import gluonperf.tune as t
-    monkeypatch.setattr(t, "has_bf16", lambda: False)
+    monkeypatch.setattr(sweep, "has_bf16", lambda: False)
     with pytest.raises(UserError, match=r"^--levers dtype: nothing to try here: dtype \(needs the train runner "
                                         r"\(the default\), CPU contexts and a CPU with AMX or AVX512-BF16\)$"):
         parse_args(["--levers", "dtype", "--runner", "train"])
@@ -314,7 +311,7 @@ def test_levers_with_nothing_to_try_here_are_named_and_alone_refused(monkeypatch
                                         r"dtype \(needs"):
         parse_args(["--levers", "contexts,dtype", "--ctx", "cpu0", "--runner", "train"])
     args = parse_args(["--levers", "dtype,bulk", "--runner", "train"])
-    assert args.idle_levers == ["dtype (needs %s)" % t.LEVER_NEEDS["dtype"]] and args.only == ["dtype", "bulk"]
+    assert args.idle_levers == ["dtype (needs %s)" % sweep.LEVER_NEEDS["dtype"]] and args.only == ["dtype", "bulk"]
     assert parse_args(["--levers", "bulk"]).idle_levers == []
 
 
@@ -322,14 +319,13 @@ def test_every_lever_that_can_be_empty_says_what_it_needs(monkeypatch):
     """A lever with only its baseline in the barest setting (one core, one context, the
     steprate runner, no bfloat16, no allocator library, an optimizer with one implementation) must
     have an entry in LEVER_NEEDS."""
-    import gluonperf.tune as t
-    monkeypatch.setattr(t, "has_bf16", lambda: False)
-    monkeypatch.setattr(t, "allocators", lambda: [])
-    monkeypatch.setattr(t, "huge_pages_tunable", lambda: None)
+    monkeypatch.setattr(sweep, "has_bf16", lambda: False)
+    monkeypatch.setattr(sweep, "allocators", lambda: [])
+    monkeypatch.setattr(sweep, "huge_pages_tunable", lambda: None)
     base = Candidate("b", (), (("ctx", "cpu0"), ("hybridize", "none"), ("optimizer", "adam")))
     bare = {lever for lever, make in levers(base, ["cpu0"], [64], ["device"], cores=1, runner=STEPRATE)
             if len(make(base)) > 1}
-    assert set(t.LEVER_NAMES) - bare == set(t.LEVER_NEEDS)
+    assert set(sweep.LEVER_NAMES) - bare == set(sweep.LEVER_NEEDS)
 
 
 def test_levers_refuses_a_missing_preload_library_and_unknown_candidates(monkeypatch, tmp_path):
@@ -359,7 +355,7 @@ def test_a_stopped_throughput_suite_keeps_its_runs(monkeypatch):
     monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
     import train_throughput
     # a suite stopped before PyTorch's first run keeps its other runs, without vs_pytorch
-    sweeps = tune.Sweeps()
+    sweeps = sweep.Sweeps()
     cands = [Candidate("book loop", (), (("batch_size", "8"),), Runner("book")),
              Candidate("pytorch eager", (), (("batch_size", "8"),), Runner("torch"))]
 
@@ -386,7 +382,7 @@ def fake_tune(tmp_path, monkeypatch, gain, noise, rounds, seed="1", **kw):
                  ("FAKE_STARTS", tmp_path / "starts")):
         monkeypatch.setenv(k, str(v))
     runner = Runner("fake_worker", serves=True)
-    return tune.tune("mlp", ["cpu"], [8], steps=1, rounds=rounds, runner=runner, only=["engine"], **kw)
+    return sweep.tune("mlp", ["cpu"], [8], steps=1, rounds=rounds, runner=runner, only=["engine"], **kw)
 
 
 def test_a_clear_gain_is_kept_and_confirmed_with_its_interval(tmp_path, monkeypatch):
@@ -421,21 +417,21 @@ def test_winner_needs_the_interval_not_the_median():
                Result("tune", "lucky", {"verdict": "inconclusive", "ratio": 1.3, "ratio_ci_low": 0.8}),
                Result("tune", "sure", {"verdict": "faster", "ratio": 1.2, "ratio_ci_low": 1.1}),
                Result("tune", "surer", {"verdict": "faster", "ratio": 1.15, "ratio_ci_low": 1.12})]
-    assert tune.winner(results).name == "surer"
-    assert tune.winner(results[:2]) is None
+    assert sweep.winner(results).name == "surer"
+    assert sweep.winner(results[:2]) is None
 
 
 def test_summarize_corrects_the_level_for_the_candidates_tried():
     cands = [Candidate("b")] + [Candidate("c%d" % i) for i in range(4)]
     figures = {"b": [10.0] * 5, **{"c%d" % i: [11.0] * 5 for i in range(4)}}
     ratios = {"b": [1.0] * 5, **{"c%d" % i: [1.1, 1.12, 1.08, 1.1, 1.11] for i in range(4)}}
-    out = tune.summarize(cands, figures, {}, STEPRATE, 1, "x", ratios, loads=[], start=None)
+    out = sweep.summarize(cands, figures, {}, STEPRATE, 1, "x", ratios, loads=[], start=None)
     levels = [r.metrics.get("ratio_level") for r in out if r.name != "b"]
     assert levels == [pytest.approx(1 - 0.05 / 4)] * 4
 
 
 def test_rounds_auto_stops_on_the_intervals_width_or_the_budget():
-    auto = tune.Rounds(minimum=5, maximum=30, budget=100, precision=0.05)
+    auto = sweep.Rounds(minimum=5, maximum=30, budget=100, precision=0.05)
     tight = {"c": [1.10, 1.11, 1.09, 1.10, 1.10]}
     wide = {"c": [1.3, 0.8, 1.1, 0.9, 1.4]}
     assert auto.more(3, tight, 0) and not auto.more(5, tight, 0)  # the minimum first, then the width
@@ -443,7 +439,7 @@ def test_rounds_auto_stops_on_the_intervals_width_or_the_budget():
     # a significant-looking result does not stop it: only the width does
     significant_but_wide = {"c": [1.5, 1.3, 1.7, 1.2, 1.6]}
     assert auto.more(5, significant_but_wide, 0)
-    fixed = tune.Rounds(fixed=3)
+    fixed = sweep.Rounds(fixed=3)
     assert fixed.more(2, wide, 10 ** 6) and not fixed.more(3, tight, 0)
 
 
@@ -459,11 +455,11 @@ def test_optimizer_is_trained_in_every_candidate_and_its_lever_knows_it(monkeypa
     def record(cands, *args, **kwargs):
         seen.extend(c.flag("optimizer") for c in cands)
         return []
-    monkeypatch.setattr(tune, "sweep", record)
-    monkeypatch.setattr(tune, "paired_sweep", record)
-    best = tune.tune("mlp", ["cpu"], [8], runner=TRAIN, only=["hybridize", "optimizer"], optimizer="adamw")[-1]
+    monkeypatch.setattr(sweep, "sweep", record)
+    monkeypatch.setattr(sweep, "paired_sweep", record)
+    best = sweep.tune("mlp", ["cpu"], [8], runner=TRAIN, only=["hybridize", "optimizer"], optimizer="adamw")[-1]
     assert seen and set(seen) == {"adamw"} and "--optimizer adamw" in best.metrics["command"]
     with pytest.raises(ValueError, match="train runner"):
-        tune.tune("mlp", ["cpu"], [8], runner=STEPRATE, optimizer="adam")
+        sweep.tune("mlp", ["cpu"], [8], runner=STEPRATE, optimizer="adam")
     with pytest.raises(UserError, match="nothing to try here.*--optimizer sgd or adamw"):
         parse_args(["--model", "mlp", "--optimizer", "adam", "--levers", "optimizer"])

@@ -168,7 +168,7 @@ def emit(results, args, ctxs=(), title=None, columns=None, out=None, records=Non
 
 def keep_on_stop(results, args, title, columns=None, ctxs=(), also=None):
     """A block inside which a signal or a stall does not lose what a long command has
-    finished: `results()` (e.g. tune.Sweeps.results; records of unfinished work marked
+    finished: `results()` (e.g. sweep.Sweeps.results; records of unfinished work marked
     `"partial": true`) goes to the --json / --csv files the command was given (and to
     `also(records)`, e.g. a plot), and its table to stdout. `title` may be a function of
     nothing, called then."""
