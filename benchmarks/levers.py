@@ -110,7 +110,7 @@ def candidates(batch_size, model="resnet18"):
     return out
 
 
-def main(argv=None):
+def build_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--batch-size", type=cli.positive_int, default=64, help="global batch size (default: %(default)s)")
     p.add_argument("--steps", type=cli.positive_int, default=3,
@@ -118,7 +118,11 @@ def main(argv=None):
     p.add_argument("--rounds", type=cli.positive_int, default=5, help="interleaved rounds (default: %(default)s)")
     p.add_argument("--only", help="comma-separated candidate numbers to run (0 = book loop, always run)")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     cands = candidates(args.batch_size)
     spinning = [i for i, c in enumerate(cands) if spins_when_idle(c)]
     if args.only:

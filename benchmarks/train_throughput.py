@@ -197,7 +197,7 @@ def verdicts(results):
     return lines
 
 
-def main(argv=None):
+def build_parser():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="resnet18", help="model for every runner (default: %(default)s)")
     p.add_argument("--batch-sizes", type=cli.positive_int_list, default=[64, 128],
@@ -217,6 +217,11 @@ def main(argv=None):
     p.add_argument("--no-ceiling", dest="ceiling", action="store_false",
                    help="leave out the ceiling probe (benchmarks/ceiling_probe.py) and the of_ceiling column")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON lines, with the environment")
+    return p
+
+
+def main(argv=None):
+    p = build_parser()
     args = p.parse_args(argv)
     if args.dtype == "bfloat16" and args.runner == "steprate":
         p.error("--dtype bfloat16 needs --runner train")
