@@ -26,8 +26,9 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
                  "commands/bench", "commands/train", "commands/report"]:
         assert (out / (page + ".html")).is_file(), page
     cli = (out / "cli.html").read_text()
-    # the reference is the parsers': a flag of every command is on the page
-    for flag in ["--repeat", "--kvstore", "--fail-above", "--ceiling", "--levers", "--hostfile", "--validate"]:
+    # the reference is the parsers': a flag of every command is on the page, and of the suites
+    for flag in ["--repeat", "--kvstore", "--fail-above", "--ceiling", "--levers", "--hostfile", "--validate",
+                 "--no-ceiling", "--segments", "--tune-runs", "--repeats"]:
         assert flag in cli, flag
 
 
