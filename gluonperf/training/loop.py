@@ -413,17 +413,26 @@ class EpochStats:
         return batch_loss
 
 
+def train_step(net, trainer, loss_fn, x, y, contexts, num_workers=1, step=forward_backward):
+    """One training step on the batch (x, y): split over the contexts, `step` on every slice
+    (`forward_backward` or one with its signature, `recompute.checkpointed`), then the
+    Trainer's update. Returns (outputs, losses, labels per context); nothing here waits for
+    the step to finish."""
+    xs, ys = split(x, contexts), split(y, contexts)
+    outputs, losses = step(net, loss_fn, xs, ys)
+    trainer.step(x.shape[0] * num_workers)  # gradients are summed over all workers' samples
+    return outputs, losses, ys
+
+
 def train_steps(net, trainer, loss_fn, data, contexts, num_workers=1, step=forward_backward):
-    """Run one epoch's training steps; yield (index, size, losses, outputs, labels) of
-    each batch one batch late, so that reading a loss (which waits for its batch)
+    """Run one epoch's training steps (`train_step`); yield (index, size, losses, outputs,
+    labels) of each batch one batch late, so that reading a loss (which waits for its batch)
     happens while the next batch is already queued: the devices never wait for
     Python, and a NaN is still pinned to the batch that produced it. `step` is
     `forward_backward` or one with its signature (`recompute.checkpointed`)."""
     pending = None
     for i, (x, y) in enumerate(data):
-        xs, ys = split(x, contexts), split(y, contexts)
-        outputs, losses = step(net, loss_fn, xs, ys)
-        trainer.step(x.shape[0] * num_workers)  # gradients are summed over all workers' samples
+        outputs, losses, ys = train_step(net, trainer, loss_fn, x, y, contexts, num_workers, step)
         if pending:
             yield pending
         pending = (i, x.shape[0], losses, outputs, ys)

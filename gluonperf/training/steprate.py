@@ -6,9 +6,9 @@ such as OMP_NUM_THREADS or MXNET_ENGINE_TYPE are read once, when MXNet starts):
 trains on synthetic in-memory batches and prints one JSON line with images/s.
 
 The loop is the book's concise multi-device loop (split_and_load, autograd,
-backward, Trainer.step, no per-step sync), with the levers tune sweeps:
-hybridize mode, batch size, contexts, kvstore. The timed region ends in
-`mx.nd.waitall()`.
+backward, Trainer.step, no per-step sync), each step gluonperf.train's own
+(`loop.train_step`), with the levers tune sweeps: hybridize mode, batch size,
+contexts, kvstore. The timed region ends in `mx.nd.waitall()`.
 """
 import argparse
 import json
@@ -17,10 +17,11 @@ import time
 
 import mxnet as mx
 import numpy as np
-from mxnet import autograd, gluon
+from mxnet import gluon
 
 from ..cli.common import positive_int, non_negative_int, run
 from ..runtime.contexts import parse_contexts
+from .loop import train_step
 from .models import get_model, input_shape
 
 HYBRIDIZE = {
@@ -62,19 +63,13 @@ def loader_batches(model, batch_size, count, workers, classes=10, seed=0):
             yield batch
 
 
-def train_steps(net, trainer, loss, batches, contexts, steps, per_step_sync=False):
-    """The book's loop body over `steps` batches, no sync unless `per_step_sync`
-    (then each step reads its loss back with asscalar(), as a loop that logs every step does).
-    `batches`: a list to cycle through, or an iterator."""
+def run_steps(net, trainer, loss, batches, contexts, steps, per_step_sync=False):
+    """`steps` training steps (`loop.train_step`, as gluonperf.train runs them), no sync unless
+    `per_step_sync` (then each step reads its loss back with asscalar() before the next one is
+    queued, as a loop that logs every step does). `batches`: a list to cycle through, or an iterator."""
     for i in range(steps):
         X, y = batches[i % len(batches)] if isinstance(batches, list) else next(batches)
-        Xs = gluon.utils.split_and_load(X, contexts)
-        ys = gluon.utils.split_and_load(y, contexts)
-        with autograd.record():
-            ls = [loss(net(Xi), yi) for Xi, yi in zip(Xs, ys)]
-        for l in ls:
-            l.backward()
-        trainer.step(X.shape[0])
+        _, ls, _ = train_step(net, trainer, loss, X, y, contexts)
         if per_step_sync:
             sum(l.sum().asscalar() for l in ls)
 
@@ -90,12 +85,12 @@ def session(model="resnet18", contexts=None, batch_size=64, hybridize="none", kv
         batches = synthetic_batches(model, batch_size, 4)
     else:
         batches = loader_batches(model, batch_size, 8, loader_workers)
-    train_steps(net, trainer, loss, batches, contexts, warmup, per_step_sync)
+    run_steps(net, trainer, loss, batches, contexts, warmup, per_step_sync)
     mx.nd.waitall()
 
     def timed(steps):
         start = time.perf_counter()
-        train_steps(net, trainer, loss, batches, contexts, steps, per_step_sync)
+        run_steps(net, trainer, loss, batches, contexts, steps, per_step_sync)
         mx.nd.waitall()
         return time.perf_counter() - start
     return timed
