@@ -290,7 +290,7 @@ class _Timed:
 
 
 def _loop(s, batches, steps):
-    """`steps` steps as gluonperf.train runs them (training.train_steps, loss read one batch
+    """`steps` steps as gluonperf.train runs them (loop.train_steps, loss read one batch
     late) over `batches`; (seconds per step to a sync, seconds blocked in next() per step)."""
     from ..measure.harness import sync
     from ..training.loop import EpochStats, train_steps

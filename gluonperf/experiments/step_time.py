@@ -139,7 +139,7 @@ def fenced_step(s):
 
 
 def unfenced_steps(s, steps, progress=None):
-    """`steps` steps as `gluonperf.train` runs them (`training.train_steps`, losses and
+    """`steps` steps as `gluonperf.train` runs them (`loop.train_steps`, losses and
     accuracy read one batch late); seconds per step, timed to a sync."""
     stats = EpochStats()
     sync()
