@@ -88,8 +88,10 @@ def render():
         for cpu in sorted(named[suite]):
             out.append("| %s | `%s` | %s |" % (suite, cpu, ", ".join(
                 "[%s](%s%s)" % (f.rsplit(".", 1)[1], LINK, f) for f in named[suite][cpu])))
-    out += ["", "Files that keep their old names, because `tests/test_report.py` reads them as saved "
-            "results: " + ", ".join("[%s](%s%s)" % (f, LINK, f) for f in others) + ".", ""]
+    out += [""]
+    if others:
+        out += ["Files not named `<suite>_<cpu>_<date>`: " + ", ".join("[%s](%s%s)" % (f, LINK, f) for f in others)
+                + ".", ""]
     return "\n".join(out)
 
 

@@ -41,8 +41,8 @@ COMMANDS = {
                   "--checkpoint", "0,2", "--steps", "1", "--budget", "64M"],
 }
 # Real suite and tune outputs of this machine, as saved in the repository.
-SAVED = ["train_throughput_final.json", "train_throughput_2026-11-22_s10.json", "tune_b128.json",
-         "profile_bf16_b64_2026-11-22_s4.json"]
+SAVED = ["train-throughput-b64-b128_epyc_2026-11-21.jsonl", "train-throughput-b64-b128_xeon-spr_2026-11-22.jsonl",
+         "tune-b128_epyc_2026-11-21.jsonl", "profile-1ctx-b64-bf16_xeon-spr_2026-11-22.jsonl"]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--window-size=1200,2000", "--enable-logging=stderr", "--v=0"]
@@ -72,7 +72,7 @@ def records_in(folder):
     out = []
     for root, _, files in os.walk(folder):
         for f in sorted(files):
-            if f.endswith(".json") and f != "trace.json":
+            if f.endswith((".json", ".jsonl")) and f != "trace.json":
                 out += [r for r, _ in read_jsonl(os.path.join(root, f))]
     return out
 
