@@ -41,8 +41,8 @@ def synthetic_dataset(size, seed=0, classes=10):
     Uses gluonperf.training.data's synthetic set when it exists (the same data
     `gluonperf.train --dataset synthetic` trains on), else an equivalent array set."""
     try:
-        from gluonperf.training.data import load
-        train_set, _ = load("synthetic", limit=size, seed=seed)
+        from gluonperf.training.data import load_dataset
+        train_set, _ = load_dataset("synthetic", limit=size, seed=seed)
         return train_set
     except ImportError:
         rng = np.random.RandomState(seed)

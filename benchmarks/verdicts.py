@@ -16,7 +16,6 @@ Four checks of gluonperf.measure.stats as the commands use it (docs/verdicts.md 
   interval when each side is one run, and the A/A verdicts of `compare` on consecutive runs.
 """
 import argparse
-import json
 import math
 import os
 import statistics

@@ -141,7 +141,7 @@ def _count_list(text):
 
 
 def add_allreduce(sub, common):
-    from .cli.config import ALLREDUCE_KVSTORES as KVSTORES, ALLREDUCE_METHODS as METHODS
+    from .cli.config import ALLREDUCE_KVSTORES, ALLREDUCE_METHODS
     p = sub.add_parser(
         "allreduce", parents=[common],
         help="allreduce bandwidth: book / ring / tree vs kvstore device / local vs plain copyto",
@@ -158,7 +158,7 @@ def add_allreduce(sub, common):
                    help="tensor sizes in bytes, K = KiB, M = MiB (default: 4K,256K,4M,32M)")
     p.add_argument("--num-ctx", type=_count_list, default=None,
                    help="numbers of contexts to allreduce over (default: 2,3,4, up to the number of --ctx)")
-    p.add_argument("--methods", default=",".join(METHODS + KVSTORES),
+    p.add_argument("--methods", default=",".join(ALLREDUCE_METHODS + ALLREDUCE_KVSTORES),
                    help="comma-separated variants (default: %(default)s); the copyto ceiling always runs")
     p.add_argument("--repeat", type=cli.positive_int, default=7, help="timed repeats per variant (default: %(default)s)")
     p.add_argument("--number", type=cli.positive_int, default=None,
@@ -222,7 +222,7 @@ def run_allreduce(args):
 
 
 def add_scratch(sub, common):
-    from .cli.config import ALLREDUCE_METHODS as METHODS, DATASETS
+    from .cli.config import ALLREDUCE_METHODS, DATASETS
     p = sub.add_parser(
         "scratch", parents=[common],
         help="the book's LeNet trained data-parallel from scratch (get_params, allreduce, split_and_load)",
@@ -235,7 +235,8 @@ def add_scratch(sub, common):
     p.add_argument("--batch-size", type=cli.positive_int, default=256,
                    help="global batch size, split over the contexts (default: %(default)s)")
     p.add_argument("--lr", type=float, default=0.2, help="SGD learning rate (default: %(default)s, as in the book)")
-    p.add_argument("--method", default="book", help="allreduce method: %s (default: %%(default)s)" % ", ".join(METHODS))
+    p.add_argument("--method", default="book",
+                   help="allreduce method: %s (default: %%(default)s)" % ", ".join(ALLREDUCE_METHODS))
     p.add_argument("--init-scale", type=float, default=0.1,
                    help="std of the normal initial weights (default: %(default)s; the book's 0.01 needs "
                         "hundreds of steps to leave chance level, more than the default data gives)")
@@ -252,7 +253,7 @@ def add_scratch(sub, common):
 def run_scratch(args):
     import math
     from . import UserError
-    from .training.data import load
+    from .training.data import load_dataset
     from .experiments.from_scratch import check_method, init_params, loaders, train
     check_method(args.method)
     ctxs = cli.contexts(args)
@@ -262,7 +263,7 @@ def run_scratch(args):
     if not (args.lr > 0 and math.isfinite(args.lr)) or not (args.init_scale > 0 and math.isfinite(args.init_scale)):
         raise UserError("--lr and --init-scale must be positive numbers")
     cli.check_outputs(args)
-    train_set, test_set = load(args.dataset, args.data_dir, args.limit, args.seed)
+    train_set, test_set = load_dataset(args.dataset, args.data_dir, args.limit, args.seed)
     if len(train_set) < args.batch_size:
         raise UserError("--batch-size %d is larger than the %d training images; lower it or raise --limit"
                         % (args.batch_size, len(train_set)))
@@ -460,8 +461,8 @@ def _add_device_sizes(p, repeat):
 
 
 def _pair_used(args, pick):
-    from .experiments import auto_parallel as parallel
-    return list(getattr(parallel, pick)(cli.contexts(args)))
+    from .experiments import auto_parallel
+    return list(getattr(auto_parallel, pick)(cli.contexts(args)))
 
 
 def _stand_in_note(stand_in):
@@ -645,7 +646,7 @@ BUDGET_COLUMNS = ["name", "budget_bytes", "predicted_batch", "largest_batch", "f
 
 def run_footprint(args):
     from .experiments.footprint import check_dtype, effective_configs, footprint, plot_footprint, rows_of
-    from .training.precision import label as precision_label
+    from .training.precision import precision_label
     from .training.models import get_model
     get_model(args.model)  # unknown names fail here, before any work
     ctxs = cli.contexts(args)
@@ -695,7 +696,7 @@ def run_footprint(args):
 
 
 def add_optimizers(sub, common):
-    from .cli.config import UPDATE_OPTIMIZERS as OPTIMIZERS  # no MXNet: --help answers at once
+    from .cli.config import UPDATE_OPTIMIZERS  # no MXNet: --help answers at once
     p = sub.add_parser(
         "optimizers", parents=[common],
         help="what an optimizer's update costs: seed 004's from-scratch code vs MXNet's fused operators",
@@ -709,8 +710,8 @@ def add_optimizers(sub, common):
                     "tolerance (max_abs_diff). No weight decay, epsilon 1e-6 (the seed's).")
     p.add_argument("--model", default="lenet", help="model whose parameters are updated (default: %(default)s; "
                                                    "resnet18 for a real network)")
-    p.add_argument("--optimizers", default=",".join(OPTIMIZERS),
-                   help="comma-separated, from %s (default: all)" % ",".join(OPTIMIZERS))
+    p.add_argument("--optimizers", default=",".join(UPDATE_OPTIMIZERS),
+                   help="comma-separated, from %s (default: all)" % ",".join(UPDATE_OPTIMIZERS))
     p.add_argument("--batch-size", type=cli.positive_int, default=64,
                    help="batch of the forward-backward step the update's share is of (default: %(default)s)")
     p.add_argument("--repeat", type=cli.positive_int, default=10,

@@ -12,13 +12,8 @@ import sys
 
 from . import UserError
 from .measure import comparison, stats
-from .cli.common import add_threshold, check_output_path, percentage, positive_int
+from .cli.common import add_threshold, check_output_path, parse_threshold, percentage, positive_int
 from .render.records import format_table, write_jsonl
-
-
-def parse_threshold(text):
-    """'10%', '10' -> 0.10; '0.5%' -> 0.005 (0% to 1000%)."""
-    return percentage(text, upper=1000, upper_included=True)
 
 
 def build_parser():

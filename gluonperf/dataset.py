@@ -8,7 +8,6 @@ with --rec, packs them into DIR.rec and DIR.idx beside the folder, as MXNet's im
 import argparse
 import os
 import shutil
-import sys
 
 from . import UserError
 from .cli import common as cli

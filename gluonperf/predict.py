@@ -187,11 +187,11 @@ def main(argv=None):
         raise UserError("--servers %d colocated on %d machine(s): at most one server per machine; lower "
                         "--servers or use --placement dedicated" % (args.servers, min(args.machines)))
 
-    from .experiments import scaling as prediction
+    from .experiments import scaling
     if args.allreduce:
-        intra = prediction.link_from_allreduce(prediction.read_records(args.allreduce, "allreduce"))
+        intra = scaling.link_from_allreduce(scaling.read_records(args.allreduce, "allreduce"))
     if args.scaling:
-        step = prediction.step_from_scaling(prediction.read_records(args.scaling, "scaling"))
+        step = scaling.step_from_scaling(scaling.read_records(args.scaling, "scaling"))
         if step["model"] and step["model"] != args.model:
             cli.note("note: %s was measured with --model %s; predicting for --model %s"
                      % (args.scaling, step["model"], args.model))
@@ -204,15 +204,15 @@ def main(argv=None):
         config = TrainConfig(model=args.model, dataset="synthetic", batch_size=batch, limit=batch, steps=10,
                              optimizer=args.optimizer)
         with cli.progress_bar(10, "measure"):
-            step = prediction.measure_step(config, ctxs[0], steps=10)
-    nbytes, keys, _ = prediction.gradient_bytes(args.model)
-    results = prediction.prediction_results(
+            step = scaling.measure_step(config, ctxs[0], steps=10)
+    nbytes, keys, _ = scaling.gradient_bytes(args.model)
+    results = scaling.prediction_results(
         args.model, step, nbytes, args.devices, args.machines, intra, inter, args.servers,
         overlap=args.overlap == "yes", placement=args.placement, base_lr=args.lr, base_batch=args.lr_batch,
         per_device_batch=args.per_device_batch, keys=keys)
     results = [type(r)(r.bench, r.name, dict(r.metrics, efficient=r.metrics["efficiency"] >= args.min_efficiency))
                for r in results]
-    best = prediction.best_results(results, args.min_efficiency)
+    best = scaling.best_results(results, args.min_efficiency)
     m = results[0].metrics
     cli.emit(results, args, ctxs, columns=COLUMNS, records=results + best,
              title="%s: %.1f MiB of gradients in %d arrays, %d images per device, t1 %.4g ms, update %.4g ms; "

@@ -223,9 +223,9 @@ def main(argv=None):
 
     from .measure.ceiling import best_of, ceiling_devices, ceiling_flops, measure_ceiling
     from .runtime.contexts import describe
-    from .training.precision import label as precision_label
-    from .experiments.step_time import (BULK_VARIABLE, SAMPLE_SHAPE, breakdown, gap_row, model_flops, prepare, verdict,
-                               with_ceiling, work)
+    from .training.precision import precision_label
+    from .experiments.step_time import (BULK_VARIABLE, breakdown, gap_row, model_flops, prepare, verdict,
+                                        with_ceiling, work)
     if args.input_only:
         setup = prepare(config, ctxs)
         rows = input_section(args, config, ctxs, setup)

@@ -15,7 +15,7 @@ renderer that cannot read a run (an older record shape) falls back to that table
 """
 import argparse
 
-from .compare import parse_threshold
+from .cli.common import parse_threshold
 from .measure import comparison
 from .render import page
 from .render.records import atomic_write_bytes

@@ -145,7 +145,7 @@ def main(argv=None):
     check(args, ctxs)
     cli.advise(ctxs, THREADS_NOTE)
     note_optimizer(args, ctxs)
-    from .training.precision import hint, label as precision_label
+    from .training.precision import hint, precision_label
     for line in (DTYPE_NOTE if args.dtype == "bfloat16" else None, hint(args.dtype, ctxs)):
         if line:
             cli.note_later("note: " + line)

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from gluonperf.compare import parse_threshold
+from gluonperf.cli.common import parse_threshold
 from gluonperf.measure.comparison import compare, pick_metric, regressions
 from gluonperf.render.records import Result, write_jsonl
 

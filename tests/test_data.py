@@ -43,20 +43,20 @@ def test_digits_are_28x28_in_unit_range_with_a_fixed_split():
 
 
 def test_load_gives_datasets_of_samples_and_honours_limit():
-    train, test = data.load("digits", limit=100)
+    train, test = data.load_dataset("digits", limit=100)
     assert len(train) == 100 and len(test) == 100
     x, y = train[0]
     assert x.shape == (1, 28, 28) and x.dtype == np.float32 and 0 <= int(y) < 10
-    train, test = data.load("synthetic", limit=50)
+    train, test = data.load_dataset("synthetic", limit=50)
     assert len(train) == 50 and train[0][0].shape == (1, 28, 28)
     with pytest.raises(UserError, match="--dataset cifar: no such file or folder; give a named set"):
-        data.load("cifar")
+        data.load_dataset("cifar")
 
 
 def test_fashion_mnist_reads_a_local_copy_of_the_idx_files(idx_dir, monkeypatch):
     root, sets = idx_dir
     monkeypatch.setattr(data, "_online", lambda url: pytest.fail("must not try to download"))
-    train, test = data.load("fashion-mnist", data_dir=str(root))
+    train, test = data.load_dataset("fashion-mnist", data_dir=str(root))
     assert len(train) == 12 and len(test) == 5
     x, y = train[3]
     assert x.shape == (1, 28, 28)
@@ -83,7 +83,7 @@ def test_official_files_go_through_mxnets_fashion_mnist_class(idx_dir, monkeypat
             self._namespace = "fashion-mnist"
             mx.gluon.data.dataset._DownloadedDataset.__init__(self, root, None)
     monkeypatch.setattr(mx.gluon.data.vision, "FashionMNIST", TestFashion)
-    train, test = data.load("fashion-mnist", data_dir=str(root))
+    train, test = data.load_dataset("fashion-mnist", data_dir=str(root))
     assert used == [True, False]
     x, y = test[4]
     assert x.shape == (1, 28, 28) and np.allclose(x[0], sets["t10k"][0][4] / 255.0)
@@ -93,7 +93,7 @@ def test_official_files_go_through_mxnets_fashion_mnist_class(idx_dir, monkeypat
 def test_missing_fashion_mnist_offline_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(data, "_online", lambda url: False)
     with pytest.raises(UserError) as e:
-        data.load("fashion-mnist", data_dir=str(tmp_path / "none"))
+        data.load_dataset("fashion-mnist", data_dir=str(tmp_path / "none"))
     message = str(e.value)
     assert "\n" not in message and str(tmp_path / "none") in message
     assert "train-images-idx3-ubyte.gz" in message and "--dataset digits" in message
@@ -112,7 +112,7 @@ def test_a_corrupt_idx_file_is_refused(idx_dir):
     with gzip.open(os.path.join(str(root), "train-labels-idx1-ubyte.gz"), "wb") as f:
         f.write(struct.pack(">II", 1234, 12) + bytes(12))
     with pytest.raises(UserError, match="not an IDX label file"):
-        data.load("fashion-mnist", data_dir=str(root))
+        data.load_dataset("fashion-mnist", data_dir=str(root))
 
 
 def test_a_truncated_gzip_file_is_refused_in_one_line(idx_dir):
@@ -121,7 +121,7 @@ def test_a_truncated_gzip_file_is_refused_in_one_line(idx_dir):
     blob = open(path, "rb").read()
     open(path, "wb").write(blob[:len(blob) // 2])
     with pytest.raises(UserError, match="cannot read .*t10k-images-idx3-ubyte.gz") as e:
-        data.load("fashion-mnist", data_dir=str(root))
+        data.load_dataset("fashion-mnist", data_dir=str(root))
     assert "\n" not in str(e.value)
 
 
@@ -147,7 +147,7 @@ def test_parts_are_disjoint_equal_and_reshuffled_per_epoch():
 
 
 def test_loader_with_worker_threads_gives_the_same_batches():
-    train, _ = data.load("digits", limit=64)
+    train, _ = data.load_dataset("digits", limit=64)
     plain = [(x.asnumpy(), y.asnumpy()) for x, y in data.loader(train, 16, shuffle=True, workers=0)]
     pooled = [(x.asnumpy(), y.asnumpy()) for x, y in data.loader(train, 16, shuffle=True, workers=2)]
     assert len(plain) == len(pooled) == 4  # 64 samples in batches of 16; zip() would stop at the shorter

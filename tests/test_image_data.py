@@ -60,7 +60,7 @@ def test_the_command_writes_class_folders_and_a_rec_that_hold_the_same_images(im
 def test_load_gives_model_sized_normalised_samples_and_holds_out_a_tenth(images):
     from gluonperf.training import image_data
     for path in (images, images + ".rec"):
-        train, test = image_data.load(path, "resnet18_v1")
+        train, test = image_data.load_images(path, "resnet18_v1")
         assert (len(train), len(test)) == (22, 2)  # every 10th of 24 held out
         assert train.classes == CLASSES
         x, y = train[0]
@@ -69,7 +69,7 @@ def test_load_gives_model_sized_normalised_samples_and_holds_out_a_tenth(images)
         assert x.min().asscalar() < 0 and x.max().asscalar() <= (1 - 0.406) / 0.225 + 1e-3
         assert test[0][0].shape == (3, 224, 224)
     # the book's models take their own 28x28, in colour
-    train, _ = image_data.load(images, "lenet")
+    train, _ = image_data.load_images(images, "lenet")
     assert train[0][0].shape == (3, 28, 28)
     from gluonperf.training.data import sample_shape
     assert sample_shape(images, "resnet18_v1") == (3, 224, 224) and sample_shape("digits", "lenet") == (1, 28, 28)

@@ -50,6 +50,11 @@ def percentage(text, upper=100, upper_included=False):
     return value / 100.0
 
 
+def parse_threshold(text):
+    """'10%', '10' -> 0.10; '0.5%' -> 0.005 (0% to 1000%): compare's --fail-above, report's --threshold."""
+    return percentage(text, upper=1000, upper_included=True)
+
+
 def add_threshold(p, default=0.05):
     """--threshold: the change below which a ratio counts as 'the same' (stats.verdict)."""
     p.add_argument("--threshold", type=percentage, default=default, metavar="PCT",

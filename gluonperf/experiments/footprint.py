@@ -134,7 +134,7 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
     from ..training.data import CLASSES
     from ..training.models import get_model, input_shape
     from ..training.recompute import checkpointed
-    from ..training.loop import HYBRIDIZE as FLAGS, TrainConfig, forward_backward, make_trainer
+    from ..training.loop import HYBRIDIZE, TrainConfig, forward_backward, make_trainer
     contexts = list(contexts)
     if batch_size < len(contexts):
         raise UserError("batch %d is smaller than the %d contexts" % (batch_size, len(contexts)))
@@ -148,7 +148,7 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
     with autograd.pause():  # allocate the parameters (imperatively: no cached graph yet)
         for ctx in contexts:
             net(mx.nd.zeros((1,) + shape, ctx=ctx))
-    flags = FLAGS[hybridize]
+    flags = HYBRIDIZE[hybridize]
     if checkpoint:
         step_fn = checkpointed(net, checkpoint, shape, flags)
     else:

@@ -123,17 +123,18 @@ def time_loader(batches, depth, count):
 
 def image_sets(path, model, source, bad_images="stop"):
     """The training ImageSet of `path` for `source` (folder, rec or recorditer)."""
-    from ..training.image_data import load, source as spec_of
-    spec = spec_of(path)
+    from ..training import image_data
+    spec = image_data.source(path)
     if source == "folder" and spec["kind"] != "folder" or source in ("rec", "recorditer") and spec["kind"] != "rec":
         raise UserError("--sources %s does not fit --dataset %s (a %s)" % (source, path, spec["kind"]))
-    return load(path, model, bad_images=bad_images, loader="recorditer" if source == "recorditer" else "dataloader")
+    return image_data.load_images(path, model, bad_images=bad_images,
+                                  loader="recorditer" if source == "recorditer" else "dataloader")
 
 
 def sources_of(path):
     """The sources that can read `path`: folder for a folder, rec and recorditer for a .rec."""
-    from ..training.image_data import source as spec_of
-    return ("folder",) if spec_of(path)["kind"] == "folder" else ("rec", "recorditer")
+    from ..training import image_data
+    return ("folder",) if image_data.source(path)["kind"] == "folder" else ("rec", "recorditer")
 
 
 def step_rate(model, ctx, batch_size, shape, classes, repeat=5, steps=3, warmup=2, hybridize="static",

@@ -176,7 +176,7 @@ def compute_s(t1, devices, compute_units=None):
     return t1 * max(1.0, devices / compute_units)
 
 
-def scaled_lr(base_lr, base_batch, global_batch):
+def linear_scaled_lr(base_lr, base_batch, global_batch):
     """The linear scaling rule: base_lr for base_batch, scaled by global_batch / base_batch."""
     return base_lr * global_batch / base_batch
 
@@ -214,7 +214,7 @@ def predict(t1, per_device_batch, grad_bytes, devices, machines, intra, inter=No
                 t1_s=t1_n, t2_s=t2, t2_machine_s=t_intra, t2_network_s=t_inter, update_s=upd,
                 step_s=step, overlap=overlap, images_per_s=rate, speedup=speedup,
                 efficiency=speedup / total, comm_bound=t2 > t1_n,
-                lr=scaled_lr(base_lr, base_batch, global_batch),
+                lr=linear_scaled_lr(base_lr, base_batch, global_batch),
                 warmup_epochs=warmup_epochs(base_batch, global_batch),
                 batch_too_large=global_batch > LARGEST_SAFE_BATCH)
 

@@ -35,7 +35,7 @@ from ..training.data import load_for, loader, sample_shape
 from ..training.precision import check_flag
 from ..measure.trace import Trace, aggregate_stats
 from ..render.records import result
-from ..training.loop import EpochStats, as_float32, build_net, make_trainer, scaled_lr, split, train_steps
+from ..training.loop import EpochStats, as_float32, build_net, make_trainer, lr_for_devices, split, train_steps
 
 PARTS = (
     ("load", "next batch (loader)"),
@@ -70,8 +70,8 @@ class Setup:
 
 def update_operators(config, contexts):
     """'adam: adam_update': the optimizer and the operators its update runs (gluonperf.training.optimizers)."""
-    from ..training.optimizers import update_operators as names
-    return "%s: %s" % (config.optimizer, names(config.optimizer, config.momentum, [c.device_type for c in contexts]))
+    from ..training.optimizers import update_operators
+    return "%s: %s" % (config.optimizer, update_operators(config.optimizer, config.momentum, [c.device_type for c in contexts]))
 
 
 def check_config(config, contexts):
@@ -106,7 +106,7 @@ def prepare(config, contexts):
                         % (config.batch_size, len(train_set)))
     mx.random.seed(config.seed)
     net = build_net(config, contexts)
-    trainer = make_trainer(net, config, scaled_lr(config, len(contexts)), None, config.kvstore)
+    trainer = make_trainer(net, config, lr_for_devices(config, len(contexts)), None, config.kvstore)
     return Setup(net, trainer, gluon.loss.SoftmaxCrossEntropyLoss(), endless(data), contexts,
                  tuple(train_set[0][0].shape), EpochStats())
 

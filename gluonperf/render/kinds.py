@@ -6,7 +6,7 @@ lists them in the order the report's page shows them. Nothing here imports MXNet
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
-from ..training.precision import label as precision_label
+from ..training.precision import precision_label
 from .figures import error_bars, figure, labelled_bars, per_epoch, short_number, svg, time_bars
 from .records import Result, format_value
 
@@ -149,7 +149,7 @@ def _noisy(records):
 
 # --- one renderer per kind --------------------------------------------------------
 
-def hybridize(records):
+def hybridize_section(records):
     timed = [r for r in records if "speedup" in r.metrics]
     export = [r for r in records if r.name == "export"]
     m = timed[0].metrics
@@ -181,7 +181,7 @@ def hybridize(records):
                     _seconds(base.metrics["median_s"]), _noisy(timed)))
 
 
-def hybridize_suite(records):
+def hybridize_suite_section(records):
     groups = {}
     for r in records:
         groups.setdefault("%s %s b%s" % (r.metrics["model"], r.metrics["task"], r.metrics["batch_size"]), []).append(r)
@@ -202,7 +202,7 @@ def hybridize_suite(records):
                  + _noisy(records))
 
 
-def async_(records):
+def async_section(records):
     demo = [r for r in records if r.name.endswith("queued") or "ratio_to_queued" in r.metrics]
     calls = [r for r in records if "left_s" in r.metrics]
     sweep = [r for r in records if "sync_s" in r.metrics]
@@ -266,7 +266,7 @@ def async_(records):
                  "; ".join(parts) + _noisy(sweep))
 
 
-def memory(records):
+def memory_section(records):
     ok = [r for r in records if "error" not in r.metrics]
     fig, ax = figure(height=3.0)
     a = ax[0][0]
@@ -299,7 +299,7 @@ def _stand_in(m):
     return " (two CPU contexts stand in for two devices; they share the same cores)" if m.get("stand_in") else ""
 
 
-def parallel(records):
+def parallel_section(records):
     both = next(r for r in records if "gain" in r.metrics)
     alone = [r for r in records if r is not both]
     return Block("%s products on %s" % (both.metrics.get("n"), both.metrics.get("devices")),
@@ -310,7 +310,7 @@ def parallel(records):
                     _stand_in(both.metrics), _noisy(records)))
 
 
-def overlap(records):
+def overlap_section(records):
     both = next(r for r in records if "overlap" in r.metrics)
     m = both.metrics
     parts = [r for r in records if r is not both]
@@ -329,7 +329,7 @@ def overlap(records):
                  reading + _stand_in(m) + _noisy(records))
 
 
-def allreduce(records):
+def allreduce_section(records):
     counts = sorted({r.metrics["contexts"] for r in records})
     sizes = sorted({r.metrics["tensor_bytes"] for r in records})
     methods = list(dict.fromkeys(r.name for r in records))
@@ -364,7 +364,7 @@ def allreduce(records):
                  "; ".join(parts) + _noisy(records))
 
 
-def scratch(records):
+def scratch_section(records):
     m = records[-1].metrics
     return Block("the book's LeNet from scratch on %s, allreduce %s" % (m.get("contexts"), m.get("method")),
                  [Table(records, ["epoch", "time_s", "images_per_s", "train_loss", "test_acc"])],
@@ -372,7 +372,7 @@ def scratch(records):
                  "epoch %s: test accuracy %.3g, %.4g images/s" % (m["epoch"], m["test_acc"], m["images_per_s"]))
 
 
-def train(records):
+def train_section(records):
     m = records[-1].metrics
     best = max(records, key=lambda r: r.metrics["test_top1"])
     reading = "epoch %s: test top-1 %.3g (train top-1 %.3g), %.4g training images/s" % (
@@ -388,7 +388,7 @@ def train(records):
                            "training images/s"), reading)
 
 
-def scaling(records):
+def scaling_section(records):
     devices = [r.metrics["devices"] for r in records]
     fig, ax = figure(1, 2, width=8.5, height=3.0)
     a = ax[0][0]
@@ -431,7 +431,7 @@ def scaling(records):
                                   "noisy"])], svg(fig), reading + _noisy(records))
 
 
-def profile(records):
+def profile_section(records):
     """gluonperf.profile: the ceiling, the model's work, the fenced breakdown, the top
     operators against the ceiling, and the verdict."""
     by = lambda bench: [r for r in records if r.bench == bench]  # noqa: E731
@@ -480,7 +480,7 @@ def profile(records):
                  tables, svg(fig), reading)
 
 
-def footprint(records):
+def footprint_section(records):
     """bench footprint: what each (setting, batch) needs, model and step stacked; the
     checkpointed runs against their plain step; the largest batch per budget."""
     runs = [r for r in records if r.bench == "footprint"]
@@ -524,7 +524,7 @@ def footprint(records):
                  tables, svg(fig), "; ".join(parts))
 
 
-def predict(records):
+def predict_section(records):
     """gluonperf.predict: predicted speedup against the ideal per devices-per-machine, the
     largest efficient configuration per machine count, and checks against measured runs."""
     rows = [r for r in records if r.bench == "predict"]
@@ -607,7 +607,7 @@ def _baseline(group):
 CEILING_RUNNER = "benchmarks/ceiling_probe.py"
 
 
-def tune(records):
+def tune_section(records):
     best = [r for r in records if r.name == "best"]
     cands = [r for r in records if r.name != "best"]
     groups = {}
@@ -671,22 +671,22 @@ def tune(records):
 # The page's sections after the environment, in the order a reader needs them. A new kind
 # is one more line here and a renderer.
 KINDS = [
-    Kind(("hybridize",), "Hybridize: imperative vs hybridize() vs static", hybridize),
-    Kind(("hybridize_suite",), "Hybridize against the book's loop", hybridize_suite),
-    Kind(("async",), "Asynchronous execution", async_),
-    Kind(("memory",), "Memory cost of running ahead", memory),
-    Kind(("parallel",), "Two devices at once", parallel),
-    Kind(("overlap",), "Computation and communication overlapping", overlap),
-    Kind(("allreduce",), "Allreduce bandwidth", allreduce),
-    Kind(("scratch",), "Data parallelism from scratch", scratch),
-    Kind(("train",), "Training: accuracy and images/s per epoch", train),
-    Kind(("scaling",), "Scaling: speedup and efficiency against the ideal", scaling),
+    Kind(("hybridize",), "Hybridize: imperative vs hybridize() vs static", hybridize_section),
+    Kind(("hybridize_suite",), "Hybridize against the book's loop", hybridize_suite_section),
+    Kind(("async",), "Asynchronous execution", async_section),
+    Kind(("memory",), "Memory cost of running ahead", memory_section),
+    Kind(("parallel",), "Two devices at once", parallel_section),
+    Kind(("overlap",), "Computation and communication overlapping", overlap_section),
+    Kind(("allreduce",), "Allreduce bandwidth", allreduce_section),
+    Kind(("scratch",), "Data parallelism from scratch", scratch_section),
+    Kind(("train",), "Training: accuracy and images/s per epoch", train_section),
+    Kind(("scaling",), "Scaling: speedup and efficiency against the ideal", scaling_section),
     Kind(("ceiling", "work", "breakdown", "operators", "verdict"),
-         "Profile: where a training step's time goes, against the machine's ceiling", profile),
-    Kind(("tune",), "Throughput suites and tune: ratios with their intervals", tune),
+         "Profile: where a training step's time goes, against the machine's ceiling", profile_section),
+    Kind(("tune",), "Throughput suites and tune: ratios with their intervals", tune_section),
     Kind(("footprint", "footprint-budget"), "Memory of a training step: settings, checkpointing, budgets",
-         footprint),
+         footprint_section),
     Kind(("predict", "predict-best", "predict-check"), "Predicted scaling: devices and machines you do not have",
-         predict),
+         predict_section),
 ]
 BY_BENCH = {b: kind for kind in KINDS for b in kind.benches}

@@ -222,7 +222,7 @@ def run_on_stop(timeout=None):
 
 # --- the stall guard ----------------------------------------------------------------
 
-def thread_settings():
+def threads_in_force():
     """The thread settings in force, as one phrase for an error line."""
     from .threads import omp_threads
     names = ("OMP_NUM_THREADS", "MXNET_OMP_MAX_THREADS", "MXNET_CPU_WORKER_NTHREADS", "MXNET_ENGINE_TYPE",
@@ -285,7 +285,7 @@ class StallGuard:
                     kept = run_on_stop()
                     message = ("%s: stalled: no progress for %.0f s while %s; the main thread waits in %s; "
                                "thread settings: %s. %s If a step is just slow, raise --stall-timeout"
-                               % (self.prog, idle, self.what, where, thread_settings(),
+                               % (self.prog, idle, self.what, where, threads_in_force(),
                                   "; ".join(kept) + "." if kept else "Nothing was written."))
                     sys.stderr.write("\n" + message + "\n")
                     sys.stderr.flush()

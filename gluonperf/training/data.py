@@ -1,6 +1,6 @@
 """Data sets for training: Fashion-MNIST, scikit-learn's digits (offline), synthetic.
 
-`load(name, ...)` returns `(train_set, test_set)`, gluon Datasets of `(x, y)` with
+`load_dataset(name, ...)` returns `(train_set, test_set)`, gluon Datasets of `(x, y)` with
 x a float32 array of shape (1, 28, 28) in [0, 1] and y an integer label.
 `loader(...)` wraps one in a DataLoader over this worker's part of the data, with
 a shuffle that is seeded per epoch (so a resumed run sees the same batches).
@@ -169,14 +169,14 @@ def synthetic(train_size=6000, test_size=1000, seed=0, noise=0.5):
     return draw(train_size), draw(test_size)
 
 
-def load(name, data_dir=None, limit=None, seed=0, model=None, bad_images="stop", loader_kind="dataloader"):
+def load_dataset(name, data_dir=None, limit=None, seed=0, model=None, bad_images="stop", loader_kind="dataloader"):
     """(train_set, test_set) of `name`; with `limit`, the first `limit` samples of each.
     A path instead of a name: images of a folder or a .rec at `model`'s input size
     (gluonperf.training.image_data), loaded by `loader_kind`, corrupt images stopping or skipped."""
     from .image_data import is_path
     if is_path(name):
         from . import image_data
-        return image_data.load(name, model or "resnet18_v1", limit, bad_images, loader_kind)
+        return image_data.load_images(name, model or "resnet18_v1", limit, bad_images, loader_kind)
     if name == "fashion-mnist":
         arrays = fashion_mnist(data_dir)
     elif name == "digits":
@@ -190,7 +190,7 @@ def load(name, data_dir=None, limit=None, seed=0, model=None, bad_images="stop",
 
 def load_for(config):
     """(train_set, test_set) of a training configuration (TrainConfig)."""
-    return load(config.dataset, config.data_dir, config.limit, config.seed, model=config.model,
+    return load_dataset(config.dataset, config.data_dir, config.limit, config.seed, model=config.model,
                 bad_images=config.bad_images, loader_kind=config.loader)
 
 

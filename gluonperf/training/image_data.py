@@ -361,7 +361,7 @@ def check(path, model, loader="dataloader"):
     return spec
 
 
-def load(path, model, limit=None, bad_images="stop", loader="dataloader"):
+def load_images(path, model, limit=None, bad_images="stop", loader="dataloader"):
     """(train_set, test_set) of the data at `path` for `model` (its input size), each an
     ImageSet; `limit`: the first `limit` samples of each."""
     spec = check(path, model, loader)

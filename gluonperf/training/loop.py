@@ -28,8 +28,7 @@ from ..cli.config import HYBRIDIZE, TrainConfig  # noqa: F401
 from ..runtime.contexts import describe
 from .data import CLASSES, classes, load_for, loader  # noqa: F401 (CLASSES: callers import it from here)
 from .models import get_model
-from .optimizers import create as create_optimizer, upgrade as upgrade_optimizer
-from .precision import enable as enable_dtype
+from . import optimizers, precision
 from ..render.records import Result, _atomic_write, result, umask_mode
 
 # Fields a resumed run must share with the checkpoint it continues. The learning-rate
@@ -64,7 +63,7 @@ def create_kvstore(config):
 def build_net(config, contexts):
     """The model, initialised on every context with the same (seeded) weights, in
     bfloat16 mixed precision with --dtype bfloat16 (gluonperf.training.precision)."""
-    enable_dtype(config.dtype, contexts)
+    precision.enable(config.dtype, contexts)
     net = get_model(config.model, classes(config.dataset), contexts)
     net.initialize(mx.init.Xavier(), ctx=contexts)
     flags = HYBRIDIZE[config.hybridize]
@@ -73,7 +72,7 @@ def build_net(config, contexts):
     return net
 
 
-def scaled_lr(config, devices, num_workers=1):
+def lr_for_devices(config, devices, num_workers=1):
     """--lr, times the number of devices (x workers) with --lr-scale linear."""
     lr = config.learning_rate  # --lr, or the optimizer's default
     return lr * devices * num_workers if config.lr_scale == "linear" else lr
@@ -124,7 +123,7 @@ def make_trainer(net, config, lr, schedule=None, kvstore="device"):
               "beta2": config.beta2, "epsilon": config.epsilon}
     if schedule is not None:
         params["lr_scheduler"] = schedule
-    optimizer = create_optimizer(config.optimizer, **params)
+    optimizer = optimizers.create(config.optimizer, **params)
     if kvstore == "flat":
         from .flat import FlatTrainer
         return FlatTrainer(net, optimizer)
@@ -506,7 +505,7 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
     if config.checkpoint_segments:  # gradient checkpointing: recompute activations in the backward
         from .recompute import checkpointed
         step = checkpointed(net, config.checkpoint_segments, train_set[0][0].shape, HYBRIDIZE[config.hybridize])
-    lr = scaled_lr(config, len(contexts), num_workers)
+    lr = lr_for_devices(config, len(contexts), num_workers)
     schedule = lr_schedule(config, lr, batches)
     trainer = make_trainer(net, config, lr, schedule, kvstore)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
@@ -514,7 +513,7 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
     if checkpoint:
         net.load_parameters(os.path.join(checkpoint, "params"), ctx=contexts)
         trainer.load_states(os.path.join(checkpoint, "states"))
-        optimizer = upgrade_optimizer(trainer.optimizer)  # unpickled from the states: give it this run's settings
+        optimizer = optimizers.upgrade(trainer.optimizer)  # unpickled from the states: give it this run's settings
         optimizer.lr_scheduler, optimizer.wd = schedule, config.wd
         first = meta["epoch"]
         history = [Result(r["bench"], r["name"], {k: v for k, v in r.items() if k not in ("bench", "name")})
@@ -627,7 +626,7 @@ def scaling(config, contexts, steps=None, progress=None):
         ctxs = contexts[:n]
         mx.random.seed(config.seed)
         net = build_net(config, ctxs)
-        trainer = make_trainer(net, config, scaled_lr(config, n), kvstore=config.kvstore)
+        trainer = make_trainer(net, config, lr_for_devices(config, n), kvstore=config.kvstore)
         batch = per_device * n
         xs = gluon.utils.split_and_load(x_all[:batch], ctxs)
         ys = gluon.utils.split_and_load(y_all[:batch], ctxs)

@@ -144,7 +144,7 @@ def hint(dtype, contexts, flags=None):
     return "this CPU has AVX512-BF16: --dtype bfloat16 (mixed precision; float32 weights) was " + WITHOUT_AMX
 
 
-def label(dtype):
+def precision_label(dtype):
     """What a title adds for `dtype`: ', bfloat16 mixed precision', or nothing for float32."""
     return "" if dtype == "float32" else ", %s mixed precision" % dtype
 
