@@ -23,6 +23,17 @@ VALIDATIONS = ("all", "devices", "dist")
 DIST_CONFIGS = ((2, 1), (2, 2), (4, 1), (4, 2))
 
 
+def jobs(text):
+    """'2x1,4x2' -> ((2, 1), (4, 2)): dist_sync jobs as WORKERSxSERVERS."""
+    out = []
+    for item in text.split(","):
+        w, sep, s = item.strip().lower().partition("x")
+        if not (sep and w.isdigit() and s.isdigit() and int(w) >= 1 and int(s) >= 1):
+            raise argparse.ArgumentTypeError("%r is not a list of WORKERSxSERVERS jobs, e.g. 2x1,4x2" % text)
+        out.append((int(w), int(s)))
+    return tuple(out)
+
+
 def int_list(text):
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
@@ -114,6 +125,9 @@ def build_parser():
     v.add_argument("--validate-repeats", type=cli.positive_int, default=5,
                    help="timed epochs (of --validate-steps steps) per dist_sync run, each a sample of the "
                         "measured step, after an untimed one (default: %(default)s)")
+    v.add_argument("--validate-jobs", type=jobs, default=DIST_CONFIGS, metavar="WxS,...",
+                   help="the dist_sync jobs of --validate dist, as WORKERSxSERVERS (default: %s)"
+                        % ",".join("%dx%d" % c for c in DIST_CONFIGS))
     v.add_argument("--validate-devices", type=cli.positive_int, default=4,
                    help="most cpu contexts for --validate devices (default: %(default)s)")
     return p
@@ -130,13 +144,13 @@ def validate(args, ctxs):
     results = []
     kinds = ("devices", "dist") if args.validate == "all" else (args.validate,)
     total = (args.validate_devices * args.validate_steps if "devices" in kinds else 0) + \
-            (len(DIST_CONFIGS) if "dist" in kinds else 0)
+            (len(args.validate_jobs) if "dist" in kinds else 0)
     with cli.progress_bar(total, "validate") as bar:
         if "devices" in kinds:
             results += validate_devices(args.validate_model, args.validate_batch, args.validate_devices,
                                         args.validate_steps, progress=bar.update)
         if "dist" in kinds:
-            results += validate_dist(args.validate_model, args.validate_batch, DIST_CONFIGS, args.validate_steps,
+            results += validate_dist(args.validate_model, args.validate_batch, args.validate_jobs, args.validate_steps,
                                      progress=bar.update, repeats=args.validate_repeats)
     counts = {w: sum(1 for r in results if r.metrics["within_25pct"] is v)
               for w, v in (("within", True), ("outside", False), ("inconclusive", None))}

@@ -121,6 +121,7 @@ def test_cli_from_scaling_json(run, tmp_path):
     (["--t1", "0.1", "--per-device-batch", "8", "--link", "infiniband"], "unknown link"),
     (["--per-device-batch", "8"], "exactly one of"),
     (["--t1", "0.1", "--per-device-batch", "8", "--devices", "0,2"], "at least 1"),
+    (["--validate", "dist", "--validate-jobs", "2x0"], "is not a list of WORKERSxSERVERS jobs"),
 ])
 def test_cli_bad_input(run, tmp_path, args, words):
     out = tmp_path / "p.json"
