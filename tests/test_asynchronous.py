@@ -95,7 +95,7 @@ def test_crossover_is_the_smallest_size_from_which_it_holds_for_every_larger_one
 def test_sync_every_batch_has_lower_peak_rss_than_no_sync():
     # Each variant in a fresh process; host-made batches (as a data loader makes them) take
     # memory as soon as they are produced, so a producer running ahead holds many at once.
-    sync, nosync = memory_cost(mx.cpu(), num_batches=50, every=(1,))
+    sync, nosync = memory_cost(mx.cpu(), num_batches=30, every=(1,))
     assert (sync.name, nosync.name) == ("sync every batch", "no sync")
     s, n = sync.metrics, nosync.metrics
     # by construction at most 2 in flight when syncing every batch (the next batch is made
