@@ -113,6 +113,7 @@ def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR,
     """The ratio of NEW to OLD on metric `m` as a change for the better (> 1: better), with its
     interval, how it was made, and a verdict. `old`/`new`: the records of each side (several
     when a file holds several runs). The evidence, best first:
+
     - `pairs`: runs made in alternation (compare --ab): per pair, a ratio; a t interval;
     - several runs per side: Welch's t on the runs' values, which see the drift between runs;
     - one run per side: its raw samples (or its one value) with the `noise_floor`, the
