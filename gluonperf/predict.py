@@ -2,7 +2,7 @@
 
 Parses the flags, gets the per-device step (a `train --scaling` JSON, figures given on
 the command line, or a fresh measurement), the model's gradient bytes and the links,
-and hands the predictions of `gluonperf.experiments.scaling` / `gluonperf.experiments.scaling_model` to
+and hands the predictions of `gluonperf.experiments.scaling_checks` / `gluonperf.experiments.scaling_model` to
 `cli.emit`. With --validate it checks predictions against runs on this machine.
 """
 import argparse
@@ -140,7 +140,7 @@ def list_links():
 
 
 def validate(args, ctxs):
-    from .experiments.scaling import CHECK_COLUMNS, validate_devices, validate_dist
+    from .experiments.scaling_checks import CHECK_COLUMNS, validate_devices, validate_dist
     results = []
     kinds = ("devices", "dist") if args.validate == "all" else (args.validate,)
     total = (args.validate_devices * args.validate_steps if "devices" in kinds else 0) + \
@@ -201,11 +201,11 @@ def main(argv=None):
         raise UserError("--servers %d colocated on %d machine(s): at most one server per machine; lower "
                         "--servers or use --placement dedicated" % (args.servers, min(args.machines)))
 
-    from .experiments import scaling
+    from .experiments import scaling_checks
     if args.allreduce:
-        intra = scaling.link_from_allreduce(scaling.read_records(args.allreduce, "allreduce"))
+        intra = scaling_checks.link_from_allreduce(scaling_checks.read_records(args.allreduce, "allreduce"))
     if args.scaling:
-        step = scaling.step_from_scaling(scaling.read_records(args.scaling, "scaling"))
+        step = scaling_checks.step_from_scaling(scaling_checks.read_records(args.scaling, "scaling"))
         if step["model"] and step["model"] != args.model:
             cli.note("note: %s was measured with --model %s; predicting for --model %s"
                      % (args.scaling, step["model"], args.model))
@@ -218,15 +218,15 @@ def main(argv=None):
         config = TrainConfig(model=args.model, dataset="synthetic", batch_size=batch, limit=batch, steps=10,
                              optimizer=args.optimizer)
         with cli.progress_bar(10, "measure"):
-            step = scaling.measure_step(config, ctxs[0], steps=10)
-    nbytes, keys, _ = scaling.gradient_bytes(args.model)
-    results = scaling.prediction_results(
+            step = scaling_checks.measure_step(config, ctxs[0], steps=10)
+    nbytes, keys, _ = scaling_checks.gradient_bytes(args.model)
+    results = scaling_checks.prediction_results(
         args.model, step, nbytes, args.devices, args.machines, intra, inter, args.servers,
         overlap=args.overlap == "yes", placement=args.placement, base_lr=args.lr, base_batch=args.lr_batch,
         per_device_batch=args.per_device_batch, keys=keys)
     results = [type(r)(r.bench, r.name, dict(r.metrics, efficient=r.metrics["efficiency"] >= args.min_efficiency))
                for r in results]
-    best = scaling.best_results(results, args.min_efficiency)
+    best = scaling_checks.best_results(results, args.min_efficiency)
     m = results[0].metrics
     cli.emit(results, args, ctxs, columns=COLUMNS, records=results + best,
              title="%s: %.1f MiB of gradients in %d arrays, %d images per device, t1 %.4g ms, update %.4g ms; "

@@ -400,11 +400,11 @@ def test_footprint_counts_adams_two_state_arrays_per_weight(run, tmp_path):
 
 def test_predict_counts_the_update_once_per_device_whatever_its_batch():
     """Every device updates all the weights: the update's time does not scale with the batch."""
-    from gluonperf.experiments import scaling as prediction, scaling_model
+    from gluonperf.experiments import scaling_checks, scaling_model
     step = dict(t1_s=0.04, update_s=0.01, per_device_batch=32)
     link = scaling_model.LINKS["pcie3"]
     for batch in (32, 64):
-        rows = prediction.prediction_results("lenet", step, 1e6, [1, 2], [1], link, scaling_model.LINKS["25gbe"],
+        rows = scaling_checks.prediction_results("lenet", step, 1e6, [1, 2], [1], link, scaling_model.LINKS["25gbe"],
                                              per_device_batch=batch)
         assert [r.metrics["update_s"] for r in rows if r.bench == "predict"] == [0.01, 0.01]
 

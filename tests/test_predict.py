@@ -155,7 +155,7 @@ def test_validate_devices(run, tmp_path):
 
 
 def test_link_from_allreduce_records():
-    from gluonperf.experiments.scaling import link_from_allreduce
+    from gluonperf.experiments.scaling_checks import link_from_allreduce
     rows = [{"name": "ring", "bus_GBps": 2.0, "tensor_bytes": 4 << 20, "contexts": 2, "median_s": 0.002},
             {"name": "copyto", "bus_GBps": 9.0, "tensor_bytes": 4 << 20, "contexts": 2, "median_s": 0.0005},
             {"name": "ring", "bus_GBps": 0.1, "tensor_bytes": 4096, "contexts": 2, "median_s": 1e-4}]

@@ -8,33 +8,33 @@ import re
 
 import pytest
 
-from gluonperf.experiments import scaling as prediction
+from gluonperf.experiments import scaling_checks
 from gluonperf.measure import stats
 
 
 def test_judge_needs_the_whole_interval_inside_or_outside():
     tight = [0.0100, 0.0101, 0.0099, 0.0100, 0.0102]  # a step of 10 ms, 1% spread
-    measured, ratio, within, text = prediction.judge(0.0105, tight)
+    measured, ratio, within, text = scaling_checks.judge(0.0105, tight)
     iv = stats.ratio_interval(tight)
     assert (measured.estimate, measured.low, measured.high, measured.n) == (iv.estimate, iv.low, iv.high, 5)
     assert (ratio.estimate, ratio.low, ratio.high) == pytest.approx((iv.estimate / 0.0105, iv.low / 0.0105,
                                                                      iv.high / 0.0105))
     assert within is True and text.startswith("within 25%: measured/predicted 0.96x (95% CI ")
-    assert prediction.judge(0.0070, tight)[2] is False  # measured 1.43x the prediction, all of its interval
-    assert prediction.judge(0.0150, tight)[2] is False  # 0.67x
+    assert scaling_checks.judge(0.0070, tight)[2] is False  # measured 1.43x the prediction, all of its interval
+    assert scaling_checks.judge(0.0150, tight)[2] is False  # 0.67x
     # the same mean, but a spread that reaches past 1.25: neither within nor outside
     noisy = [0.008, 0.014, 0.009, 0.013, 0.0095]
-    _, ratio, within, text = prediction.judge(0.0105, noisy)
+    _, ratio, within, text = scaling_checks.judge(0.0105, noisy)
     assert ratio.low < 0.75 or ratio.high > 1.25
     assert within is None and text.startswith("inconclusive against 25%: measured/predicted ")
     # an estimate inside 25% is not enough: the old rule (|error| <= 25%) called this one within
-    assert abs(prediction.scaling_model.relative_error(0.0105, stats.ratio_interval(noisy).estimate)) <= 0.25
+    assert abs(scaling_checks.scaling_model.relative_error(0.0105, stats.ratio_interval(noisy).estimate)) <= 0.25
     # one sample has no spread to judge by
-    assert prediction.judge(0.01, [0.0101])[2] is None
+    assert scaling_checks.judge(0.01, [0.0101])[2] is None
 
 
 def test_a_check_record_carries_the_measured_interval(tmp_path):
-    r = prediction._check("dist_sync", 0.025, [0.036, 0.035, 0.037, 0.036], 128, what="epochs", devices=1,
+    r = scaling_checks._check("dist_sync", 0.025, [0.036, 0.035, 0.037, 0.036], 128, what="epochs", devices=1,
                           workers=2, servers=1)
     m = r.metrics
     assert r.bench == "predict-check" and r.name == "dist_sync devices=1,workers=2,servers=1"
@@ -53,8 +53,8 @@ def test_epochs_after_the_first_are_the_samples(tmp_path):
     rows = [{"bench": "train", "name": "epoch %d" % e, "epoch": e, "train_images_per_s": rate}
             for e, rate in ((1, 100.0), (2, 400.0), (3, 500.0))]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert prediction._epoch_steps(str(path), 64) == pytest.approx([64 / 400.0, 64 / 500.0])
-    assert prediction._mean_step([0.1, 0.4]) == pytest.approx(0.2)
+    assert scaling_checks._epoch_steps(str(path), 64) == pytest.approx([64 / 400.0, 64 / 500.0])
+    assert scaling_checks._mean_step([0.1, 0.4]) == pytest.approx(0.2)
 
 
 def test_validate_dist_judges_each_configuration_by_its_epochs(monkeypatch):
@@ -76,8 +76,8 @@ def test_validate_dist_judges_each_configuration_by_its_epochs(monkeypatch):
                 f.write(json.dumps({"bench": "train", "name": "epoch %d" % e, "epoch": e,
                                     "train_images_per_s": batch * max(workers, 1) / (step * w * (3 if e == 1 else 1))})
                         + "\n")
-    monkeypatch.setattr(prediction, "_run_train", fake_run)
-    out = prediction.validate_dist("lenet", 16, ((2, 1), (4, 1)), steps=2, repeats=4)
+    monkeypatch.setattr(scaling_checks, "_run_train", fake_run)
+    out = scaling_checks.validate_dist("lenet", 16, ((2, 1), (4, 1)), steps=2, repeats=4)
     assert all(epochs == 5 for _, epochs, _ in seen), seen
     assert [r.metrics["measured_n"] for r in out] == [4, 4]
     for r in out:
@@ -115,7 +115,7 @@ def test_validate_devices_as_a_command(run, tmp_path):
 def test_the_report_reads_the_judgement_with_its_interval():
     from gluonperf.render.page import render_page
     env = {"mxnet": "1.9.1", "cpu_count": 2, "cpu_model": "Test CPU", "env": {}}
-    checks = [prediction._check("dist_sync", 0.025, samples, 128, what="epochs", devices=1, workers=2, servers=1)
+    checks = [scaling_checks._check("dist_sync", 0.025, samples, 128, what="epochs", devices=1, workers=2, servers=1)
               for samples in ([0.036, 0.035, 0.037, 0.036], [0.026, 0.025, 0.0255, 0.0252], [0.02, 0.04])]
     html, _ = render_page([("v.json", [(c, env) for c in checks])], "t")
     assert ("checked against runs here, measured/predicted with its interval: within 25% in 1 of 3, outside in 1, "
