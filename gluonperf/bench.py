@@ -421,7 +421,8 @@ def add_memory(sub, common):
 
 
 def run_memory(args):
-    from .experiments.asynchronous import memory_cost, plot_memory_tradeoff
+    from .experiments.asynchronous import memory_cost
+    from .render.plots import plot_memory_tradeoff
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     cli.check_output_path(args.trace, "--trace")
@@ -645,7 +646,8 @@ BUDGET_COLUMNS = ["name", "budget_bytes", "predicted_batch", "largest_batch", "f
 
 
 def run_footprint(args):
-    from .experiments.footprint import check_dtype, effective_configs, footprint, plot_footprint, rows_of
+    from .experiments.footprint import check_dtype, effective_configs, footprint, rows_of
+    from .render.plots import plot_footprint
     from .training.precision import precision_label
     from .training.models import get_model
     get_model(args.model)  # unknown names fail here, before any work

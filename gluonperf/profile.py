@@ -131,43 +131,6 @@ def operators_in_fresh_process(args, trace, desc="operators (fresh process)"):
         return [r for r, _ in read_jsonl(out)]
 
 
-def plot(breakdown, operators, peak, path, title):
-    """The fenced step's parts as a stacked bar (the unfenced step beside it); the top
-    operators' achieved GFLOP/s against the ceiling."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from .render.records import save_figure
-    parts = [r for r in breakdown if r.name not in ("fenced step", "unfenced step", "hidden by overlap")]
-    unfenced = next(r for r in breakdown if r.name == "unfenced step")
-    rated = [r for r in operators if r.metrics.get("gflop_per_s")][:8]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), gridspec_kw={"height_ratios": [1, 1.6]})
-    left = 0.0
-    for r in parts:
-        ms = max(0.0, r.metrics["time_s"]) * 1e3
-        top.barh(1, ms, left=left, label="%s %.0f%%" % (r.metrics["part"], 100 * r.metrics["share"]))
-        left += ms
-    top.barh(0, unfenced.metrics["time_s"] * 1e3, color="black", alpha=0.35)
-    top.set_yticks([0, 1])
-    top.set_yticklabels(["unfenced step\n(as gluonperf.train)", "fenced step"])
-    top.set_xlabel("ms per step (run 1: no profiler)")
-    top.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.35))
-    from .experiments.step_time import describe_op
-    names = [describe_op(r.name) for r in rated]
-    bottom.barh(range(len(rated)), [r.metrics["gflop_per_s"] for r in rated])
-    bottom.axvline(peak / 1e9, color="red", linestyle="--", label="ceiling %.0f GFLOP/s" % (peak / 1e9))
-    bottom.set_yticks(range(len(rated)))
-    bottom.set_yticklabels(["%s, %.0f%% of step" % (n, 100 * r.metrics["share"]) for n, r in zip(names, rated)],
-                           fontsize=8)
-    bottom.invert_yaxis()
-    bottom.set_xlabel("achieved GFLOP/s of the operators with a FLOP count (run 2: profiled)")
-    bottom.legend(fontsize=8, loc="lower right")
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    save_figure(fig, path)
-
-
 INPUT_COLUMNS = ["name", "time_s", "images_per_s", "images_per_s_ci_low", "images_per_s_ci_high", "wait_share",
                  "share", "share_ci_low", "share_ci_high", "verdict"]
 
@@ -223,6 +186,7 @@ def main(argv=None):
 
     from .measure.ceiling import best_of, ceiling_devices, ceiling_flops, measure_ceiling
     from .runtime.contexts import describe
+    from .render.plots import plot_step_breakdown
     from .training.precision import precision_label
     from .experiments.step_time import (BULK_VARIABLE, breakdown, gap_row, model_flops, prepare, verdict,
                                         with_ceiling, work)
@@ -294,7 +258,7 @@ def main(argv=None):
     if args.trace:
         cli.note("wrote profiler trace %s (the profiled steps of run 2; open in ui.perfetto.dev)" % args.trace)
     if args.plot:
-        plot(parts, operators, peak, args.plot, where)
+        plot_step_breakdown(parts, operators, peak, args.plot, where)
     return 0
 
 

@@ -110,30 +110,6 @@ def check(args, ctxs):
         check_resumable(config_from(args, ctxs), meta, args.resume)
 
 
-def plot(results, path):
-    """Test top-1 accuracy and training images/s per epoch, one above the other."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    from .render.records import save_figure
-    epochs = [r.metrics["epoch"] for r in results]
-    fig, (acc, speed) = plt.subplots(2, 1, sharex=True, figsize=(6, 5))
-    acc.plot(epochs, [r.metrics["test_top1"] for r in results], "o-", label="test top-1")
-    acc.plot(epochs, [r.metrics["train_top1"] for r in results], "s--", label="train top-1")
-    acc.set_ylabel("accuracy")
-    acc.legend()
-    speed.plot(epochs, [r.metrics["train_images_per_s"] for r in results], "o-")
-    speed.set_ylabel("training images/s")
-    speed.set_xlabel("epoch")
-    speed.xaxis.set_major_locator(MaxNLocator(integer=True))
-    first = results[0].metrics
-    fig.suptitle("%s on %s, %s" % (first["model"], first["dataset"], first["contexts"]))
-    fig.tight_layout()
-    save_figure(fig, path)
-
-
 def main(argv=None):
     args = build_parser().parse_args(argv)
     cli.guard_command(args, PROG)
@@ -141,6 +117,7 @@ def main(argv=None):
         cli.print_models()
         return 0
     from .training.loop import fit, scaling
+    from .render.plots import plot_epochs
     ctxs = cli.contexts(args)
     check(args, ctxs)
     cli.advise(ctxs, THREADS_NOTE)
@@ -193,7 +170,7 @@ def main(argv=None):
     def stopped():  # a run stopped part-way keeps the epochs it finished (worker 0 writes them)
         return [r for r in finished if r.metrics["rank"] == 0]
     with bar, cli.keep_on_stop(stopped, args, lambda: title(finished), EPOCH_COLUMNS, ctxs,
-                               also=(lambda records: plot(records, args.plot)) if args.plot else None):
+                               also=(lambda records: plot_epochs(records, args.plot)) if args.plot else None):
         results = fit(config, ctxs, progress=progress, log=log, epoch_done=epoch_done)
     if results[0].metrics["rank"] != 0:  # in a dist run only worker 0 reports and writes files
         return 0
@@ -201,7 +178,7 @@ def main(argv=None):
     if args.target_top1 is not None:
         print(target_line(results[-1].metrics))
     if args.plot:
-        plot(results, args.plot)
+        plot_epochs(results, args.plot)
     return 0
 
 

@@ -41,7 +41,7 @@ from ..measure.memory import MemorySampler
 from ..measure.trace import Trace, merge_traces
 from ..runtime import guard
 from ..measure import stats
-from ..render.records import result, save_figure
+from ..render.records import result
 
 _NO_TRACE = Trace(None)
 
@@ -469,34 +469,6 @@ def memory_cost(ctx, num_batches=150, every=(1, 5, 25), batch_size=1024, feature
         row["growth_vs_first"] = row["rss_growth_bytes"] / max(base["rss_growth_bytes"], 1)
         out.append(result("memory", _variant_name(row["every"]), **row))
     return out
-
-
-def plot_memory_tradeoff(results, path, title=None):
-    """The trade-off as a curve over the sync interval (every 1, k, ..., never): peak RSS
-    growth during the loop (left axis) and the loop's time (right axis)."""
-    results = [r for r in results if "error" not in r.metrics]
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    labels = [r.name.replace("sync every batch", "every 1").replace("sync ", "") for r in results]
-    xs = range(len(results))
-    growth = [r.metrics["rss_growth_bytes"] / 2 ** 20 for r in results]
-    times = [r.metrics["seconds_s"] for r in results]
-    fig, ax = plt.subplots(figsize=(6.4, 4))
-    ax.plot(xs, growth, "o-", color="tab:red", label="peak RSS growth")
-    ax.set_ylabel("peak RSS above start of loop (MiB)", color="tab:red")
-    ax.set_ylim(bottom=0)
-    other = ax.twinx()
-    other.plot(xs, times, "s--", color="tab:blue", label="time")
-    other.set_ylabel("time for the loop (s)", color="tab:blue")
-    other.set_ylim(bottom=0)
-    ax.set_xticks(list(xs))
-    ax.set_xticklabels(labels)
-    ax.set_xlabel("l.mean().asscalar() called ...")
-    ax.set_title(title or "memory cost of running ahead")
-    ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    save_figure(fig, path)
 
 
 def _worker(argument):

@@ -43,7 +43,7 @@ from ..runtime import guard
 from ..training import precision
 from ..measure.harness import Benchmark, Measurement
 from ..measure.memory import MemorySampler, device_memory_used, rss
-from ..render.records import result, save_figure
+from ..render.records import result
 
 HYBRIDIZE = tuple(config.HYBRIDIZE)
 MAX_CONFIRM_RUNS = 3
@@ -434,43 +434,6 @@ def rows_of(runs, configs):
             row["time_vs_plain"] = row["step_s"] / plain["step_s"]
         rows.append(_row(row))
     return rows
-
-
-# --- the plot -------------------------------------------------------------------------------
-
-def plot_footprint(results, path, title=None):
-    """Memory the step needs (model + peak above it) and images/s against the batch size,
-    one line per configuration; budgets as horizontal lines."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    runs = [r for r in results if r.bench == "footprint" and "error" not in r.metrics]
-    budgets = {r.metrics["budget_bytes"] for r in results
-               if r.bench == "footprint-budget" and "budget_bytes" in r.metrics}
-    names = list(dict.fromkeys(r.name for r in runs))
-    fig, (mem, speed) = plt.subplots(2, 1, sharex=True, figsize=(6.4, 6))
-    for name in names:
-        rs = sorted((r for r in runs if r.name == name), key=lambda r: r.metrics["batch_size"])
-        bs = [r.metrics["batch_size"] for r in rs]
-        line, = mem.plot(bs, [r.metrics["needs_bytes"] / 2 ** 20 for r in rs], "o-", label=name)
-        speed.plot(bs, [r.metrics["images_per_s"] for r in rs], "o-", color=line.get_color(), label=name)
-    for b in sorted(budgets):
-        mem.axhline(b / 2 ** 20, color="grey", linestyle="--", linewidth=1)
-        mem.annotate("budget %.0f MiB" % (b / 2 ** 20), (0.01, b / 2 ** 20), xycoords=("axes fraction", "data"),
-                     va="bottom", fontsize=8, color="grey")
-    mem.set_ylabel("model + peak of the step (MiB)")
-    mem.set_ylim(bottom=0)
-    mem.legend(fontsize=8)
-    mem.grid(True, alpha=0.3)
-    speed.set_ylabel("images/s")
-    speed.set_xlabel("batch size")
-    speed.set_ylim(bottom=0)
-    speed.grid(True, alpha=0.3)
-    if runs:
-        first = runs[0].metrics
-        fig.suptitle(title or "%s training step on %s" % (first["model"], first["contexts"]))
-    fig.tight_layout()
-    save_figure(fig, path)
 
 
 if __name__ == "__main__":

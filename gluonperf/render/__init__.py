@@ -1,1 +1,1 @@
-"""Records and their writers: the table people read, JSON lines and CSV; the report's plots (figures), one renderer per kind of record (kinds) and its page and template (page, templates/)."""
+"""Records and their writers: the table people read, JSON lines and CSV; the commands' --plot PNGs (plots); the report's plots (figures), one renderer per kind of record (kinds) and its page and template (page, templates/)."""
