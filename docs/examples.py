@@ -103,6 +103,20 @@ EXAMPLES = [
       "\"python -m gluonperf.bench hybridize --repeat 3 --number 300\" --runs 3"]),
     ("report", "report: one HTML page of the results above",
      ["python -m gluonperf.report results -o report.html"]),
+    ("input_pipeline", "an image folder and its .rec at 224x224, each loader alone, and profile's input verdict",
+     ["python -m gluonperf.dataset make images --images-per-class 20 --classes 10 --size 224 --rec",
+      "python -m gluonperf.bench input --dataset images --model resnet18_v1 --batch-size 8 --workers 0,1 --repeat 3",
+      "python -m gluonperf.bench input --dataset images.rec --model resnet18_v1 --batch-size 8 --workers 0,1 "
+      "--repeat 3",
+      "python -m gluonperf.profile --dataset images --model resnet18_v1 --batch-size 8 --workers 1 --input-only "
+      "--steps 2 --rounds 4 --warmup 1"]),
+    ("bench_time_to_accuracy", "bench time-to-accuracy: SGD, Adam and RMSProp on LeNet and the digits, 3 seeds",
+     ["python -m gluonperf.bench time-to-accuracy --optimizers sgd,adam,rmsprop --seeds 3 --epochs 6 "
+      "--target-top1 0.9"]),
+    ("bench_optimizers", "bench optimizers at its defaults (LeNet)",
+     ["python -m gluonperf.bench optimizers"]),
+    ("bench_optimizers_resnet18", "bench optimizers on ResNet-18, a smaller step than the defaults",
+     ["python -m gluonperf.bench optimizers --model resnet18 --batch-size 16 --repeat 5 --steps 3"]),
 ]
 NAMES = [name for name, _, _ in EXAMPLES]
 
