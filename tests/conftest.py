@@ -87,6 +87,14 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "alone: the test measures time or the machine's load (or makes load), so under "
                    "pytest-xdist no other test runs beside it")
+    # xdist 3.8's --dist loadgroup marks a grouped test by appending '@group' to its id, which
+    # pytest 9.2 no longer takes: the groups are silently ignored (pytest-dev/pytest-xdist#1386),
+    # and the `alone` tests would run one at a time among the others, each waiting for the cores
+    if (config.getoption("dist", None) == "loadgroup" and config.getoption("numprocesses", None)
+            and tuple(pytest.version_tuple[:2]) >= (9, 2)):
+        raise pytest.UsageError("pytest %s: pytest-xdist's --dist loadgroup ignores the test groups with it "
+                                "(pytest-dev/pytest-xdist#1386); install the test extra, which pins pytest<9.2: "
+                                "pip install -e '.[test]'" % pytest.__version__)
 
 
 # The longest units of work first, so that the short ones even out the end of the run (the
