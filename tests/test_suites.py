@@ -1,7 +1,7 @@
 """The benchmark suites in benchmarks/, run as a user runs them: tiny sizes, bad input, an
 unwritable --json refused before the first run, and a stopped run that keeps what it measured.
-(Split from test_commands.py, whose helpers they share, so that pytest-xdist's `loadfile` can
-give the two files to different workers.)"""
+(Split from test_commands.py, whose helpers they share, so that pytest-xdist can give the two
+files, each one unit of work, to different workers.)"""
 import json
 import math
 import os
