@@ -374,8 +374,7 @@ def _t_interval(values, level=stats.LEVEL):
     mean = float(np.mean(values))
     if n < 2:
         return (-math.inf, math.inf)
-    from scipy import stats as sps
-    half = sps.t.ppf(0.5 + level / 2, n - 1) * float(np.std(values, ddof=1)) / math.sqrt(n)
+    half = stats.t_quantile(0.5 + level / 2, n - 1) * float(np.std(values, ddof=1)) / math.sqrt(n)
     return (mean - half, mean + half)
 
 

@@ -87,6 +87,19 @@ def _check_level(level):
         raise ValueError("level must be between 0 and 1, got %r" % level)
 
 
+def t_quantile(p, dof):
+    """Student's t quantile (`scipy.stats.t.ppf(p, dof)`; the normal's for infinite dof).
+    From scipy.special, the functions scipy.stats calls: importing scipy.stats takes about
+    0.5 s more of every command's start."""
+    from scipy.special import ndtri, stdtrit
+    return float(ndtri(p)) if math.isinf(dof) else float(stdtrit(dof, p))
+
+
+def _half_binomial_cdf(k, n):
+    """P(B <= k) for B ~ binomial(n, 1/2), exactly (one rounding, at the division)."""
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+
+
 def ratio_interval(ratios, level=LEVEL):
     """The geometric mean of `ratios` (per-round ratios; None entries, failed rounds, are
     left out) with a t interval on the mean log ratio. One round: no interval (0..inf)."""
@@ -99,8 +112,7 @@ def ratio_interval(ratios, level=LEVEL):
     if n < 2:
         return Interval(math.exp(mean), 0.0, math.inf, n, level, "t", None)
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1))
-    from scipy import stats
-    half = stats.t.ppf(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
+    half = t_quantile(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
     return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, level, "t", sd)
 
 
@@ -115,13 +127,12 @@ def median_interval(ratios, level=LEVEL):
     if n == 0:
         raise ValueError("no ratios to make an interval of")
     mid = (values[(n - 1) // 2] + values[n // 2]) / 2
-    from scipy import stats
     k = 0  # coverage of [x(k), x(n+1-k)] is 1 - 2 P(B <= k-1), B ~ binomial(n, 1/2)
-    while k + 1 <= n // 2 and 1 - 2 * stats.binom.cdf(k, n, 0.5) >= level:
+    while k + 1 <= n // 2 and 1 - 2 * _half_binomial_cdf(k, n) >= level:
         k += 1
     if k == 0:
         return Interval(mid, 0.0, math.inf, n, level, "order statistics", None)
-    achieved = float(1 - 2 * stats.binom.cdf(k - 1, n, 0.5))
+    achieved = 1 - 2 * _half_binomial_cdf(k - 1, n)
     return Interval(mid, values[k - 1], values[n - k], n, achieved, "order statistics", None)
 
 
@@ -160,8 +171,7 @@ def two_sample_interval(old, new, level=LEVEL, noise_floor=NOISE_FLOOR, higher_i
     # Welch-Satterthwaite degrees of freedom; the floor's part counts as known (infinite dof)
     estimated = (sa ** 2 / (len(a) - 1) if len(a) > 1 else 0.0) + (sb ** 2 / (len(b) - 1) if len(b) > 1 else 0.0)
     dof = (sa + sb + floor) ** 2 / estimated if estimated > 0 else math.inf
-    from scipy import stats
-    q = stats.norm.ppf(0.5 + level / 2) if math.isinf(dof) else stats.t.ppf(0.5 + level / 2, max(dof, 1.0))
+    q = t_quantile(0.5 + level / 2, max(dof, 1.0))
     return Interval(math.exp(d), math.exp(d - q * se), math.exp(d + q * se), n, level,
                     "welch t" + (" + noise floor" if floor > 0 else ""), None)
 
@@ -222,10 +232,9 @@ def rounds_needed(interval, threshold=THRESHOLD, level=None):
         return interval.n
     if target <= 0:
         return None
-    from scipy import stats
     n = max(interval.n, 2)
     while n <= MAX_ROUNDS:
-        if stats.t.ppf(0.5 + level / 2, n - 1) * interval.sd_log / math.sqrt(n) < target:
+        if t_quantile(0.5 + level / 2, n - 1) * interval.sd_log / math.sqrt(n) < target:
             return n
         n += 1
     return None
