@@ -42,6 +42,16 @@ def test_digits_are_28x28_in_unit_range_with_a_fixed_split():
     assert np.array_equal(xa, xc)  # the split does not change between runs
 
 
+def test_the_stratified_split_is_a_partition_with_each_class_in_its_share():
+    labels = np.repeat(np.arange(4), [50, 30, 15, 5])
+    train, test = data.stratified_split(labels, 0.2, seed=3)
+    assert len(test) == 20 and sorted(np.concatenate([train, test])) == list(range(100))
+    assert list(np.bincount(labels[test], minlength=4)) == [10, 6, 3, 1]
+    assert len(set(labels[test[:6]])) > 1  # in random order, not class by class
+    other, _ = data.stratified_split(labels, 0.2, seed=4)
+    assert not np.array_equal(np.sort(train), np.sort(other))  # the seed chooses the samples
+
+
 def test_load_gives_datasets_of_samples_and_honours_limit():
     train, test = data.load_dataset("digits", limit=100)
     assert len(train) == 100 and len(test) == 100
@@ -173,7 +183,8 @@ def test_the_download_host_is_checked_once_per_process(tmp_path, monkeypatch):
 
 def test_mxnet_starts_without_scikit_learn_or_scipy_stats_yet_digits_still_loads():
     """gluonperf keeps MXNet's start-up imports of scikit-learn and scipy.stats out (together half
-    of a command's start), and only those: the digits data set still imports them when asked."""
+    of a command's start), and only those; the digits data set is read without importing
+    scikit-learn, and the intervals need no scipy.stats."""
     import subprocess
     import sys
     from conftest import ROOT, clean_env
@@ -185,7 +196,10 @@ def test_mxnet_starts_without_scikit_learn_or_scipy_stats_yet_digits_still_loads
             "assert quantization.stats is None\n"
             "from gluonperf.training import data\n"
             "(x, y), _ = data.digits()\n"
-            "assert 'sklearn.datasets' in sys.modules and x.shape[1:] == (1, 28, 28), x.shape\n"
+            "assert x.shape[1:] == (1, 28, 28), x.shape\n"
+            "from gluonperf.measure.stats import ratio_interval\n"
+            "assert ratio_interval([1.0, 1.1, 0.9]).high > 1\n"
+            "assert 'sklearn' not in sys.modules and 'scipy.stats' not in sys.modules\n"
             "import scipy.stats\n"
             "assert scipy.stats.norm.cdf(0) == 0.5\n"
             "print('ok')\n")

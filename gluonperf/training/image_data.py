@@ -406,14 +406,14 @@ def classes_of(path):
 # --- making a data set offline ----------------------------------------------------------------
 
 def _digit_images(images_per_class, classes, seed):
-    from sklearn.datasets import load_digits
-    bunch = load_digits()
+    from .data import digits_arrays
+    images, labels = digits_arrays()
     rng = np.random.RandomState(seed)
     out = []
     for c in range(classes):
-        pool = np.flatnonzero(bunch.target == c % 10)
+        pool = np.flatnonzero(labels == c % 10)
         for k, i in enumerate(rng.choice(pool, images_per_class, replace=len(pool) < images_per_class)):
-            gray = (bunch.images[i] / 16.0 * 255).astype(np.uint8)
+            gray = (images[i] / 16.0 * 255).astype(np.uint8)
             colour = np.stack([gray * w for w in rng.uniform(0.6, 1.0, size=3)], axis=-1).astype(np.uint8)
             out.append((c, k, colour))
     return out
