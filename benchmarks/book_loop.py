@@ -20,12 +20,13 @@ import os
 import sys
 import time
 
-import mxnet as mx
-import numpy as np
-from mxnet import autograd, gluon, init, nd
-from mxnet.gluon import data as gdata, loss as gloss, utils as gutils
-
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import gluonperf  # noqa: E402,F401  before MXNet: keeps scikit-learn out of MXNet's start-up (gluonperf/__init__.py)
+import mxnet as mx  # noqa: E402
+import numpy as np  # noqa: E402
+from mxnet import autograd, gluon, init, nd  # noqa: E402
+from mxnet.gluon import data as gdata, loss as gloss, utils as gutils  # noqa: E402
+
 from gluonperf.training.models import get_model, resnet18  # noqa: E402
 
 

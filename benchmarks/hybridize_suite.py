@@ -16,10 +16,11 @@ import argparse
 import os
 import sys
 
-import mxnet as mx
-from mxnet import nd
-
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import gluonperf  # noqa: E402,F401  before MXNet: keeps scikit-learn out of MXNet's start-up (gluonperf/__init__.py)
+import mxnet as mx  # noqa: E402
+from mxnet import nd  # noqa: E402
+
 import suite_stats  # noqa: E402  (benchmarks/, this script's folder)
 from gluonperf.cli import common as cli  # noqa: E402
 from gluonperf.measure.harness import measure_interleaved  # noqa: E402

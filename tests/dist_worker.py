@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 
+import gluonperf  # noqa: F401  before MXNet: keeps scikit-learn out of MXNet's start-up (the tests' PYTHONPATH)
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
