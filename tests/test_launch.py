@@ -163,7 +163,8 @@ def test_dry_run_with_hostfile_prints_ssh_commands(tmp_path):
     scheduler = commands["# scheduler 0 on this machine"]
     assert scheduler.startswith("DMLC_NUM_SERVER=2 DMLC_NUM_WORKER=3 DMLC_PS_ROOT_PORT=9123 "
                                 "DMLC_PS_ROOT_URI=127.0.0.1 DMLC_ROLE=scheduler ")
-    assert scheduler.endswith(" -c 'import mxnet'")
+    assert scheduler.endswith(" -c 'import importlib.util; importlib.util.find_spec(\"gluonperf\") and "
+                              "__import__(\"gluonperf\"); import mxnet'")
     worker = commands["# worker 1 on alice@node2:2222 over ssh"]
     assert worker.startswith("ssh -tt -o BatchMode=yes -o StrictHostKeyChecking=accept-new "
                              "-p 2222 alice@node2 'cd %s && exec env " % ROOT)

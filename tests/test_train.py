@@ -336,7 +336,7 @@ def test_dist_sync_workers_train_equal_parts_and_only_rank_0_reports(tmp_path):
     train = [sys.executable, "-m", "gluonperf.train", "--kvstore", "dist_sync", "--dataset", "digits",
              "--model", "lenet", "--limit", "203", "--batch-size", "10", "--epochs", "2", "--workers", "0",
              "--log-interval", "0"]
-    procs = [subprocess.Popen([sys.executable, "-c", "import mxnet"], env=dict(env, DMLC_ROLE=role),
+    procs = [subprocess.Popen([sys.executable, "-c", "import gluonperf, mxnet"], env=dict(env, DMLC_ROLE=role),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for role in ("scheduler", "server")]
     outs = [str(tmp_path / ("out%d.jsonl" % i)) for i in range(2)]

@@ -7,7 +7,9 @@ shipped), so this module is the launcher (its command line is `python -m gluonpe
 
 - the scheduler and servers are `python -c "import mxnet"` with DMLC_ROLE=scheduler/server:
   importing mxnet in such a process runs the scheduler/server loop and exits when the workers
-  finish (mxnet/kvstore/kvstore_server.py, `_init_kvstore_server_module`);
+  finish (mxnet/kvstore/kvstore_server.py, `_init_kvstore_server_module`); gluonperf is
+  imported first where it is installed (`SERVER_CODE`), which keeps scikit-learn out of that
+  import (gluonperf/__init__.py), about a second of CPU per process;
 - the workers run COMMAND with DMLC_ROLE=worker; ps-lite gives each one its rank
   (`kv.rank`) when all have connected, so that rank need not match the launcher's numbering;
 - every line a process prints is prefixed with its role and number, e.g. `[worker 0]`;
@@ -43,6 +45,9 @@ FORWARD_NAMES = ("PYTHONPATH", "LD_LIBRARY_PATH", "DMLC_INTERFACE")
 
 # gluonperf/worker_site, put first on the workers' PYTHONPATH: its sitecustomize makes a failing
 # worker exit at once instead of waiting forever in the dist kvstore's exit barrier (see the file).
+# What the scheduler and servers run: importing mxnet with DMLC_ROLE set runs their loop;
+# gluonperf first, where the interpreter has it, so that MXNet's start-up skips scikit-learn.
+SERVER_CODE = 'import importlib.util; importlib.util.find_spec("gluonperf") and __import__("gluonperf"); import mxnet'
 EXIT_GUARD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker_site")
 
 SSH_OPTIONS = ("-tt",  # a remote tty: the remote command gets SIGHUP when ssh is stopped
@@ -219,7 +224,7 @@ def plan(command, num_workers, num_servers=1, hosts=None, root_uri=None, port=No
               "DMLC_NUM_SERVER": str(num_servers), "DMLC_NUM_WORKER": str(num_workers),
               "PYTHONUNBUFFERED": "1"}  # lines arrive as they are printed
     guarded_path = os.pathsep.join(p for p in (EXIT_GUARD, os.environ.get("PYTHONPATH")) if p)
-    server_command = (python, "-c", "import mxnet")
+    server_command = (python, "-c", SERVER_CODE)
     nodes = [Node("scheduler", 0, server_command, dict(common, DMLC_ROLE="scheduler"))]
     extra = forwarded_environment(forward) if hosts else {}
     for role, count, cmd in (("server", num_servers, server_command),
