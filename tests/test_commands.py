@@ -81,8 +81,17 @@ BENCH = [
 ]
 
 
-@pytest.mark.parametrize("ctx", [[], TWO], ids=["cpu", "cpu0,cpu1"])
-@pytest.mark.parametrize("name,argv,columns,benches", BENCH, ids=[b[0] for b in BENCH])
+# With --ctx cpu0,cpu1 too where that runs other code than the default: hybridize and async
+# run on the first context of --ctx, parallel and overlap pair cpu0 with cpu1 either way,
+# and scratch and scaling run on two contexts elsewhere (test_user_set_threads_do_not_hang_two_contexts,
+# tests/test_train.py).
+ON_TWO = ("allreduce", "train")
+
+
+@pytest.mark.parametrize("name,argv,columns,benches,ctx", [
+    (*bench, ctx) for bench in BENCH for ctx in ([[], TWO] if bench[0] in ON_TWO else [[]])],
+    ids=["%s-%s" % (bench[0], label) for bench in BENCH
+         for label in (["cpu", "cpu0,cpu1"] if bench[0] in ON_TWO else ["cpu"])])
 def test_readme_command_as_a_user_runs_it(name, argv, columns, benches, ctx, tmp_path):
     out = tmp_path / "out.json"
     p = command(["-m", *argv, *ctx, "--json", str(out)], tmp_path)
