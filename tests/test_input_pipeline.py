@@ -2,10 +2,22 @@
 loader is made slow on purpose (GLUONPERF_LOADER_DELAY_S: seconds per image, as a slow disk)."""
 import pytest
 
-from test_image_data import images, records, run_marked  # noqa: F401 (images: the module's data set fixture)
+from test_image_data import CLASSES, PER_CLASS, records, run_marked
 
 
-def test_bench_input_records_carry_intervals_and_n(images, tmp_path):  # noqa: F811
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    """The data set of tests/test_image_data.py (which makes it through the command), made here
+    by the library in this process: the slow-loader test runs in the `alone` block, which holds
+    both cores, and a command's start-up there would cost both."""
+    from gluonperf.training.image_data import make_folder, pack_rec
+    folder = str(tmp_path_factory.mktemp("images") / "tiny")
+    make_folder(folder, images_per_class=PER_CLASS, size=32, classes=CLASSES)
+    pack_rec(folder, folder)
+    return folder
+
+
+def test_bench_input_records_carry_intervals_and_n(images, tmp_path):
     out = str(tmp_path / "input.json")
     p = run_marked(["gluonperf.bench", "input", "--dataset", images + ".rec", "--model", "lenet", "--batch-size", "4",
                     "--workers", "0,1", "--repeat", "3", "--batches", "2", "--sample", "4", "--json", out])
@@ -43,7 +55,7 @@ def _input_verdict(path, tmp_path, **env):
 
 
 @pytest.mark.alone
-def test_the_input_verdict_flips_when_the_loader_is_slow(images, tmp_path):  # noqa: F811
+def test_the_input_verdict_flips_when_the_loader_is_slow(images, tmp_path):
     # the real loader's worker takes CPU time from the step on 2 shared cores: measured input-bound by 6%
     # (95% CI 2-11%) on a busy machine and by 26% (19-32%) in a full suite run, so the quick loader's own
     # verdict depends on the machine; what must hold is that the slow loader's share lies above it
