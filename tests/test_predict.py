@@ -1,5 +1,6 @@
 """python -m gluonperf.predict and the arithmetic of gluonperf.experiments.scaling_model."""
 import json
+import re
 
 import pytest
 
@@ -152,6 +153,18 @@ def test_validate_devices(run, tmp_path):
     assert rows[0]["t2_s"] == 0  # one device exchanges nothing
     assert 0.25 < rows[1]["t2_s"] / rows[1]["measured_t2_s"] < 4, rows[1]
     assert "predicted_step_s" in done.stdout
+    # every check carries the measured step's interval over the timed steps, measured/predicted
+    # with its interval, and the judgement (tests/test_predict_validate.py); the title counts them
+    for r in rows:
+        assert r["measured_n"] == 5 and len(r["measured_samples_s"]) == 5
+        assert r["measured_step_low_s"] <= r["measured_step_s"] <= r["measured_step_high_s"]
+        low, high = r["measured_over_predicted_ci_low"], r["measured_over_predicted_ci_high"]
+        assert low == pytest.approx(r["measured_step_low_s"] / r["predicted_step_s"])
+        expected = True if 0.75 <= low and high <= 1.25 else False if high < 0.75 or low > 1.25 else None
+        assert r["within_25pct"] is expected
+        assert "  %s: %s" % (r["name"], r["judgement"]) in done.stdout
+    assert re.search(r"within 25% in \d, outside in \d, inconclusive in \d", done.stdout)
+    assert "measured_over_predicted_ci_low" in done.stdout
 
 
 def test_link_from_allreduce_records():
