@@ -166,7 +166,8 @@ def cores(tmp_path_factory, alone=False, keep=False):
             require_quiet()
         yield
         return
-    if _held and alone:
+    kept = bool(_held and alone)
+    if kept:
         lock = _held.pop()
     else:
         while _held:  # not expected: `keep` is only set when an `alone` test follows
@@ -174,8 +175,8 @@ def cores(tmp_path_factory, alone=False, keep=False):
         lock = open(tmp_path_factory.getbasetemp().parent / "cores.lock", "a")
         fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
     try:
-        if alone:
-            require_quiet()
+        if alone:  # after an `alone` test that kept the lock, only its own processes can be exiting
+            require_quiet(interval=0.2 if kept else 0.5)
         yield
     finally:
         if keep:
@@ -191,14 +192,14 @@ BUSY_VARIABLE = "GLUONPERF_TEST_BUSY"  # 'run': run anyway on a busy machine, wi
 _gave_up = []
 
 
-def require_quiet():
+def require_quiet(interval=0.5):
     """Wait until the machine is idle (below BUSY): the processes of the tests that ran before
     (commands still exiting, a browser closing) outlive their tests' locks. A machine still
     busy after QUIET_TIMEOUT (AFTER_BUSY once a wait failed) skips the test with what was
     found: a test that times work or reads the load would judge the other processes, and a
     pass there would say nothing. With GLUONPERF_TEST_BUSY=run the test runs anyway and a
     warning names the load."""
-    load = _wait_for_quiet(AFTER_BUSY if _gave_up else QUIET_TIMEOUT)
+    load = _wait_for_quiet(AFTER_BUSY if _gave_up else QUIET_TIMEOUT, interval=interval)
     if load is None:
         return
     _gave_up.append(load)
@@ -232,13 +233,13 @@ def _top_process():
     return "the busiest: %s (pid %d) at %.0f%% of a core" % (best[1], best[2], best[0]) if best else "none found"
 
 
-def _wait_for_quiet(timeout, busy=BUSY):
-    """Poll the machine's CPU use (half a second at a time) until it is below `busy`; None
-    when it was, else the last use seen when `timeout` ran out."""
+def _wait_for_quiet(timeout, busy=BUSY, interval=0.5):
+    """Poll the machine's CPU use (`interval` seconds at a time) until it is below `busy`;
+    None when it was, else the last use seen when `timeout` ran out."""
     import psutil
     deadline = time.monotonic() + timeout
     while True:
-        load = psutil.cpu_percent(interval=0.5) / 100.0
+        load = psutil.cpu_percent(interval=interval) / 100.0
         if load < busy:
             return None
         if time.monotonic() >= deadline:

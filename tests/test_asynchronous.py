@@ -136,16 +136,7 @@ def test_bench_async_writes_records_and_a_trace_of_the_operators(run, tmp_path):
     assert {"dot", "sum", "_plus_scalar"} <= names
 
 
-def test_bench_memory_plot_json_and_trace(run, tmp_path):
-    out, png, trace = tmp_path / "m.json", tmp_path / "m.png", tmp_path / "m-trace.json"
-    p = run("gluonperf.bench", "memory", "--batches", "4", "--every", "2", "--batch-size", "32",
-            "--features", "16", "--json", str(out), "--plot", str(png), "--trace", str(trace))
-    assert p.returncode == 0, p.stderr
-    rows = [json.loads(line) for line in open(out)]
-    assert [r["name"] for r in rows] == ["sync every 2", "no sync"]
-    assert all(r["rss_peak_bytes"] > 0 and r["env"]["mxnet"] for r in rows)
-    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
-    assert "FullyConnected" in event_names(load_trace(trace))
+# bench memory from the command line (--plot, --json, --trace): tests/test_commands.py
 
 
 def test_bad_input_is_one_line(capsys, tmp_path):

@@ -65,8 +65,6 @@ TWO = ["--ctx", "cpu0,cpu1"]
 BENCH = [
     ("hybridize", ["gluonperf.bench", "hybridize", "--repeat", "2", "--number", "20"],
      ["name", "median_s", "speedup", "hybrid_forward_calls"], {"hybridize"}),
-    ("async", ["gluonperf.bench", "async", "--demo-size", "200", "--sizes", "10,32", "--iterations", "20",
-               "--repeat", "2"], ["name", "median_s"], {"async"}),
     ("parallel", ["gluonperf.bench", "parallel", "--repeat", "2"], ["name", "median_s", "gain"], {"parallel"}),
     ("overlap", ["gluonperf.bench", "overlap", "--repeat", "3"], ["name", "median_s", "overlap"], {"overlap"}),
     ("allreduce", ["gluonperf.bench", "allreduce", "--sizes", "4K,256K", "--num-ctx", "2", "--repeat", "2"],
@@ -81,10 +79,11 @@ BENCH = [
 ]
 
 
-# With --ctx cpu0,cpu1 too where that runs other code than the default: hybridize and async
-# run on the first context of --ctx, parallel and overlap pair cpu0 with cpu1 either way,
-# and scratch and scaling run on two contexts elsewhere (test_user_set_threads_do_not_hang_two_contexts,
-# tests/test_train.py).
+# bench async and bench memory run from the command line in tests/test_asynchronous.py and in
+# test_bench_memory_plot_json_and_trace. With --ctx cpu0,cpu1 too where that runs other code
+# than the default: hybridize runs on the first context of --ctx, parallel and overlap pair
+# cpu0 with cpu1 either way, and scratch and scaling run on two contexts elsewhere
+# (test_user_set_threads_do_not_hang_two_contexts, tests/test_train.py).
 ON_TWO = ("allreduce", "train")
 
 
@@ -200,14 +199,18 @@ def test_an_mxnet_error_on_two_contexts_leaves_no_traceback_at_exit(tmp_path):
     assert ours == ["two-errors: MXNet error: MXNetError: could not create a primitive descriptor iterator"], p.stderr
 
 
-def test_bench_memory_plot_and_json(tmp_path):
-    out, png = tmp_path / "m.json", tmp_path / "m.png"
+def test_bench_memory_plot_json_and_trace(tmp_path):
+    from gluonperf.measure.trace import event_names, load_trace
+    out, png, trace = tmp_path / "m.json", tmp_path / "m.png", tmp_path / "m-trace.json"
     p = command(["-m", "gluonperf.bench", "memory", "--batches", "6", "--every", "1,2", "--batch-size", "64",
-                 "--features", "64", "--plot", str(png), "--json", str(out)], tmp_path)
+                 "--features", "64", "--plot", str(png), "--json", str(out), "--trace", str(trace)], tmp_path)
     assert p.returncode == 0, p.stderr
     assert {"name", "rss_peak_bytes", "max_in_flight"} <= set(header(p.stdout))
-    assert [r["name"] for r in records(out)] == ["sync every batch", "sync every 2", "no sync"]
-    assert png.read_bytes()[:4] == b"\x89PNG"
+    rows = records(out)
+    assert [r["name"] for r in rows] == ["sync every batch", "sync every 2", "no sync"]
+    assert all(r["rss_peak_bytes"] > 0 for r in rows)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "FullyConnected" in event_names(load_trace(trace))
     assert_user_mode(out)
     assert_user_mode(png)
 

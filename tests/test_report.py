@@ -37,7 +37,7 @@ COMMANDS = {
                 "--ceiling", "quick"],
     "predict": ["gluonperf.predict", "--model", "lenet", "--t1", "0.01", "--per-device-batch", "32", "--devices", "1,2",
                 "--machines", "1,2", "--link", "pcie3", "--network", "25gbe"],
-    "footprint": ["gluonperf.bench", "footprint", "--model", "lenet", "--batch-sizes", "8,16", "--hybridize", "hybrid",
+    "footprint": ["gluonperf.bench", "footprint", "--model", "lenet", "--batch-sizes", "8", "--hybridize", "hybrid",
                   "--checkpoint", "0,2", "--steps", "1", "--budget", "64M"],
 }
 # Real suite and tune outputs of this machine, as saved in the repository.
