@@ -100,11 +100,11 @@ def pytest_configure(config):
 # The longest units of work first, so that the short ones even out the end of the run (the
 # longest-processing-time rule): seconds of each unit in a full run (`--durations=0`, 2-core
 # AMD EPYC Zen 3, 2026-11-25). Only the order depends on these; a unit not named counts as short.
-UNIT_SECONDS = {"alone": 160, "tests/test_commands.py": 240, "tests/test_suites.py": 150,
-                "tests/test_image_data.py": 75, "tests/test_flags.py": 75, "tests/test_launch.py": 73,
-                "tests/test_report.py": 61, "tests/test_optimizers.py": 56, "tests/test_train.py": 47,
-                "tests/test_flat.py": 47, "tests/test_bench_cli.py": 31, "tests/test_asynchronous.py": 26,
-                "tests/test_profile.py": 24}
+UNIT_SECONDS = {"tests/test_commands.py": 140, "tests/test_suites.py": 124, "alone": 107,
+                "tests/test_image_data.py": 69, "tests/test_report.py": 62, "tests/test_launch.py": 61,
+                "tests/test_optimizers.py": 60, "tests/test_flags.py": 49, "tests/test_train.py": 31,
+                "tests/test_flat.py": 29, "tests/test_bench_cli.py": 24, "tests/test_profile.py": 17,
+                "tests/test_footprint.py": 15, "tests/test_asynchronous.py": 14}
 
 
 @pytest.hookimpl(tryfirst=True)
