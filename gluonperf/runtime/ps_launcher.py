@@ -43,11 +43,12 @@ from .. import UserError
 FORWARD_PREFIXES = ("MXNET_", "PS_", "OMP_", "KMP_")
 FORWARD_NAMES = ("PYTHONPATH", "LD_LIBRARY_PATH", "DMLC_INTERFACE")
 
-# gluonperf/worker_site, put first on the workers' PYTHONPATH: its sitecustomize makes a failing
-# worker exit at once instead of waiting forever in the dist kvstore's exit barrier (see the file).
 # What the scheduler and servers run: importing mxnet with DMLC_ROLE set runs their loop;
 # gluonperf first, where the interpreter has it, so that MXNet's start-up skips scikit-learn.
 SERVER_CODE = 'import importlib.util; importlib.util.find_spec("gluonperf") and __import__("gluonperf"); import mxnet'
+
+# gluonperf/worker_site, put first on the workers' PYTHONPATH: its sitecustomize makes a failing
+# worker exit at once instead of waiting forever in the dist kvstore's exit barrier (see the file).
 EXIT_GUARD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker_site")
 
 SSH_OPTIONS = ("-tt",  # a remote tty: the remote command gets SIGHUP when ssh is stopped
