@@ -195,8 +195,11 @@ def test_an_mxnet_error_on_two_contexts_leaves_no_traceback_at_exit(tmp_path):
             "cli.run(main, 'two-errors')\n")
     p = command(["-c", code], tmp_path, timeout=60, DNNL_MAX_CPU_ISA="AVX2")
     assert p.returncode == 1 and "Traceback" not in p.stderr and "Exception ignored" not in p.stderr, p.stderr
-    ours = [l for l in p.stderr.splitlines() if l.startswith("two-errors")]
-    assert ours == ["two-errors: MXNet error: MXNetError: could not create a primitive descriptor iterator"], p.stderr
+    # MXNet's engine thread logs the other context's failure to stderr while the line is being
+    # written, in several writes of its own: the line is one write, so it stays whole (print()'s
+    # two writes let MXNet's log in before the newline), though it may follow a piece of MXNet's
+    assert p.stderr.count("two-errors") == 1, p.stderr
+    assert "two-errors: MXNet error: MXNetError: could not create a primitive descriptor iterator\n" in p.stderr
 
 
 def test_bench_memory_plot_json_and_trace(tmp_path):

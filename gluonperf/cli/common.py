@@ -239,11 +239,19 @@ def progress_bar(total, desc):
 _LATER = []  # notes held back by note_later
 
 
+def say(line):
+    """One line on stderr, in one write: print() writes the text and its newline apart, and
+    MXNet's engine threads, which log to stderr too (another context's failing operator),
+    landed between the two and split the line."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
 def note(message):
     """A remark for the person at the terminal (stderr, so stdout stays the table); the
     notes held back by `note_later` come out first."""
     flush_notes()
-    print(message, file=sys.stderr)
+    say(message)
 
 
 def note_later(message):
@@ -255,7 +263,7 @@ def note_later(message):
 
 def flush_notes():
     while _LATER:
-        print(_LATER.pop(0), file=sys.stderr)
+        say(_LATER.pop(0))
 
 
 def _asks_help(argv):
@@ -364,22 +372,21 @@ def run(main, prog, argv=None):
         flush_notes()
     except UserError as e:
         _LATER.clear()  # the error is the one line: settings notes are moot
-        print("%s: error: %s" % (prog, e), file=sys.stderr)
+        say("%s: error: %s" % (prog, e))
         code = 2
     except KeyboardInterrupt:
-        print("%s: interrupted" % prog, file=sys.stderr)
+        say("%s: interrupted" % prog)
         code = 130
     except OSError as e:  # the disk filled up, or the file system turned read-only, after the checks
         if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO):
             raise
         _LATER.clear()
-        print("%s: error: cannot write %s: %s; free some space or write elsewhere"
-              % (prog, e.filename or "the output", e.strerror), file=sys.stderr)
+        say("%s: error: cannot write %s: %s; free some space or write elsewhere"
+            % (prog, e.filename or "the output", e.strerror))
         code = 1
     except MemoryError as e:  # numpy's "Unable to allocate ..." (MXNet's own are MXNetErrors)
         _LATER.clear()
-        print("%s: error: out of memory%s; use smaller sizes" % (prog, ": %s" % e if str(e) else ""),
-              file=sys.stderr)
+        say("%s: error: out of memory%s; use smaller sizes" % (prog, ": %s" % e if str(e) else ""))
         code = 1
     except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -392,7 +399,7 @@ def run(main, prog, argv=None):
         line = error_line(e)
         if "allocate" in line.lower() and "memory" in line.lower():
             line += " (out of memory: use smaller sizes, e.g. a lower --batch-size)"
-        print("%s: MXNet error: %s" % (prog, line), file=sys.stderr)
+        say("%s: MXNet error: %s" % (prog, line))
         _quiet_mxnet_shutdown(base)
         code = 1
     finally:
