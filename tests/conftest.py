@@ -113,7 +113,7 @@ def pytest_collection_modifyitems(config, items):
     each test file is one unit, as with `--dist loadfile` (a module fixture runs once), and all
     the `alone` tests make one unit of their own. They then run one after the other on one
     worker, which keeps the cores through the whole block (`_share_the_cores`), instead of each
-    waiting for the test in progress on the other worker to end, 22 times a run. The units go
+    waiting for the test in progress on the other worker to end, once per `alone` test. The units go
     out longest first (`UNIT_SECONDS`; pyproject turns off xdist's own order, by test count);
     the `alone` block counts twice, as it holds both workers."""
     def unit(item):
@@ -121,7 +121,7 @@ def pytest_collection_modifyitems(config, items):
 
     for item in items:
         item.add_marker(pytest.mark.xdist_group(unit(item)))
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # one test at a time (-n 0): the files' own order
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # with -n 0 (no workers) the files keep their own order
         weight = {"alone": 2}
         items.sort(key=lambda item: -UNIT_SECONDS.get(unit(item), 0) * weight.get(unit(item), 1))  # stable
 
@@ -185,7 +185,7 @@ def cores(tmp_path_factory, alone=False, keep=False):
             lock.close()
 
 
-BUSY = 0.25           # share of the machine's CPU time, over half a second, that counts as busy
+BUSY = 0.25           # share of the machine's CPU time, over one poll (0.2-0.5 s), that counts as busy
 QUIET_TIMEOUT = 30.0  # how long an `alone` test waits for an idle machine
 AFTER_BUSY = 5.0      # ... once one has waited in vain in this process (the machine is loaded)
 BUSY_VARIABLE = "GLUONPERF_TEST_BUSY"  # 'run': run anyway on a busy machine, with a warning
