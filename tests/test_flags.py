@@ -159,13 +159,15 @@ def test_train_seed_wd_kvstore_lr_scale_optimizer_and_lr_decay(tmp_path):
 
 
 def test_stall_timeout_stops_train_and_bench_scratch(tmp_path):
-    """--stall-timeout on commands other than bench parallel (tested in test_commands): a
-    limit shorter than loading MXNet stops the command there, with exit code 3, one line
+    """--stall-timeout on commands other than bench parallel (tested in test_commands): when
+    MXNet never finishes (tests/hang.py makes every sync point wait for ever, so the stall is
+    real on a machine of any speed), the guard stops the command with exit code 3, one line
     saying what it waited on, and no output file."""
+    hang = os.path.join(ROOT, "tests", "hang.py")
     train, scratch = two_at_a_time(
-        TRAIN + ["--stall-timeout", "1", "--json", str(tmp_path / "t.json")],
-        ["-m", "gluonperf.bench", "scratch", "--epochs", "1", "--limit", "256", "--dataset", "digits",
-         "--stall-timeout", "1", "--json", str(tmp_path / "s.json")])
+        [hang] + TRAIN + ["--stall-timeout", "3", "--json", str(tmp_path / "t.json")],
+        [hang, "-m", "gluonperf.bench", "scratch", "--epochs", "1", "--limit", "256", "--dataset", "digits",
+         "--stall-timeout", "3", "--json", str(tmp_path / "s.json")])
     for p, prog in ((train, "gluonperf.train"), (scratch, "gluonperf.bench")):
         assert p.returncode == 3, (p.returncode, p.stderr[-2000:])
         last = p.stderr.strip().splitlines()[-1]
