@@ -135,13 +135,19 @@ INPUT_COLUMNS = ["name", "time_s", "images_per_s", "images_per_s_ci_low", "image
                  "share", "share_ci_low", "share_ci_high", "verdict"]
 
 
-def input_title(args, ctxs):
+def input_title(args, config, ctxs):
+    """The input section's title; --workers as the run used it: when not given, the default
+    `config_from` chose (0 on CPU contexts, TrainConfig's with GPUs), said to be that."""
     from .runtime.contexts import describe
-    return ("input: is the step waiting for its input? %s on %s, batch %d on %s, --loader %s, --workers %d; %d "
+    workers = "%d" % config.workers
+    if args.workers is None:
+        cpus = all(c.device_type == "cpu" for c in ctxs)
+        workers += " (the default %s)" % ("on CPU contexts" if cpus else "with GPUs")
+    return ("input: is the step waiting for its input? %s on %s, batch %d on %s, --loader %s, --workers %s; %d "
             "alternating rounds of %d steps as gluonperf.train runs them on the real loader and on one batch in "
             "memory, and of the loader alone; share waiting = 1 - t(memory)/t(real) per round (95%% t interval on "
             "its log); wait_share: time blocked in next()" % (
-                args.model, args.dataset, args.batch_size, describe(ctxs), args.loader, args.workers, args.rounds,
+                args.model, args.dataset, args.batch_size, describe(ctxs), args.loader, workers, args.rounds,
                 args.steps))
 
 
@@ -193,7 +199,7 @@ def main(argv=None):
     if args.input_only:
         setup = prepare(config, ctxs)
         rows = input_section(args, config, ctxs, setup)
-        cli.emit(rows, args, ctxs, columns=INPUT_COLUMNS, title=input_title(args, ctxs))
+        cli.emit(rows, args, ctxs, columns=INPUT_COLUMNS, title=input_title(args, config, ctxs))
         print(rows[-1].metrics["finding"])
         return 0
     flops = model_flops(config, ctxs)
@@ -248,7 +254,7 @@ def main(argv=None):
          found, VERDICT_COLUMNS),
     ]
     if inputs:
-        sections.append((input_title(args, ctxs), inputs, INPUT_COLUMNS))
+        sections.append((input_title(args, config, ctxs), inputs, INPUT_COLUMNS))
     cli.emit_sections(sections, args, ctxs, records=ceiling + works + parts + operators + found + inputs)
     if inputs:
         print(inputs[-1].metrics["finding"])
