@@ -20,7 +20,7 @@ import time
 import psutil
 import pytest
 
-from conftest import ROOT, marked_env, processes_of, run_leaving_nothing
+from conftest import HANGING_MXNET, ROOT, marked_env, processes_of, run_leaving_nothing
 
 PY = sys.executable
 TIMEOUT = 240
@@ -490,12 +490,12 @@ def test_a_stopped_training_run_keeps_the_epochs_it_finished(tmp_path):
 
 
 def test_the_stall_guard_stops_a_step_that_makes_no_progress(tmp_path):
-    """A step that never ends (tests/hang.py: MXNet's sync points wait for ever, a stall on a
+    """A step that never ends (tests/hang: MXNet's sync points wait for ever, a stall on a
     machine of any speed) is stopped after --stall-timeout: exit 3, one line naming where the
     main thread waited and the thread settings, no output file."""
     out = tmp_path / "p.json"
-    p = command([os.path.join(ROOT, "tests", "hang.py"), "-m", "gluonperf.bench", "parallel", "--cpu-size", "64",
-                 "--products", "2", "--stall-timeout", "1", "--json", str(out)], tmp_path)
+    p = command(["-m", "gluonperf.bench", "parallel", "--cpu-size", "64", "--products", "2", "--stall-timeout", "1",
+                 "--json", str(out)], tmp_path, **HANGING_MXNET)
     assert p.returncode == 3, p.stderr
     last = p.stderr.strip().splitlines()[-1]
     assert "stalled: no progress" in last and "parallel" in last and "OMP_NUM_THREADS=" in last

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import ROOT, run_leaving_nothing
+from conftest import HANGING_MXNET, ROOT, run_leaving_nothing
 
 TIMEOUT = 240
 
@@ -160,14 +160,13 @@ def test_train_seed_wd_kvstore_lr_scale_optimizer_and_lr_decay(tmp_path):
 
 def test_stall_timeout_stops_train_and_bench_scratch(tmp_path):
     """--stall-timeout on commands other than bench parallel (tested in test_commands): when
-    MXNet never finishes (tests/hang.py makes every sync point wait for ever, so the stall is
+    MXNet never finishes (tests/hang makes every sync point wait for ever, so the stall is
     real on a machine of any speed), the guard stops the command with exit code 3, one line
     saying what it waited on, and no output file."""
-    hang = os.path.join(ROOT, "tests", "hang.py")
     train, scratch = two_at_a_time(
-        [hang] + TRAIN + ["--stall-timeout", "3", "--json", str(tmp_path / "t.json")],
-        [hang, "-m", "gluonperf.bench", "scratch", "--epochs", "1", "--limit", "256", "--dataset", "digits",
-         "--stall-timeout", "3", "--json", str(tmp_path / "s.json")])
+        TRAIN + ["--stall-timeout", "3", "--json", str(tmp_path / "t.json")],
+        ["-m", "gluonperf.bench", "scratch", "--epochs", "1", "--limit", "256", "--dataset", "digits",
+         "--stall-timeout", "3", "--json", str(tmp_path / "s.json")], **HANGING_MXNET)
     for p, prog in ((train, "gluonperf.train"), (scratch, "gluonperf.bench")):
         assert p.returncode == 3, (p.returncode, p.stderr[-2000:])
         last = p.stderr.strip().splitlines()[-1]
@@ -273,14 +272,16 @@ def test_compare_metric_and_report_metric_and_title(tmp_path):
 
 def test_tune_timeout_kvstore_and_two_contexts(tmp_path):
     """tune --ctx cpu0,cpu1 --kvstore device,local: the contexts lever tries the two contexts
-    with each of the two kvstores named (and no other). --timeout 1: no candidate starts
-    within a second (loading MXNet takes longer), so every one is abandoned and says so."""
+    with each of the two kvstores named (and no other). --timeout 1 where MXNet never
+    finishes (tests/hang, in tune's children too): every candidate is abandoned and says so."""
     kv, slow = tmp_path / "kv.json", tmp_path / "timeout.json"
     base = ["-m", "gluonperf.tune", "--model", "mlp", "--batch-sizes", "8", "--steps", "2", "--rounds", "2",
             "--runner", "steprate"]
-    p_kv, p_slow = two_at_a_time(
-        base + ["--ctx", "cpu0,cpu1", "--kvstore", "device,local", "--levers", "contexts", "--json", str(kv)],
-        base + ["--levers", "engine", "--timeout", "1", "--json", str(slow)])
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        kv_run = pool.submit(command, *base, "--ctx", "cpu0,cpu1", "--kvstore", "device,local", "--levers",
+                             "contexts", "--json", str(kv))
+        p_slow = command(*base, "--levers", "engine", "--timeout", "1", "--json", str(slow), **HANGING_MXNET)
+        p_kv = kv_run.result()
     ok(p_kv)
     tried = [r["name"] for r in records(kv) if r.get("lever") == "contexts"]
     both = [n for n in tried if "cpu0,cpu1" in n]

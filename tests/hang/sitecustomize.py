@@ -1,14 +1,15 @@
-"""Run a gluonperf command whose MXNet never finishes: `python tests/hang.py -m MODULE ARGS...`.
+"""Put this directory first on PYTHONPATH to run gluonperf commands whose MXNet never finishes.
 
 A stall the test controls, instead of a limit shorter than some real work (which holds only
-on a machine slow enough): every way the command can wait for MXNet (`mx.nd.waitall`, an
-array's `wait_to_read`, `asnumpy`, `asscalar`) blocks for ever, as on a hung engine; the
-rest of the command runs as `python -m MODULE ARGS...` would run it. The command's own stall
-guard (`--stall-timeout`) is what must end it.
+on a machine slow enough): in every process of the run (children inherit PYTHONPATH),
+MXNet is imported when the command imports it (after the command has set its thread
+variables), then every way to wait for it (`mx.nd.waitall`, an array's `wait_to_read`,
+`asnumpy`, `asscalar`) blocks for ever, as on a hung engine. The command's own guards
+(`--stall-timeout`, tune's `--timeout`) are what must end it. `HANGING_MXNET` in tests/conftest.py
+is the environment to pass.
 """
 import importlib.abc
 import importlib.machinery
-import runpy
 import sys
 import threading
 
@@ -44,14 +45,4 @@ class HangMXNetOnImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         hang(module)
 
 
-def hang_mxnet():
-    sys.meta_path.insert(0, HangMXNetOnImport())
-
-
-if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] != "-m":
-        sys.exit("usage: python tests/hang.py -m MODULE [ARGS...]")
-    module = sys.argv[2]
-    sys.argv = [module] + sys.argv[3:]
-    hang_mxnet()
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
+sys.meta_path.insert(0, HangMXNetOnImport())
