@@ -153,3 +153,53 @@ def test_settings_notes_wait_for_the_work_and_vanish_before_an_error(capsys):
         with pytest.raises(SystemExit) as stop:
             cli.run(main, "prog", [])
         assert stop.value.code == code and capsys.readouterr().err == err
+
+
+def test_busy_note_follows_what_other_processes_take_now_not_the_load_average(monkeypatch):
+    """A command started within a minute after heavy work ended found a load average of 2.3 on
+    2 cores and called the idle machine busy: the note now follows busy_cores (the machine's
+    busy share while this process sleeps), and reuses the thread default's reading."""
+    import os
+
+    from gluonperf.runtime import threads
+    monkeypatch.setattr(os, "getloadavg", lambda: (8.0, 8.0, 8.0))  # work that just ended, on 2 cores
+    calls = []
+    monkeypatch.setattr(threads.psutil, "cpu_percent", lambda interval=None, percpu=False: calls.append(1) or 0.0)
+    monkeypatch.setattr(threads, "_last_reading", [], raising=False)
+    assert threads.load_warning(cores=2) is None  # nothing else runs now
+    threads.cores_taken()  # the thread default's reading at start-up ...
+    calls.clear()
+    assert threads.load_warning(cores=2) is None and calls == []  # ... is the one judged: no second wait
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    note = threads.load_warning(cores=2, busy=1.6)
+    assert note and "1.6 of the 2 cores" in note and "load average" not in note and "\n" not in note
+    assert threads.load_warning(cores=2, busy=0.9) is None  # under half the cores
+
+
+@pytest.mark.alone  # makes load: a busy loop on every processor
+def test_busy_note_when_other_processes_take_the_cores(monkeypatch):
+    """The reverse, for real: other processes spin on every processor while the load average
+    (stale) says the machine is idle. The loops take all the machine's CPU time, twice the
+    threshold of half the cores, measured over a whole second."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+    from gluonperf.runtime import threads
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(threads, "_last_reading", [], raising=False)
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(threads.logical_cpus())]
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until each loop runs (Python's start-up is over)
+            if all(sum(psutil.Process(p.pid).cpu_times()[:2]) > 0.3 for p in loops):
+                break
+            time.sleep(0.1)
+        note = threads.load_warning(interval=1.0)
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    assert note and "the machine is busy" in note, note

@@ -9,6 +9,7 @@ ResNet-18 training runs at about half speed (see docs/levers.md).
 """
 import os
 import platform
+import time
 
 import psutil
 
@@ -111,20 +112,24 @@ def idle_warnings(contexts, env=None, cores=None, logical=None):
     return out
 
 
-def load_warning(cores=None, own=1.0):
-    """A line when other processes already keep the cores busy (figures are then noisy, and
-    settings that use every core look worse than they would on an idle machine), else None.
-    `own`: the load this process itself is expected to add."""
+def load_warning(cores=None, interval=0.2, busy=None):
+    """A line when other processes keep more than half the cores busy now (figures are then
+    noisy, and settings that use every core look worse than they would on an idle machine),
+    else None.
+
+    `busy`: the cores other processes keep busy (default: this process's `busy_cores`
+    reading of the last READING_SECONDS, the one the thread default was chosen from at
+    start-up, else one measured now over `interval` seconds). Not the load average: it lags
+    by a minute, so a command started just after heavy work ended would call an idle
+    machine busy."""
     cores = cores or physical_cores()
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):
+    if busy is None:
+        busy = recent_busy_cores(interval)
+    if busy is None or busy <= 0.5 * cores:
         return None
-    if load - own > 0.5 * cores:
-        return ("the machine is busy (load average %.1f on %d cores): other processes compete for the cores, "
-                "so figures are noisy and all-core thread settings lose more than on an idle machine"
-                % (load, cores))
-    return None
+    return ("the machine is busy (other processes take %.1f of the %d cores now): they compete for the cores, "
+            "so figures are noisy and all-core thread settings lose more than on an idle machine"
+            % (busy, cores))
 
 
 def recommended_threads(contexts=1, cores=None, taken=0):
@@ -157,12 +162,29 @@ def thread_settings(contexts=1, taken=0, cores=None):
     return out
 
 
+READING_SECONDS = 30.0  # how long a `busy_cores` reading stands for the machine now
+_last_reading = []  # [monotonic time, cores] of this process's last `busy_cores` reading
+
+
 def busy_cores(interval=0.2):
     """Cores other processes keep busy now: the machine's busy share over `interval`
     seconds, measured while this process sleeps (psutil), in cores (hyper-threads not
     counted). A load average would lag by a minute and count jobs that just ended."""
     share = psutil.cpu_percent(interval=interval) / 100.0
-    return share * logical_cpus() * physical_cores() / max(1, psutil.cpu_count(logical=True) or 1)
+    busy = share * logical_cpus() * physical_cores() / max(1, psutil.cpu_count(logical=True) or 1)
+    _last_reading[:] = [time.monotonic(), busy]
+    return busy
+
+
+def recent_busy_cores(interval=0.2):
+    """`busy_cores`: this process's reading of the last READING_SECONDS when it has one (no
+    second wait after the thread default's), else one measured now; None without /proc/stat."""
+    if _last_reading and time.monotonic() - _last_reading[0] <= READING_SECONDS:
+        return _last_reading[1]
+    try:
+        return busy_cores(interval)
+    except (OSError, RuntimeError):  # no /proc/stat (a restricted container)
+        return None
 
 
 def cores_taken(interval=0.2):
