@@ -18,7 +18,7 @@ import argparse
 from .cli.common import parse_threshold
 from .measure import comparison
 from .render import page
-from .render.records import atomic_write_bytes
+from .runtime.outputs import write_output
 
 PROG = "python -m gluonperf.report"
 
@@ -56,7 +56,7 @@ def main(argv=None):
         old_runs, more = page.load_results([args.compare], "OLD")
         skipped += more
     html, regressions = page.render_page(runs, args.title, old_runs, args.threshold, args.metric, args.compare, skipped)
-    atomic_write_bytes(args.output, html.encode("utf-8"))
+    write_output(args.output, html.encode("utf-8"))
     for path in skipped:
         cli.note("note: skipped %s (a profiler trace or checkpoint, not results)" % path)
     records = sum(len(pairs) for _, pairs in runs)

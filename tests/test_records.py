@@ -46,11 +46,11 @@ def test_a_full_disk_is_one_line_and_leaves_no_partial_file(tmp_path, monkeypatc
     import pytest
 
     from gluonperf.cli import common as cli
-    from gluonperf.render import records
+    from gluonperf.runtime import outputs
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(records.os, "fsync", full)
+    monkeypatch.setattr(outputs.os, "fsync", full)
     out = tmp_path / "out.json"
     with pytest.raises(OSError) as e:
         write_jsonl([result("b", "x", images_per_s=1.0)], str(out))
@@ -77,11 +77,10 @@ def test_the_temporary_file_of_a_write_is_registered_for_cleanup(tmp_path, monke
     registered with guard while it exists, and only then."""
     import os
 
-    from gluonperf.runtime import guard
-    from gluonperf.render import records
+    from gluonperf.runtime import guard, outputs
     seen = []
     real_fsync = os.fsync
-    monkeypatch.setattr(records.os, "fsync", lambda fd: (seen.append(set(guard._temp_paths)), real_fsync(fd)))
+    monkeypatch.setattr(outputs.os, "fsync", lambda fd: (seen.append(set(guard._temp_paths)), real_fsync(fd)))
     out = tmp_path / "out.json"
     write_jsonl([result("b", "x", images_per_s=1.0)], str(out))
     assert [p for p in seen[0] if os.path.basename(p).startswith(".tmp-")], seen

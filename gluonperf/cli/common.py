@@ -13,7 +13,7 @@ import sys
 from tqdm import tqdm
 
 from .. import UserError, error_line
-from ..runtime import guard
+from ..runtime import guard, outputs
 from ..render.records import format_table, write_csv, write_jsonl
 
 # MXNet is imported where it is needed, not here: the launcher uses this module
@@ -112,12 +112,14 @@ def contexts(args):
 
 
 def check_output_path(path, flag):
-    """Refuse an output path that cannot be written, before any work is done."""
+    """Refuse, before any work is done, an output file that cannot be written: a directory,
+    a directory (or /proc) where no file can be made, a device without write permission
+    (the rule of `runtime.outputs`, which writes it)."""
     if path is None:
         return
-    if os.path.isdir(path):
-        raise UserError("%s %s is a directory; give a file path" % (flag, path))
-    _check_creatable(os.path.dirname(os.path.abspath(path)), path, flag)
+    problem = outputs.output_problem(path)
+    if problem:
+        raise UserError("%s %s %s" % (flag, path, problem))
 
 
 def check_output_dir(path, flag):
@@ -126,15 +128,9 @@ def check_output_dir(path, flag):
         return
     if os.path.exists(path) and not os.path.isdir(path):
         raise UserError("%s %s is a file; give a directory" % (flag, path))
-    _check_creatable(os.path.abspath(path), path, flag)
-
-
-def _check_creatable(directory, path, flag):
-    """`directory` exists and is writable, or its nearest existing ancestor is a writable directory."""
-    while not os.path.exists(directory):
-        directory = os.path.dirname(directory)
-    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
-        raise UserError("%s %s cannot be written (%s is not a writable directory)" % (flag, path, directory))
+    problem = outputs.directory_problem(path)
+    if problem:
+        raise UserError("%s %s %s" % (flag, path, problem))
 
 
 def check_memory(nbytes, what):
@@ -377,6 +373,12 @@ def run(main, prog, argv=None):
     except KeyboardInterrupt:
         say("%s: interrupted" % prog)
         code = 130
+    except outputs.OutputError as e:  # an output file: a full disk or device, a broken pipe, a vanished directory
+        _LATER.clear()
+        say("%s: error: cannot write %s: %s%s" % (
+            prog, e.filename, e.strerror,
+            "; free some space or write elsewhere" if e.errno in (errno.ENOSPC, errno.EDQUOT) else ""))
+        code = 1
     except OSError as e:  # the disk filled up, or the file system turned read-only, after the checks
         if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO):
             raise

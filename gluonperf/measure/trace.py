@@ -12,9 +12,10 @@ records operators and writes traces: this module relies on what it does, not on 
 """
 import json
 import os
-import tempfile
 
 import mxnet as mx
+
+from ..runtime.outputs import move_into_place, staging_file, write_output
 
 # MXNet's profiler can be configured only until it has dumped once in a process.
 _DUMPED = False
@@ -24,9 +25,10 @@ class Trace:
     """Profile the regions entered with `with trace:`; `dump()` writes the Chrome-trace JSON.
 
     One Trace per process: MXNet's profiler cannot be configured again after it dumped.
-    The trace is written to a temporary file beside `path` and renamed into place
-    only once it has been read back as JSON with a `traceEvents` list, so a failed
-    run never leaves a half-written trace behind.
+    The profiler writes to a temporary file, put at `path` (`runtime.outputs`: renamed onto
+    a regular file or a new path, straight through to a pipe or a device) only once it has
+    been read back as JSON with a `traceEvents` list, so a failed run never leaves a
+    half-written trace behind.
     """
 
     def __init__(self, path, aggregate_stats=False, **settings):
@@ -45,10 +47,7 @@ class Trace:
         if _DUMPED:
             raise RuntimeError("MXNet's profiler cannot be configured again after a dump in the same "
                                "process; trace one run per process")
-        directory = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(directory, exist_ok=True)
-        fd, self._tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
-        os.close(fd)
+        self._tmp = staging_file(self.path, ".json")
         mx.profiler.set_config(filename=self._tmp, aggregate_stats=self.aggregate_stats, **self.settings)
         self._configured = True
 
@@ -67,7 +66,6 @@ class Trace:
         return False
 
     def dump(self):
-        from ..render.records import umask_mode
         """Write the trace to `path`; returns the loaded trace (dict), or None without a path."""
         if self.path is None:
             return None
@@ -79,8 +77,7 @@ class Trace:
             _DUMPED = True
             mx.profiler.dump()
             data = load_trace(self._tmp)
-            os.chmod(self._tmp, umask_mode())
-            os.replace(self._tmp, self.path)
+            move_into_place(self._tmp, self.path)
         finally:
             if os.path.exists(self._tmp):
                 os.unlink(self._tmp)
@@ -121,6 +118,5 @@ def merge_traces(paths, out_path):
             if isinstance(event, dict) and "pid" in event:
                 event = dict(event, pid=1000 * number + int(event["pid"]))
             merged.append(event)
-    from ..render.records import _atomic_write
-    _atomic_write(out_path, json.dumps({"traceEvents": merged, "displayTimeUnit": "ms"}))
+    write_output(out_path, json.dumps({"traceEvents": merged, "displayTimeUnit": "ms"}).encode("utf-8"))
     return {"traceEvents": merged}

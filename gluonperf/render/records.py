@@ -7,10 +7,10 @@ import csv
 import io
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Dict
+
+from ..runtime.outputs import umask_mode, write_output  # noqa: F401 (umask_mode: training.loop's)
 
 
 @dataclass(frozen=True)
@@ -85,49 +85,23 @@ def format_table(results, columns=None, title=None):
     return "\n".join(out)
 
 
-def umask_mode(mode=0o666):
-    """`mode` less the process's umask: what open() would have given a new file."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return mode & ~umask
-
-
 def _atomic_write(path, text):
-    """Write `text` to `path` via a temporary file in the same directory, so a crash
-    never leaves a half-written file behind. The file gets the user's umask (mkstemp
-    creates 0600, and the mode would survive the rename)."""
-    atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_write_bytes(path, data):
-    from ..runtime import guard  # the temporary file is registered, so a signal mid-write removes it too
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
-    try:
-        with guard.temp_path(tmp):
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, umask_mode())
-            os.replace(tmp, path)
-    except OSError as e:  # guard.temp_path has removed the temporary file
-        if e.filename is None:  # a full disk: say which file did not get written
-            raise OSError(e.errno, e.strerror, path) from e
-        raise
+    """Write `text` to `path` as every output is written (`runtime.outputs.write_output`):
+    atomically onto a regular file or a new path, through a symlink onto its target,
+    straight through to a pipe, a device or /dev/stdout."""
+    write_output(path, text.encode("utf-8"))
 
 
 def save_figure(fig, path, dpi=100):
-    """Save a pyplot figure as PNG to `path`, atomically and with the user's umask, and
-    close it (pyplot keeps every open figure alive)."""
+    """Save a pyplot figure as PNG to `path` (`runtime.outputs.write_output`), and close it
+    (pyplot keeps every open figure alive)."""
     import matplotlib.pyplot as plt
     buf = io.BytesIO()
     try:
         fig.savefig(buf, format="png", dpi=dpi)
     finally:
         plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    write_output(path, buf.getvalue())
 
 
 def _json_default(value):

@@ -1,1 +1,1 @@
-"""The process and its machine: thread defaults, the exit guard, the allocator, BLAS, contexts."""
+"""The process and its machine: thread defaults, the exit guard, the allocator, BLAS, contexts, output files."""
