@@ -391,3 +391,44 @@ def test_linear_lr_scale_nag_and_imperative_mode():
                         hybridize="none"), TWO)
     assert records[0].metrics["lr"] == pytest.approx(0.05 * 2)  # x the number of devices
     assert records[0].metrics["hybridize"] == "none" and math.isfinite(records[0].metrics["loss"])
+
+
+def test_resume_with_other_epochs_says_that_the_schedule_is_replanned(tmp_path):
+    """A 2-epoch cosine run, resumed with --epochs 3: its schedule had reached 0, the resumed
+    epoch follows the 3-epoch plan, and the result is neither run; the note says so. With
+    --lr-decay none the rate after the warm-up does not depend on the total: no note. An old
+    checkpoint whose config lacks `epochs` still resumes, without the note."""
+    import json
+    import shutil
+    from concurrent.futures import ThreadPoolExecutor
+
+    from conftest import run_leaving_nothing
+    ckpt, other, old = tmp_path / "ckpt", tmp_path / "other", tmp_path / "old"
+    args = ["-m", "gluonperf.train", "--dataset", "digits", "--model", "mlp", "--limit", "256", "--batch-size", "32",
+            "--workers", "0", "--optimizer", "adam"]
+    p = run_leaving_nothing([*args, "--epochs", "2", "--save", str(ckpt)])
+    assert p.returncode == 0, p.stderr
+    shutil.copytree(ckpt, other, ignore=shutil.ignore_patterns(".lock"))
+    shutil.copytree(ckpt, old, ignore=shutil.ignore_patterns(".lock"))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        cosine, none = pool.map(run_leaving_nothing, ([*args, "--epochs", "3", "--resume", str(ckpt)],
+                                                      [*args, "--epochs", "3", "--resume", str(other),
+                                                       "--lr-decay", "none"]))
+    assert cosine.returncode == 0 and none.returncode == 0, (cosine.stderr, none.stderr)
+    notes = [l for l in cosine.stderr.splitlines() if "planned for" in l]
+    assert len(notes) == 1 and notes[0].startswith("note: %s was saved by a run planned for 2 epochs" % ckpt), \
+        cosine.stderr
+    assert "re-planned for 3, epoch 3 starts at lr " in notes[0] and "--lr-decay cosine" in notes[0]
+    assert "resumed from" in none.stderr and "planned for" not in none.stderr
+    assert (ckpt / "latest").read_text().strip() == (other / "latest").read_text().strip() == "epoch-0003"
+    assert read_checkpoint(str(ckpt))[1]["config"]["epochs"] == 3  # the checkpoint carries the plan it followed
+    # a checkpoint written before the config carried the epochs
+    path, meta = read_checkpoint(str(old))
+    saved = dict(meta["config"])
+    del meta["config"]["epochs"]
+    with open(os.path.join(path, "meta.json"), "w") as f:
+        json.dump(meta, f)
+    lines = []
+    config = TrainConfig(**dict(saved, epochs=3, save=None, resume=str(old), log_interval=0))
+    assert [r.name for r in fit(config, [mx.cpu(0)], log=lines.append)] == ["epoch 1", "epoch 2", "epoch 3"]
+    assert any(l.startswith("resumed from") for l in lines) and not any("planned for" in l for l in lines), lines

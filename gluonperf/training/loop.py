@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import mxnet as mx
 import numpy as np
@@ -379,6 +379,33 @@ def check_resumable(config, meta, directory):
                         % (directory, meta["epoch"], meta["epoch"]))
 
 
+def replanned_note(config, meta, directory, lr, iters_per_epoch, schedule):
+    """A `note:` line when the run saved in checkpoint `meta` planned another number of epochs
+    (its config's `epochs`) than `config` and the learning-rate schedule depends on the total
+    (cosine or step decay, a warm-up that --epochs cuts short), else None. The resumed epochs
+    then follow `schedule` (`lr_schedule` re-planned for config.epochs) while the finished ones
+    followed the old plan: the result is neither run. An old checkpoint whose config lacks
+    `epochs` gets no note."""
+    planned, first = meta.get("config", {}).get("epochs"), meta["epoch"]
+    if not isinstance(planned, int) or planned == config.epochs:
+        return None
+    old = lr_schedule(replace(config, epochs=planned), lr, iters_per_epoch)
+    done = first * iters_per_epoch  # the optimizer's updates so far (its num_update)
+    stride = max(1, done // 10000)
+    if all(math.isclose(old(i), schedule(i), rel_tol=1e-9, abs_tol=1e-12 * abs(lr))
+           for i in range(1, done + 1, stride)):
+        return None  # e.g. --lr-decay none after a finished warm-up: resuming is exact
+    ran = "epoch 1" if first == 1 else "epochs 1-%d" % first
+    none = ("" if config.lr_decay == "none" else
+            "; with --lr-decay none the rate after the warm-up does not depend on the total")
+    return ("note: %s was saved by a run planned for %d epochs, and its learning-rate schedule (--lr-decay %s, "
+            "--warmup-epochs %d) depends on the total: re-planned for %d, epoch %d starts at lr %.3g, while %s ran "
+            "the %d-epoch plan (lr %.3g at the end of epoch %d); the result is neither a %d-epoch run nor a %d-epoch "
+            "one (train that from the start%s)"
+            % (directory, planned, config.lr_decay, config.warmup_epochs, config.epochs, first + 1,
+               schedule(done + 1), ran, planned, old(done), first, planned, config.epochs, none))
+
+
 class EpochStats:
     """Running loss and train top-1/top-5 of one epoch, read in numpy (see `hits`)."""
 
@@ -520,6 +547,9 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
                    for r in meta.get("history", [])]
         if log:
             log("resumed from %s after epoch %d" % (checkpoint, first))
+            replanned = replanned_note(config, meta, config.resume, lr, batches, schedule) if rank == 0 else None
+            if replanned:
+                log(replanned)
 
     if num_workers > 1 or not isinstance(kvstore, str):
         sync_initial_weights(net, trainer, contexts, train_set[0][0].shape)
