@@ -202,3 +202,22 @@ def test_json_through_a_symlink_reaches_its_target_and_keeps_the_link(tmp_path):
     assert link.is_symlink() and os.readlink(link) == str(target)
     assert {r.bench for r, _ in read_jsonl(str(target))} == {"hybridize"}
     assert os.listdir(tmp_path / "results") == ["r.json"]
+
+
+def test_a_reader_that_stopped_reading_is_no_error(tmp_path):
+    """Output piped into a reader that has gone (`| head`): exit 0, no traceback. The pipe's
+    read end is closed before the command starts, so its first write meets a broken pipe."""
+    import subprocess
+    import sys
+    from conftest import clean_env, ROOT
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    write_jsonl([result("b", "x", images_per_s=1.0)], str(old))
+    write_jsonl([result("b", "x", images_per_s=1.1)], str(new))
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        p = subprocess.run([sys.executable, "-m", "gluonperf.compare", str(old), str(new)], cwd=ROOT,
+                           env=clean_env(), stdout=write, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr

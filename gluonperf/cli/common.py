@@ -373,6 +373,9 @@ def run(main, prog, argv=None):
     except KeyboardInterrupt:
         say("%s: interrupted" % prog)
         code = 130
+    except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
     except outputs.OutputError as e:  # an output file: a full disk or device, a broken pipe, a vanished directory
         _LATER.clear()
         say("%s: error: cannot write %s: %s%s" % (
@@ -390,9 +393,6 @@ def run(main, prog, argv=None):
         _LATER.clear()
         say("%s: error: out of memory%s; use smaller sizes" % (prog, ": %s" % e if str(e) else ""))
         code = 1
-    except BrokenPipeError:  # output piped into e.g. `head`, which stopped reading
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 0
     except Exception as e:
         base = sys.modules.get("mxnet.base")
         if base is None or not isinstance(e, base.MXNetError):
