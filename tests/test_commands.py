@@ -111,15 +111,18 @@ def test_readme_command_as_a_user_runs_it(name, argv, columns, benches, ctx, tmp
 def test_thread_default_leaves_the_core_another_process_holds(tmp_path):
     """2 OpenMP threads on 2 cores ran at 0.47x of 1 thread while one other process was busy:
     the default counts only the cores free when the command starts."""
-    busy = subprocess.Popen([PY, "-c", "while True: pass"])
+    # the busy loop says when it spins, and the command starts only then (a sleep here raced its start-up)
+    busy = subprocess.Popen([PY, "-c", "print('spinning', flush=True)\nwhile True: pass"], stdout=subprocess.PIPE,
+                            text=True)
     try:
-        time.sleep(1.0)
+        assert busy.stdout.readline() == "spinning\n"
         out = tmp_path / "out.json"
         p = command(["-m", "gluonperf.train", "--dataset", "digits", "--model", "lenet", "--epochs", "1",
                      "--limit", "128", "--json", str(out)], tmp_path)
     finally:
         busy.kill()
         busy.wait()
+        busy.stdout.close()
     assert p.returncode == 0, p.stderr
     assert "busy with other processes" in p.stderr
     assert "keep" not in p.stderr  # no idle-core warning about the thread count gluonperf chose
@@ -284,9 +287,14 @@ def test_kill_9_while_saving_loses_nothing(tmp_path):
 
     Equal to the last bit only at one thread count: each run's default follows the load
     when it starts (a core busy with another test under pytest -n 2 gave one run 1 thread,
-    another 2, and checksums 1e-10 apart), so every run here is given one."""
+    another 2, and checksums 1e-10 apart), so every run here is given one.
+
+    20 epochs, so that no run ends before its kill on a machine of any speed: a kill lands at most
+    55 ms after a save (the 5 ms poll and the random wait), and the first run, killed after its
+    first save, has 19 epochs to go (27 ms each on a 2-core Xeon, 0.5 s; a machine twice as
+    fast still needs 0.25 s, and its exit). With 6, the 5 epochs left took 0.14 s here."""
     from gluonperf.training.loop import read_checkpoint
-    argv = TRAIN + ["--model", "mlp", "--epochs", "6", "--log-interval", "0"]
+    argv = TRAIN + ["--model", "mlp", "--epochs", "20", "--log-interval", "0"]
     whole = str(tmp_path / "whole")
     p = command(argv + ["--save", whole, "--json", str(tmp_path / "whole.json")], tmp_path, OMP_NUM_THREADS="1")
     assert p.returncode == 0, p.stderr
@@ -460,7 +468,8 @@ def test_a_stopped_training_run_keeps_the_epochs_it_finished(tmp_path):
                              "0", "--json", str(out), "--plot", str(tmp_path / "train.png")], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(l) for l in proc.stderr], daemon=True).start()
+    reader = threading.Thread(target=lambda: [lines.put(l) for l in proc.stderr], daemon=True)
+    reader.start()
     err = []
     try:
         deadline = time.time() + 120
@@ -475,7 +484,8 @@ def test_a_stopped_training_run_keeps_the_epochs_it_finished(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-    time.sleep(0.5)
+    reader.join(timeout=60)  # it ends at the end of stderr: every line is in the queue (a sleep here raced it)
+    assert not reader.is_alive(), "stderr still open after the run ended"
     while not lines.empty():
         err.append(lines.get())
     err = "".join(err)
@@ -486,7 +496,7 @@ def test_a_stopped_training_run_keeps_the_epochs_it_finished(tmp_path):
     assert not any(r.get("partial") for r in rows)  # whole epochs: none was cut short
     assert (tmp_path / "train.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "stopped before the end" in stdout and "loss" in header(stdout)
-    assert not processes_of(mark)
+    _assert_none_left(mark)
 
 
 def test_the_stall_guard_stops_a_step_that_makes_no_progress(tmp_path):
