@@ -62,8 +62,12 @@ def wait_for_processes(token, count, limit=30):
     pytest.fail("the job never had %d processes running" % count)
 
 
-def assert_nothing_left(token):
-    time.sleep(0.2)
+def assert_nothing_left(token, limit=10):
+    """No process of the job within `limit` seconds: one killed as the launcher exits (a worker's
+    own child, killed with its group) may still be on its way out then (a fixed 0.2 s wait raced it)."""
+    end = time.monotonic() + limit
+    while job_processes(token) and time.monotonic() < end:
+        time.sleep(0.2)
     left = job_processes(token)
     assert not left, "processes left behind: %s" % [(p.pid, p.cmdline()) for p in left]
 
@@ -404,15 +408,18 @@ def test_launch_beside_a_busy_process_gives_workers_the_free_cores():
     """As `gluonperf.train` does: threads on a core another process holds wait at every barrier."""
     from conftest import clean_env
     from gluonperf.runtime.threads import physical_cores
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    # the busy loop says when it spins, and the launcher starts only then (a sleep here raced its start-up)
+    busy = subprocess.Popen([sys.executable, "-c", "print('spinning', flush=True)\nwhile True: pass"],
+                            stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.0)
+        assert busy.stdout.readline() == "spinning\n"
         done = subprocess.run([sys.executable, "-m", "gluonperf.launch", "-n", "1", "--dry-run", "--",
                                "python", "w.py"], cwd=ROOT, env=clean_env(), capture_output=True,
                               text=True, timeout=60)
     finally:
         busy.kill()
         busy.wait()
+        busy.stdout.close()
     assert done.returncode == 0, done.stderr
     worker = next(l for l in done.stdout.splitlines() if "DMLC_ROLE=worker" in l)
     taken = int(worker.split("GLUONPERF_CORES_TAKEN=")[1].split()[0])
