@@ -87,8 +87,17 @@ def test_measure_counts_warmup_repeats_and_number():
 
 
 def test_measure_reports_per_call_time():
-    m = measure(lambda: time.sleep(0.01), repeat=3, number=3, warmup=0)
-    assert 0.009 <= m.median < 0.05
+    """Per call, not per repeat, with bounds that hold at any speed or load: time.sleep never
+    returns early, so each call takes 10 ms or more; and every timed region lies inside the call,
+    so the repeats' samples times the calls in each fit in its wall time (a sample per repeat,
+    4x the call, overshoots it). An upper bound of 50 ms per call raced a loaded machine's
+    sleeps, and with number == repeat it could not tell the one from the other."""
+    start = time.perf_counter()
+    m = measure(lambda: time.sleep(0.01), repeat=3, number=4, warmup=1)
+    wall = time.perf_counter() - start
+    assert len(m.samples) == 3 and m.number == 4
+    assert min(m.samples) >= 0.009, m.samples  # the clocks' resolution aside
+    assert sum(m.samples) * m.number <= wall, (m.samples, wall)
 
 
 def test_interleaved_measures_every_variant():
@@ -100,17 +109,34 @@ def test_interleaved_measures_every_variant():
     assert seen[:2] == ["a", "b"] and seen[2:4] == ["b", "a"]  # order rotates between repeats
 
 
-@pytest.mark.alone  # the sampler thread must wake every 10 ms
-def test_memory_sampler_sees_an_allocation_freed_inside_the_region():
+def test_memory_sampler_sees_an_allocation_freed_inside_the_region(monkeypatch):
+    """The block lives until the sampler's thread has read the RSS 10 times while it was there
+    (counted through memory.rss, which it reads), then goes before the region ends. A 0.1 s
+    sleep instead counted on the thread waking every 10 ms meanwhile, which a loaded machine
+    need not do; a sampler that only looked before and after never gets there."""
+    import threading
+    from gluonperf.measure import memory
     size = 300 * 2 ** 20
+    real_rss, alive, reads, ten = memory.rss, threading.Event(), [], threading.Event()
+
+    def counted_rss():
+        value = real_rss()
+        if alive.is_set():
+            reads.append(value)
+            if len(reads) >= 10:
+                ten.set()
+        return value
+    monkeypatch.setattr(memory, "rss", counted_rss)
     with Benchmark("alloc", memory=True) as b:
         block = np.ones(size // 8)  # touched, so resident
-        time.sleep(0.1)
+        alive.set()
+        assert ten.wait(60), "the sampler read the RSS %d times in 60 s" % len(reads)
+        alive.clear()
         del block
     usage = b.memory
     assert usage.rss_growth >= 0.8 * size
     assert usage.rss_after - usage.rss_before < 0.5 * size  # it was freed before the end
-    assert usage.samples >= 10
+    assert usage.samples >= 12  # the first, 10 or more of the block, the last
 
 
 def test_memory_sampler_sees_mxnet_allocation():
