@@ -8,6 +8,7 @@ import sys
 
 from .cli import common as cli
 from .cli import units
+from .cli.processes import add_processes
 
 # Experiments that run more CPU contexts at once than --ctx names: parallel and overlap
 # pair a single context with the next one; allreduce with --ctx cpu uses cpu0..cpuN-1.
@@ -922,6 +923,7 @@ def build_parser():
     sub = parser.add_subparsers(dest="command", metavar="EXPERIMENT")
     sub.required = True
     common = cli.common_parser()
+    add_processes(common)
     for add in COMMANDS:
         add(sub, common)
     return parser

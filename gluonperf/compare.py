@@ -16,6 +16,17 @@ from .cli.common import add_threshold, check_output_path, parse_threshold, perce
 from .render.records import format_table, write_jsonl
 
 
+def floor_bands():
+    """'26% up to 1 ms, ...': stats.NOISE_FLOORS for --help."""
+    from .render.records import format_value
+    bands, low = [], None
+    for upto, floor in stats.NOISE_FLOORS:
+        where = ("above %s" % format_value("median_s", low)) if upto == float("inf") else ("up to %s" % format_value("median_s", upto))
+        bands.append("%g%%%% %s" % (100 * floor, where))
+        low = upto
+    return ", ".join(bands)
+
+
 def build_parser():
     p = argparse.ArgumentParser(
         prog="python -m gluonperf.compare",
@@ -32,10 +43,10 @@ def build_parser():
                    help="exit with status 1 when a benchmark got worse by more than PCT (e.g. 10%%) and the "
                         "interval says it got worse; without it the table is informational and the exit status 0")
     add_threshold(p)
-    p.add_argument("--noise-floor", type=percentage, default=stats.NOISE_FLOOR, metavar="PCT",
-                   help="the run-to-run drift of one configuration on this kind of machine (the SD of one run's "
-                        "level), added to the interval when each side is a single run (default: %g%%%%, measured "
-                        "with benchmarks/verdicts.py)" % (100 * stats.NOISE_FLOOR))
+    p.add_argument("--noise-floor", type=percentage, metavar="PCT",
+                   help="the run-to-run drift of one configuration (the SD of one run's level), added to the "
+                        "interval when a side is a single run (default: by how long one call takes, %s; "
+                        "measured with benchmarks/verdicts.py)" % floor_bands())
     p.add_argument("--ab", action="store_true",
                    help="OLD and NEW are commands (each run with --json FILE added): run them in alternation "
                         "(ABBA...), --runs times each, and judge the per-pair ratios")
@@ -93,9 +104,9 @@ def main(argv=None):
     kinds = sorted({r.metrics["evidence"] for r in results if "evidence" in r.metrics})
     print("evidence: %s" % "; ".join(kinds))
     if any("one run each" in k for k in kinds):
-        print("note: with one run on each side the interval includes a +-%g%% run-to-run noise floor: it cannot "
-              "see how this machine drifted between the two runs; for a sharper verdict save several runs "
-              "of each side in one file each, or use --ab" % (100 * args.noise_floor), file=sys.stderr)
+        print("note: with one run on each side the interval includes a run-to-run noise floor (by how long one "
+              "call takes, or --noise-floor): it cannot see how this machine drifted between the two runs; for "
+              "a sharper verdict save several runs of each side in one file each, or use --ab", file=sys.stderr)
     if args.json:
         write_jsonl(results, args.json)
     bad = comparison.regressions(results)

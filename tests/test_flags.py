@@ -259,11 +259,12 @@ def test_compare_metric_and_report_metric_and_title(tmp_path):
     rows = [l for l in ok(compared).stdout.splitlines() if l.startswith("train/epoch")]
     assert len(rows) == 4 and all("images_per_s" in l and "median_s" not in l for l in rows), compared.stdout
     # --noise-floor 30: one run a side, so the interval is the floor's alone, 1.5x
-    # exp(+-1.96 x sqrt(2) x 0.30): 0.65-3.45 (at the default floor, stats.NOISE_FLOOR, its own)
+    # exp(+-1.96 x sqrt(2) x 0.30): 0.65-3.45 (by default, the floor for the shorter side's call,
+    # median_s 1/150 s: stats.noise_floor)
     epoch1 = next(l for l in ok(floor).stdout.splitlines() if l.startswith("train/epoch 1 "))
     assert "0.65-3.45" in epoch1, epoch1
-    from gluonperf.measure.stats import NOISE_FLOOR
-    half = 1.96 * math.sqrt(2) * NOISE_FLOOR
+    from gluonperf.measure.stats import noise_floor
+    half = 1.96 * math.sqrt(2) * noise_floor(1.0 / 150)
     assert "%.2f-%.2f" % (1.5 * math.exp(-half), 1.5 * math.exp(half)) in rows[0], rows[0]
     page = (ok(reported) and html).read_text()
     assert "<title>Flags &lt;checked&gt;</title>" in page and "Flags <checked>" not in page

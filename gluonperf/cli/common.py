@@ -163,8 +163,29 @@ def emit(results, args, ctxs=(), title=None, columns=None, out=None, records=Non
     `records` (default: `results`) is what the files get, when they hold more than the
     table shows. Files come first: a reader that stops early (| head) loses no result."""
     flush_notes()
-    write_outputs(results if records is None else records, args, ctxs)
+    records, spread = _with_processes(results if records is None else records, args)
+    write_outputs(records, args, ctxs)
     print(format_table(results, columns=columns, title=title), file=out or sys.stdout)
+    _print_spread(spread, out)
+
+
+def _with_processes(records, args):
+    """`records` and, with --processes N, the records of N-1 more fresh processes of this
+    command (cli.processes), each marked with its `process`; and the spread lines to print."""
+    from . import processes
+    if not processes.wanted(args):
+        return records, []
+    with progress_bar(processes.wanted(args), "more processes") as bar:
+        more = processes.more_processes(args, bar.update)
+    for r in records:
+        r.metrics["process"] = 1
+    records = list(records) + more
+    return records, processes.spread_lines(records)
+
+
+def _print_spread(lines, out=None):
+    if lines:
+        print("\n".join(["process to process (--processes):"] + ["  " + l for l in lines]), file=out or sys.stdout)
 
 
 def keep_on_stop(results, args, title, columns=None, ctxs=(), also=None):
@@ -200,11 +221,13 @@ def emit_sections(sections, args, ctxs=(), records=None, out=None):
     if records is None:
         records = [r for _, results, _ in sections for r in results]
     flush_notes()
+    records, spread = _with_processes(records, args)
     write_outputs(records, args, ctxs)
     for number, (title, results, columns) in enumerate(sections):
         if number:
             print(file=out or sys.stdout)
         print(format_table(results, columns=columns, title=title), file=out or sys.stdout)
+    _print_spread(spread, out)
 
 
 class _GuardedBar(tqdm):

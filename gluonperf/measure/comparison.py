@@ -117,13 +117,30 @@ def _values(records, m):
 SAMPLED = ("median_s", "mean_s")
 
 
+def call_seconds(records, m):
+    """How long one timed call of these records took, in seconds (what the run-to-run noise
+    floor depends on): the median per call, or a step's time, or the batch over a rate of
+    samples; None when the records do not say."""
+    found = []
+    for r in records:
+        x = r.metrics
+        if _number(x.get("median_s")):
+            found.append(float(x["median_s"]))
+        elif _number(x.get("step_s")):
+            found.append(float(x["step_s"]))
+        elif m.endswith("_per_s") and _number(x.get(m)) and x[m] > 0 and _number(x.get("batch_size")):
+            found.append(float(x["batch_size"]) / float(x[m]))
+    return statistics.median(found) if found else None
+
+
 def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR, pairs=None, level=stats.LEVEL):
     """The ratio of NEW to OLD on metric `m` as a change for the better (> 1: better), with its
     interval, how it was made, and a verdict. `old`/`new`: the records of each side (several
     when a file holds several runs). The evidence, best first:
 
     - `pairs`: runs made in alternation (compare --ab): per pair, a ratio; a t interval;
-    - several runs per side: Welch's t on the runs' values, which see the drift between runs;
+    - several runs per side: Welch's t on the runs' values, which see the drift between runs,
+      with `stats.SESSION_FLOOR` for the drift that the runs of one file share;
     - one run per side: its raw samples (or its one value) with the `noise_floor`, the
       run-to-run drift that samples from within one run cannot show."""
     higher = higher_is_better(m)
@@ -136,8 +153,10 @@ def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR,
         old_runs, old_samples = _values(old, m)
         new_runs, new_samples = _values(new, m)
         if len(old_runs) > 1 and len(new_runs) > 1:
-            interval = stats.two_sample_interval(old_runs, new_runs, level, noise_floor=0, higher_is_better=higher)
-            how, what = "%d and %d runs" % (len(old_runs), len(new_runs)), "runs"
+            interval = stats.two_sample_interval(old_runs, new_runs, level, noise_floor=stats.SESSION_FLOOR,
+                                                 higher_is_better=higher)
+            how, what = "%d and %d runs, +-%g%% drift between saved runs" % (
+                len(old_runs), len(new_runs), 100 * stats.SESSION_FLOOR), "runs"
             settle = "more runs of each side would settle it"
         else:
             sampled = bool(old_samples and new_samples)
@@ -151,13 +170,15 @@ def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR,
 
 
 def compare(old_records, new_records, fail_above=None, metric=None, threshold=stats.THRESHOLD,
-            noise_floor=stats.NOISE_FLOOR, pairs=None, level=stats.LEVEL):
+            noise_floor=None, pairs=None, level=stats.LEVEL):
     """Match NEW records to OLD ones and judge each change.
 
     `old_records`/`new_records` are lists of Result (or (Result, env) pairs as `read_jsonl`
     returns); records with the same key on one side are several runs of it. `fail_above` is a
     fraction (0.1 = 10%). `pairs` ({key: [(old value, new value)]}) holds alternating runs
-    (compare --ab). Returns one Result(bench='compare', name='<bench>/<name>') per benchmark with
+    (compare --ab). When a side holds one run, the interval includes the run-to-run
+    `noise_floor`; by default `stats.noise_floor` of the shorter side's call time
+    (`call_seconds`), recorded as `noise_floor` and `call_s`. Returns one Result(bench='compare', name='<bench>/<name>') per benchmark with
     the metric, old and new values (the runs' medians), `change` (new/old - 1), `worse` (the
     fraction by which it got worse, direction-aware; negative when it improved), the ratio's
     interval as a change for the better (`ratio`, `ratio_ci_low`, `ratio_ci_high`, `ratio_n`),
@@ -194,7 +215,11 @@ def compare(old_records, new_records, fail_above=None, metric=None, threshold=st
         # a run that recorded an unstable machine (gluonperf.measure.machine) widens the verdict, as it did there
         unstable = any(r.metrics.get("machine_warnings") for r in olds + news)
         here = max(level, stats.UNSTABLE_LEVEL) if unstable else level
-        interval, how, v = judge(olds, news, m, threshold, noise_floor, (pairs or {}).get(k), here)
+        call = [call_seconds(olds, m), call_seconds(news, m)]
+        call = min(call) if None not in call else None
+        floor = stats.noise_floor(call) if noise_floor is None else noise_floor
+        interval, how, v = judge(olds, news, m, threshold, floor, (pairs or {}).get(k), here)
+        floor_fields = {"noise_floor": floor, "call_s": call} if how.startswith("one run each") else {}
         if unstable:
             how += "; a run recorded an unstable machine: 99% interval"
         if v.word in ("slower", "worse"):
@@ -202,7 +227,7 @@ def compare(old_records, new_records, fail_above=None, metric=None, threshold=st
         else:
             status = {"faster": "improved", "better": "improved"}.get(v.word, v.word)
         out.append(Result("compare", label, dict(ident, metric=m, old=a, new=b, change=change, worse=worse,
-                                                  runs_old=len(olds), runs_new=len(news), evidence=how,
+                                                  runs_old=len(olds), runs_new=len(news), evidence=how, **floor_fields,
                                                   **interval.fields("ratio"), **v.fields(), status=status)))
     for k, olds in old_by_key.items():
         if k not in new_by_key:

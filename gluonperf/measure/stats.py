@@ -12,13 +12,13 @@ their spread is the noise that is left.
   (binomial), for readers who distrust the t's normality; it needs 6 rounds for 95%.
 - `two_sample_interval`: for two runs that were not interleaved (two saved files): a Welch
   t interval on the difference of mean log samples, widened by a noise floor, the run-to-run
-  drift that no within-run sample can show.
+  drift that no within-run sample can show (`noise_floor`: by how long one call takes).
 - `verdict`: faster / slower only when the interval excludes 1 and the estimate is past the
   threshold; "same within +-m" only when the whole interval lies inside +-m; otherwise
   inconclusive, with an estimate of how many rounds would settle it.
 
-SciPy's `stats` gives the t and binomial quantiles; it is imported inside the functions
-that need it, so that a command's start-up does not pay for it.
+SciPy's `special` gives the t quantiles (the functions `scipy.stats` calls); it is imported
+inside the function that needs it, so that a command's start-up does not pay for it.
 """
 import math
 from dataclasses import dataclass
@@ -28,11 +28,31 @@ LEVEL = 0.95
 UNSTABLE_LEVEL = 0.99       # an unstable machine gets wider intervals (see `level_for`)
 THRESHOLD = 0.05            # default: changes within +-5% are "the same"
 MAX_ROUNDS = 1000           # rounds_needed gives up beyond this
-# Run-to-run drift of one configuration: the SD of the log of a run's median from run to run
-# (benchmarks/verdicts.py --parts floor). Measured for bench hybridize on an idle 2-core AMD
-# EPYC (Zen 3), 2026-11-24: 0.18-0.26 over 12 fresh runs (0.44-0.65 with a core busy); see
-# docs/verdicts.md. Used only when two runs that were not interleaved are compared.
-NOISE_FLOOR = 0.26
+# Run-to-run drift of one configuration: the SD of the log of a run's level from one fresh
+# process to the next, which no sample from within one run can show. It depends on how long
+# one timed call takes: a call of tens of microseconds moves with the process's memory layout
+# and Python's overheads, a call of tens of milliseconds is mostly arithmetic. Bands of the
+# call's time (up to, in seconds) and their floor, measured with `benchmarks/verdicts.py
+# --parts floor`; the data and its machines: docs/verdicts.md and benchmarks/results/.
+# Used only when two runs that were not interleaved are compared.
+NOISE_FLOORS = ((1e-3, 0.26), (10e-3, 0.20), (math.inf, 0.16))
+NOISE_FLOOR = NOISE_FLOORS[0][1]  # the widest: for a record that does not say how long a call takes
+# What several runs saved one after another (--processes N, or files concatenated) still
+# share: the host's speed moves over minutes, so consecutive processes drift together and
+# their spread understates how far the next saved run may lie. The SD of a saved run's mean
+# log level beyond what its runs show, measured with `benchmarks/verdicts.py --parts single`.
+SESSION_FLOOR = 0.08
+
+
+def noise_floor(call_s=None):
+    """The run-to-run noise floor (SD of one run's log level) for a benchmark whose one timed
+    call takes `call_s` seconds (NOISE_FLOORS); the widest floor when that is not known."""
+    if call_s is None or not (call_s > 0 and math.isfinite(call_s)):
+        return NOISE_FLOOR
+    for upto, floor in NOISE_FLOORS:
+        if call_s <= upto:
+            return floor
+    return NOISE_FLOORS[-1][1]
 
 
 @dataclass(frozen=True)
