@@ -11,9 +11,18 @@ Four checks of gluonperf.measure.stats as the commands use it (docs/verdicts.md 
   faster, the 95% interval must cover 0.909 in at least 35, and none may say "same".
 - tune: tune's paired sweep with two candidates that are the same settings, 20 times: it may
   keep the second in at most 2 (the old rule, a median above 1, kept one about half the time).
-- floor: `bench hybridize` run again and again in fresh processes: the run-to-run spread of
-  one configuration (the SD of the log of a run's median), which `compare` adds to the
-  interval when each side is one run, and the A/A verdicts of `compare` on consecutive runs.
+- floor: `bench hybridize` at four time scales (the MLP's forward calls of about 0.1 ms up to
+  ResNet-18's training steps of about 0.2 s), run again and again in fresh processes, the
+  scales in rotation: per scale and mode, the run-to-run spread of one configuration (the SD
+  of the log of a run's median), which `compare` adds to the interval when each side is one
+  run (stats.NOISE_FLOORS), and the A/A verdicts of `compare` on consecutive runs: at most 5%
+  may call a change.
+- single: `compare` on two saved runs, each made of 4 fresh processes as `--processes 4`
+  makes it, of a benchmark of 10 ms or more whose NEW side does a known multiple of OLD's
+  work per call (LeNet training steps: 2 against 3, a true 1.5x; 4 against 7, 1.75x, a 43%
+  drop of throughput), in alternation: 1.5x must be called slower in at least 9 of 10 pairs,
+  1.75x must fail `compare --fail-above 5%` (exit 1) in every pair, and the pairs of equal
+  work (consecutive saved runs of one side) may call a change in at most 5%.
 """
 import argparse
 import math
@@ -31,7 +40,7 @@ from gluonperf.measure import stats
 from gluonperf.render.records import Result, read_jsonl  # noqa: E402
 
 PROG = "benchmarks/verdicts.py"
-PARTS = ("aa", "known", "tune", "floor")
+PARTS = ("aa", "known", "tune", "floor", "single")
 TRUE_RATIO = 20 / 22
 
 
@@ -115,36 +124,160 @@ def check_tune(count, steps, threshold, budget, progress=None):
                                        "rounds": rounds, "passed": sum(kept) <= math.floor(count / 10)})
 
 
-def check_floor(runs, threshold, progress=None):
-    """`runs` fresh-process runs of bench hybridize: per mode the SD of log(median) from run to
-    run, and compare's verdicts on each pair of consecutive runs at the current noise floor."""
+# bench hybridize at four time scales: (label, arguments)
+FLOOR_CONFIGS = (
+    ("mlp-b1-forward", ["--repeat", "5", "--number", "300"]),
+    ("mlp-b64-train", ["--model", "mlp", "--batch-size", "64", "--train", "--repeat", "5", "--number", "20"]),
+    ("lenet-b32-train", ["--model", "lenet", "--batch-size", "32", "--train", "--repeat", "5", "--number", "10"]),
+    ("resnet18-b8-train", ["--model", "resnet18", "--batch-size", "8", "--train", "--repeat", "5", "--number", "3"]),
+)
+
+
+def _fresh_run(argv, path):
+    """`python <argv> --json path` in a fresh process; its records."""
+    p = subprocess.run([sys.executable, *argv, "--json", path], cwd=ROOT, capture_output=True, text=True,
+                       timeout=900)
+    if p.returncode != 0:
+        raise RuntimeError("%s failed: %s" % (" ".join(argv), p.stderr.strip().splitlines()[-1:]))
+    return read_jsonl(path)
+
+
+def _aa_calls(files, threshold):
+    """compare's statuses on each pair of consecutive runs (their default noise floor)."""
     from gluonperf.measure.comparison import compare
-    files = []
+    out = []
+    for a, b in zip(files, files[1:]):
+        out += [r.metrics for r in compare(a, b, threshold=threshold) if "status" in r.metrics]
+    return out
+
+
+def check_floor(runs, threshold, progress=None, configs=FLOOR_CONFIGS):
+    """`runs` fresh-process runs of bench hybridize per configuration, the configurations in
+    rotation: per configuration and mode the SD of log(median) from run to run and the median
+    call time, and compare's verdicts on each pair of consecutive runs at its default floor."""
+    files = {label: [] for label, _ in configs}
     with tempfile.TemporaryDirectory(prefix="gluonperf-floor-") as tmp:
         for i in range(runs):
-            path = os.path.join(tmp, "run%d.json" % i)
-            p = subprocess.run([sys.executable, "-m", "gluonperf.bench", "hybridize", "--repeat", "5",
-                                "--number", "300", "--json", path], cwd=ROOT, capture_output=True, text=True,
-                               timeout=600)
-            if p.returncode != 0:
-                raise RuntimeError("bench hybridize failed: %s" % p.stderr.strip().splitlines()[-1:])
-            files.append(read_jsonl(path))
-            if progress:
-                progress()
-    per_mode = {}
-    for run in files:
-        for r, _ in run:
-            per_mode.setdefault(r.name, []).append(math.log(r.metrics["median_s"]))
-    sd = {mode: statistics.stdev(v) for mode, v in per_mode.items() if len(v) > 1}
-    verdicts = []
-    for a, b in zip(files, files[1:]):
-        verdicts += [r.metrics["status"] for r in compare(a, b, threshold=threshold) if "status" in r.metrics]
-    called = sum(v in ("improved", "worse", "regression") for v in verdicts)
+            for label, args in configs:
+                path = os.path.join(tmp, "%s-%d.json" % (label, i))
+                files[label].append(_fresh_run(["-m", "gluonperf.bench", "hybridize", *args], path))
+                if progress:
+                    progress()
+    scales, decisions = [], []
+    for label, runs_of in files.items():
+        per_mode = {}
+        for run in runs_of:
+            for r, _ in run:
+                per_mode.setdefault(r.name, []).append(r.metrics["median_s"])
+        for mode, medians in per_mode.items():
+            logs = [math.log(x) for x in medians]
+            call = statistics.median(medians)
+            scales.append({"config": label, "mode": mode, "call_s": call, "runs": len(medians),
+                           "sd_log": statistics.stdev(logs) if len(logs) > 1 else None,
+                           "floor_in_use": stats.noise_floor(call), "medians_s": medians})
+        decisions += [dict(m, config=label) for m in _aa_calls(runs_of, threshold)]
+    called = sum(d["status"] in ("improved", "worse", "regression") for d in decisions)
     return Result("verdicts", "floor", {
-        "runs": runs, "sd_log_per_mode": sd, "floor": max(sd.values()) if sd else None,
-        "noise_floor_in_use": stats.NOISE_FLOOR, "compare_decisions": len(verdicts),
-        "compare_called_a_change": called, "limit": math.floor(0.1 * len(verdicts)),
-        "passed": called <= math.floor(0.1 * len(verdicts))})
+        "runs": runs, "scales": scales, "floor": max(s["sd_log"] for s in scales if s["sd_log"] is not None),
+        "noise_floors_in_use": [list(b) for b in stats.NOISE_FLOORS], "compare_decisions": len(decisions),
+        "compare_called_a_change": called, "called": [d for d in decisions if d["status"] != "inconclusive"
+                                                      and d["status"] != "same"],
+        "limit": math.floor(0.05 * len(decisions)), "passed": called <= math.floor(0.05 * len(decisions))})
+
+
+# single: LeNet training steps per timed call, OLD against NEW
+KNOWN_STEPS = ((2, 3), (4, 7))
+
+
+def known_work_run(steps, path, repeat=5, number=3):
+    """One saved run (the child of `single`): a hybridized LeNet's training step on a batch of
+    32, `steps` of them per timed call, `repeat` repeats of `number` calls, written to `path`
+    as one record whose call time is `steps` times a step's."""
+    import mxnet as mx
+    import numpy as np
+    from mxnet import autograd, gluon
+    from gluonperf.measure.harness import environment, measure
+    from gluonperf.render.records import write_jsonl
+    from gluonperf.training.models import get_model, input_shape
+    ctx = mx.cpu()
+    net = get_model("lenet", 10, [ctx])
+    net.initialize(mx.init.Xavier(), ctx=ctx)
+    net.hybridize(static_alloc=True, static_shape=True)
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01})
+    loss = gluon.loss.SoftmaxCrossEntropyLoss()
+    x = mx.nd.random.uniform(shape=(32,) + input_shape("lenet"), ctx=ctx)
+    y = mx.nd.array(np.random.RandomState(0).randint(0, 10, 32), ctx=ctx)
+
+    def call():
+        for _ in range(steps):
+            with autograd.record():
+                l = loss(net(x), y)
+            l.backward()
+            trainer.step(32)
+
+    m = measure(call, "lenet", warmup=2, repeat=repeat, number=number)
+    write_jsonl([Result("known-work", "lenet-train", dict(m.summary(), model="lenet", batch_size=32))], path,
+                environment([ctx]))
+
+
+def _saved_run(steps, processes, tmp, tag):
+    """One saved run of the known work: `processes` fresh processes one after another, their
+    records in one list, each marked with its `process` (as `--processes` writes them)."""
+    records = []
+    for i in range(1, processes + 1):
+        path = os.path.join(tmp, "%s-%d.json" % (tag, i))
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--known-work", str(steps), "--json", path],
+                           cwd=ROOT, capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            raise RuntimeError("known-work run failed: %s" % p.stderr.strip().splitlines()[-1:])
+        for r, env in read_jsonl(path):
+            r.metrics["process"] = i
+            records.append((r, env))
+    return records
+
+
+def check_single(pairs, processes, threshold, progress=None):
+    """Alternating pairs of saved runs (each `processes` fresh processes) per known ratio
+    (KNOWN_STEPS: 1.5x for `pairs` pairs, 1.75x for half as many): compare's status on each;
+    `compare --fail-above 5%`'s exit status on the 1.75x pairs; and the A/A decisions between
+    consecutive saved runs of one side."""
+    from gluonperf.measure.comparison import compare
+    from gluonperf.render.records import write_jsonl
+    runs = {n: [] for ab in KNOWN_STEPS for n in ab}
+    statuses, exits = {}, []
+    with tempfile.TemporaryDirectory(prefix="gluonperf-single-") as tmp:
+        for (old, new), count in zip(KNOWN_STEPS, (pairs, max(1, pairs // 2))):
+            for i in range(count):
+                for steps in ((old, new) if i % 2 == 0 else (new, old)):
+                    runs[steps].append(_saved_run(steps, processes, tmp, "steps%d-%d" % (steps, i)))
+                    if progress:
+                        progress()
+                got = compare(runs[old][-1], runs[new][-1], fail_above=0.05, threshold=threshold)[0].metrics
+                statuses.setdefault("%dx%d" % (old, new), []).append(
+                    {k: got.get(k) for k in ("status", "ratio", "ratio_ci_low", "ratio_ci_high", "evidence")})
+                if (old, new) == KNOWN_STEPS[1]:
+                    files = []
+                    for side, recs in (("old", runs[old][-1]), ("new", runs[new][-1])):
+                        path = os.path.join(tmp, "%s-%d.json" % (side, i))
+                        write_jsonl([r for r, _ in recs], path, recs[0][1])
+                        files.append(path)
+                    c = subprocess.run([sys.executable, "-m", "gluonperf.compare", *files, "--fail-above", "5%"],
+                                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+                    exits.append(c.returncode)
+    aa = []
+    for steps, files in runs.items():
+        aa += [dict(m, steps=steps) for m in _aa_calls(files, threshold)]
+    one_five = statuses["%dx%d" % KNOWN_STEPS[0]]
+    called = sum(s["status"] in ("worse", "regression") for s in one_five)
+    false = sum(d["status"] in ("improved", "worse", "regression") for d in aa)
+    need = math.ceil(0.9 * pairs)
+    return Result("verdicts", "single", {
+        "pairs": pairs, "processes": processes, "known": statuses,
+        "saved_runs_s": {str(steps): [[r.metrics["median_s"] for r, _ in run] for run in files]
+                         for steps, files in runs.items()}, "called_1_5x": called, "needed": need,
+        "fail_above_exits": exits, "aa_decisions": len(aa), "aa_called": false,
+        "aa_limit": math.floor(0.05 * len(aa)),
+        "passed": called >= need and all(e == 1 for e in exits) and false <= math.floor(0.05 * len(aa))})
 
 
 def build_parser():
@@ -162,8 +295,14 @@ def build_parser():
                    help="training steps per tune run (default: %(default)s)")
     p.add_argument("--tune-budget", type=cli.positive_int, default=60,
                    help="seconds per tune sweep for --rounds auto (default: %(default)s)")
-    p.add_argument("--floor-runs", type=cli.positive_int, default=12,
-                   help="fresh bench hybridize runs for the noise floor (default: %(default)s)")
+    p.add_argument("--floor-runs", type=cli.positive_int, default=10,
+                   help="fresh bench hybridize runs per time scale for the noise floor (default: %(default)s)")
+    p.add_argument("--single-pairs", type=cli.positive_int, default=10,
+                   help="alternating pairs of saved runs for the 1.5x change (half as many for 1.75x; "
+                        "default: %(default)s)")
+    p.add_argument("--single-processes", type=cli.positive_int, default=4,
+                   help="fresh processes per saved run, as --processes makes them (default: %(default)s)")
+    p.add_argument("--known-work", type=cli.positive_int, metavar="STEPS", help=argparse.SUPPRESS)
     cli.add_threshold(p)
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON lines")
     return p
@@ -171,6 +310,9 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    if args.known_work:  # the child of `single`
+        known_work_run(args.known_work, args.json)
+        return 0
     parts = [x.strip() for x in args.parts.split(",") if x.strip()]
     bad = [x for x in parts if x not in PARTS]
     if bad or not parts:
@@ -179,13 +321,16 @@ def main(argv=None):
     from gluonperf.measure import machine
     start = machine.before()
     total = (args.decisions if "aa" in parts else 0) + (args.decisions if "known" in parts else 0) + \
-        (args.tune_runs if "tune" in parts else 0) + (args.floor_runs if "floor" in parts else 0)
+        (args.tune_runs if "tune" in parts else 0) + (args.floor_runs * len(FLOOR_CONFIGS) if "floor" in parts else 0) + \
+        (2 * (args.single_pairs + max(1, args.single_pairs // 2)) if "single" in parts else 0)
     out = []
     checks = {"aa": lambda bar: check_aa(args.decisions, args.repeat, args.number, args.threshold, bar.update),
               "known": lambda bar: check_known(args.decisions, args.repeat, args.number, args.threshold, bar.update),
               "tune": lambda bar: check_tune(args.tune_runs, args.tune_steps, args.threshold, args.tune_budget,
                                              bar.update),
-              "floor": lambda bar: check_floor(args.floor_runs, args.threshold, bar.update)}
+              "floor": lambda bar: check_floor(args.floor_runs, args.threshold, bar.update),
+              "single": lambda bar: check_single(args.single_pairs, args.single_processes, args.threshold,
+                                                bar.update)}
     with cli.progress_bar(total, "verdicts") as bar:
         for part in PARTS:
             if part in parts:
@@ -194,7 +339,7 @@ def main(argv=None):
                 r.metrics.update(machine_before=start, seconds=round(time.time() - began, 1))
                 out.append(r)
     columns = ["name", "decisions", "runs", "called_a_change", "wrong_sign", "same", "covered", "kept",
-               "compare_called_a_change", "floor", "limit", "passed"]
+               "compare_called_a_change", "floor", "called_1_5x", "aa_called", "limit", "passed"]
     cli.emit(out, args, title="verdicts on this machine (%s, %d cores)" % (
         __import__("gluonperf.measure.harness", fromlist=["cpu_model"]).cpu_model(), os.cpu_count()), columns=columns)
     return 0 if all(r.metrics["passed"] for r in out) else 1
