@@ -138,6 +138,18 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 @pytest.fixture(autouse=True)
+def _sigint_as_a_user_has_it():
+    """Every test runs with SIGINT handled in this process, as in a user's shell, so that the
+    commands it starts do not inherit an ignored SIGINT. A pytest started as a background job
+    (`pytest &` without job control) has it ignored, its xdist workers too, and the commands
+    keep it ignored, as a background job must: then the Ctrl-C tests cannot stop them."""
+    import signal
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _share_the_cores(request, tmp_path_factory):
     """Under pytest-xdist (`-n 2`, pyproject's default) two tests run at once; most start
     commands, which mostly wait for MXNet to load, and run side by side unharmed. A test
