@@ -1,5 +1,6 @@
 import csv
 import json
+import pytest
 
 from gluonperf.measure.harness import Measurement
 from gluonperf.render.records import format_table, read_jsonl, result, write_csv, write_jsonl
@@ -86,3 +87,27 @@ def test_the_temporary_file_of_a_write_is_registered_for_cleanup(tmp_path, monke
     assert [p for p in seen[0] if os.path.basename(p).startswith(".tmp-")], seen
     assert not [p for p in guard._temp_paths if p.startswith(str(tmp_path))]
     assert os.listdir(tmp_path) == ["out.json"] and read_jsonl(str(out))[0][0].name == "x"
+
+
+def test_records_carry_their_schema_and_a_newer_one_is_refused_in_one_line(tmp_path, run):
+    """Every line says its record schema (records.SCHEMA); a file without one (written before
+    it existed) reads as it is; a newer schema is refused by compare as one line, exit 2."""
+    import json
+    from gluonperf.render.records import SCHEMA, SchemaError, read_jsonl, result, write_jsonl
+    path = tmp_path / "new.json"
+    write_jsonl([result("b", "x", images_per_s=1.0)], str(path))
+    assert json.loads(path.read_text())["schema"] == SCHEMA
+    (r, _), = read_jsonl(str(path))
+    assert "schema" not in r.metrics
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"bench": "b", "name": "x", "images_per_s": 2.0}) + "\n")
+    assert read_jsonl(str(old))[0][0].metrics == {"images_per_s": 2.0}
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({"bench": "b", "name": "x", "images_per_s": 2.0, "schema": SCHEMA + 1}) + "\n")
+    with pytest.raises(SchemaError):
+        read_jsonl(str(newer))
+    p = run("gluonperf.compare", str(old), str(newer))
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip().splitlines()[-1] == (
+        "python -m gluonperf.compare: error: NEW file %s line 1 is of record schema %d, which this gluonperf "
+        "(schema %d) cannot read; upgrade gluonperf to read it" % (newer, SCHEMA + 1, SCHEMA))

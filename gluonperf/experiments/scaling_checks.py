@@ -51,11 +51,13 @@ def gradient_bytes(model):
 
 def read_records(path, bench):
     """The records of `bench` in a --json file, as metric dicts."""
-    from ..render.records import read_jsonl
+    from ..render.records import SchemaError, read_jsonl
     try:
         rows = read_jsonl(path)
     except OSError as e:
         raise UserError("cannot read %s: %s" % (path, e.strerror or e))
+    except SchemaError as e:
+        raise UserError(str(e))
     except (ValueError, KeyError) as e:
         raise UserError("%s is not a gluonperf --json file (%s)" % (path, e))
     found = [dict(r.metrics, name=r.name, env=env) for r, env in rows if r.bench == bench]

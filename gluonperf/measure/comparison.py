@@ -11,7 +11,7 @@ import statistics
 
 from .. import UserError
 from . import stats
-from ..render.records import Result, format_value, read_jsonl
+from ..render.records import Result, SchemaError, format_value, read_jsonl
 
 
 # Fields that identify what a record measured (not how fast it went).
@@ -35,6 +35,8 @@ def load_records(path, which):
         records = read_jsonl(path)
     except OSError as e:
         raise UserError("cannot read %s file %s: %s" % (which, path, e.strerror or e))
+    except SchemaError as e:
+        raise UserError("%s file %s" % (which, e))
     except UnicodeDecodeError:
         raise UserError("%s file %s is not text; give a JSON-lines file written with --json" % (which, path))
     except json.JSONDecodeError as e:

@@ -110,10 +110,21 @@ def _json_default(value):
     return str(value)
 
 
+# The version of the record format each JSON line carries (`schema`), as asv and pyperf mark
+# theirs: raised when a field changes meaning or goes, so that a later gluonperf can read an
+# older file or say why not. Files without it are schema 0 (read as they are).
+SCHEMA = 1
+
+
+class SchemaError(ValueError):
+    """A record file of a schema this gluonperf cannot read (written by a newer one)."""
+
+
 def to_jsonl(results, env=None):
     lines = []
     for r in results:
         row = r.row()
+        row["schema"] = SCHEMA
         if env is not None:
             row["env"] = env
         lines.append(json.dumps(row, default=_json_default))
@@ -126,13 +137,18 @@ def write_jsonl(results, path, env=None):
 
 
 def read_jsonl(path):
-    """Read records written by `write_jsonl` back as (Result, env) pairs."""
+    """Read records written by `write_jsonl` back as (Result, env) pairs: any schema up to
+    SCHEMA (older files, without one, too); a newer one raises SchemaError."""
     out = []
     with open(path) as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
             row = json.loads(line)
+            schema = row.pop("schema", 0)
+            if not isinstance(schema, int) or schema > SCHEMA:
+                raise SchemaError("%s line %d is of record schema %r, which this gluonperf (schema %d) cannot "
+                                  "read; upgrade gluonperf to read it" % (path, number, schema, SCHEMA))
             env = row.pop("env", None)
             bench, name = row.pop("bench"), row.pop("name")
             out.append((Result(bench, name, row), env))
