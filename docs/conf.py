@@ -22,6 +22,9 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "none"
 
 html_theme = "alabaster"
+# The examples print wide tables: the page takes the window's width and the body no maximum,
+# so a code block shows a whole table instead of a narrow column with a scroll bar.
+html_theme_options = {"page_width": "96%", "body_max_width": "none", "sidebar_width": "240px"}
 html_static_path = []
 html_title = "gluonperf"
 
