@@ -23,9 +23,8 @@ _KEPT_OUT_OF_MXNET = {"mxnet.model": "sklearn", "mxnet.contrib.quantization": "s
 class _KeepOutOfMXNet:
     """An import hook that keeps `_KEPT_OUT_OF_MXNET` out of MXNet's start-up.
 
-    Those two imports were half of every command's start: scikit-learn 0.5-0.8 of 2.4-2.9 s
-    on a 2-core AMD EPYC (2026-11-23), scipy.stats about 0.5 s of what was left, 2.8 s, on the
-    AVX2 Zen 3 of the same evening (`python -X importtime -c "import gluonperf, mxnet"`).
+    Those two imports were half of every command's start (`python -X importtime -c "import
+    gluonperf, mxnet"`; the figures are in docs/libraries.md).
     The hook makes those imports fail, from those modules only, as if the package were not
     installed; every other import of them, gluonperf's digits data set's included, goes on as
     usual. It acts only when gluonperf is imported before MXNet."""

@@ -280,7 +280,7 @@ def run_scratch(args):
     return 0
 
 
-# --- async, memory, parallel, overlap (issue 3) -------------------------------------
+# --- async, memory, parallel, overlap ---------------------------------------------
 
 def positive_int_list(text):
     """'10,100,1000' -> [10, 100, 1000]; every item a whole number >= 1."""
@@ -571,7 +571,7 @@ def run_overlap(args):
     return 0
 
 
-# --- footprint: the memory of a training step (issue 14) ------------------------------
+# --- footprint: the memory of a training step ---------------------------------------
 
 def non_negative_int_list(text):
     items = [t.strip() for t in text.split(",")]
@@ -702,15 +702,16 @@ def add_optimizers(sub, common):
     from .cli.config import UPDATE_OPTIMIZERS  # no MXNet: --help answers at once
     p = sub.add_parser(
         "optimizers", parents=[common],
-        help="what an optimizer's update costs: seed 004's from-scratch code vs MXNet's fused operators",
+        help="what an optimizer's update costs: from-scratch NDArray updates vs MXNet's fused operators",
         description="Per optimizer (sgd with momentum, adagrad, rmsprop, adam), on --model's parameters and "
                     "gradients on the first context of --ctx: the update's time per step and its share of a "
-                    "training step (forward-backward + update), and the optimizer state's bytes, for seed 004's "
-                    "from-scratch NDArray update, MXNet's fused per-parameter operator and its multi-tensor "
-                    "operator where one exists, all timed in one interleaved run with a forward-backward step; "
-                    "each against the from-scratch one with its 95% interval over the repeats. Before timing, "
+                    "training step (forward-backward + update), and the optimizer state's bytes, for the "
+                    "from-scratch NDArray update of the book's optimization chapter, MXNet's fused "
+                    "per-parameter operator and its multi-tensor operator where one exists, all timed in one "
+                    "interleaved run with a forward-backward step; each against the from-scratch one with its "
+                    "95% interval over the repeats. Before timing, "
                     "all implementations run a few updates from the same weights and must agree to float32 "
-                    "tolerance (max_abs_diff). No weight decay, epsilon 1e-6 (the seed's).")
+                    "tolerance (max_abs_diff). No weight decay, epsilon 1e-6 (the book's).")
     p.add_argument("--model", default="lenet", help="model whose parameters are updated (default: %(default)s; "
                                                    "resnet18 for a real network)")
     p.add_argument("--optimizers", default=",".join(UPDATE_OPTIMIZERS),

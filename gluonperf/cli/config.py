@@ -19,14 +19,15 @@ LR_DECAYS = ("cosine", "step", "none")
 KVSTORES = ("device", "flat", "local", "nccl", "dist_sync", "dist_device_sync")
 OPTIMIZERS = ("sgd", "nag", "adagrad", "rmsprop", "adam", "adamw")
 # the hyper-parameter flags each optimizer takes (besides --lr and --wd), and its --lr when none is given:
-# SGD's 0.1 is ten to a hundred times what the adaptive methods train with (MXNet's and seed 004's figures)
+# SGD's 0.1 is ten to a hundred times what the adaptive methods train with (MXNet's figures and the book's)
 OPTIMIZER_FLAGS = {"sgd": ("momentum",), "nag": ("momentum",), "adagrad": ("epsilon",),
                    "rmsprop": ("beta2", "epsilon"), "adam": ("beta1", "beta2", "epsilon"),
                    "adamw": ("beta1", "beta2", "epsilon")}
 # optimizers with two implementations that give the same weights: one operator per parameter, or
 # MXNet's multi-tensor operator with MXNET_OPTIMIZER_AGGREGATION_SIZE set (gluonperf.training.optimizers; tune's lever)
 GROUPED_UPDATES = ("sgd", "adamw")
-# bench optimizers: the updates seed 004 writes from scratch (gluonperf.experiments.optimizer_cost)
+# bench optimizers: the updates the book's optimization chapter writes from scratch
+# (gluonperf.experiments.optimizer_cost)
 UPDATE_OPTIMIZERS = ("sgd", "adagrad", "rmsprop", "adam")
 # adagrad: MXNet's own default. At 0.1 LeNet on digits blew up in its first epoch for each of 4
 # seeds (docs/optimizers.md).

@@ -96,8 +96,8 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
         "optimizer": lambda: p.add_argument(
             "--optimizer", choices=OPTIMIZERS, default=d.optimizer,
             help="sgd or nag (Nesterov), both with --momentum; adagrad, rmsprop, adam, adamw (decoupled "
-                 "weight decay): MXNet's optimizers and fused update operators, as in seed 004 "
-                 "(default: %(default)s)"),
+                 "weight decay): the methods of the book's optimization chapter, with MXNet's optimizers "
+                 "and fused update operators (default: %(default)s)"),
         "momentum": lambda: p.add_argument(
             "--momentum", type=cli.momentum, default=None,
             help="momentum of sgd and nag (default: %g)" % d.momentum),
@@ -109,7 +109,7 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
         "beta2": lambda: p.add_argument(
             "--beta2", type=cli.momentum, default=None,
             help="adam, adamw: decay of the squared gradient's running average (default: 0.999); rmsprop: "
-                 "the same decay, seed 004's gamma (default: 0.9)"),
+                 "the same decay, the book's gamma (default: 0.9)"),
         "epsilon": lambda: p.add_argument(
             "--epsilon", type=cli.positive_float, default=None,
             help="adagrad, rmsprop, adam, adamw: added to the denominator for stability (default: MXNet's, "

@@ -1,12 +1,12 @@
-"""What an optimizer's update costs: seed 004's from-scratch NDArray code against MXNet's
+"""What an optimizer's update costs: the book's from-scratch NDArray updates against MXNet's
 fused operators (`python -m gluonperf.bench optimizers`).
 
 Per optimizer (SGD with momentum, AdaGrad, RMSProp, Adam), on a model's real parameters and
 gradients (one forward and backward of a synthetic batch), up to three implementations of the
 same update:
 
-- scratch: the book's loop over the parameters, written as seed 004 writes it (in PyTorch
-  there; here in MXNet NDArrays), several NDArray operators per parameter;
+- scratch: the book's loop over the parameters, written as its optimization chapter writes it
+  (in PyTorch there; here in MXNet NDArrays), several NDArray operators per parameter;
 - fused: one MXNet operator per parameter (`sgd_mom_update`, `rmsprop_update`, `adam_update`;
   AdaGrad has no dense operator in MXNet 1.9.1, so this is MXNet's own `AdaGrad.update`,
   NDArray arithmetic as well);
@@ -14,8 +14,8 @@ same update:
   `multi_sgd_mom_update`, and for Adam `contrib.multi_adamw_update` (AdamW's operator, which
   without weight decay is Adam's update). Groups of MULTI_GROUP parameters, MXNet's default.
 
-All run without weight decay (the seed's updates have none) and with one epsilon, the
-seed's 1e-6. Every update and a forward-backward step of the model are timed in ONE
+All run without weight decay (the book's updates have none) and with one epsilon, the
+book's 1e-6. Every update and a forward-backward step of the model are timed in ONE
 interleaved run (`benchmark.measure_interleaved`), so a change of the machine's load hits all
 alike; each implementation's speed against the scratch one is the per-repeat paired ratio
 with its 95% interval (`stats`). Before timing, every implementation runs CHECK_STEPS updates
@@ -58,7 +58,7 @@ def state_arrays(optimizer, weight):
     return [nd.zeros(weight.shape, weight.context, dtype=weight.dtype) for _ in range(count)]
 
 
-# --- seed 004's updates, from scratch ------------------------------------------------
+# --- the book's updates, from scratch -----------------------------------------------
 
 def scratch(optimizer, hp):
     """The book's update of `optimizer` as a function (weights, grads, states, t)."""
@@ -96,7 +96,7 @@ def _adam_lr(hp, t):
 
 
 def _adam_eps(hp, t):
-    """The seed's epsilon, added to sqrt(s / (1 - beta2^t)), as MXNet's operators take it (added
+    """The book's epsilon, added to sqrt(s / (1 - beta2^t)), as MXNet's operators take it (added
     to sqrt(s)): the same update to rounding (mxnet.optimizer.Adam passes epsilon unscaled, which
     differs where a gradient is as small as epsilon)."""
     return hp["eps"] * math.sqrt(1 - hp["beta2"] ** t)

@@ -1,6 +1,6 @@
 """The arithmetic of data-parallel scaling: step time from compute t1 and communication t2.
 
-Pure functions, no MXNet. The seeds' model (multi-GPU chapter): on N devices a
+Pure functions, no MXNet. The book's model (multi-GPU chapter): on N devices a
 synchronous SGD step costs the compute of one device's share of the batch, t1, plus
 the time to sum the gradients, t2; about max(t1, t2) when communication overlaps
 compute (gradients of the last layers are summed while earlier layers still run

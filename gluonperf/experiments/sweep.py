@@ -422,8 +422,8 @@ class Worker:
 
 def spins_when_idle(candidate):
     """True for a candidate whose OpenMP threads never sleep (GOMP_SPINCOUNT=infinite): waiting
-    warm in a paired sweep, it spins on the cores, and every other candidate ran 4-8x slower
-    beside it (docs/levers.md, third and fifteenth sessions)."""
+    warm in a paired sweep, it spins on the cores, and every other candidate ran several times
+    slower beside it (docs/levers.md, "Threads")."""
     return str(dict(candidate.env).get("GOMP_SPINCOUNT", "")).lower() == "infinite"
 
 

@@ -6,9 +6,9 @@ Four kernels, each large enough to be compute-bound:
 - the same product through `nd.dot` (OpenBLAS on the CPU build; run on ONE context only:
   MXNet's bundled OpenBLAS spins forever when two contexts run it at once),
 - two 3x3 convolutions (oneDNN): 128 channels on 28x28 maps, and 256 channels on 7x7 maps
-  at batch 128, the shape of ResNet's deep layers, where oneDNN's kernels run fastest (on a
-  2-core AMD EPYC Zen 4, 2026-11-23: 240-248 GFLOP/s against 208-221 for the first, whose
-  ceiling ResNet-18's own forward convolutions then exceeded).
+  at batch 128, the shape of ResNet's deep layers, where oneDNN's kernels run fastest: without
+  it, ResNet-18's own forward convolutions ran above the ceiling (docs/levers.md, "The
+  convolutions, and the distance to the ceiling").
 Each is timed like every figure here (warm-up, a sync before the clock stops, repeats);
 its peak is the FLOPs over the FASTEST repeat, since a ceiling is what the machine can do
 when nothing disturbs it (the median is reported beside it). The highest is the ceiling.

@@ -183,8 +183,8 @@ def hits(outputs, labels, k=5):
     per context), counted in numpy as MXNet's Accuracy and TopKAccuracy count them.
     Not with those metrics: their argmax (like a loss's sum()) is an engine operator,
     queued with the training's own; with two CPU contexts these reads made one context
-    wait for work queued on the other (up to 170 ms in a trace) and cost `--ctx
-    cpu0,cpu1` 8% of its throughput (docs/levers.md, seventh session)."""
+    wait for work queued on the other and cost `--ctx cpu0,cpu1` a few per cent of its
+    throughput (docs/levers.md, "Two CPU contexts")."""
     top1 = topk = 0
     for output, label in zip(outputs, labels):
         output, label = output.asnumpy(), label.asnumpy().astype(np.int64).ravel()
@@ -631,7 +631,7 @@ def scaling(config, contexts, steps=None, progress=None):
     Per device count: the measured step time (forward, backward, Trainer.step, to a
     sync), and the step split into t1 = compute (forward + backward, to a sync),
     t2 = gradient communication (trainer.allreduce_grads(), to a sync) and the
-    update; the seeds' model says a step costs about max(t1, t2) when
+    update; the book's model says a step costs about max(t1, t2) when
     communication overlaps compute and t1 + t2 when it does not. Speedup (with its 95%
     interval from the step times of the two phases) and parallel efficiency are relative
     to one device. Returns Results, bench='scaling'.

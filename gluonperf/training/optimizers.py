@@ -6,9 +6,8 @@ set, and a group of one when it is 1 or 0). On CPU that operator's kernel runs o
 over the longest array of its group and, at every index, visits each array of the group
 that is that long: the arrays are read element by element side by side rather than one
 after the other, and a short array costs as many loop steps as the longest. For
-ResNet-18's 11.2 million parameters it took 26 ms a step where one `sgd_mom_update` per
-parameter took 13 ms, and training at batch 64 ran 1.025x faster with the latter
-(docs/levers.md, ninth session).
+ResNet-18 one `sgd_mom_update` per parameter was faster than that operator, and training
+with it too (docs/levers.md, "The optimizer update").
 
 `SGD` here is MXNet's SGD, updating each parameter with momentum by its own
 `sgd_mom_update` on CPU: the same arithmetic to the bit (tests/test_optimizers.py). It
@@ -18,7 +17,7 @@ weights with multi_precision, for sparse arrays, and whenever the user sets
 MXNET_OPTIMIZER_AGGREGATION_SIZE: that variable is the override, as OMP_NUM_THREADS is
 for the thread default.
 
-The others are seed 004's (chapter "optimisation algorithms"): MXNet's `NAG`, `AdaGrad`
+The others are the methods of the book's optimization chapter: MXNet's `NAG`, `AdaGrad`
 (NDArray arithmetic for dense arrays: MXNet 1.9.1 has no fused dense AdaGrad operator),
 `RMSProp` (`rmsprop_update`), `Adam` (`adam_update`), and `AdamW`, which MXNet 1.9.1 has
 as operators only (`contrib.adamw_update`, `contrib.multi_adamw_update`): gluonperf's class
@@ -133,7 +132,7 @@ OPTIMIZERS = {"sgd": SGD, "nag": mx.optimizer.NAG, "adagrad": mx.optimizer.AdaGr
               "rmsprop": mx.optimizer.RMSProp, "adam": mx.optimizer.Adam, "adamw": AdamW}
 NAMES = tuple(OPTIMIZERS)
 # gluonperf's hyper-parameter names -> each class's argument (RMSProp's gamma1 is the decay of
-# the squared gradient's average, the role beta2 has in Adam and gamma in seed 004's RMSProp)
+# the squared gradient's average, the role beta2 has in Adam and gamma in the book's RMSProp)
 ARGUMENTS = {"sgd": {"momentum": "momentum"}, "nag": {"momentum": "momentum"}, "adagrad": {"epsilon": "eps"},
              "rmsprop": {"beta2": "gamma1", "epsilon": "epsilon"},
              "adam": {"beta1": "beta1", "beta2": "beta2", "epsilon": "epsilon"},

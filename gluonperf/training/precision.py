@@ -8,11 +8,11 @@ Intel AMX: MXNet 1.9.1's oneDNN 2.4 uses AMX only when told to
 (DNNL_MAX_CPU_ISA=AVX512_CORE_AMX) and only in a process Linux allowed to use the AMX
 tile registers (arch_prctl(ARCH_REQ_XCOMP_PERM), Linux 5.16+); without that permission
 the first AMX instruction kills the process (SIGILL). Without AMX, oneDNN runs
-bfloat16 on AVX512-BF16, where it depends on the CPU: 0.69x float32 for a convolution on
-an Intel Xeon with AMX turned off, 1.7x float32 for ResNet-18's training on an AMD EPYC
-Zen 5 (docs/levers.md); `gluonperf.tune --levers hybridize,dtype` measures it.
-oneDNN 2.4 has no bfloat16 kernels below AVX-512 (on an AVX2 AMD EPYC Zen 3, creating a
-bfloat16 convolution or dense layer fails): there `check` refuses bfloat16 before anything runs.
+bfloat16 on AVX512-BF16, where it depends on the CPU: slower than float32 on some, much
+faster on others (docs/levers.md, "bfloat16 mixed precision"); `gluonperf.tune --levers
+hybridize,dtype` measures it. oneDNN 2.4 has no bfloat16 kernels below AVX-512 (on an AVX2
+CPU, creating a bfloat16 convolution or dense layer fails): there `check` refuses bfloat16
+before anything runs.
 
 `prepare(dtype)` does the environment part and must run before MXNet is loaded;
 `enable(dtype, contexts)` switches AMP on and must run before the model is built.
@@ -21,7 +21,7 @@ import ctypes
 import os
 
 DTYPES = ("float32", "bfloat16")
-# AVX512-BF16 without AMX, as measured (docs/levers.md, fourth and fifteenth sessions), and what to do
+# AVX512-BF16 without AMX, as measured (docs/levers.md, "bfloat16 mixed precision"), and what to do
 WITHOUT_AMX = ("slower than float32 on an Intel Xeon and 1.7x faster on an AMD EPYC Zen 5; measure it here "
                "(python -m gluonperf.tune --levers hybridize,dtype) and check that your model learns as well")
 AMX_ISA = "AVX512_CORE_AMX"
