@@ -29,7 +29,8 @@ from ..runtime.contexts import describe
 from .data import CLASSES, classes, load_for, loader  # noqa: F401 (CLASSES: callers import it from here)
 from .models import get_model
 from . import optimizers, precision
-from ..render.records import Result, _atomic_write, result, umask_mode
+from ..render.records import Result, result
+from ..runtime.outputs import umask_mode, write_output
 
 # Fields a resumed run must share with the checkpoint it continues. The learning-rate
 # settings may change (e.g. resume with a lower --lr after the loss became NaN).
@@ -326,7 +327,7 @@ class CheckpointDir:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        _atomic_write(os.path.join(directory, LATEST), name + "\n")
+        write_output(os.path.join(directory, LATEST), (name + "\n").encode("utf-8"))
         for old in self.epochs()[:-self.keep]:
             if old != name:
                 shutil.rmtree(os.path.join(directory, old), ignore_errors=True)
