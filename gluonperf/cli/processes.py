@@ -14,7 +14,6 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 from .. import UserError
 from ..runtime import guard
@@ -94,23 +93,20 @@ def more_processes(args, progress=None):
 
 
 def _wait_beating(proc, what):
-    """Wait for `proc`, telling the stall guard that a child is working (its own guard
-    watches its steps); its stderr."""
-    import threading
-    err = []
-    reader = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
-    reader.start()
-    while proc.poll() is None:
+    """Wait for `proc`, telling the stall guard every half second that a child is working
+    (its own guard watches its steps); its stderr."""
+    while True:
         guard.beat(what)
-        time.sleep(0.5)
-    reader.join()
-    return "".join(err)
+        try:
+            return proc.communicate(timeout=0.5)[1]
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def spread_lines(records):
     """'static: median_s over 4 processes 8.17 ms, process-to-process SD 6.1%' per benchmark
     whose records come from several processes."""
-    from ..measure.comparison import key, pick_metric
+    from ..measure.comparison import key, pick_metric, positive
     from ..render.records import format_value
     groups = {}
     for r in records:
@@ -118,10 +114,9 @@ def spread_lines(records):
             groups.setdefault(key(r), []).append(r)
     out = []
     for rs in groups.values():
-        m = pick_metric(rs[0], rs[0])
-        values = [float(r.metrics[m]) for r in rs if isinstance(r.metrics.get(m), (int, float))
-                  and r.metrics[m] > 0]
-        if m is None or len(values) < 2:
+        m = pick_metric(rs[0], rs[0])  # a positive number in the first process's record
+        values = [float(r.metrics[m]) for r in rs if m is not None and positive(r.metrics.get(m))]
+        if len(values) < 2:
             continue
         sd = statistics.stdev(math.log(v) for v in values)
         out.append("%s: %s over %d processes %s, process-to-process SD %.1f%%"

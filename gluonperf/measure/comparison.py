@@ -64,7 +64,7 @@ def _number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _positive(value):
+def positive(value):
     """A number a ratio can be taken of: finite and above 0. A record may hold a signed
     difference (profile's 'hidden by overlap', fenced - unfenced, is negative when the
     unfenced steps ran slower), or a 0, which no ratio or log interval can be made of."""
@@ -73,8 +73,8 @@ def _positive(value):
 
 def pick_metric(old, new, metric=None):
     """The metric to compare two matched records on, or None when they share none that both
-    hold as a positive number (`_positive`)."""
-    both = [k for k in old.metrics if k in new.metrics and _positive(old.metrics[k]) and _positive(new.metrics[k])]
+    hold as a positive number (`positive`)."""
+    both = [k for k in old.metrics if k in new.metrics and positive(old.metrics[k]) and positive(new.metrics[k])]
     if metric is not None:
         return metric if metric in both else None
     for m in PREFERRED:
@@ -108,7 +108,7 @@ def environment_changes(old_env, new_env):
 def _values(records, m):
     """The evidence of one side for metric `m`: per-run values (one per record: the runs in
     the file) and, when there is one run holding raw per-repeat samples of a time, those."""
-    runs = [float(r.metrics[m]) for r in records if _positive(r.metrics.get(m))]
+    runs = [float(r.metrics[m]) for r in records if positive(r.metrics.get(m))]
     samples = None
     if len(records) == 1 and m in SAMPLED and isinstance(records[0].metrics.get("samples_s"), list):
         samples = [float(x) for x in records[0].metrics["samples_s"] if _number(x) and x > 0] or None
@@ -130,7 +130,7 @@ def call_seconds(records, m):
             found.append(float(x["median_s"]))
         elif _number(x.get("step_s")):
             found.append(float(x["step_s"]))
-        elif m.endswith("_per_s") and _number(x.get(m)) and x[m] > 0 and _number(x.get("batch_size")):
+        elif m.endswith("_per_s") and positive(x.get(m)) and _number(x.get("batch_size")):
             found.append(float(x["batch_size"]) / float(x[m]))
     return statistics.median(found) if found else None
 
@@ -208,8 +208,8 @@ def compare(old_records, new_records, fail_above=None, metric=None, threshold=st
         if m is None:
             out.append(Result("compare", label, dict(ident, status="no common metric")))
             continue
-        olds = [r for r in olds if _positive(r.metrics.get(m))]
-        news = [r for r in news if _positive(r.metrics.get(m))]
+        olds = [r for r in olds if positive(r.metrics.get(m))]
+        news = [r for r in news if positive(r.metrics.get(m))]
         a = statistics.median(float(r.metrics[m]) for r in olds)
         b = statistics.median(float(r.metrics[m]) for r in news)
         change = b / a - 1 if a else float("inf")

@@ -49,10 +49,7 @@ def noise_floor(call_s=None):
     call takes `call_s` seconds (NOISE_FLOORS); the widest floor when that is not known."""
     if call_s is None or not (call_s > 0 and math.isfinite(call_s)):
         return NOISE_FLOOR
-    for upto, floor in NOISE_FLOORS:
-        if call_s <= upto:
-            return floor
-    return NOISE_FLOORS[-1][1]
+    return next(floor for upto, floor in NOISE_FLOORS if call_s <= upto)  # the last band has no end
 
 
 @dataclass(frozen=True)
