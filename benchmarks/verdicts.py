@@ -190,34 +190,21 @@ KNOWN_STEPS = ((2, 3), (4, 7))
 
 
 def known_work_run(steps, path, repeat=5, number=3):
-    """One saved run (the child of `single`): a hybridized LeNet's training step on a batch of
-    32, `steps` of them per timed call, `repeat` repeats of `number` calls, written to `path`
-    as one record whose call time is `steps` times a step's."""
+    """One saved run (the child of `single`): a hybridized LeNet's training steps on batches of
+    32 (gluonperf.training.steprate's, as tune measures them), `steps` of them per timed call,
+    `repeat` repeats of `number` calls, written to `path` as one record whose call time is
+    `steps` times a step's."""
     import mxnet as mx
-    import numpy as np
-    from mxnet import autograd, gluon
     from gluonperf.measure.harness import environment, measure
     from gluonperf.render.records import write_jsonl
-    from gluonperf.training.models import get_model, input_shape
-    ctx = mx.cpu()
-    net = get_model("lenet", 10, [ctx])
-    net.initialize(mx.init.Xavier(), ctx=ctx)
-    net.hybridize(static_alloc=True, static_shape=True)
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01})
-    loss = gluon.loss.SoftmaxCrossEntropyLoss()
-    x = mx.nd.random.uniform(shape=(32,) + input_shape("lenet"), ctx=ctx)
-    y = mx.nd.array(np.random.RandomState(0).randint(0, 10, 32), ctx=ctx)
-
-    def call():
-        for _ in range(steps):
-            with autograd.record():
-                l = loss(net(x), y)
-            l.backward()
-            trainer.step(32)
-
-    m = measure(call, "lenet", warmup=2, repeat=repeat, number=number)
+    from gluonperf.training import steprate
+    ctx = [mx.cpu()]
+    net, trainer, loss = steprate.build("lenet", ctx, "static")
+    batches = steprate.synthetic_batches("lenet", 32, 4)
+    m = measure(lambda: steprate.run_steps(net, trainer, loss, batches, ctx, steps), "lenet", warmup=2,
+                repeat=repeat, number=number)
     write_jsonl([Result("known-work", "lenet-train", dict(m.summary(), model="lenet", batch_size=32))], path,
-                environment([ctx]))
+                environment(ctx))
 
 
 def _saved_run(steps, processes, tmp, tag):
@@ -226,11 +213,7 @@ def _saved_run(steps, processes, tmp, tag):
     records = []
     for i in range(1, processes + 1):
         path = os.path.join(tmp, "%s-%d.json" % (tag, i))
-        p = subprocess.run([sys.executable, os.path.abspath(__file__), "--known-work", str(steps), "--json", path],
-                           cwd=ROOT, capture_output=True, text=True, timeout=600)
-        if p.returncode != 0:
-            raise RuntimeError("known-work run failed: %s" % p.stderr.strip().splitlines()[-1:])
-        for r, env in read_jsonl(path):
+        for r, env in _fresh_run([os.path.abspath(__file__), "--known-work", str(steps)], path):
             r.metrics["process"] = i
             records.append((r, env))
     return records
@@ -256,25 +239,25 @@ def check_single(pairs, processes, threshold, progress=None):
                 statuses.setdefault("%dx%d" % (old, new), []).append(
                     {k: got.get(k) for k in ("status", "ratio", "ratio_ci_low", "ratio_ci_high", "evidence")})
                 if (old, new) == KNOWN_STEPS[1]:
-                    files = []
+                    paths = []
                     for side, recs in (("old", runs[old][-1]), ("new", runs[new][-1])):
                         path = os.path.join(tmp, "%s-%d.json" % (side, i))
                         write_jsonl([r for r, _ in recs], path, recs[0][1])
-                        files.append(path)
-                    c = subprocess.run([sys.executable, "-m", "gluonperf.compare", *files, "--fail-above", "5%"],
+                        paths.append(path)
+                    c = subprocess.run([sys.executable, "-m", "gluonperf.compare", *paths, "--fail-above", "5%"],
                                        cwd=ROOT, capture_output=True, text=True, timeout=120)
                     exits.append(c.returncode)
     aa = []
-    for steps, files in runs.items():
-        aa += [dict(m, steps=steps) for m in _aa_calls(files, threshold)]
+    for steps, saved in runs.items():
+        aa += [dict(m, steps=steps) for m in _aa_calls(saved, threshold)]
     one_five = statuses["%dx%d" % KNOWN_STEPS[0]]
     called = sum(s["status"] in ("worse", "regression") for s in one_five)
     false = sum(d["status"] in ("improved", "worse", "regression") for d in aa)
     need = math.ceil(0.9 * pairs)
     return Result("verdicts", "single", {
         "pairs": pairs, "processes": processes, "known": statuses,
-        "saved_runs_s": {str(steps): [[r.metrics["median_s"] for r, _ in run] for run in files]
-                         for steps, files in runs.items()}, "called_1_5x": called, "needed": need,
+        "saved_runs_s": {str(steps): [[r.metrics["median_s"] for r, _ in run] for run in saved]
+                         for steps, saved in runs.items()}, "called_1_5x": called, "needed": need,
         "fail_above_exits": exits, "aa_decisions": len(aa), "aa_called": false,
         "aa_limit": math.floor(0.05 * len(aa)),
         "passed": called >= need and all(e == 1 for e in exits) and false <= math.floor(0.05 * len(aa))})
