@@ -96,7 +96,7 @@ def main(argv=None):
     cli.guard_command(args, "benchmarks/dist_sync_terms.py", stall_timeout=0)
     from gluonperf.runtime import guard
     from gluonperf.experiments import scaling_checks
-    from gluonperf.render.records import Result
+    from gluonperf.records import Result
     nbytes, keys, _ = scaling_checks.gradient_bytes(args.model)
     lnk = scaling_checks.loopback_link(nbytes)
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_OMP", "DMLC_"))}

@@ -25,7 +25,7 @@ import suite_stats  # noqa: E402  (benchmarks/, this script's folder)
 from gluonperf.cli import common as cli  # noqa: E402
 from gluonperf.measure.harness import measure_interleaved  # noqa: E402
 from gluonperf.experiments.hybridize import _forward, _train_step, build_variants  # noqa: E402
-from gluonperf.render.records import result  # noqa: E402
+from gluonperf.records import result  # noqa: E402
 
 
 def book_benchmark(net, x, number):

@@ -29,7 +29,7 @@ from mxnet import gluon  # noqa: E402
 
 from gluonperf.measure.harness import environment, measure_interleaved  # noqa: E402
 from gluonperf.training.models import resnet18  # noqa: E402
-from gluonperf.render.records import format_table, result, write_jsonl  # noqa: E402
+from gluonperf.records import format_table, result, write_jsonl  # noqa: E402
 from gluonperf.training.loop import HYBRIDIZE, TrainConfig, forward_backward, make_trainer  # noqa: E402
 
 VARIANTS = {  # name -> resnet18 keyword arguments

@@ -37,7 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from gluonperf.cli import common as cli  # noqa: E402
 from gluonperf.measure import stats
-from gluonperf.render.records import Result, read_jsonl  # noqa: E402
+from gluonperf.records import Result, read_jsonl  # noqa: E402
 
 PROG = "benchmarks/verdicts.py"
 PARTS = ("aa", "known", "tune", "floor", "single")
@@ -196,7 +196,7 @@ def known_work_run(steps, path, repeat=5, number=3):
     `steps` times a step's."""
     import mxnet as mx
     from gluonperf.measure.harness import environment, measure
-    from gluonperf.render.records import write_jsonl
+    from gluonperf.records import write_jsonl
     from gluonperf.training import steprate
     ctx = [mx.cpu()]
     net, trainer, loss = steprate.build("lenet", ctx, "static")
@@ -225,7 +225,7 @@ def check_single(pairs, processes, threshold, progress=None):
     `compare --fail-above 5%`'s exit status on the 1.75x pairs; and the A/A decisions between
     consecutive saved runs of one side."""
     from gluonperf.measure.comparison import compare
-    from gluonperf.render.records import write_jsonl
+    from gluonperf.records import write_jsonl
     runs = {n: [] for ab in KNOWN_STEPS for n in ab}
     statuses, exits = {}, []
     with tempfile.TemporaryDirectory(prefix="gluonperf-single-") as tmp:

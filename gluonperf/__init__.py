@@ -2,7 +2,7 @@
 
 Experiments live in one module per concern and return records; the CLIs
 (`python -m gluonperf.bench`, `python -m gluonperf.train`) parse arguments,
-call them, and hand the records to `gluonperf.cli.common.emit` (writers in `gluonperf.render.records`).
+call them, and hand the records to `gluonperf.cli.common.emit` (writers in `gluonperf.records`).
 """
 
 import sys

@@ -142,7 +142,7 @@ def _count_list(text):
 
 
 def add_allreduce(sub, common):
-    from .cli.config import ALLREDUCE_KVSTORES, ALLREDUCE_METHODS
+    from .config import ALLREDUCE_KVSTORES, ALLREDUCE_METHODS
     p = sub.add_parser(
         "allreduce", parents=[common],
         help="allreduce bandwidth: book / ring / tree vs kvstore device / local vs plain copyto",
@@ -223,7 +223,7 @@ def run_allreduce(args):
 
 
 def add_scratch(sub, common):
-    from .cli.config import ALLREDUCE_METHODS, DATASETS
+    from .config import ALLREDUCE_METHODS, DATASETS
     p = sub.add_parser(
         "scratch", parents=[common],
         help="the book's LeNet trained data-parallel from scratch (get_params, allreduce, split_and_load)",
@@ -300,7 +300,7 @@ def _add_trace(p, what="one more run of the measured code, untimed, so the profi
 def _emit_sections(sections, args, ctxs, extra=()):
     """Print one table per (title, results, columns) section; write every record, and the
     `extra` records not shown as tables, to --json / --csv once."""
-    from .render.records import format_table
+    from .records import format_table
     cli.write_outputs([r for _, results, _ in sections for r in results] + list(extra), args, ctxs)
     for number, (title, results, columns) in enumerate(sections):
         if number:
@@ -581,7 +581,7 @@ def non_negative_int_list(text):
 
 
 def _hybridize_list(text):
-    from .cli.config import HYBRIDIZE
+    from .config import HYBRIDIZE
     items = [t.strip() for t in text.split(",") if t.strip()]
     bad = [t for t in items if t not in HYBRIDIZE]
     if bad or not items:
@@ -590,7 +590,7 @@ def _hybridize_list(text):
 
 
 def add_footprint(sub, common):
-    from .cli.config import OPTIMIZERS
+    from .config import OPTIMIZERS
     p = sub.add_parser(
         "footprint", parents=[common],
         help="the memory of a training step per batch size, hybridize setting and checkpointing; "
@@ -699,7 +699,7 @@ def run_footprint(args):
 
 
 def add_optimizers(sub, common):
-    from .cli.config import UPDATE_OPTIMIZERS  # no MXNet: --help answers at once
+    from .config import UPDATE_OPTIMIZERS  # no MXNet: --help answers at once
     p = sub.add_parser(
         "optimizers", parents=[common],
         help="what an optimizer's update costs: from-scratch NDArray updates vs MXNet's fused operators",
@@ -858,7 +858,7 @@ TTA_FLAGS = ("model", "hybridize", "dataset", "data_dir", "limit", "batch_size",
 
 
 def add_time_to_accuracy(sub, common):
-    from .cli.config import OPTIMIZERS
+    from .config import OPTIMIZERS
     from .cli.training_flags import add_training_flags, fraction
     p = sub.add_parser(
         "time-to-accuracy", parents=[common],
@@ -885,7 +885,7 @@ TTA_COLUMNS = ["name", "reached", "median_time_to_target_s", "median_epochs_to_t
 
 def run_time_to_accuracy(args):
     from . import UserError
-    from .cli.config import OPTIMIZERS, TrainConfig
+    from .config import OPTIMIZERS, TrainConfig
     from .training.data import check_available
     from .training.models import get_model
     from .experiments.time_to_accuracy import time_to_accuracy

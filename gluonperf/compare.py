@@ -13,12 +13,12 @@ import sys
 from . import UserError
 from .measure import comparison, stats
 from .cli.common import add_threshold, check_output_path, parse_threshold, percentage, positive_int
-from .render.records import format_table, write_jsonl
+from .records import format_table, write_jsonl
 
 
 def floor_bands():
     """'26% up to 1 ms, ...': stats.NOISE_FLOORS for --help."""
-    from .render.records import format_value
+    from .records import format_value
     bands, low = [], None
     for upto, floor in stats.NOISE_FLOORS:
         where = ("above %s" % format_value("median_s", low)) if upto == float("inf") else ("up to %s" % format_value("median_s", upto))

@@ -52,7 +52,7 @@ def efficiency(text):
 
 
 def build_parser():
-    from .cli.config import OPTIMIZERS
+    from .config import OPTIMIZERS
     from .experiments.scaling_model import LINKS, PLACEMENTS
     p = argparse.ArgumentParser(
         prog=PROG, parents=[cli.common_parser()],

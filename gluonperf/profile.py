@@ -107,7 +107,7 @@ def operators_in_fresh_process(args, trace, desc="operators (fresh process)"):
     while it runs, this process reports progress to its own."""
     import gluonperf
     from .runtime import guard
-    from .render.records import read_jsonl
+    from .records import read_jsonl
     with guard.temp_dir(prefix="gluonperf-profile-") as tmp:
         out = os.path.join(tmp, "operators.jsonl")
         root = os.path.dirname(os.path.dirname(os.path.abspath(gluonperf.__file__)))

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Dict
 
-from ..runtime.outputs import write_output
+from .runtime.outputs import write_output
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else 
 # and, for --dtype bfloat16, oneDNN's instruction set and the AMX permission (gluonperf.training.precision)
 DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 
-from .cli.config import TrainConfig  # noqa: E402
+from .config import TrainConfig  # noqa: E402
 from .cli.training_flags import (add_training_flags, check_kvstore, check_optimizer_flags, config_from,  # noqa: E402
                                  fraction, note_optimizer)
 

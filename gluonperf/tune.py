@@ -64,7 +64,7 @@ def build_parser():
                         "images, a folder of class subfolders or a .rec with its .idx (gluonperf.train --dataset); "
                         "the data lever then tries DataLoader worker processes and, for a .rec, MXNet's "
                         "ImageRecordIter (default: %(default)s)")
-    from .cli.config import OPTIMIZERS
+    from .config import OPTIMIZERS
     p.add_argument("--optimizer", choices=OPTIMIZERS, default=None,
                    help="train every candidate with this optimizer, at its default hyper-parameters (train runner "
                         "only; default: train's, sgd)")

@@ -8,7 +8,7 @@ import pytest
 from mxnet import nd
 
 from gluonperf.experiments import optimizer_cost as oc
-from gluonperf.render.records import read_jsonl
+from gluonperf.records import read_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +113,8 @@ def test_time_to_accuracy_compares_each_optimizer_with_the_first_over_the_seeds(
     """With made-up runs: the order rotates seed by seed, the medians are over the seeds that
     reached the target, and the speedup is the first optimizer's time over this one's."""
     from gluonperf.experiments import time_to_accuracy as tta
-    from gluonperf.cli.config import TrainConfig
-    from gluonperf.render.records import Result
+    from gluonperf.config import TrainConfig
+    from gluonperf.records import Result
     times = {("sgd", 0): 10.0, ("sgd", 1): 12.0, ("sgd", 2): 11.0,
              ("adam", 0): 5.0, ("adam", 1): 6.5, ("adam", 2): 5.5,
              ("nag", 0): 9.0, ("nag", 1): None, ("nag", 2): 9.5}
@@ -165,7 +165,7 @@ def test_bench_time_to_accuracy_from_the_command_line(run, tmp_path):
 
 
 def test_help_and_a_bad_flag_answer_without_loading_mxnet(run, tmp_path):
-    """The new experiments build their parsers from gluonperf.cli.config: an `mxnet` that cannot be
+    """The new experiments build their parsers from gluonperf.config: an `mxnet` that cannot be
     imported, in front of the real one, proves --help and argparse's refusals do not load it."""
     fake = tmp_path / "no-mxnet" / "mxnet"
     fake.mkdir(parents=True)
@@ -183,7 +183,7 @@ def test_help_and_a_bad_flag_answer_without_loading_mxnet(run, tmp_path):
 
 
 def test_profiles_breakdown_names_the_update_operator():
-    from gluonperf.cli.config import TrainConfig
+    from gluonperf.config import TrainConfig
     from gluonperf.experiments.step_time import update_operators
     assert update_operators(TrainConfig(optimizer="adam"), [mx.cpu(0)]) == "adam: adam_update"
     assert update_operators(TrainConfig(optimizer="rmsprop"), [mx.cpu(0)]) == "rmsprop: rmsprop_update"

@@ -514,7 +514,7 @@ def test_the_stall_guard_stops_a_step_that_makes_no_progress(tmp_path):
 
 
 def test_help_and_bad_flags_answer_without_loading_mxnet(tmp_path):
-    """The parsers are built from gluonperf.cli.config, without MXNet: --help and a flag
+    """The parsers are built from gluonperf.config, without MXNet: --help and a flag
     argparse refuses answer in a tenth of a second, not after MXNet's 2 s start. An
     `mxnet` that cannot be imported stands in front of the real one to prove it."""
     fake = tmp_path / "no-mxnet" / "mxnet"

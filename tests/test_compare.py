@@ -4,7 +4,7 @@ import pytest
 
 from gluonperf.cli.common import parse_threshold
 from gluonperf.measure.comparison import compare, pick_metric, regressions
-from gluonperf.render.records import Result, write_jsonl
+from gluonperf.records import Result, write_jsonl
 
 ENV = {"mxnet": "1.9.1", "cpu_count": 2, "env": {}}
 

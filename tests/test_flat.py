@@ -8,7 +8,7 @@ import pytest
 from mxnet import gluon, nd
 
 from gluonperf.training.flat import FlatTrainer, owners
-from gluonperf.render.records import read_jsonl
+from gluonperf.records import read_jsonl
 from gluonperf.experiments.step_time import phase
 from gluonperf.training.loop import HYBRIDIZE, TrainConfig, build_net, forward_backward, make_trainer
 

@@ -7,7 +7,7 @@ from gluonperf import UserError
 from gluonperf.cli.units import size_bytes
 from gluonperf.experiments.footprint import effective_configs, fit_line, footprint, largest_batch, parameter_bytes
 from conftest import needs_bfloat16
-from gluonperf.render.records import read_jsonl
+from gluonperf.records import read_jsonl
 
 MiB = 2 ** 20
 

@@ -5,7 +5,7 @@ from mxnet import gluon, nd
 
 from gluonperf.training import optimizers
 from gluonperf.training.optimizers import AGGREGATION, SGD
-from gluonperf.render.records import read_jsonl
+from gluonperf.records import read_jsonl
 
 SHAPES = [(16, 3, 3, 3), (16,), (1000,), (7, 5)]
 
@@ -67,9 +67,9 @@ def test_create_gives_the_named_optimizer_and_refuses_others():
 
 
 def test_the_names_the_parsers_offer_are_those_the_code_runs():
-    """The CLIs build their choices from gluonperf.cli.config (no MXNet); each name must be one
+    """The CLIs build their choices from gluonperf.config (no MXNet); each name must be one
     the working module knows, and every one it knows offered."""
-    from gluonperf.cli import config
+    from gluonperf import config
     from gluonperf.experiments import from_scratch as data_parallel, footprint
     assert optimizers.NAMES == config.OPTIMIZERS
     assert list(data_parallel.SCHEDULES) == config.ALLREDUCE_METHODS == data_parallel.METHODS
@@ -412,7 +412,7 @@ def test_predict_counts_the_update_once_per_device_whatever_its_batch():
 def test_tunes_optimizer_lever_offers_the_multi_tensor_update_only_where_it_gives_the_same_weights():
     """The same weights per array and multi-tensor: SGD (to the bit) and AdamW (to float32
     rounding), tested above; MXNet 1.9.1 has one implementation of the others."""
-    from gluonperf.cli import config
+    from gluonperf import config
     from gluonperf.experiments.sweep import Candidate, levers
     stage = dict(levers(Candidate("b", (), (("ctx", "cpu0"),)), ["cpu0"], [64], ["device"], cores=2))["optimizer"]
     for name in optimizers.NAMES:

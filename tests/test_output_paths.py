@@ -13,7 +13,7 @@ import pytest
 from conftest import run_leaving_nothing
 from gluonperf import UserError
 from gluonperf.cli import common as cli
-from gluonperf.render.records import read_jsonl, result, write_csv, write_jsonl
+from gluonperf.records import read_jsonl, result, write_csv, write_jsonl
 from gluonperf.runtime import outputs
 
 RECORDS = [result("b", "x", images_per_s=1.0), result("b", "y", images_per_s=2.0)]

@@ -6,7 +6,7 @@ import os
 from conftest import ROOT, run_leaving_nothing
 from gluonperf.cli.processes import _child_argv, spread_lines
 from gluonperf.measure.comparison import compare
-from gluonperf.render.records import Result, read_jsonl
+from gluonperf.records import Result, read_jsonl
 
 
 def test_a_child_runs_the_same_command_with_its_own_json():

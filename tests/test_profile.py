@@ -10,7 +10,7 @@ from gluonperf import UserError
 from gluonperf.measure.ceiling import measure_ceiling, physical_bound
 from gluonperf.measure.flops import count_flops, count_model_flops
 from conftest import needs_bfloat16
-from gluonperf.render.records import read_jsonl
+from gluonperf.records import read_jsonl
 from gluonperf.experiments.step_time import PARTS, REST, breakdown, busy_seconds, context_waits
 from gluonperf.training.loop import TrainConfig
 
@@ -324,7 +324,7 @@ def test_the_child_run_gets_the_configuration_but_not_the_outputs():
 
 
 def test_the_verdict_ranks_losses_by_time_beyond_the_ceiling():
-    from gluonperf.render.records import result
+    from gluonperf.records import result
     from gluonperf.experiments.step_time import verdict, with_ceiling
     count = count_model_flops("lenet", (1, 28, 28))
     ceiling = [result("ceiling", "k", gflop_per_s=100.0)]
@@ -350,7 +350,7 @@ def test_the_verdict_ranks_losses_by_time_beyond_the_ceiling():
 
 def test_the_higher_of_two_ceiling_passes_counts():
     from gluonperf.measure.ceiling import best_of, ceiling_flops
-    from gluonperf.render.records import result
+    from gluonperf.records import result
     first = [result("ceiling", "a", gflop_per_s=10.0), result("ceiling", "b", gflop_per_s=30.0)]
     second = [result("ceiling", "a", gflop_per_s=40.0), result("ceiling", "b", gflop_per_s=20.0)]
     combined = best_of([first, second], ("before", "after"))

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from gluonperf.measure.harness import Measurement
-from gluonperf.render.records import format_table, read_jsonl, result, write_csv, write_jsonl
+from gluonperf.records import format_table, read_jsonl, result, write_csv, write_jsonl
 
 
 def _results():
@@ -93,7 +93,7 @@ def test_records_carry_their_schema_and_a_newer_one_is_refused_in_one_line(tmp_p
     """Every line says its record schema (records.SCHEMA); a file without one (written before
     it existed) reads as it is; a newer schema is refused by compare as one line, exit 2."""
     import json
-    from gluonperf.render.records import SCHEMA, SchemaError, read_jsonl, result, write_jsonl
+    from gluonperf.records import SCHEMA, SchemaError, read_jsonl, result, write_jsonl
     path = tmp_path / "new.json"
     write_jsonl([result("b", "x", images_per_s=1.0)], str(path))
     assert json.loads(path.read_text())["schema"] == SCHEMA

@@ -17,7 +17,7 @@ from gluonperf.cli import common as cli
 from gluonperf import report
 from gluonperf.render import kinds
 from gluonperf.render.page import render_page
-from gluonperf.render.records import Result, read_jsonl, write_jsonl
+from gluonperf.records import Result, read_jsonl, write_jsonl
 
 COMMANDS = {
     "hybridize": ["gluonperf.bench", "hybridize", "--repeat", "1", "--number", "5"],

@@ -210,7 +210,7 @@ def test_runs_are_set_against_each_yardstick_with_an_interval_and_a_verdict(suit
     """train_throughput.against: per round, a run's ratio to the book loop over the yardstick's
     in the same round; the geometric mean with its 95% t interval over the rounds where both
     ran, n, and a verdict against the yardstick (none for the ceiling, a share)."""
-    from gluonperf.render.records import Result
+    from gluonperf.records import Result
     from scipy import stats as sp
     tt = suite_module("train_throughput")
     rows = [Result("tune", "book loop", {"round_ratios": [1.0, 1.0, 1.0, 1.0]}),

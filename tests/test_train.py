@@ -8,7 +8,7 @@ import pytest
 
 from gluonperf import UserError
 from conftest import needs_bfloat16
-from gluonperf.render.records import read_jsonl
+from gluonperf.records import read_jsonl
 from gluonperf.training.loop import Diverged, EpochStats, TrainConfig, fit, hits, lr_schedule, read_checkpoint, scaling
 
 TWO = [mx.cpu(0), mx.cpu(1)]

@@ -264,7 +264,7 @@ def test_tune_cli_bad_input_is_one_line(run):
 
 def test_the_winners_warnings_know_that_train_sets_its_own_threads(monkeypatch):
     from gluonperf.runtime.threads import physical_cores
-    from gluonperf.render.records import Result
+    from gluonperf.records import Result
 
     def baseline_wins(cands, *args, **kwargs):
         return [Result("tune", cands[0].name, {"ratio": 1.0})]
@@ -281,7 +281,7 @@ def test_the_winners_warnings_know_that_train_sets_its_own_threads(monkeypatch):
 
 
 def test_dtype_lever_only_where_bfloat16_can_pay_and_its_winner_is_flagged(monkeypatch):
-    from gluonperf.render.records import Result
+    from gluonperf.records import Result
     monkeypatch.setattr(sweep, "has_bf16", lambda: False)
     assert "dtype" not in dict(levers(Candidate("b"), ["cpu0"], [64], ["device"], cores=2, runner=TRAIN))
     monkeypatch.setattr(sweep, "has_bf16", lambda: True)
@@ -412,7 +412,7 @@ def test_the_same_settings_twice_are_never_kept(tmp_path, monkeypatch):
 
 
 def test_winner_needs_the_interval_not_the_median():
-    from gluonperf.render.records import Result
+    from gluonperf.records import Result
     results = [Result("tune", "base", {"verdict": "baseline", "ratio": 1.0}),
                Result("tune", "lucky", {"verdict": "inconclusive", "ratio": 1.3, "ratio_ci_low": 0.8}),
                Result("tune", "sure", {"verdict": "faster", "ratio": 1.2, "ratio_ci_low": 1.1}),

@@ -9,7 +9,7 @@ import pytest
 
 from gluonperf.measure import machine, stats
 from gluonperf.measure.comparison import compare
-from gluonperf.render.records import Result
+from gluonperf.records import Result
 
 
 def interval(estimate, low, high, n=8, sd_log=0.05):

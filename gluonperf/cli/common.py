@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from .. import UserError, error_line
 from ..runtime import guard, outputs
-from ..render.records import format_table, write_csv, write_jsonl
+from ..records import format_table, write_csv, write_jsonl
 
 # MXNet is imported where it is needed, not here: the launcher uses this module
 # without loading MXNet (importing it with a DMLC_ROLE set would start a server).

@@ -64,7 +64,7 @@ def more_processes(args, progress=None):
     """Run this command again in `wanted(args)` fresh processes, one after another; their
     records, each marked with `process` (2..N). A child that fails stops the run with its
     error line (UserError)."""
-    from ..render.records import read_jsonl
+    from ..records import read_jsonl
     n = wanted(args)
     if not n:
         return []
@@ -107,7 +107,7 @@ def spread_lines(records):
     """'static: median_s over 4 processes 8.17 ms, process-to-process SD 6.1%' per benchmark
     whose records come from several processes."""
     from ..measure.comparison import key, pick_metric, positive
-    from ..render.records import format_value
+    from ..records import format_value
     groups = {}
     for r in records:
         if "process" in r.metrics:

@@ -9,7 +9,7 @@ import argparse
 
 from .. import UserError
 from . import common as cli
-from .config import DATASETS, DEFAULT_LR, HYBRIDIZE, KVSTORES, LR_DECAYS, OPTIMIZER_FLAGS, OPTIMIZERS, TrainConfig
+from ..config import DATASETS, DEFAULT_LR, HYBRIDIZE, KVSTORES, LR_DECAYS, OPTIMIZER_FLAGS, OPTIMIZERS, TrainConfig
 from ..training.precision import DTYPES
 
 
@@ -150,7 +150,7 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
 
 
 def config_from(args, ctxs):
-    from .config import config_fields
+    from ..config import config_fields
     values = {name: getattr(args, name) for name in config_fields() if hasattr(args, name)}
     if values.get("momentum", 0) is None:  # --momentum not given: TrainConfig's (which checkpoints compare)
         del values["momentum"]

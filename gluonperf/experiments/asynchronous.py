@@ -41,7 +41,7 @@ from ..measure.memory import MemorySampler
 from ..measure.trace import Trace, merge_traces
 from ..runtime import guard
 from ..measure import stats
-from ..render.records import result
+from ..records import result
 
 _NO_TRACE = Trace(None)
 

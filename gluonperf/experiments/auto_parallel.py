@@ -19,7 +19,7 @@ from mxnet import nd
 from ..measure.harness import Benchmark, measure_interleaved
 from ..runtime.blas import check_concurrent_products, dense
 from ..measure.trace import Trace
-from ..render.records import result
+from ..records import result
 from ..measure import stats
 
 _NO_TRACE = Trace(None)

@@ -38,12 +38,12 @@ import mxnet as mx
 import numpy as np
 
 from .. import UserError
-from ..cli import config
+from .. import config
 from ..runtime import guard
 from ..training import precision
 from ..measure.harness import Benchmark, Measurement
 from ..measure.memory import MemorySampler, device_memory_used, rss
-from ..render.records import result
+from ..records import result
 
 HYBRIDIZE = tuple(config.HYBRIDIZE)
 MAX_CONFIRM_RUNS = 3

@@ -33,10 +33,10 @@ import mxnet as mx
 from mxnet import autograd, gluon, nd
 
 from .. import UserError
-from ..cli import config
+from .. import config
 from ..measure.harness import Benchmark, measure_interleaved
 from ..runtime.blas import check_concurrent_products, matmul
-from ..render.records import Result, result
+from ..records import Result, result
 
 # --- the model: the book's LeNet on NDArrays ---------------------------------
 

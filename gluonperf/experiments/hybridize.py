@@ -17,7 +17,7 @@ from mxnet.gluon import nn
 from .. import UserError
 from ..measure.harness import measure_interleaved
 from ..training.models import get_model, input_shape
-from ..render.records import result
+from ..records import result
 from ..measure import machine
 from ..measure.stats import THRESHOLD, speedup_fields
 

@@ -32,7 +32,7 @@ from mxnet import gluon
 from .. import UserError
 from ..measure import stats
 from ..runtime.contexts import describe
-from ..render.records import result
+from ..records import result
 
 SOURCES = ("folder", "rec", "recorditer")
 
@@ -141,7 +141,7 @@ def step_rate(model, ctx, batch_size, shape, classes, repeat=5, steps=3, warmup=
               progress=None):
     """Images/s a training step consumes on `ctx` (forward, backward, Trainer.step, to a sync)
     on a batch of `shape` held in memory: per repeat, `steps` steps; returns the per-repeat rates."""
-    from ..cli.config import TrainConfig
+    from ..config import TrainConfig
     from ..training.loop import build_net, forward_backward, make_trainer
     config = TrainConfig(model=model, hybridize=hybridize, batch_size=batch_size)
     mx.random.seed(0)

@@ -30,8 +30,8 @@ import numpy as np
 from mxnet import autograd, gluon, nd
 
 from ..measure.harness import measure_interleaved
-from ..cli.config import UPDATE_OPTIMIZERS
-from ..render.records import result
+from ..config import UPDATE_OPTIMIZERS
+from ..records import result
 from ..measure.stats import paired_ratios, ratio_interval, verdict
 
 OPTIMIZERS = UPDATE_OPTIMIZERS

@@ -24,7 +24,7 @@ import time
 
 from .. import UserError
 from . import scaling_model
-from ..render.records import result
+from ..records import result
 
 CHECK_COLUMNS = ["scheme", "workers", "servers", "devices", "threads", "per_device_batch", "t1_s", "t2_s",
                  "predicted_step_s", "measured_step_s", "measured_step_low_s", "measured_step_high_s", "measured_n",
@@ -51,7 +51,7 @@ def gradient_bytes(model):
 
 def read_records(path, bench):
     """The records of `bench` in a --json file, as metric dicts."""
-    from ..render.records import SchemaError, read_jsonl
+    from ..records import SchemaError, read_jsonl
     try:
         rows = read_jsonl(path)
     except OSError as e:
@@ -309,7 +309,7 @@ def _run_train(argv, env, timeout, what):
 def _epoch_steps(path, images_per_step):
     """The step time of every epoch but the first (graph building, first allocations) of a
     train --json file: images per step / the epoch's training images/s. One sample each."""
-    from ..render.records import read_jsonl
+    from ..records import read_jsonl
     rows = [r.metrics for r, _ in read_jsonl(path) if r.bench == "train"]
     return [images_per_step / r["train_images_per_s"] for r in rows[1:] or rows]
 

@@ -34,7 +34,7 @@ from ..runtime.contexts import describe
 from ..training.data import load_for, loader, sample_shape
 from ..training.precision import check_flag
 from ..measure.trace import Trace, aggregate_stats
-from ..render.records import result
+from ..records import result
 from ..training.loop import EpochStats, as_float32, build_net, make_trainer, lr_for_devices, split, train_steps
 
 PARTS = (

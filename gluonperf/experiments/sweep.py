@@ -31,7 +31,7 @@ from ..runtime import guard
 from ..measure import machine, stats
 from ..runtime.threads import TAKEN_VARIABLE, TEMP_COPY_FOR_CONTEXTS, idle_warnings, physical_cores, recommended_threads
 from ..training.precision import has_bf16, why_no_bf16
-from ..render.records import Result
+from ..records import Result
 
 # the folder that holds the gluonperf package: runs start there, with it on PYTHONPATH
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -516,7 +516,7 @@ def levers(base, contexts, batch_sizes, kvstores, cores=None, runner=None):
     # with MXNet's multi-tensor operator in groups of 4 (MXNet's default) when it is. MXNet 1.9.1
     # has one implementation of the others (bench optimizers), so for them there is nothing to try
     def optimizer(b):
-        from ..cli.config import GROUPED_UPDATES
+        from ..config import GROUPED_UPDATES
         if (b.flag("optimizer") or "sgd") not in GROUPED_UPDATES:
             return [b]
         return [b, b.with_env("MXNET_OPTIMIZER_AGGREGATION_SIZE=4", MXNET_OPTIMIZER_AGGREGATION_SIZE=4)]

@@ -12,7 +12,7 @@ so the seeds' spread is the noise) and a verdict. Nothing here parses arguments 
 import statistics
 from dataclasses import replace
 
-from ..render.records import result
+from ..records import result
 from ..measure.stats import two_sample_interval, verdict
 
 RUN_FIELDS = ("target_reached", "time_to_target_s", "epochs_to_target", "images_to_target", "best_test_top1",

@@ -27,7 +27,7 @@ import mxnet as mx
 
 from ..runtime.threads import omp_threads, physical_cores
 from .harness import measure, sync
-from ..render.records import result
+from ..records import result
 
 # (matrix n for an n x n x n product, convolutions (batch, channels, height=width)) per size
 SIZES = {"full": (1536, ((32, 128, 28), (128, 256, 7))), "quick": (384, ((4, 32, 14), (8, 64, 7)))}

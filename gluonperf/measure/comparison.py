@@ -11,7 +11,7 @@ import statistics
 
 from .. import UserError
 from . import stats
-from ..render.records import Result, SchemaError, format_value, read_jsonl
+from ..records import Result, SchemaError, format_value, read_jsonl
 
 
 # Fields that identify what a record measured (not how fast it went).
@@ -271,7 +271,7 @@ def run_ab(old_cmd, new_cmd, runs, timeout, progress=None):
     import shlex
     import subprocess
     from ..runtime import guard
-    from ..render.records import read_jsonl
+    from ..records import read_jsonl
     sides = {"old": shlex.split(old_cmd), "new": shlex.split(new_cmd)}
     for name, argv in sides.items():
         if not argv:

@@ -8,7 +8,7 @@ from typing import Callable, List, Optional, Tuple
 
 from ..training.precision import precision_label
 from .figures import error_bars, figure, labelled_bars, per_epoch, short_number, svg, time_bars
-from .records import Result, format_value
+from ..records import Result, format_value
 
 
 # --- what renderers return ------------------------------------------------------

@@ -12,7 +12,7 @@ from .. import UserError
 from ..measure import comparison
 from .figures import figure, labelled_bars, svg
 from .kinds import BY_BENCH, KINDS, Block, Kind, Table
-from .records import Result, format_value
+from ..records import Result, format_value
 
 
 # --- reading the results ----------------------------------------------------------

@@ -5,7 +5,7 @@ before any work and call these with it. matplotlib (and, for the breakdown's ope
 names, `experiments.step_time.describe_op`) is imported inside the functions, so importing
 this module loads neither matplotlib nor MXNet.
 """
-from .records import save_figure
+from ..records import save_figure
 
 
 def plot_epochs(results, path):

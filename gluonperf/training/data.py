@@ -16,7 +16,7 @@ import numpy as np
 from mxnet import gluon
 
 from .. import UserError
-from ..cli.config import DATASETS
+from ..config import DATASETS
 
 CLASSES = 10
 

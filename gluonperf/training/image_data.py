@@ -102,7 +102,7 @@ def source(path):
 
 def is_path(name):
     """Whether a --dataset value names a path (anything that is not a named set)."""
-    from ..cli.config import DATASETS
+    from ..config import DATASETS
     return name not in DATASETS
 
 

@@ -23,13 +23,13 @@ from mxnet import autograd, gluon
 from .. import UserError, error_line
 from ..measure import stats
 from ..measure.harness import Benchmark, Measurement, sync
-# TrainConfig lives in gluonperf.cli.config (no MXNet: the CLIs parse with it); callers of fit/scaling take it here too
-from ..cli.config import HYBRIDIZE, TrainConfig  # noqa: F401
+# TrainConfig lives in gluonperf.config (no MXNet: the CLIs parse with it); callers of fit/scaling take it here too
+from ..config import HYBRIDIZE, TrainConfig  # noqa: F401
 from ..runtime.contexts import describe
 from .data import CLASSES, classes, load_for, loader  # noqa: F401 (CLASSES: callers import it from here)
 from .models import get_model
 from . import optimizers, precision
-from ..render.records import Result, result
+from ..records import Result, result
 from ..runtime.outputs import umask_mode, write_output
 
 # Fields a resumed run must share with the checkpoint it continues. The learning-rate
