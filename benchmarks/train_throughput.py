@@ -80,7 +80,7 @@ def no_bf16_reason():
     """Why this CPU gets no bfloat16 rows (one phrase), or None where it has them: gluonperf's
     --dtype bfloat16 needs oneDNN's AVX-512 kernels (precision.why_no_bf16), and bfloat16 pays
     only with AMX or AVX512-BF16 (precision.has_bf16), for PyTorch's autocast as for MXNet's."""
-    from gluonperf.training.precision import has_bf16, why_no_bf16
+    from gluonperf.runtime.precision import has_bf16, why_no_bf16
     return why_no_bf16() or (None if has_bf16() else "this CPU has no bfloat16 instructions (AMX or AVX512-BF16)")
 
 
@@ -226,7 +226,7 @@ def main(argv=None):
     if args.dtype == "bfloat16" and args.runner == "steprate":
         p.error("--dtype bfloat16 needs --runner train")
     if args.dtype == "bfloat16":
-        from gluonperf.training.precision import check
+        from gluonperf.runtime.precision import check
         try:  # refused before any run starts, not by every gluonperf.train run
             check(args.dtype, [])
         except ValueError as e:

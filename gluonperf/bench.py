@@ -649,7 +649,7 @@ BUDGET_COLUMNS = ["name", "budget_bytes", "predicted_batch", "largest_batch", "f
 def run_footprint(args):
     from .experiments.footprint import check_dtype, effective_configs, footprint, rows_of
     from .render.plots import plot_footprint
-    from .training.precision import precision_label
+    from .runtime.precision import precision_label
     from .training.models import get_model
     get_model(args.model)  # unknown names fail here, before any work
     ctxs = cli.contexts(args)

@@ -193,7 +193,7 @@ def main(argv=None):
     from .measure.ceiling import best_of, ceiling_devices, ceiling_flops, measure_ceiling
     from .runtime.contexts import describe
     from .render.plots import plot_step_breakdown
-    from .training.precision import precision_label
+    from .runtime.precision import precision_label
     from .experiments.step_time import (BULK_VARIABLE, breakdown, gap_row, model_flops, prepare, verdict,
                                         with_ceiling, work)
     if args.input_only:

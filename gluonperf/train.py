@@ -12,7 +12,7 @@ from .cli import common as cli
 # As a command, choose MXNet's thread count before MXNet is loaded (by `main`, once the flags are
 # parsed: --help and a bad flag answer without loading it).
 THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else None
-# and, for --dtype bfloat16, oneDNN's instruction set and the AMX permission (gluonperf.training.precision)
+# and, for --dtype bfloat16, oneDNN's instruction set and the AMX permission (gluonperf.runtime.precision)
 DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 
 from .config import TrainConfig  # noqa: E402
@@ -89,7 +89,7 @@ def check(args, ctxs):
     if args.dtype == "bfloat16" and args.checkpoint_segments:  # flags that conflict on any machine: said first
         raise UserError("--checkpoint-segments does not work with --dtype bfloat16 (MXNet 1.9.1's AMP breaks "
                         "the recomputed segments' backward); use one or the other")
-    from .training.precision import check_flag
+    from .runtime.precision import check_flag
     check_flag(args.dtype, ctxs)
     if not args.scaling and args.warmup_epochs > args.epochs:  # training.lr_schedule cuts it to the run
         cli.note("note: --warmup-epochs %d is longer than the run (%d epoch(s)): the warm-up takes the whole run "
@@ -122,7 +122,7 @@ def main(argv=None):
     check(args, ctxs)
     cli.advise(ctxs, THREADS_NOTE)
     note_optimizer(args, ctxs)
-    from .training.precision import hint, precision_label
+    from .runtime.precision import hint, precision_label
     for line in (DTYPE_NOTE if args.dtype == "bfloat16" else None, hint(args.dtype, ctxs)):
         if line:
             cli.note_later("note: " + line)

@@ -74,7 +74,7 @@ def run():
 
 
 def _why_no_bfloat16():
-    from gluonperf.training.precision import why_no_bf16
+    from gluonperf.runtime.precision import why_no_bf16
     return why_no_bf16(clean_env())
 
 

@@ -256,7 +256,7 @@ def test_two_contexts_communicate_and_write_every_output(run, tmp_path):
 
 @needs_bfloat16
 def test_bfloat16_profile_holds_the_step_against_the_bfloat16_ceiling(run, tmp_path):
-    from gluonperf.training.precision import has_amx
+    from gluonperf.runtime.precision import has_amx
     out = tmp_path / "bf16.jsonl"
     p = run("gluonperf.profile", "--model", "lenet", "--batch-size", "64", "--dtype", "bfloat16", *QUICK,
             "--json", str(out), timeout=180)

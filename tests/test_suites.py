@@ -34,7 +34,7 @@ needs_torch = pytest.mark.skipif(NO_TORCH is not None, reason="no PyTorch yardst
 
 
 def _no_bf16():
-    from gluonperf.training.precision import has_bf16, why_no_bf16
+    from gluonperf.runtime.precision import has_bf16, why_no_bf16
     return why_no_bf16(clean_env()) or (None if has_bf16() else "this CPU has no bfloat16 instructions "
                                                                  "(AMX or AVX512-BF16)")
 

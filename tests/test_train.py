@@ -51,7 +51,7 @@ def test_digits_on_two_contexts_learns(run, tmp_path):
 def test_bfloat16_mixed_precision_learns_on_two_contexts(run, tmp_path):
     """--dtype bfloat16 (MXNet's AMP): learns as float32 does, reports its top-5 in float32,
     keeps float32 weights, and says on stderr what it set for the CPU."""
-    from gluonperf.training.precision import cpu_flags
+    from gluonperf.runtime.precision import cpu_flags
     out, save = tmp_path / "bf16.jsonl", tmp_path / "ckpt"
     p = run("gluonperf.train", "--dataset", "digits", "--ctx", "cpu0,cpu1", "--model", "lenet", "--epochs", "3",
             "--batch-size", "64", "--dtype", "bfloat16", "--json", str(out), "--save", str(save))

@@ -322,11 +322,11 @@ def allocator_defaults(argv, stand_in_commands):
 
 
 def dtype_defaults(argv):
-    """For a command about to load MXNet with --dtype bfloat16: what gluonperf.training.precision.prepare
+    """For a command about to load MXNet with --dtype bfloat16: what gluonperf.runtime.precision.prepare
     sets (the AMX permission, oneDNN's instruction set). Returns the note to show, or None."""
     if _asks_help(argv):
         return None
-    from ..training.precision import dtype_in_argv, prepare
+    from ..runtime.precision import dtype_in_argv, prepare
     return prepare(dtype_in_argv(argv))
 
 

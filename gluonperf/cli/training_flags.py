@@ -10,7 +10,7 @@ import argparse
 from .. import UserError
 from . import common as cli
 from ..config import DATASETS, DEFAULT_LR, HYBRIDIZE, KVSTORES, LR_DECAYS, OPTIMIZER_FLAGS, OPTIMIZERS, TrainConfig
-from ..training.precision import DTYPES
+from ..runtime.precision import DTYPES
 
 
 # The flags of a training configuration (TrainConfig fields), in the order --help shows

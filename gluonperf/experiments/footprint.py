@@ -40,7 +40,7 @@ import numpy as np
 from .. import UserError
 from .. import config
 from ..runtime import guard
-from ..training import precision
+from ..runtime import precision
 from ..measure.harness import Benchmark, Measurement
 from ..measure.memory import MemorySampler, device_memory_used, rss
 from ..records import result

@@ -32,7 +32,7 @@ from ..runtime import guard
 from ..measure.harness import Measurement, sync
 from ..runtime.contexts import describe
 from ..training.data import load_for, loader, sample_shape
-from ..training.precision import check_flag
+from ..runtime.precision import check_flag
 from ..measure.trace import Trace, aggregate_stats
 from ..records import result
 from ..training.loop import EpochStats, as_float32, build_net, make_trainer, lr_for_devices, split, train_steps

@@ -30,7 +30,7 @@ from typing import Optional, Tuple
 from ..runtime import guard
 from ..measure import machine, stats
 from ..runtime.threads import TAKEN_VARIABLE, TEMP_COPY_FOR_CONTEXTS, idle_warnings, physical_cores, recommended_threads
-from ..training.precision import has_bf16, why_no_bf16
+from ..runtime.precision import has_bf16, why_no_bf16
 from ..records import Result
 
 # the folder that holds the gluonperf package: runs start there, with it on PYTHONPATH

@@ -56,7 +56,7 @@ def kernels(ctx, size="full", dtype="float32"):
         raise ValueError("dtype %r: use float32 or bfloat16" % (dtype,))
     n, convolutions = SIZES[size]
     if dtype == "bfloat16":
-        from ..training.precision import check, has_amx, request_amx
+        from ..runtime.precision import check, has_amx, request_amx
         check(dtype, [ctx])  # ValueError on a CPU where oneDNN has no bfloat16 kernels
         if has_amx():
             request_amx()  # oneDNN may be allowed AMX (DNNL_MAX_CPU_ISA): without permission it dies

@@ -6,7 +6,7 @@ lists them in the order the report's page shows them. Nothing here imports MXNet
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
-from ..training.precision import precision_label
+from ..runtime.precision import precision_label
 from .figures import error_bars, figure, labelled_bars, per_epoch, short_number, svg, time_bars
 from ..records import Result, format_value
 

@@ -21,8 +21,9 @@ import ctypes
 import os
 
 DTYPES = ("float32", "bfloat16")
-# AVX512-BF16 without AMX, as measured (docs/levers.md, "bfloat16 mixed precision"), and what to do
-WITHOUT_AMX = ("slower than float32 on an Intel Xeon and 1.7x faster on an AMD EPYC Zen 5; measure it here "
+# AVX512-BF16 without AMX: measured slower than float32 on some CPUs and much faster on others
+# (docs/levers.md, "bfloat16 mixed precision" has the figures and machines), and what to do
+WITHOUT_AMX = ("slower than float32 on some CPUs and much faster on others; measure it here "
                "(python -m gluonperf.tune --levers hybridize,dtype) and check that your model learns as well")
 AMX_ISA = "AVX512_CORE_AMX"
 # oneDNN 2.4's bfloat16 kernels need avx512_core (AVX-512 F, BW, VL and DQ): natively on AVX512-BF16
@@ -99,7 +100,7 @@ def prepare(dtype, environ=None, flags=None, request=request_amx):
     if why_no_bf16(environ, flags):
         return None  # `check` refuses it, in one line, once the flags are parsed
     if "avx512_bf16" in flags:
-        return "--dtype bfloat16: this CPU has no AMX, so oneDNN runs bfloat16 on AVX512-BF16, which was " + WITHOUT_AMX
+        return "--dtype bfloat16: this CPU has no AMX, so oneDNN runs bfloat16 on AVX512-BF16, which is " + WITHOUT_AMX
     return ("--dtype bfloat16: this CPU has no bfloat16 instructions (no AMX, no AVX512-BF16): oneDNN "
             "emulates them on AVX-512, which gluonperf has not measured; expect it slower than float32")
 
@@ -141,7 +142,7 @@ def hint(dtype, contexts, flags=None):
     if has_amx(flags):
         return ("this CPU has AMX: --dtype bfloat16 (mixed precision; float32 weights) can train much faster "
                 "here; check that it learns as well for your model")
-    return "this CPU has AVX512-BF16: --dtype bfloat16 (mixed precision; float32 weights) was " + WITHOUT_AMX
+    return "this CPU has AVX512-BF16: --dtype bfloat16 (mixed precision; float32 weights) is " + WITHOUT_AMX
 
 
 def precision_label(dtype):

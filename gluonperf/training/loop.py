@@ -28,7 +28,8 @@ from ..config import HYBRIDIZE, TrainConfig  # noqa: F401
 from ..runtime.contexts import describe
 from .data import CLASSES, classes, load_for, loader  # noqa: F401 (CLASSES: callers import it from here)
 from .models import get_model
-from . import optimizers, precision
+from . import optimizers
+from ..runtime import precision
 from ..records import Result, result
 from ..runtime.outputs import umask_mode, write_output
 
@@ -63,7 +64,7 @@ def create_kvstore(config):
 
 def build_net(config, contexts):
     """The model, initialised on every context with the same (seeded) weights, in
-    bfloat16 mixed precision with --dtype bfloat16 (gluonperf.training.precision)."""
+    bfloat16 mixed precision with --dtype bfloat16 (gluonperf.runtime.precision)."""
     precision.enable(config.dtype, contexts)
     net = get_model(config.model, classes(config.dataset), contexts)
     net.initialize(mx.init.Xavier(), ctx=contexts)
