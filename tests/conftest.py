@@ -1,88 +1,16 @@
 import contextlib
 import fcntl
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The environment (for run_leaving_nothing) in which MXNet never finishes: tests/hang/sitecustomize.py
-HANGING_MXNET = {"PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "tests", "hang"), ROOT])}
-
-
-def clean_env(**extra):
-    """This environment without OMP_*/MXNET_*/GOMP_*/KMP_*/DNNL_*/ONEDNN_* settings, as a user's shell
-    has it, so that a command's own thread defaults apply; plus PYTHONPATH and `extra`."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OMP_", "MXNET_", "GOMP_", "KMP_", "DNNL_", "ONEDNN_", "MALLOC_", "GLUONPERF_"))}
-    env["PYTHONPATH"] = ROOT
-    env.update(extra)
-    return env
-
-
-def marked_env(**extra):
-    """A clean environment with a unique marker, to find every process of one run (forked
-    workers inherit it): (env, mark)."""
-    import uuid
-    mark = uuid.uuid4().hex
-    return clean_env(GLUONPERF_TEST_RUN=mark, **extra), mark
-
-
-def processes_of(mark):
-    """The live processes whose environment carries `mark` (zombies are already gone)."""
-    import psutil
-    found = []
-    for p in psutil.process_iter(["pid"]):
-        try:
-            if p.environ().get("GLUONPERF_TEST_RUN") == mark and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            pass
-    return found
-
-
-def run_leaving_nothing(argv, timeout=240, **env):
-    """`python <argv>` from the project root in a clean environment (plus `env`), as a user
-    runs it; fails the test if any process of the run is still there 10 s after it returned.
-    Returns the CompletedProcess (text)."""
-    full_env, mark = marked_env(**env)
-    done = subprocess.run([sys.executable, *argv], cwd=ROOT, env=full_env, capture_output=True, text=True,
-                          timeout=timeout)
-    deadline = time.time() + 10
-    while processes_of(mark) and time.time() < deadline:
-        time.sleep(0.2)
-    left = processes_of(mark)
-    assert not left, "left running: %s" % [p.cmdline() for p in left]
-    return done
-
-
-def run_module(*args, timeout=300, env=None):
-    """Run `python -m <args>` from the project root in a clean environment (see
-    `clean_env`); returns CompletedProcess (text). A timeout fails the test."""
-    full_env = clean_env()
-    if env:
-        full_env.update(env)
-    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env=full_env)
+from helpers import run_module
 
 
 @pytest.fixture
 def run():
     return run_module
-
-
-def _why_no_bfloat16():
-    from gluonperf.runtime.precision import why_no_bf16
-    return why_no_bf16(clean_env())
-
-
-# Tests that train or measure in bfloat16: oneDNN 2.4 has no bfloat16 kernels below AVX-512, where
-# the commands refuse it (tested in test_precision and test_commands, on every machine, with
-# DNNL_MAX_CPU_ISA=AVX2); pytest reports these as skipped there, with the reason.
-needs_bfloat16 = pytest.mark.skipif(_why_no_bfloat16() is not None,
-                                    reason="no bfloat16 here: %s" % _why_no_bfloat16())
 
 
 def pytest_configure(config):

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import run_module
+from helpers import run_module
 from gluonperf.runtime import allocator
 from gluonperf.cli import common as cli
 

@@ -96,7 +96,7 @@ def test_list_models(run):
 
 def _env_without_threads():
     import os
-    from conftest import ROOT
+    from helpers import ROOT
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MXNET_OMP_MAX_THREADS")}
     env["PYTHONPATH"] = ROOT
     return env
@@ -108,7 +108,7 @@ def test_commands_use_every_core_unless_told_otherwise(tmp_path):
     one OpenMP thread per core (shared among CPU contexts), say so, and record it."""
     import subprocess
     import sys
-    from conftest import ROOT
+    from helpers import ROOT
     from gluonperf.runtime.threads import physical_cores
     cores = physical_cores()
     out = tmp_path / "h.json"

@@ -171,7 +171,7 @@ def test_help_and_a_bad_flag_answer_without_loading_mxnet(run, tmp_path):
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('MXNet was loaded')\n")
     import os
-    from conftest import ROOT
+    from helpers import ROOT
     env = {"PYTHONPATH": os.pathsep.join([str(fake.parent), ROOT])}
     for experiment in ("optimizers", "time-to-accuracy"):
         p = run("gluonperf.bench", experiment, "--help", env=env, timeout=60)

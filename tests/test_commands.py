@@ -20,7 +20,7 @@ import time
 import psutil
 import pytest
 
-from conftest import HANGING_MXNET, ROOT, marked_env, processes_of, run_leaving_nothing
+from helpers import HANGING_MXNET, ROOT, marked_env, processes_of, run_leaving_nothing
 
 PY = sys.executable
 TIMEOUT = 240

@@ -187,7 +187,7 @@ def test_mxnet_starts_without_scikit_learn_or_scipy_stats_yet_digits_still_loads
     scikit-learn, and the intervals need no scipy.stats."""
     import subprocess
     import sys
-    from conftest import ROOT, clean_env
+    from helpers import ROOT, clean_env
     code = ("import sys, gluonperf, mxnet\n"
             "assert 'sklearn' not in sys.modules, sorted(m for m in sys.modules if m.startswith('sklearn'))[:3]\n"
             "assert 'scipy.stats' not in sys.modules\n"

@@ -14,7 +14,7 @@ A flag beyond the required ones is here only where the default run would be too 
 suite (each says why), or to keep the results that compare and report read. The image data set
 is tiny, made once in process: 80 JPEGs of 32x32 in 10 classes, so that the default
 --batch-size of 64 fits the 72 training images (a tenth is held out) in one batch per epoch.
-Each command runs as a subprocess from a clean environment (conftest.run_leaving_nothing: no
+Each command runs as a subprocess from a clean environment (helpers.run_leaving_nothing: no
 process of the run may outlive it), two at a time (they mostly wait for MXNet to load).
 Nothing here depends on how fast the machine is: only exit codes, tables and records are
 checked.
@@ -25,7 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import cores, run_leaving_nothing
+from helpers import run_leaving_nothing
+from conftest import cores
 
 TIMEOUT = 300
 CLASSES, PER_CLASS = 10, 8  # 80 images: 72 to train on, one batch of the default 64

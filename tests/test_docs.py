@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, clean_env
+from helpers import ROOT, clean_env
 
 pytest.importorskip("sphinx", reason="sphinx is not installed: pip install -e '.[docs]'")
 pytest.importorskip("myst_parser", reason="myst-parser is not installed: pip install -e '.[docs]'")

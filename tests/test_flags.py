@@ -1,7 +1,7 @@
 """Every documented flag that no other test runs, run once through the command line, as a user
 runs it, with its effect checked (not only that it parses).
 
-Each test starts the commands as subprocesses from a clean environment (conftest.clean_env),
+Each test starts the commands as subprocesses from a clean environment (helpers.clean_env),
 at tiny sizes, with a timeout, and checks that nothing of the run is left running. Flags
 whose effects can be told apart share one run; runs that do not depend on each other go two
 at a time (they mostly wait for MXNet to load).
@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import HANGING_MXNET, ROOT, run_leaving_nothing
+from helpers import HANGING_MXNET, ROOT, run_leaving_nothing
 
 TIMEOUT = 240
 

@@ -6,7 +6,7 @@ import pytest
 from gluonperf import UserError
 from gluonperf.cli.units import size_bytes
 from gluonperf.experiments.footprint import effective_configs, fit_line, footprint, largest_batch, parameter_bytes
-from conftest import needs_bfloat16
+from helpers import needs_bfloat16
 from gluonperf.records import read_jsonl
 
 MiB = 2 ** 20

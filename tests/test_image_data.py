@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import run_leaving_nothing
+from helpers import run_leaving_nothing
 
 PY = sys.executable
 TIMEOUT = 300

@@ -406,7 +406,7 @@ def test_local_workers_leave_out_cores_others_hold(monkeypatch):
 @pytest.mark.alone
 def test_launch_beside_a_busy_process_gives_workers_the_free_cores():
     """As `gluonperf.train` does: threads on a core another process holds wait at every barrier."""
-    from conftest import clean_env
+    from helpers import clean_env
     from gluonperf.runtime.threads import physical_cores
     # the busy loop says when it spins, and the launcher starts only then (a sleep here raced its start-up)
     busy = subprocess.Popen([sys.executable, "-c", "print('spinning', flush=True)\nwhile True: pass"],

@@ -339,7 +339,7 @@ def test_a_checkpoint_beyond_the_file_size_limit_is_one_line(tmp_path):
     import resource
     import subprocess
     import sys
-    from conftest import ROOT, clean_env
+    from helpers import ROOT, clean_env
 
     def limit():
         resource.setrlimit(resource.RLIMIT_FSIZE, (100 * 1024, 100 * 1024))

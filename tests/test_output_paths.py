@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from conftest import run_leaving_nothing
+from helpers import run_leaving_nothing
 from gluonperf import UserError
 from gluonperf.cli import common as cli
 from gluonperf.records import read_jsonl, result, write_csv, write_jsonl
@@ -209,7 +209,7 @@ def test_a_reader_that_stopped_reading_is_no_error(tmp_path):
     read end is closed before the command starts, so its first write meets a broken pipe."""
     import subprocess
     import sys
-    from conftest import clean_env, ROOT
+    from helpers import clean_env, ROOT
     old, new = tmp_path / "old.json", tmp_path / "new.json"
     write_jsonl([result("b", "x", images_per_s=1.0)], str(old))
     write_jsonl([result("b", "x", images_per_s=1.1)], str(new))

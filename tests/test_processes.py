@@ -3,7 +3,7 @@ process-to-process spread instead of a noise floor (gluonperf.cli.processes)."""
 import json
 import os
 
-from conftest import ROOT, run_leaving_nothing
+from helpers import ROOT, run_leaving_nothing
 from gluonperf.cli.processes import _child_argv, spread_lines
 from gluonperf.measure.comparison import compare
 from gluonperf.records import Result, read_jsonl

@@ -12,7 +12,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from conftest import ROOT, clean_env, cores, run_module
+from helpers import ROOT, clean_env, run_module
+from conftest import cores
 from gluonperf.cli import common as cli
 from gluonperf import report
 from gluonperf.render import kinds

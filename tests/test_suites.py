@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, clean_env
+from helpers import ROOT, clean_env
 from test_commands import PY, TIMEOUT, command, header, marked_env, processes_of, records
 
 
@@ -109,7 +109,7 @@ def test_throughput_suite_without_the_ceiling(tmp_path):
 def test_ceiling_probe_prints_the_ceiling_as_images_per_s(tmp_path):
     """benchmarks/ceiling_probe.py as the suite runs it: one JSON line on stdout, the peak
     over the model's training FLOPs per image as gluonperf.measure.flops counts them."""
-    from gluonperf.measure.flops import count_model_flops
+    from gluonperf.training.models import count_model_flops
     from gluonperf.experiments.step_time import SAMPLE_SHAPE
     p = command(["benchmarks/ceiling_probe.py", "--model", "resnet18", "--size", "quick", "--repeat", "1"],
                 tmp_path, OMP_NUM_THREADS="1")

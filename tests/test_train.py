@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gluonperf import UserError
-from conftest import needs_bfloat16
+from helpers import needs_bfloat16
 from gluonperf.records import read_jsonl
 from gluonperf.training.loop import Diverged, EpochStats, TrainConfig, fit, hits, lr_schedule, read_checkpoint, scaling
 
@@ -329,7 +329,7 @@ def test_dist_sync_workers_train_equal_parts_and_only_rank_0_reports(tmp_path):
     import re
     import subprocess
     import sys
-    from conftest import ROOT
+    from helpers import ROOT
     env = dict(os.environ, PYTHONPATH=ROOT, DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=str(free_port()),
                DMLC_NUM_SERVER="1", DMLC_NUM_WORKER="2")
     # --limit 203: an odd number of samples, split into two equal parts of 101
@@ -402,7 +402,7 @@ def test_resume_with_other_epochs_says_that_the_schedule_is_replanned(tmp_path):
     import shutil
     from concurrent.futures import ThreadPoolExecutor
 
-    from conftest import run_leaving_nothing
+    from helpers import run_leaving_nothing
     ckpt, other, old = tmp_path / "ckpt", tmp_path / "other", tmp_path / "old"
     args = ["-m", "gluonperf.train", "--dataset", "digits", "--model", "mlp", "--limit", "256", "--batch-size", "32",
             "--workers", "0", "--optimizer", "adam"]

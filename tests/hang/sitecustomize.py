@@ -5,7 +5,7 @@ on a machine slow enough): in every process of the run (children inherit PYTHONP
 MXNet is imported when the command imports it (after the command has set its thread
 variables), then every way to wait for it (`mx.nd.waitall`, an array's `wait_to_read`,
 `asnumpy`, `asscalar`) blocks for ever, as on a hung engine. The command's own guards
-(`--stall-timeout`, tune's `--timeout`) are what must end it. `HANGING_MXNET` in tests/conftest.py
+(`--stall-timeout`, tune's `--timeout`) are what must end it. `HANGING_MXNET` in tests/helpers.py
 is the environment to pass.
 """
 import importlib.abc
