@@ -6,7 +6,7 @@ measures the ceiling `python -m gluonperf.profile` holds training against
 (`ceiling.measure_ceiling`: the fastest of oneDNN's FullyConnected, OpenBLAS's dot and two
 3x3 convolutions on cpu(0), with the OpenMP threads gluonperf's commands choose) and prints
 one JSON line: the peak over the model's training FLOPs per 1x28x28 image
-(`flops.count_model_flops`), i.e. the most images/s any training loop could reach here,
+(`models.count_model_flops`), i.e. the most images/s any training loop could reach here,
 with the peak and its kernel beside it.
 
 benchmarks/train_throughput.py runs it in every round between two runs of the book's loop,
@@ -45,7 +45,7 @@ def main(argv=None):
                             % args.model)
     import mxnet as mx
     from gluonperf.measure.ceiling import ceiling_flops, measure_ceiling
-    from gluonperf.measure.flops import count_model_flops
+    from gluonperf.training.models import count_model_flops
     from gluonperf.experiments.step_time import SAMPLE_SHAPE  # the shape gluonperf.profile counts FLOPs for
     ctx = mx.cpu(0)
     flops = count_model_flops(args.model, SAMPLE_SHAPE, contexts=[ctx])

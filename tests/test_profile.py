@@ -8,7 +8,8 @@ from mxnet.gluon import nn
 
 from gluonperf import UserError
 from gluonperf.measure.ceiling import measure_ceiling, physical_bound
-from gluonperf.measure.flops import count_flops, count_model_flops
+from gluonperf.measure.flops import count_flops
+from gluonperf.training.models import count_model_flops
 from helpers import needs_bfloat16
 from gluonperf.records import read_jsonl
 from gluonperf.experiments.step_time import PARTS, REST, breakdown, busy_seconds, context_waits

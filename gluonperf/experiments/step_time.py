@@ -472,5 +472,5 @@ def model_flops(config, contexts=None):
     """flops.FlopCount per training image of config.model on the data set's samples (1x28x28, or 3xSxS
     for image data at the model's input size S), as
     built for `contexts` (gluonperf.training.models fuses some operators on CPU contexts)."""
-    from ..measure.flops import count_model_flops
+    from ..training.models import count_model_flops
     return count_model_flops(config.model, sample_shape(config.dataset, config.model), contexts=contexts)

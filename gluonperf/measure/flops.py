@@ -203,10 +203,3 @@ def count_flops(block, sample_shape):
             matmul += float(flops)
         layers[op] = layers.get(op, 0) + 1
     return FlopCount(forward, backward, layers, tuple(sample_shape), matmul, tuple(sorted(uncounted)))
-
-
-def count_model_flops(name, sample_shape, classes=10, contexts=None):
-    """FlopCount per image of the model `name` (gluonperf.training.models) for `sample_shape`, as
-    built for `contexts`."""
-    from ..training.models import get_model
-    return count_flops(get_model(name, classes, contexts), sample_shape)

@@ -169,3 +169,10 @@ def get_model(name, classes=10, contexts=None):
                         % (name, len(BUILTIN) + len(_zoo_names())))
     from gluoncv.model_zoo import get_model as zoo_get_model
     return zoo_get_model(name, classes=classes, pretrained=False)
+
+
+def count_model_flops(name, sample_shape, classes=10, contexts=None):
+    """FlopCount per image (gluonperf.measure.flops) of the model `name` for `sample_shape`, as
+    built for `contexts`."""
+    from ..measure.flops import count_flops
+    return count_flops(get_model(name, classes, contexts), sample_shape)
