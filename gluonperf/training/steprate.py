@@ -2,15 +2,15 @@
 
 `tune` measures each candidate setting in a fresh process (environment variables
 such as OMP_NUM_THREADS or MXNET_ENGINE_TYPE are read once, when MXNet starts):
-`python -m gluonperf.training.steprate --model resnet18 --batch-size 64 --hybridize static`
-trains on synthetic in-memory batches and prints one JSON line with images/s.
+`python -m gluonperf.steprate --model resnet18 --batch-size 64 --hybridize static`
+(the command over this module) trains on synthetic in-memory batches and prints one JSON
+line with images/s.
 
 The loop is the book's concise multi-device loop (split_and_load, autograd,
 backward, Trainer.step, no per-step sync), each step gluonperf.train's own
 (`loop.train_step`), with the levers tune sweeps: hybridize mode, batch size,
 contexts, kvstore. The timed region ends in `mx.nd.waitall()`.
 """
-import argparse
 import json
 import sys
 import time
@@ -19,8 +19,6 @@ import mxnet as mx
 import numpy as np
 from mxnet import gluon
 
-from ..cli.common import positive_int, non_negative_int, run
-from ..runtime.contexts import parse_contexts
 from .loop import train_step
 from .models import get_model, input_shape
 
@@ -126,43 +124,3 @@ def step_rate(model="resnet18", contexts=None, batch_size=64, hybridize="none", 
             "contexts": ",".join("%s%d" % (c.device_type, c.device_id) for c in contexts),
             "hybridize": hybridize, "kvstore": kvstore, "model": model,
             "per_step_sync": per_step_sync, "loader_workers": loader_workers}
-
-
-def build_parser():
-    p = argparse.ArgumentParser(prog="python -m gluonperf.training.steprate",
-                                description="Print one JSON line: training images/s of one configuration "
-                                            "(synthetic in-memory data, the book's loop).")
-    p.add_argument("--model", default="resnet18", help="model name (default: %(default)s)")
-    p.add_argument("--ctx", default="cpu", help="contexts, e.g. cpu or cpu0,cpu1 (default: %(default)s)")
-    p.add_argument("--batch-size", type=positive_int, default=64, help="global batch size (default: %(default)s)")
-    p.add_argument("--hybridize", choices=sorted(HYBRIDIZE), default="none", help="(default: %(default)s)")
-    p.add_argument("--kvstore", default="device", help="Trainer kvstore (default: %(default)s)")
-    p.add_argument("--steps", type=positive_int, default=10, help="timed steps per repeat (default: %(default)s)")
-    p.add_argument("--warmup", type=non_negative_int, default=2, help="untimed steps first (default: %(default)s)")
-    p.add_argument("--per-step-sync", action="store_true",
-                   help="read each step's loss back with asscalar() (a sync per step, as a loop that logs every step)")
-    p.add_argument("--loader-workers", type=non_negative_int, default=None,
-                   help="feed batches from a shuffled DataLoader with this many worker processes "
-                        "(default: batches already in memory)")
-    p.add_argument("--serve", action="store_true",
-                   help="after warm-up, answer 'run N' lines on stdin with one JSON line each (used by tune)")
-    p.add_argument("--repeat", type=positive_int, default=1, help="timed repeats; median reported (default: %(default)s)")
-    return p
-
-
-def main(argv=None):
-    args = build_parser().parse_args(argv)
-    ctxs = parse_contexts(args.ctx)
-    if args.serve:
-        serve(session(args.model, ctxs, args.batch_size, args.hybridize, args.kvstore, args.warmup,
-                      args.per_step_sync, args.loader_workers), args.batch_size)
-        return 0
-    figures = step_rate(args.model, ctxs, args.batch_size, args.hybridize, args.kvstore,
-                        args.steps, args.warmup, args.repeat, args.per_step_sync, args.loader_workers)
-    print(json.dumps(figures))
-    sys.stdout.flush()
-    return 0
-
-
-if __name__ == "__main__":
-    run(main, "python -m gluonperf.training.steprate")
