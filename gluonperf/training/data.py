@@ -17,6 +17,9 @@ from mxnet import gluon
 
 from .. import UserError
 from ..config import DATASETS
+from . import image_data
+from .image_data import classes_of, digits_arrays, image_size, is_path
+from .sampler import PartSampler
 
 CLASSES = 10
 
@@ -87,10 +90,8 @@ def check_available(name, data_dir=None, model=None, loader_kind="dataloader"):
     loaded: Fashion-MNIST's files absent from `data_dir` and no network to fetch them.
     Returns the Fashion-MNIST files still to download (none for the other data sets).
     A path (not a named set) is checked as image data for `model` (gluonperf.training.image_data)."""
-    from .image_data import is_path
     if is_path(name):
-        from .image_data import check
-        check(name, model, loader_kind)
+        image_data.check(name, model, loader_kind)
         return []
     if name != "fashion-mnist":
         return []
@@ -126,20 +127,6 @@ def fashion_mnist(data_dir=None):
 
 
 # --- digits and synthetic -----------------------------------------------------
-
-def digits_arrays():
-    """scikit-learn's 8x8 handwritten digits as (images (1797, 8, 8), values 0..16; labels):
-    the file `sklearn.datasets.load_digits` reads, read without importing scikit-learn, whose
-    import (with SciPy's statistics) took 1.5 s of a 2.7 s command start."""
-    import importlib.util
-    spec = importlib.util.find_spec("sklearn")
-    path = spec and os.path.join(spec.submodule_search_locations[0], "datasets", "data", "digits.csv.gz")
-    if not path or not os.path.exists(path):
-        raise UserError("the digits data set is the file scikit-learn ships (sklearn/datasets/data/digits.csv.gz), "
-                        "which is not installed here: pip install scikit-learn")
-    table = np.loadtxt(path, delimiter=",")
-    return table[:, :-1].reshape(-1, 8, 8), table[:, -1].astype(np.int64)
-
 
 def stratified_split(labels, test_fraction, seed):
     """(train indices, test indices), each in random order: ceil(test_fraction * n) test
@@ -198,9 +185,7 @@ def load_dataset(name, data_dir=None, limit=None, seed=0, model=None, bad_images
     """(train_set, test_set) of `name`; with `limit`, the first `limit` samples of each.
     A path instead of a name: images of a folder or a .rec at `model`'s input size
     (gluonperf.training.image_data), loaded by `loader_kind`, corrupt images stopping or skipped."""
-    from .image_data import is_path
     if is_path(name):
-        from . import image_data
         return image_data.load_images(name, model or "resnet18_v1", limit, bad_images, loader_kind)
     if name == "fashion-mnist":
         arrays = fashion_mnist(data_dir)
@@ -221,14 +206,12 @@ def load_for(config):
 
 def classes(name):
     """How many classes data set `name` has (10 for the named sets; counted for a path)."""
-    from .image_data import classes_of, is_path
     return classes_of(name) if is_path(name) else CLASSES
 
 
 def sample_shape(name, model):
     """The shape of one sample of data set `name` as `model` gets it: 1x28x28 for the named
     sets, 3xSxS for images at the model's input size S."""
-    from .image_data import image_size, is_path
     if is_path(name):
         size = image_size(model)
         return (3, size, size)
@@ -236,34 +219,6 @@ def sample_shape(name, model):
 
 
 # --- loading in batches ------------------------------------------------------
-
-class PartSampler(gluon.data.Sampler):
-    """Indices of part `part_index` of `num_parts` equal parts of a data set, shuffled
-    with a seed that depends on the epoch (`set_epoch`), like PyTorch's DistributedSampler.
-
-    Every part has the same length (the remainder is dropped), so that workers of a
-    dist_sync job run the same number of batches."""
-
-    def __init__(self, length, num_parts=1, part_index=0, shuffle=True, seed=0):
-        if not 0 <= part_index < num_parts:
-            raise ValueError("part_index %d is not in 0..%d" % (part_index, num_parts - 1))
-        self.length, self.num_parts, self.part_index = length, num_parts, part_index
-        self.shuffle, self.seed, self.epoch = shuffle, seed, 0
-        self.part_length = length // num_parts
-
-    def set_epoch(self, epoch):
-        self.epoch = epoch
-
-    def __iter__(self):
-        order = np.arange(self.length)
-        if self.shuffle:
-            np.random.RandomState((self.seed, self.epoch)).shuffle(order)
-        part = order[self.part_index::self.num_parts][:self.part_length]
-        return iter(part.tolist())
-
-    def __len__(self):
-        return self.part_length
-
 
 def loader(dataset, batch_size, shuffle, workers=0, num_parts=1, part_index=0,
            last_batch="keep", seed=0, thread_pool=True):

@@ -30,6 +30,7 @@ import numpy as np
 from mxnet import gluon
 
 from .. import UserError
+from .sampler import PartSampler
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")   # those ImageFolderDataset reads
 MEAN = (0.485, 0.456, 0.406)                   # ImageNet's, as GluonCV normalises
@@ -229,7 +230,6 @@ class ImageSet(gluon.data.Dataset):
         for a .rec with loader 'recorditer' and the training set, MXNet's ImageRecordIter."""
         if self.loader_kind == "recorditer" and self.train and self.spec["kind"] == "rec":
             return RecordIterLoader(self, batch_size, workers, num_parts, part_index, seed)
-        from .data import PartSampler
         sampler = PartSampler(len(self), num_parts, part_index, shuffle, seed)
         batches = gluon.data.BatchSampler(sampler, batch_size, last_batch)
         return WorkerLoader(gluon.data.DataLoader(self, batch_sampler=batches, num_workers=workers,
@@ -405,8 +405,21 @@ def classes_of(path):
 
 # --- making a data set offline ----------------------------------------------------------------
 
+def digits_arrays():
+    """scikit-learn's 8x8 handwritten digits as (images (1797, 8, 8), values 0..16; labels):
+    the file `sklearn.datasets.load_digits` reads, read without importing scikit-learn, whose
+    import (with SciPy's statistics) took 1.5 s of a 2.7 s command start."""
+    import importlib.util
+    spec = importlib.util.find_spec("sklearn")
+    path = spec and os.path.join(spec.submodule_search_locations[0], "datasets", "data", "digits.csv.gz")
+    if not path or not os.path.exists(path):
+        raise UserError("the digits data set is the file scikit-learn ships (sklearn/datasets/data/digits.csv.gz), "
+                        "which is not installed here: pip install scikit-learn")
+    table = np.loadtxt(path, delimiter=",")
+    return table[:, :-1].reshape(-1, 8, 8), table[:, -1].astype(np.int64)
+
+
 def _digit_images(images_per_class, classes, seed):
-    from .data import digits_arrays
     images, labels = digits_arrays()
     rng = np.random.RandomState(seed)
     out = []
