@@ -1,0 +1,126 @@
+"""Imports point down only: a module may import from its own layer or the layers below it.
+
+From the bottom: runtime, then records and config (plain data), measure, training,
+experiments, render, cli, and the commands at the top (gluonperf/<command>.py and the bench
+package). The package root (`gluonperf/__init__.py`: UserError, error_line) imports nothing
+of gluonperf's and sits below everything. A module's `if __name__ == "__main__":` block is
+that module run as a command (an experiment's worker process), so it may use cli/.
+"""
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "gluonperf"
+LAYERS = ["runtime worker_site", "records config", "measure", "training", "experiments", "render", "cli"]
+RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names.split()}
+COMMANDS = len(LAYERS)
+
+
+def layer(module):
+    """The layer of `module` (a dotted name under gluonperf)."""
+    parts = module.split(".")
+    if len(parts) == 1 or not (PACKAGE / parts[1]).exists() and not (PACKAGE / (parts[1] + ".py")).exists():
+        return -1  # the package root, or a name imported from it
+    return RANK.get(parts[1], COMMANDS)
+
+
+def module_name(path):
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def is_main_block(node):
+    test = getattr(node, "test", None)
+    return (isinstance(node, ast.If) and isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)
+            and test.left.id == "__name__")
+
+
+def imports(path):
+    """(line, imported module) of every import of gluonperf in `path`, outside its __main__ block."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    tree = ast.parse(path.read_text())
+    skipped = {id(n) for top in tree.body if is_main_block(top) for n in ast.walk(top)}
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            for target in ([module] if node.module else [module + "." + a.name for a in node.names]):
+                yield node.lineno, target
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                yield node.lineno, a.name
+
+
+def upward_imports(root=PACKAGE):
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        me = module_name(path)
+        for line, target in imports(path):
+            if target.split(".")[0] == "gluonperf" and layer(target) > layer(me):
+                found.append("%s:%d imports %s" % (path.relative_to(root.parent), line, target))
+    return found
+
+
+def test_imports_point_down():
+    assert upward_imports() == [], "imports that run up a layer (see this test's docstring for the order)"
+
+
+@pytest.mark.parametrize("source, upward", [
+    ("from ..cli import common\n", True),            # training -> cli
+    ("from ..render.records import x\n", True),      # render sits above training
+    ("from ..measure import stats\n", False),        # down
+    ("from . import models\n", False),               # same layer
+    ("from .. import UserError\n", False),           # the root
+    ("if __name__ == '__main__':\n    from ..cli import common\n", False),
+    ("def f():\n    from ..experiments import sweep\n", True),  # inside a function counts too
+])
+def test_the_check_sees_an_upward_import(tmp_path, source, upward):
+    """The check itself, on a made-up package laid out as gluonperf is."""
+    global PACKAGE
+    package = tmp_path / "gluonperf"
+    for folder in ("cli", "render", "measure", "training", "experiments"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "training" / "steps.py").write_text(source)
+    saved, PACKAGE = PACKAGE, package
+    try:
+        assert bool(upward_imports(package)) == upward
+    finally:
+        PACKAGE = saved
+
+
+def import_cycles(root=PACKAGE):
+    """Pairs of gluonperf modules that import each other (directly or through others)."""
+    modules = {module_name(p): p for p in root.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        for _, target in imports(path):
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name and target != "gluonperf":
+                targets.add(target)
+        graph[name] = targets
+
+    def reaches(start, goal):
+        seen, todo = set(), [start]
+        while todo:
+            m = todo.pop()
+            for t in graph.get(m, ()):
+                if t == goal:
+                    return True
+                if t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+        return False
+    return sorted({tuple(sorted((a, b))) for a in graph for b in graph[a] if reaches(b, a)})
+
+
+def test_no_module_imports_back():
+    """Within a layer too: two modules that import each other are one concern, or need a third."""
+    assert import_cycles() == []
