@@ -26,7 +26,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from helpers import run_leaving_nothing
-from conftest import cores
 
 TIMEOUT = 300
 CLASSES, PER_CLASS = 10, 8  # 80 images: 72 to train on, one batch of the default 64
@@ -83,7 +82,7 @@ def ran(images, tmp_path_factory):
         "tune rec": ["gluonperf.tune", "--dataset", rec, "--levers", "data", "--rounds", "1", "--steps", "2",
                      "--model", "lenet", "--json", str(out / "tune.json")],
     }
-    with cores(tmp_path_factory), ThreadPoolExecutor(max_workers=2) as pool:  # they mostly wait for MXNet to load
+    with ThreadPoolExecutor(max_workers=2) as pool:  # they mostly wait for MXNet to load
         done = dict(zip(runs, pool.map(lambda argv: run_leaving_nothing(["-m", *argv], TIMEOUT), runs.values())))
     done["results"] = out
     return done

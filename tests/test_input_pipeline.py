@@ -8,8 +8,8 @@ from test_image_data import CLASSES, PER_CLASS, records, run_marked
 @pytest.fixture(scope="module")
 def images(tmp_path_factory):
     """The data set of tests/test_image_data.py (which makes it through the command), made here
-    by the library in this process: the slow-loader test runs in the `alone` block, which holds
-    both cores, and a command's start-up there would cost both."""
+    by the library in this process: the slow-loader test runs in the `alone` run, one test at a
+    time, where a command's start-up would add its whole time to the suite's."""
     from gluonperf.training.image_data import make_folder, pack_rec
     folder = str(tmp_path_factory.mktemp("images") / "tiny")
     make_folder(folder, images_per_class=PER_CLASS, size=32, classes=CLASSES)

@@ -13,7 +13,6 @@ from html.parser import HTMLParser
 import pytest
 
 from helpers import ROOT, clean_env, run_module
-from conftest import cores
 from gluonperf.cli import common as cli
 from gluonperf import report
 from gluonperf.render import kinds
@@ -60,7 +59,7 @@ def results(tmp_path_factory):
         extra = ["--trace", str(folder / "trace.json")] if name == "parallel" else []
         return name, run_module(*argv, "--json", str(folder / (name + ".json")), *extra, timeout=240)
 
-    with cores(tmp_path_factory), ThreadPoolExecutor(max_workers=4) as pool:  # async mostly waits
+    with ThreadPoolExecutor(max_workers=4) as pool:  # async mostly waits
         for name, p in pool.map(run, COMMANDS.items()):
             assert p.returncode == 0, "%s: %s" % (name, p.stderr)
     os.makedirs(folder / "suites")
@@ -124,8 +123,7 @@ class Page(HTMLParser):
 def made(results, tmp_path_factory):
     """The report of the results folder, made once as users make it: (path, process)."""
     out = tmp_path_factory.mktemp("report") / "report.html"
-    with cores(tmp_path_factory):
-        return out, run_module("gluonperf.report", str(results), "-o", str(out), timeout=120)
+    return out, run_module("gluonperf.report", str(results), "-o", str(out), timeout=120)
 
 
 def test_report_of_real_outputs_is_self_contained_and_holds_every_record(results, made):
