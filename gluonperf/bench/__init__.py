@@ -4,11 +4,10 @@ Each subcommand parses its flags, calls one experiment function, and hands the
 records to `gluonperf.cli.common.emit`. Nothing is computed here.
 """
 import argparse
-import sys
 
-from .cli import common as cli
-from .cli import units
-from .cli.processes import add_processes
+from ..cli import common as cli
+from ..cli import units
+from ..cli.processes import add_processes
 
 # Experiments that run more CPU contexts at once than --ctx names: parallel and overlap
 # pair a single context with the next one; allreduce with --ctx cpu uses cpu0..cpuN-1.
@@ -27,16 +26,11 @@ def contexts_at_once(argv):
     return at_least
 
 
-# As a command, choose MXNet's thread count before any experiment loads MXNet.
-THREADS_NOTE = cli.thread_defaults(sys.argv[1:], contexts_at_once(sys.argv[1:])) if __name__ == "__main__" else None
 # Experiments whose CPU contexts stand in for devices: glibc keeps freed memory, as a GPU's pool does
 # (gluonperf.runtime.allocator); not bench memory or footprint, which measure the process's memory.
 STAND_IN_COMMANDS = ("parallel", "overlap", "allreduce")
 # overlap: extra page faults per repeat (1 MiB of 4 KiB pages) worth telling the user about
 FAULTS_WORTH_A_NOTE = 256
-MALLOC_NOTE = cli.allocator_defaults(sys.argv[1:], STAND_IN_COMMANDS) if __name__ == "__main__" else None
-# footprint --dtype bfloat16: oneDNN's instruction set for the workers (each asks for AMX itself)
-DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 
 PROG = "python -m gluonperf.bench"
 
@@ -69,11 +63,11 @@ def add_hybridize(sub, common):
 
 
 def run_hybridize(args):
-    from .experiments.hybridize import compare_modes
+    from ..experiments.hybridize import compare_modes
     if args.list_models:
         cli.print_models()
         return 0
-    from .training.models import get_model
+    from ..training.models import get_model
     get_model(args.model)  # unknown names fail here, before any work
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
@@ -107,7 +101,7 @@ def run_hybridize(args):
 
 def _warn_unstable(results):
     """A note when the machine was unstable during the measurement (gluonperf.measure.machine)."""
-    from .measure.machine import warning_line
+    from ..measure.machine import warning_line
     line = warning_line(next((r.metrics["machine_warnings"] for r in results if r.metrics.get("machine_warnings")),
                              None))
     if line:
@@ -142,7 +136,7 @@ def _count_list(text):
 
 
 def add_allreduce(sub, common):
-    from .config import ALLREDUCE_KVSTORES, ALLREDUCE_METHODS
+    from ..config import ALLREDUCE_KVSTORES, ALLREDUCE_METHODS
     p = sub.add_parser(
         "allreduce", parents=[common],
         help="allreduce bandwidth: book / ring / tree vs kvstore device / local vs plain copyto",
@@ -181,8 +175,8 @@ def allreduce_contexts(args):
 
 
 def run_allreduce(args):
-    from . import UserError
-    from .experiments.from_scratch import KVSTORES, METHODS, allreduce_bandwidth
+    from .. import UserError
+    from ..experiments.from_scratch import KVSTORES, METHODS, allreduce_bandwidth
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     for m in methods:
         if m not in METHODS + KVSTORES:
@@ -223,7 +217,7 @@ def run_allreduce(args):
 
 
 def add_scratch(sub, common):
-    from .config import ALLREDUCE_METHODS, DATASETS
+    from ..config import ALLREDUCE_METHODS, DATASETS
     p = sub.add_parser(
         "scratch", parents=[common],
         help="the book's LeNet trained data-parallel from scratch (get_params, allreduce, split_and_load)",
@@ -253,9 +247,9 @@ def add_scratch(sub, common):
 
 def run_scratch(args):
     import math
-    from . import UserError
-    from .training.data import load_dataset
-    from .experiments.from_scratch import check_method, init_params, loaders, train
+    from .. import UserError
+    from ..training.data import load_dataset
+    from ..experiments.from_scratch import check_method, init_params, loaders, train
     check_method(args.method)
     ctxs = cli.contexts(args)
     if args.batch_size < len(ctxs):
@@ -300,7 +294,7 @@ def _add_trace(p, what="one more run of the measured code, untimed, so the profi
 def _emit_sections(sections, args, ctxs, extra=()):
     """Print one table per (title, results, columns) section; write every record, and the
     `extra` records not shown as tables, to --json / --csv once."""
-    from .records import format_table
+    from ..records import format_table
     cli.write_outputs([r for _, results, _ in sections for r in results] + list(extra), args, ctxs)
     for number, (title, results, columns) in enumerate(sections):
         if number:
@@ -349,8 +343,8 @@ def add_async(sub, common):
 
 
 def run_async(args):
-    from .experiments.asynchronous import blocking_calls, queue_vs_finish, sync_vs_async
-    from .measure.trace import Trace
+    from ..experiments.asynchronous import blocking_calls, queue_vs_finish, sync_vs_async
+    from ..measure.trace import Trace
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     cli.check_output_path(args.trace, "--trace")
@@ -422,8 +416,8 @@ def add_memory(sub, common):
 
 
 def run_memory(args):
-    from .experiments.asynchronous import memory_cost
-    from .render.plots import plot_memory_tradeoff
+    from ..experiments.asynchronous import memory_cost
+    from ..render.plots import plot_memory_tradeoff
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     cli.check_output_path(args.trace, "--trace")
@@ -463,7 +457,7 @@ def _add_device_sizes(p, repeat):
 
 
 def _pair_used(args, pick):
-    from .experiments import auto_parallel
+    from ..experiments import auto_parallel
     return list(getattr(auto_parallel, pick)(cli.contexts(args)))
 
 
@@ -485,8 +479,8 @@ def add_parallel(sub, common):
 
 
 def run_parallel(args):
-    from .experiments.auto_parallel import concurrency, pick_pair, size_for
-    from .measure.trace import Trace
+    from ..experiments.auto_parallel import concurrency, pick_pair, size_for
+    from ..measure.trace import Trace
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     cli.check_output_path(args.trace, "--trace")
@@ -531,8 +525,8 @@ def add_overlap(sub, common):
 
 
 def run_overlap(args):
-    from .experiments.auto_parallel import overlap, pick_source_and_destination, size_for
-    from .measure.trace import Trace
+    from ..experiments.auto_parallel import overlap, pick_source_and_destination, size_for
+    from ..measure.trace import Trace
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     cli.check_output_path(args.trace, "--trace")
@@ -581,7 +575,7 @@ def non_negative_int_list(text):
 
 
 def _hybridize_list(text):
-    from .config import HYBRIDIZE
+    from ..config import HYBRIDIZE
     items = [t.strip() for t in text.split(",") if t.strip()]
     bad = [t for t in items if t not in HYBRIDIZE]
     if bad or not items:
@@ -590,7 +584,7 @@ def _hybridize_list(text):
 
 
 def add_footprint(sub, common):
-    from .config import OPTIMIZERS
+    from ..config import OPTIMIZERS
     p = sub.add_parser(
         "footprint", parents=[common],
         help="the memory of a training step per batch size, hybridize setting and checkpointing; "
@@ -647,10 +641,10 @@ BUDGET_COLUMNS = ["name", "budget_bytes", "predicted_batch", "largest_batch", "f
 
 
 def run_footprint(args):
-    from .experiments.footprint import check_dtype, effective_configs, footprint, rows_of
-    from .render.plots import plot_footprint
-    from .runtime.precision import precision_label
-    from .training.models import get_model
+    from ..experiments.footprint import check_dtype, effective_configs, footprint, rows_of
+    from ..render.plots import plot_footprint
+    from ..runtime.precision import precision_label
+    from ..training.models import get_model
     get_model(args.model)  # unknown names fail here, before any work
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
@@ -660,8 +654,8 @@ def run_footprint(args):
     configs = effective_configs(args.hybridize, args.checkpoint)
     if "static" in args.hybridize and any(args.checkpoint):
         cli.note("note: with checkpointing, static runs as hybrid (segments are never statically allocated)")
-    if DTYPE_NOTE and args.dtype == "bfloat16":
-        cli.note("note: " + DTYPE_NOTE)
+    if getattr(args, "dtype_note", None) and args.dtype == "bfloat16":
+        cli.note("note: " + args.dtype_note)
     runs = {}  # what a stopped run keeps: the runs it finished
     with cli.progress_bar(len(configs) * (len(args.batch_sizes) + len(budgets)) * args.repeat, "footprint") as bar, \
             cli.keep_on_stop(lambda: rows_of(dict(runs), configs), args, "%s training step on %s: the runs that "
@@ -699,7 +693,7 @@ def run_footprint(args):
 
 
 def add_optimizers(sub, common):
-    from .config import UPDATE_OPTIMIZERS  # no MXNet: --help answers at once
+    from ..config import UPDATE_OPTIMIZERS  # no MXNet: --help answers at once
     p = sub.add_parser(
         "optimizers", parents=[common],
         help="what an optimizer's update costs: from-scratch NDArray updates vs MXNet's fused operators",
@@ -730,9 +724,9 @@ OPTIMIZER_COLUMNS = ["name", "operator", "update_s", "share_of_step", "speedup",
 
 
 def run_optimizers(args):
-    from . import UserError
-    from .training.models import get_model
-    from .experiments.optimizer_cost import OPTIMIZERS, optimizer_cost
+    from .. import UserError
+    from ..training.models import get_model
+    from ..experiments.optimizer_cost import OPTIMIZERS, optimizer_cost
     ctxs = cli.contexts(args)
     names = [n.strip() for n in args.optimizers.split(",") if n.strip()]
     unknown = [n for n in names if n not in OPTIMIZERS]
@@ -811,10 +805,10 @@ STAGE_COLUMNS = ["name", "per_image_s", "images_per_s", "images_per_s_ci_low", "
 
 
 def run_input(args):
-    from . import UserError
-    from .training.data import check_available
-    from .experiments.input_pipeline import SOURCES, bench_input, sources_of
-    from .training.image_data import is_path
+    from .. import UserError
+    from ..training.data import check_available
+    from ..experiments.input_pipeline import SOURCES, bench_input, sources_of
+    from ..training.image_data import is_path
     if not is_path(args.dataset):
         raise UserError("--dataset %s is held in memory, with no loader to measure; give the PATH of a folder of class "
                         "subfolders or of a .rec (python -m gluonperf.dataset make DIR --rec makes both)" % args.dataset)
@@ -858,8 +852,8 @@ TTA_FLAGS = ("model", "hybridize", "dataset", "data_dir", "limit", "batch_size",
 
 
 def add_time_to_accuracy(sub, common):
-    from .config import OPTIMIZERS
-    from .cli.training_flags import add_training_flags, fraction
+    from ..config import OPTIMIZERS
+    from ..cli.training_flags import add_training_flags, fraction
     p = sub.add_parser(
         "time-to-accuracy", parents=[common],
         help="time to a test accuracy per optimizer, over seeds (DAWNBench's metric)",
@@ -884,11 +878,11 @@ TTA_COLUMNS = ["name", "reached", "median_time_to_target_s", "median_epochs_to_t
 
 
 def run_time_to_accuracy(args):
-    from . import UserError
-    from .config import OPTIMIZERS, TrainConfig
-    from .training.data import check_available
-    from .training.models import get_model
-    from .experiments.time_to_accuracy import time_to_accuracy
+    from .. import UserError
+    from ..config import OPTIMIZERS, TrainConfig
+    from ..training.data import check_available
+    from ..training.models import get_model
+    from ..experiments.time_to_accuracy import time_to_accuracy
     ctxs = cli.contexts(args)
     names = list(dict.fromkeys(n.strip() for n in args.optimizers.split(",") if n.strip()))
     if not names or any(n not in OPTIMIZERS for n in names):
@@ -930,16 +924,15 @@ def build_parser():
     return parser
 
 
-def main(argv=None):
+def main(argv=None, threads_note=None, malloc_note=None, dtype_note=None):
+    """The command: parse `argv`, run the subcommand. The notes say what bench/__main__.py set
+    before MXNet loaded (None when called from Python, where nothing is set)."""
     args = build_parser().parse_args(argv)
     cli.guard_command(args, PROG)
     if not getattr(args, "list_models", False):
         used = getattr(args, "contexts_used", cli.contexts)
-        cli.advise(used(args), THREADS_NOTE)
-    if MALLOC_NOTE:
-        cli.note_later("note: " + MALLOC_NOTE)
+        cli.advise(used(args), threads_note)
+    if malloc_note:
+        cli.note_later("note: " + malloc_note)
+    args.dtype_note = dtype_note
     return args.run(args)
-
-
-if __name__ == "__main__":
-    cli.run(main, PROG)
