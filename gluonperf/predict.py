@@ -63,9 +63,7 @@ def build_parser():
                     "across machines. A step is max(t1, t2) + update when communication overlaps "
                     "compute (--overlap yes, the default) and t1 + t2 + update when not. --validate "
                     "checks such predictions against runs on this machine instead.")
-    p.add_argument("--model", default="resnet18",
-                   help="a gluonperf model name (resnet18, lenet, mlp or a GluonCV name, e.g. resnet18_v1); "
-                        "its trainable parameters give the gradient bytes (default: %(default)s)")
+    cli.add_model_flags(p, "resnet18", help=cli.MODEL_HELP + "; its trainable parameters give the gradient bytes")
     src = p.add_argument_group("the measured per-device step (one of)")
     src.add_argument("--scaling", metavar="JSON",
                      help="python -m gluonperf.train --scaling --json output: t1 and update of its 1-device row")
@@ -181,7 +179,7 @@ def main(argv=None):
         get_model(args.validate_model)
         cli.advise([mx.cpu(i) for i in range(args.validate_devices)], THREADS_NOTE)  # the most run at once
         return validate(args, ctxs)
-    get_model(args.model)  # unknown names fail here
+    cli.resolve_model(args)  # unknown names and models that do not run fail here
     given = [bool(args.scaling), args.t1 is not None, args.measure]
     if sum(given) != 1:
         raise UserError("give the measured per-device step with exactly one of --scaling JSON, --t1 SEC "

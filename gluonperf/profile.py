@@ -25,6 +25,7 @@ if __name__ == "__main__" and "--operators-only" in sys.argv[1:]:
     os.environ["MXNET_EXEC_BULK_EXEC_TRAIN"] = "0"
 
 from .cli.training_flags import add_training_flags  # noqa: E402
+from .training.model_spec import label  # noqa: E402
 
 PROG = "python -m gluonperf.profile"
 FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "loader", "bad_images",
@@ -72,12 +73,12 @@ def build_parser():
 
 def check(args, ctxs):
     """Refuse bad input before any long work starts."""
-    from .training.models import get_model
     from .experiments.step_time import check_config
     from .cli.training_flags import check_kvstore, check_optimizer_flags, config_from
     check_kvstore(args, ctxs)
     check_optimizer_flags(args)
-    get_model(args.model)  # unknown names fail here
+    from .training.data import classes
+    cli.resolve_model(args, classes(args.dataset))  # unknown names and models that do not run fail here
     check_config(config_from(args, ctxs), ctxs)
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
@@ -235,7 +236,7 @@ def main(argv=None):
                                   "; x%d contexts' worth" % ceiling_devices(ctxs) if ceiling_devices(ctxs) > 1 else ""),
          ceiling, CEILING_COLUMNS),
         ("work: GFLOP per training image of %s, input %s (1 multiply-add = 2 FLOPs; backward = 2x forward "
-         "for layers with weights)%s" % (args.model, "x".join(map(str, shape)),
+         "for layers with weights)%s" % (label(args.model), "x".join(map(str, shape)),
                                          "; not counted: " + ", ".join(flops.uncounted) if flops.uncounted else ""),
          works, WORK_COLUMNS),
         ("step breakdown [run 1: this process, no profiler, bulk execution as in training]: %s; %d fenced "

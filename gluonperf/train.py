@@ -16,6 +16,7 @@ THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else 
 DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 
 from .config import TrainConfig  # noqa: E402
+from .training.model_spec import label  # noqa: E402
 from .cli.training_flags import (add_training_flags, check_kvstore, check_optimizer_flags, config_from,  # noqa: E402
                                  fraction, note_optimizer)
 
@@ -77,7 +78,8 @@ def check(args, ctxs):
     from .training.models import get_model
     check_kvstore(args, ctxs)
     check_optimizer_flags(args)
-    get_model(args.model)  # unknown names fail here
+    from .training.data import classes
+    cli.resolve_model(args, classes(args.dataset))  # unknown names and models that do not run fail here
     if args.batch_size < len(ctxs):
         raise UserError("--batch-size %d is smaller than the number of contexts (%d); every context "
                         "needs at least one sample per batch" % (args.batch_size, len(ctxs)))
@@ -158,7 +160,7 @@ def main(argv=None):
     def title(results):
         first = results[0].metrics
         return ("%s on %s, global batch %d on %s (%d worker%s), kvstore %s, hybridize %s"
-                % (args.model, args.dataset, args.batch_size * first["num_workers"], first["contexts"],
+                % (label(args.model), args.dataset, args.batch_size * first["num_workers"], first["contexts"],
                    first["num_workers"], "s" if first["num_workers"] > 1 else "", args.kvstore,
                    args.hybridize) + precision_label(args.dtype)
                 + ("" if args.optimizer == "sgd" else ", optimizer %s" % args.optimizer))

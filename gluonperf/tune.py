@@ -13,6 +13,7 @@ import argparse
 from . import UserError
 from .experiments import sweep
 from .measure import machine
+from .training.model_spec import label
 
 
 def _rounds(text):
@@ -28,13 +29,14 @@ def _rounds(text):
 
 
 def build_parser():
+    from .cli import common as cli_common
     from .cli.common import positive_int
     p = argparse.ArgumentParser(
         prog="python -m gluonperf.tune",
         description="Find the settings (environment variables and flags) that train a model fastest "
                     "here: each lever tried in fresh processes, interleaved, scored as a ratio to the "
                     "best so far; prints a ranked table and the winning command line.")
-    p.add_argument("--model", default="resnet18", help="model to train (default: %(default)s)")
+    cli_common.add_model_flags(p, "resnet18")
     p.add_argument("--ctx", default="cpu", help="contexts to consider, e.g. cpu or cpu0,cpu1; with several, "
                                                 "one context vs all of them (per --kvstore) is a lever "
                                                 "(default: %(default)s)")
@@ -101,9 +103,8 @@ def parse_args(argv):
         if bad:
             raise UserError("--levers %s: unknown lever(s) %s; choose from %s"
                             % (args.levers, ",".join(bad), ",".join(sweep.LEVER_NAMES)))
-    from .training.models import list_models
-    if args.model not in ("mlp", "lenet", "resnet18") and args.model not in list_models():
-        raise UserError("unknown model %r; see python -m gluonperf.bench --list-models" % args.model)
+    from .cli.common import resolve_model
+    resolve_model(args)  # unknown names and models that do not run fail here, in one line
     check_output_path(args.json, "--json")
     runner = {"auto": sweep.default_runner(), "train": sweep.TRAIN, "steprate": sweep.STEPRATE}[args.runner]
     if runner is sweep.TRAIN and not sweep.train_available():
@@ -145,7 +146,7 @@ def main(argv=None):
     bar = progress_bar(total, "tune")
     title = "tune: %s on %s, images/s per candidate, ratio to the lever's baseline (geometric mean of %s " \
             "interleaved rounds, 95%% interval corrected for the candidates tried)" % (
-                args.model, ",".join(args.contexts), "auto" if args.rounds == "auto" else args.rounds)
+                label(args.model), ",".join(args.contexts), "auto" if args.rounds == "auto" else args.rounds)
     columns = ["batch_size", "lever", "rank", "name", "images_per_s", "ratio", "ratio_ci_low", "ratio_ci_high",
                "rounds", "verdict", "error"]
     sweeps = sweep.Sweeps()

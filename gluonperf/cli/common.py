@@ -106,6 +106,53 @@ def print_models():
         print("%-28s %s" % (name, description))
 
 
+MODEL_HELP = ("resnet18 (the book's 28x28 ResNet-18), lenet, mlp, a GluonCV model-zoo name (see --list-models), "
+              "or your own: package.module:factory or path/to/file.py:factory, a function that returns a "
+              "gluon Block, with --input-shape (docs: Your own model)")
+
+
+def add_model_flags(p, default, help=MODEL_HELP):
+    """--model and what a model of one's own needs: its factory's arguments, one sample's shape
+    and dtype, its loss. `resolve_model` reads them back, after parsing."""
+    from ..training.model_spec import INPUT_DTYPES
+    p.add_argument("--model", default=default, help="%s (default: %%(default)s)" % help)
+    p.add_argument("--model-args", metavar="K=V,...", default=None,
+                   help="keyword arguments for the model's factory: key=value,key=value (values read as JSON "
+                        "where they parse) or a JSON object")
+    p.add_argument("--input-shape", metavar="C,H,W", default=None,
+                   help="the shape of one sample the model takes (no batch axis), e.g. 3,32,32; needed for "
+                        "module:factory models (a built-in or zoo model has its own)")
+    p.add_argument("--input-dtype", choices=INPUT_DTYPES, default="float32",
+                   help="float32 (images, features) or int32 (token ids for an Embedding; with --vocab-size) "
+                        "(default: %(default)s)")
+    p.add_argument("--vocab-size", type=positive_int, default=None, metavar="N",
+                   help="with --input-dtype int32: token ids are drawn from 0..N-1")
+    p.add_argument("--loss", metavar="MODULE:FACTORY", default=None,
+                   help="a function returning the gluon Loss to train with, called loss(output, label) "
+                        "(default: softmax cross-entropy over the classes)")
+
+
+def resolve_model(args, classes=10):
+    """Check the model the flags describe, before any work (its factory imports and returns a
+    Block, its first forward takes the input, the loss takes its output), and put its spec in
+    args.model: the text every later step and child process reads. Notes go to stderr.
+    Bad input: UserError, one line."""
+    from ..training.model_spec import parse_model_args, parse_shape
+    from ..training.models import resolve_model as resolve
+    try:
+        args.model, notes = resolve(args.model, parse_model_args(getattr(args, "model_args", None)),
+                                    parse_shape(args.input_shape) if getattr(args, "input_shape", None) else None,
+                                    getattr(args, "input_dtype", "float32"), getattr(args, "vocab_size", None),
+                                    getattr(args, "loss", None), classes)
+    except UserError:
+        raise
+    except ValueError as e:
+        raise UserError(str(e))
+    for line in notes:
+        note_later("note: " + line)
+    return args.model
+
+
 def contexts(args):
     from ..runtime.contexts import parse_contexts
     return parse_contexts(args.ctx)

@@ -40,10 +40,7 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
     `defaults` overrides TrainConfig's default of some (e.g. {"dataset": "synthetic"})."""
     d = TrainConfig(**(defaults or {}))
     flags = {
-        "model": lambda: p.add_argument(
-            "--model", default=d.model,
-            help="resnet18 (the book's 28x28 ResNet-18), lenet, mlp, or a GluonCV model-zoo name "
-                 "(default: %(default)s; see --list-models)"),
+        "model": lambda: cli.add_model_flags(p, d.model),
         "list_models": lambda: p.add_argument(
             "--list-models", action="store_true", help="list the names --model accepts and exit"),
         "hybridize": lambda: p.add_argument(

@@ -132,7 +132,8 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
     module's docstring). Meant to run alone in a fresh process (`run_step_footprint`)."""
     from mxnet import autograd, gluon
     from ..training.data import CLASSES
-    from ..training.models import get_model, input_shape
+    from ..training.model_spec import parse_spec
+    from ..training.models import get_model, input_shape, loss_of, random_input
     from ..training.recompute import checkpointed
     from ..training.loop import HYBRIDIZE, TrainConfig, forward_backward, make_trainer
     contexts = list(contexts)
@@ -155,14 +156,14 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
         step_fn = forward_backward
         if flags is not None:
             net.hybridize(**flags)
-    x = mx.nd.array(rng.uniform(size=(batch_size,) + shape).astype("float32"))
+    x = mx.nd.array(random_input(model, batch_size, rng), dtype=parse_spec(model).input_dtype)
     y = mx.nd.array(rng.randint(0, CLASSES, size=batch_size))
     xs = gluon.utils.split_and_load(x, contexts, even_split=False)
     ys = gluon.utils.split_and_load(y, contexts, even_split=False)
     del x, y
     config = TrainConfig(model=model, hybridize=hybridize, batch_size=batch_size, lr=lr, optimizer=optimizer)
     trainer = make_trainer(net, config, lr, kvstore=config.kvstore)
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    loss_fn = loss_of(model)
 
     def step():
         step_fn(net, loss_fn, xs, ys)

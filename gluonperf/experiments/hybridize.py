@@ -7,6 +7,7 @@ run imperatively, after `hybridize()`, and after
 `hybrid_forward` runs only while the graph is built, not on every call.
 """
 import os
+import re
 import warnings
 
 import mxnet as mx
@@ -16,7 +17,8 @@ from mxnet.gluon import nn
 
 from .. import UserError
 from ..measure.harness import measure_interleaved
-from ..training.models import get_model, input_shape
+from ..training.model_spec import label, parse_spec
+from ..training.models import get_model, loss_of, random_input
 from ..records import result
 from ..measure import machine
 from ..measure.stats import THRESHOLD, speedup_fields
@@ -52,7 +54,7 @@ def build_variants(model, ctx, batch_size, classes=None, seed=0):
     classes = classes or (2 if model == "mlp" else 10)
     mx.random.seed(seed)
     rng = np.random.RandomState(seed)
-    x = mx.nd.array(rng.normal(size=(batch_size,) + input_shape(model)).astype("float32"), ctx=ctx)
+    x = mx.nd.array(random_input(model, batch_size, rng), ctx=ctx, dtype=parse_spec(model).input_dtype)
     y = mx.nd.array(rng.randint(0, classes, size=batch_size), ctx=ctx)
     reference = None
     variants = {}
@@ -106,8 +108,7 @@ def _forward(net, x):
     return lambda: net(x)
 
 
-def _train_step(net, x, y):
-    loss = gluon.loss.SoftmaxCrossEntropyLoss()
+def _train_step(net, x, y, loss):
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.01})
 
     def step():
@@ -130,7 +131,11 @@ def compare_modes(model="mlp", batch_size=1, ctx=None, repeat=5, number=1000, wa
     ctx = ctx or mx.cpu()
     variants, x, y = build_variants(model, ctx, batch_size)
     ref, diffs = check_outputs(variants, x, tolerance)
-    make = _train_step if train else (lambda net, x, y: _forward(net, x))
+    spec = parse_spec(model)
+    if export_dir is not None and not spec.hybridizable:
+        raise UserError("--export: --model %s cannot be hybridized (%s), so it has no graph to export"
+                        % (label(model), spec.why_not_hybrid))
+    make = (lambda net, x, y: _train_step(net, x, y, loss_of(model))) if train else (lambda net, x, y: _forward(net, x))
     fns = {mode: make(net, x, y) for mode, net in variants.items()}
     with machine.Check() as check:
         measurements = measure_interleaved(fns, warmup=warmup, repeat=repeat, number=number, progress=progress)
@@ -150,12 +155,15 @@ def compare_modes(model="mlp", batch_size=1, ctx=None, repeat=5, number=1000, wa
             max_abs_diff=diffs[mode],
             hybrid_forward_calls=variants[mode].calls,
             calls=variants[mode].runs,
+            **({} if spec.hybridizable or mode == "imperative" else
+               {"note": "cannot be hybridized (%s): ran imperatively" % spec.why_not_hybrid}),
             **check.fields(),
         ))
     if export_dir is not None:
         # against the hybridized net as it is now: with `train` its weights have moved since `ref`
         now = variants["hybrid"](x).asnumpy()
-        symbol_file, params_file, out = export_and_import(variants["hybrid"], x, export_dir, model, ctx)
+        symbol_file, params_file, out = export_and_import(variants["hybrid"], x, export_dir,
+                                                                 re.sub(r"[^\w.-]+", "_", label(model)), ctx)
         diff = float(np.abs(out.asnumpy() - now).max())
         if diff > tolerance * max(1.0, float(np.abs(now).max())):
             raise UserError("the exported model's outputs differ from the original by %.3g" % diff)

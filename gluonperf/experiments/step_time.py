@@ -36,6 +36,7 @@ from ..runtime.precision import check_flag
 from ..measure.trace import Trace, aggregate_stats
 from ..records import result
 from ..training.loop import EpochStats, as_float32, build_net, make_trainer, lr_for_devices, split, train_steps
+from ..training.models import loss_of
 
 PARTS = (
     ("load", "next batch (loader)"),
@@ -107,7 +108,7 @@ def prepare(config, contexts):
     mx.random.seed(config.seed)
     net = build_net(config, contexts)
     trainer = make_trainer(net, config, lr_for_devices(config, len(contexts)), None, config.kvstore)
-    return Setup(net, trainer, gluon.loss.SoftmaxCrossEntropyLoss(), endless(data), contexts,
+    return Setup(net, trainer, loss_of(config.model), endless(data), contexts,
                  tuple(train_set[0][0].shape), EpochStats())
 
 

@@ -19,6 +19,8 @@ from .. import UserError
 from ..config import DATASETS
 from . import image_data
 from .image_data import classes_of, digits_arrays, image_size, is_path
+from .model_spec import label, parse_spec
+from .models import input_shape
 from .sampler import PartSampler
 
 CLASSES = 10
@@ -36,7 +38,7 @@ ONLINE_TIMEOUT_S = 3.0
 
 def _dataset(x, y):
     """numpy images and labels -> a gluon Dataset of (x, y) pairs."""
-    return gluon.data.ArrayDataset(x.astype(np.float32), y.astype(np.int32))
+    return gluon.data.ArrayDataset(x if x.dtype == np.int32 else x.astype(np.float32), y.astype(np.int32))
 
 
 # --- Fashion-MNIST ------------------------------------------------------------
@@ -93,6 +95,10 @@ def check_available(name, data_dir=None, model=None, loader_kind="dataloader"):
     if is_path(name):
         image_data.check(name, model, loader_kind)
         return []
+    if name != "synthetic" and own_input(model):
+        if parse_spec(model).input_dtype != "float32" or tuple(input_shape(model)) != (1, 28, 28):
+            raise UserError("--dataset %s holds 1x28x28 images; --model %s takes another input: use --dataset "
+                            "synthetic (samples of its own shape) or an image folder" % (name, label(model)))
     if name != "fashion-mnist":
         return []
     root = os.path.expanduser(data_dir or DEFAULT_DATA_DIR)
@@ -181,6 +187,37 @@ def synthetic(train_size=6000, test_size=1000, seed=0, noise=0.5):
     return draw(train_size), draw(test_size)
 
 
+def synthetic_like(model, train_size=6000, test_size=1000, seed=0, noise=0.5):
+    """Learnable synthetic samples of what `model` (a spec with its own input) takes, 10 classes:
+    for float inputs each class a fixed random pattern of the input's shape at a random
+    brightness plus noise, in [0, 1]; for token ids each class draws most of its ids from its
+    own tenth of the vocabulary."""
+    spec, shape = parse_spec(model), input_shape(model)
+    rng = np.random.RandomState(seed)
+    if spec.input_dtype == "int32":
+        band = max(1, spec.vocab // CLASSES)
+
+        def draw(n):
+            y = rng.randint(0, CLASSES, size=n)
+            own = (y.reshape((n,) + (1,) * len(shape)) * band + rng.randint(0, band, size=(n,) + shape)) % spec.vocab
+            x = np.where(rng.uniform(size=(n,) + shape) < 0.7, own, rng.randint(0, spec.vocab, size=(n,) + shape))
+            return x.astype(np.int32), y
+    else:
+        templates = rng.uniform(size=(CLASSES,) + shape)
+
+        def draw(n):
+            y = rng.randint(0, CLASSES, size=n)
+            x = templates[y] * rng.uniform(0.5, 1.0, size=(n,) + (1,) * len(shape))
+            return np.clip(x + rng.normal(scale=noise, size=x.shape), 0, 1).astype(np.float32), y
+    return draw(train_size), draw(test_size)
+
+
+def own_input(model):
+    """True when `model` is a spec that says what it takes (its input is not a 28x28 image)."""
+    spec = parse_spec(model) if model else None
+    return bool(spec and (spec.input_shape or spec.input_dtype != "float32"))
+
+
 def load_dataset(name, data_dir=None, limit=None, seed=0, model=None, bad_images="stop", loader_kind="dataloader"):
     """(train_set, test_set) of `name`; with `limit`, the first `limit` samples of each.
     A path instead of a name: images of a folder or a .rec at `model`'s input size
@@ -192,7 +229,7 @@ def load_dataset(name, data_dir=None, limit=None, seed=0, model=None, bad_images
     elif name == "digits":
         arrays = digits()
     elif name == "synthetic":
-        arrays = synthetic(seed=seed)
+        arrays = synthetic_like(model, seed=seed) if own_input(model) else synthetic(seed=seed)
     else:
         raise UserError("unknown dataset %r; choose one of %s" % (name, ", ".join(DATASETS)))
     return tuple(_dataset(x[:limit], y[:limit]) for x, y in arrays)
@@ -215,6 +252,8 @@ def sample_shape(name, model):
     if is_path(name):
         size = image_size(model)
         return (3, size, size)
+    if own_input(model) and name == "synthetic":
+            return tuple(input_shape(model))
     return (1, 28, 28)
 
 

@@ -341,6 +341,9 @@ def image_size(model):
     """The side of the square images `model` takes (gluonperf.training.models.input_shape); UserError for the MLP."""
     from .models import input_shape
     shape = input_shape(model)
+    from .model_spec import parse_spec
+    if parse_spec(model).input_dtype != "float32":
+        raise UserError("--model takes token ids, not images; use --dataset synthetic")
     if len(shape) != 3:
         raise UserError("--model %s takes %s features, not images; choose an image model for --dataset PATH "
                         "(lenet, resnet18, or a GluonCV one such as resnet18_v1)" % (model, "x".join(map(str, shape))))

@@ -27,7 +27,7 @@ from ..measure.harness import Benchmark, Measurement, sync
 from ..config import HYBRIDIZE, TrainConfig  # noqa: F401
 from ..runtime.contexts import describe
 from .data import CLASSES, classes, load_for, loader  # noqa: F401 (CLASSES: callers import it from here)
-from .models import get_model
+from .models import get_model, loss_of
 from . import optimizers
 from ..runtime import precision
 from ..records import Result, result
@@ -537,7 +537,7 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
     lr = lr_for_devices(config, len(contexts), num_workers)
     schedule = lr_schedule(config, lr, batches)
     trainer = make_trainer(net, config, lr, schedule, kvstore)
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    loss_fn = loss_of(config.model)
     first, history = 0, []
     if checkpoint:
         net.load_parameters(os.path.join(checkpoint, "params"), ctx=contexts)
@@ -652,7 +652,7 @@ def scaling(config, contexts, steps=None, progress=None):
     samples = [train_set[i][0] for i in index]  # numpy (named sets) or NDArray (image data)
     x_all = mx.nd.array(np.stack([x.asnumpy() if isinstance(x, mx.nd.NDArray) else x for x in samples]))
     y_all = mx.nd.array(np.array([train_set[i][1] for i in index]))
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    loss_fn = loss_of(config.model)
     results, one = [], None
     for n in range(1, len(contexts) + 1):
         ctxs = contexts[:n]

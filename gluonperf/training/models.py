@@ -5,8 +5,10 @@ with them the order `gluon.Trainer` sorts parameters in, which indexes optimizer
 states) depend only on the model's structure, not on how many layers the process
 made before: a checkpoint's trainer states then load into any later instance.
 
-`get_model(name, classes)` builds any of them by name; `input_shape(name)` is the
-shape of one sample it expects; `list_models()` is what `--model` accepts.
+`get_model(name, classes)` builds any of them by name, or a model of one's own from its
+spec (gluonperf.training.model_spec: `module:factory`, `file.py:factory`, with its input);
+`input_shape(name)` is the shape of one sample it expects; `list_models()` lists the names
+`--model` accepts; `resolve_model` checks a spec once, in the command, before any work.
 """
 import os
 import re
@@ -14,7 +16,9 @@ import re
 import mxnet as mx
 from mxnet.gluon import nn
 
-from .. import UserError
+from .. import UserError, error_line
+from .model_spec import (ModelSpec, build_factory, is_factory, label, load_loss, parse_spec,
+                         random_input as _random_input, spec_text)
 
 BUILTIN = {
     "mlp": "the book's MLP for the hybridize chapter: 512 -> 256 -> 128 -> 2 (ReLU)",
@@ -135,13 +139,21 @@ def _zoo_names():
 def list_models():
     """{name: description} of every name `get_model` accepts."""
     out = dict(BUILTIN)
+    out["MODULE:FACTORY"] = "your own: a function in an importable module that returns a gluon Block"
+    out["FILE.py:FACTORY"] = "your own: a function in a Python file that returns a gluon Block (with --input-shape)"
     for name in _zoo_names():
         out[name] = "GluonCV model zoo (random init), input %s" % "x".join(map(str, input_shape(name)))
     return out
 
 
 def input_shape(name):
-    """Shape of one input sample (without the batch axis)."""
+    """Shape of one input sample (without the batch axis) of the model `name` (a name or a spec)."""
+    spec = parse_spec(name)
+    if spec.input_shape:
+        return tuple(spec.input_shape)
+    name = spec.model
+    if is_factory(name):
+        raise ValueError("--model %s: give the shape of one sample it takes with --input-shape (e.g. 3,32,32)" % name)
     if name == "mlp":
         return (512,)
     if name in ("lenet", "resnet18"):
@@ -153,11 +165,33 @@ def input_shape(name):
     return (3, 224, 224)
 
 
+def random_input(name, batch_size, rng):
+    """A batch (numpy) of what model `name` takes: uniform floats in [0, 1), or token ids."""
+    return _random_input(parse_spec(name), input_shape(name), batch_size, rng)
+
+
+def loss_of(name):
+    """The loss model `name` trains with: its spec's own, or softmax cross-entropy."""
+    return load_loss(parse_spec(name))
+
+
 def get_model(name, classes=10, contexts=None):
-    """Build a model by name, uninitialised. Raises UserError for an unknown name.
+    """Build a model by name or spec, uninitialised. Raises UserError for an unknown name.
 
     `contexts`: where it will run; resnet18 then fuses BatchNorm with ReLU when they are
     all CPU contexts with oneDNN (`fusable`)."""
+    spec = parse_spec(name)
+    if is_factory(spec.model):
+        return build_factory(spec, classes)
+    net = _named_model(spec.model, classes, contexts, spec.args)
+    if not spec.hybridizable:
+        net.hybridize = lambda *a, **k: None
+    return net
+
+
+def _named_model(name, classes, contexts, args):
+    if args and name in BUILTIN:
+        raise UserError("--model-args: the built-in %s takes none; they are for a zoo model or your own factory" % name)
     if name == "mlp":
         return mlp(classes)
     if name == "lenet":
@@ -165,10 +199,94 @@ def get_model(name, classes=10, contexts=None):
     if name == "resnet18":
         return resnet18(classes, fuse=fusable(contexts))
     if name not in _zoo_names():
-        raise UserError("unknown model %r; run with --list-models to see the %d names --model accepts"
-                        % (name, len(BUILTIN) + len(_zoo_names())))
+        raise UserError("unknown model %r; run with --list-models to see the %d names --model accepts, or give "
+                        "your own as module:factory or file.py:factory" % (name, len(BUILTIN) + len(_zoo_names())))
     from gluoncv.model_zoo import get_model as zoo_get_model
-    return zoo_get_model(name, classes=classes, pretrained=False)
+    try:
+        return zoo_get_model(name, classes=classes, pretrained=False, **args)
+    except TypeError as e:
+        raise UserError("--model-args for %s: %s" % (name, e))
+
+
+def resolve_model(model, args=None, shape=None, input_dtype="float32", vocab=None, loss=None, classes=10):
+    """(spec text, notes) of the model the flags describe, checked before any work: the factory
+    imports and returns a Block, its first forward takes the input (batch of 2, on the CPU),
+    the loss takes its output; a model whose hybridize() fails is marked to run imperatively
+    (a note says so). ValueError in one line otherwise."""
+    base = parse_spec(model)
+    if is_factory(base.model):
+        from .model_spec import absolute
+        base = ModelSpec(absolute(base.model), **{k: v for k, v in base.__dict__.items() if k != "model"})
+    if input_dtype == "int32" and not (vocab or base.vocab):
+        raise ValueError("--input-dtype int32 (token ids) needs --vocab-size, the number of distinct ids")
+    if vocab and input_dtype != "int32" and base.input_dtype != "int32":
+        raise ValueError("--vocab-size is for token ids: give --input-dtype int32 too")
+    spec = ModelSpec(base.model, dict(base.args, **(args or {})),
+                     tuple(shape) if shape else base.input_shape,
+                     input_dtype if input_dtype != "float32" else base.input_dtype,
+                     vocab or base.vocab, loss or base.loss)
+    text = spec_text(spec)
+    if not is_factory(spec.model) and spec == ModelSpec(spec.model):
+        get_model(spec.model)  # an unknown name fails here; the shipped models need no probe
+        return text, []
+    shape = input_shape(text)
+    if spec.input_dtype == "int32" and not all(isinstance(n, int) for n in shape):
+        raise ValueError("--input-shape %s: token ids need whole numbers" % (shape,))
+    notes = []
+    _first_forward(text, spec, shape, classes, hybridize=False)
+    why = _first_forward(text, spec, shape, classes, hybridize=True)
+    if why:
+        spec = ModelSpec(**dict(spec.__dict__, hybridizable=False, why_not_hybrid=why))
+        text = spec_text(spec)
+        notes.append("--model %s cannot be hybridized (%s): it is measured imperatively, whatever --hybridize says"
+                     % (label(text), why))
+    return text, notes
+
+
+def _first_forward(text, spec, shape, classes, hybridize):
+    """Build `spec`, run a forward on a batch of 2 and its loss; with `hybridize`, return why
+    hybridize() fails on it ('' when it does not); without, ValueError for what fails."""
+    import numpy as np
+    what = "--model %s with input %s" % (label(text), "x".join(map(str, shape)))
+    net = get_model(text, classes)
+    if hybridize and not isinstance(net, mx.gluon.HybridBlock):
+        has_hybrid = any(isinstance(b, mx.gluon.HybridBlock) for b in _blocks(net))
+        return "" if has_hybrid else "a Block, not a HybridBlock, with no HybridBlock inside"
+    x = mx.nd.array(_random_input(spec, shape, 2, np.random.RandomState(0)), dtype=spec.input_dtype)
+    try:
+        net.initialize(mx.init.Xavier())
+        if hybridize:
+            net.hybridize()
+        out = net(x)
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        mx.nd.waitall()
+    except Exception as e:  # the user's model: whatever it raises is the answer
+        if hybridize:
+            return "%s: %s" % (type(e).__name__, error_line(e))
+        raise ValueError("%s: the first forward fails: %s: %s" % (what, type(e).__name__, error_line(e)))
+    if hybridize:
+        return ""
+    if len(outs) != 1:
+        raise ValueError("%s: it returns %d outputs; gluonperf trains a model with one output (return the one "
+                         "the loss takes)" % (what, len(outs)))
+    try:
+        loss = loss_of(text)
+        loss(outs[0], mx.nd.array(np.arange(2) % classes)).wait_to_read()
+    except ValueError:
+        raise
+    except Exception as e:
+        shapes = ", ".join("x".join(map(str, o.shape)) for o in outs)
+        raise ValueError("%s: its output (%s) does not fit the loss%s: %s: %s; give --loss module:factory for "
+                         "a loss that fits, or a model with one output per class"
+                         % (what, shapes, "" if spec.loss else " (softmax cross-entropy over %d classes)" % classes,
+                            type(e).__name__, error_line(e)))
+    return ""
+
+
+def _blocks(net):
+    yield net
+    for child in net._children.values():
+        yield from _blocks(child)
 
 
 def count_model_flops(name, sample_shape, classes=10, contexts=None):

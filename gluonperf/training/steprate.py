@@ -20,7 +20,8 @@ import numpy as np
 from mxnet import gluon
 
 from .loop import train_step
-from .models import get_model, input_shape
+from .model_spec import parse_spec
+from .models import get_model, loss_of, random_input
 
 HYBRIDIZE = {
     "none": None,
@@ -32,8 +33,7 @@ HYBRIDIZE = {
 def synthetic_batches(model, batch_size, count, classes=10, seed=0):
     """`count` (X, y) batches of random images on the CPU, made before timing starts."""
     rng = np.random.RandomState(seed)
-    shape = (batch_size,) + input_shape(model)
-    return [(mx.nd.array(rng.uniform(size=shape).astype("float32")),
+    return [(mx.nd.array(random_input(model, batch_size, rng), dtype=parse_spec(model).input_dtype),
              mx.nd.array(rng.randint(0, classes, size=batch_size).astype("float32")))
             for _ in range(count)]
 
@@ -46,13 +46,13 @@ def build(model, contexts, hybridize="none", kvstore="device", lr=0.1, seed=0, c
     if HYBRIDIZE[hybridize] is not None:
         net.hybridize(**HYBRIDIZE[hybridize])
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": lr}, kvstore=kvstore)
-    return net, trainer, gluon.loss.SoftmaxCrossEntropyLoss()
+    return net, trainer, loss_of(model)
 
 
 def loader_batches(model, batch_size, count, workers, classes=10, seed=0):
     """An endless iterator over a shuffled DataLoader with `workers` processes (as training uses)."""
     rng = np.random.RandomState(seed)
-    x = rng.uniform(size=(batch_size * count,) + input_shape(model)).astype("float32")
+    x = random_input(model, batch_size * count, rng)
     y = rng.randint(0, classes, size=batch_size * count).astype("float32")
     data = gluon.data.DataLoader(gluon.data.ArrayDataset(x, y), batch_size, shuffle=True,
                                  num_workers=workers, last_batch="discard")

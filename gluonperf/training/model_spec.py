@@ -1,0 +1,203 @@
+"""A model as a spec: what to build and what it takes, passed around as one string.
+
+A spec names a model (a built-in name, a GluonCV zoo name, `package.module:factory` or
+`path/to/file.py:factory`) and, where the model's own default does not fit, what it takes:
+keyword arguments for the factory, one sample's shape, the input's dtype (int32 token ids
+with a vocabulary size) and a loss (`module:factory`). Commands resolve it once
+(`make_spec`) and pass its text (`spec_text`) wherever a model name went before: to
+`get_model`, to `input_shape`, and to the processes they start, which read it back with
+`parse_spec`. A spec of a name and nothing else is that name, so records and commands of
+the built-in models read as they always have.
+
+    text = make_spec("mynet.py:build", args={"width": 64}, input_shape=(3, 32, 32))
+    net = models.get_model(text, classes=10)     # mynet.build(width=64, classes=10)
+"""
+import importlib
+import importlib.util
+import inspect
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Optional, Tuple
+
+INPUT_DTYPES = ("float32", "int32")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    model: str
+    args: dict = field(default_factory=dict)
+    input_shape: Tuple[int, ...] = ()   # one sample's shape; () = the model's default
+    input_dtype: str = "float32"
+    vocab: Optional[int] = None         # token ids are drawn from 0..vocab-1
+    loss: Optional[str] = None          # module:factory or file.py:factory of a gluon Loss
+    hybridizable: bool = True           # False: hybridize() fails on it; it runs imperatively
+    why_not_hybrid: str = ""
+
+
+def is_factory(name):
+    """True for `module:factory` and `file.py:factory`, False for a model's name."""
+    return ":" in str(name)
+
+
+def parse_spec(text):
+    """The ModelSpec of `text` (a spec's JSON, or a model's name or factory)."""
+    if isinstance(text, ModelSpec):
+        return text
+    text = str(text)
+    if text.startswith("{"):
+        fields = json.loads(text)
+        fields["input_shape"] = tuple(fields.get("input_shape", ()))
+        return ModelSpec(**fields)
+    return ModelSpec(text)
+
+
+def spec_text(spec):
+    """The text that stands for `spec`: its model alone when nothing else is set, else JSON."""
+    default = ModelSpec(spec.model)
+    if spec == default:
+        return spec.model
+    fields = {k: v for k, v in asdict(spec).items() if k == "model" or v != getattr(default, k)}
+    if "input_shape" in fields:
+        fields["input_shape"] = list(fields["input_shape"])
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"))
+
+
+def label(text):
+    """A short name for tables and titles: `mynet.py:build(width=64) 3x32x32 int32`."""
+    spec = parse_spec(text)
+    name = spec.model
+    if is_factory(name):
+        where, factory = name.rsplit(":", 1)
+        name = "%s:%s" % (os.path.basename(where), factory)
+    if spec.args:
+        name += "(%s)" % ",".join("%s=%s" % kv for kv in sorted(spec.args.items()))
+    if spec.input_shape:
+        name += " " + "x".join(map(str, spec.input_shape))
+    if spec.input_dtype != "float32":
+        name += " %s<%d" % (spec.input_dtype, spec.vocab)
+    return name
+
+
+def parse_model_args(text):
+    """`--model-args`: JSON (`{"depth": 3}`) or `key=value,key=value`, values read as JSON
+    where they parse (3, 0.5, true, "x") and as text otherwise."""
+    text = (text or "").strip()
+    if not text:
+        return {}
+    if text.startswith("{"):
+        try:
+            out = json.loads(text)
+        except ValueError as e:
+            raise ValueError("--model-args %s: not JSON (%s); write {\"key\": value} or key=value,key=value"
+                             % (text, e))
+        if not isinstance(out, dict):
+            raise ValueError("--model-args %s: give an object, {\"key\": value}" % text)
+        return out
+    out = {}
+    for part in text.split(","):
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip().isidentifier():
+            raise ValueError("--model-args %s: %r is not key=value; write key=value,key=value or JSON"
+                             % (text, part))
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
+
+
+def parse_shape(text):
+    """`--input-shape C,H,W` (or CxHxW): one sample's shape, positive integers."""
+    parts = str(text).replace("x", ",").split(",")
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        shape = ()
+    if not shape or any(n <= 0 for n in shape):
+        raise ValueError("--input-shape %s: give one sample's shape as positive integers, e.g. 3,32,32" % text)
+    return shape
+
+
+def load_factory(ref, what="--model"):
+    """The callable `ref` names: `package.module:name` or `path/to/file.py:name`.
+    ValueError in one line when the module or file is not there, does not import, or
+    has no such callable."""
+    where, _, name = str(ref).rpartition(":")
+    if not where or not name:
+        raise ValueError("%s %s: write module:factory or file.py:factory" % (what, ref))
+    if where.endswith(".py"):
+        path = os.path.abspath(where)
+        if not os.path.isfile(path):
+            raise ValueError("%s %s: no file %s" % (what, ref, where))
+        module_name = "gluonperf_user_" + os.path.splitext(os.path.basename(path))[0]
+        module = sys.modules.get(module_name)
+        if module is None or getattr(module, "__file__", None) != path:
+            module_spec = importlib.util.spec_from_file_location(module_name, path)
+            module = importlib.util.module_from_spec(module_spec)
+            sys.path.insert(0, os.path.dirname(path))  # its own imports of files beside it
+            try:
+                module_spec.loader.exec_module(module)
+            except Exception as e:  # the user's code: any error is the answer
+                raise ValueError("%s %s: %s does not import: %s: %s" % (what, ref, where, type(e).__name__, e))
+            finally:
+                sys.path.remove(os.path.dirname(path))
+            sys.modules[module_name] = module
+    else:
+        try:
+            module = importlib.import_module(where)
+        except Exception as e:
+            raise ValueError("%s %s: module %s does not import: %s: %s" % (what, ref, where, type(e).__name__, e))
+    factory = getattr(module, name, None)
+    if not callable(factory):
+        raise ValueError("%s %s: %s has no callable %r" % (what, ref, where, name))
+    return factory
+
+
+def absolute(ref):
+    """`ref` with a file.py's path made absolute, so that processes started elsewhere find it."""
+    where, _, name = str(ref).rpartition(":")
+    return "%s:%s" % (os.path.abspath(where), name) if where.endswith(".py") else ref
+
+
+def build_factory(spec, classes):
+    """The Block `spec`'s factory returns, with its args and `classes=` when it accepts it."""
+    from mxnet import gluon
+    factory = load_factory(spec.model)
+    kwargs = dict(spec.args)
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if "classes" in params or any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        kwargs.setdefault("classes", classes)
+    try:
+        net = factory(**kwargs)
+    except Exception as e:
+        raise ValueError("--model %s: %s(%s) failed: %s: %s" % (label(spec_text(spec)), spec.model.rsplit(":", 1)[1],
+                         ", ".join("%s=%r" % kv for kv in kwargs.items()), type(e).__name__, e))
+    if not isinstance(net, gluon.Block):
+        raise ValueError("--model %s: the factory returned %s, not a gluon Block" % (spec.model, type(net).__name__))
+    if not spec.hybridizable:
+        net.hybridize = lambda *a, **k: None  # runs imperatively: make_spec found hybridize() fails on it
+    return net
+
+
+def random_input(spec, shape, batch_size, rng):
+    """A batch of inputs for `spec` (numpy): token ids in 0..vocab-1 for int32, else uniform in [0, 1)."""
+    full = (batch_size,) + tuple(shape)
+    if spec.input_dtype == "int32":
+        return rng.randint(0, spec.vocab, size=full).astype("int32")
+    return rng.uniform(size=full).astype("float32")
+
+
+def load_loss(spec):
+    """The loss Block of `spec`: its own factory's, or softmax cross-entropy."""
+    from mxnet import gluon
+    if not spec.loss:
+        return gluon.loss.SoftmaxCrossEntropyLoss()
+    loss = load_factory(spec.loss, "--loss")()
+    if not isinstance(loss, gluon.Block):
+        raise ValueError("--loss %s: the factory returned %s, not a gluon Loss (Block)" % (spec.loss, type(loss).__name__))
+    return loss
