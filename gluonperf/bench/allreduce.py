@@ -1,0 +1,127 @@
+"""python -m gluonperf.bench allreduce: the bandwidth of summing one tensor over k contexts."""
+import argparse
+
+from ..cli import common as cli
+
+NAME = "allreduce"
+# CPU contexts that run at once, at least: --ctx cpu uses cpu0..cpuN-1 (contexts_at_once)
+AT_LEAST_CONTEXTS = 2
+# its CPU contexts stand in for devices: glibc keeps freed memory, as a GPU's pool does
+STAND_IN = True
+
+
+def contexts_at_once(argv):
+    """The CPU contexts that run at once: the most of --num-ctx (read before argparse), at least 2."""
+    at_least = AT_LEAST_CONTEXTS
+    if "--num-ctx" in argv[:-1]:
+        try:
+            at_least = max(int(n) for n in argv[argv.index("--num-ctx") + 1].split(","))
+        except ValueError:
+            pass  # argparse reports it
+    return at_least
+
+
+def _size_list(text):
+    """'4K,256K,4M,32M' -> bytes (K = KiB, M = MiB; a plain number is bytes)."""
+    import re
+    out = []
+    for item in text.split(","):
+        m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)(?:i?[bB])?\s*$", item)
+        if not m:
+            raise argparse.ArgumentTypeError("%r is not a size; use e.g. 4K,256K,4M,32M" % item)
+        value = float(m.group(1)) * {"": 1, "k": 2 ** 10, "m": 2 ** 20}[m.group(2).lower()]
+        if value < 4:
+            raise argparse.ArgumentTypeError("size %r is below one float32 (4 bytes)" % item)
+        out.append(int(value))
+    return out
+
+
+def _count_list(text):
+    try:
+        counts = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError("%r is not a comma-separated list of whole numbers" % text)
+    if any(c < 2 for c in counts):
+        raise argparse.ArgumentTypeError("%r: an allreduce needs at least 2 contexts" % text)
+    return counts
+
+
+def add_parser(sub, common):
+    from ..config import ALLREDUCE_KVSTORES, ALLREDUCE_METHODS
+    p = sub.add_parser(
+        "allreduce", parents=[common],
+        help="allreduce bandwidth: book / ring / tree vs kvstore device / local vs plain copyto",
+        description="Bandwidth of summing one float32 tensor over k contexts and leaving the sum on "
+                    "each: the book's reduce-then-broadcast, a ring (reduce-scatter + all-gather) and a "
+                    "binomial tree, side by side with MXNet's kvstore ('device' and 'local') push+pull, "
+                    "and a plain copyto between two contexts as the ceiling. GB/s counts the bytes each "
+                    "context must receive, 2(k-1)/k x size (NCCL's 'bus bandwidth'), so a perfect allreduce "
+                    "reaches the copy's rate; of_ceiling is that fraction. max_recv is the most any one "
+                    "context receives under the schedule, in tensor sizes. With --ctx cpu (the default) "
+                    "cpu0..cpu3 stand in for devices; they share one memory system, so this measures "
+                    "engine and memcpy costs, not links.")
+    p.add_argument("--sizes", type=_size_list, default=_size_list("4K,256K,4M,32M"),
+                   help="tensor sizes in bytes, K = KiB, M = MiB (default: 4K,256K,4M,32M)")
+    p.add_argument("--num-ctx", type=_count_list, default=None,
+                   help="numbers of contexts to allreduce over (default: 2,3,4, up to the number of --ctx)")
+    p.add_argument("--methods", default=",".join(ALLREDUCE_METHODS + ALLREDUCE_KVSTORES),
+                   help="comma-separated variants (default: %(default)s); the copyto ceiling always runs")
+    p.add_argument("--repeat", type=cli.positive_int, default=7, help="timed repeats per variant (default: %(default)s)")
+    p.add_argument("--number", type=cli.positive_int, default=None,
+                   help="calls per repeat (default: enough for about 50 ms per repeat of the slowest variant)")
+    p.add_argument("--warmup", type=cli.non_negative_int, default=1,
+                   help="untimed calls per variant before timing (default: %(default)s)")
+    p.add_argument("--reuse-buffers", action="store_true",
+                   help="let book/ring/tree keep one receive buffer per context between calls instead of "
+                        "a fresh temporary per transfer (as the book does)")
+    p.set_defaults(run=run, contexts_used=allreduce_contexts)
+
+
+def allreduce_contexts(args):
+    """--ctx cpu (one CPU): cpu(0).. cpu(k-1) stand in for devices; else the contexts of --ctx."""
+    import mxnet as mx
+    if args.ctx.strip().lower() == "cpu":
+        return [mx.cpu(i) for i in range(max(args.num_ctx or [4]))]
+    return cli.contexts(args)
+
+
+def run(args):
+    from .. import UserError
+    from ..experiments.from_scratch import KVSTORES, METHODS, allreduce_bandwidth
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    for m in methods:
+        if m not in METHODS + KVSTORES:
+            raise UserError("unknown --methods item %r; choose from %s" % (m, ",".join(METHODS + KVSTORES)))
+    if not methods:
+        raise UserError("--methods is empty; choose from %s" % ",".join(METHODS + KVSTORES))
+    ctxs = allreduce_contexts(args)
+    if len(ctxs) < 2:
+        raise UserError("--ctx %s is one context; an allreduce needs at least 2 (e.g. --ctx cpu0,cpu1)" % args.ctx)
+    counts = args.num_ctx or [k for k in (2, 3, 4) if k <= len(ctxs)]
+    for k in counts:
+        if k > len(ctxs):
+            raise UserError("--num-ctx %d is more than the %d contexts of --ctx %s" % (k, len(ctxs), args.ctx))
+    cli.check_outputs(args)
+    total = len(counts) * len(args.sizes) * (len(methods) + 1) * args.repeat
+    with cli.progress_bar(total, "allreduce") as bar:
+        results = allreduce_bandwidth(ctxs, args.sizes, counts, methods, repeat=args.repeat,
+                                      warmup=args.warmup, number=args.number, reuse_buffers=args.reuse_buffers,
+                                      progress=bar.update)
+    cli.emit(results, args, ctxs,
+             title="allreduce of one float32 tensor over k of %s (median of %d repeats); GB/s counts the "
+                   "2(k-1)/k x size each context receives; ceiling = copyto %s -> %s%s"
+                   % (",".join(map(str, ctxs)), args.repeat, ctxs[0], ctxs[1],
+                      "; all cpu(i) share one memory system" if all(c.device_type == "cpu" for c in ctxs) else ""),
+             columns=["contexts", "size", "name", "median_s", "iqr_s", "bus_GBps", "of_ceiling",
+                      "max_recv", "noisy", "max_abs_err"])
+    bad = [r for r in results if r.metrics["max_abs_err"] > 0]
+    if bad:
+        raise UserError("%s gave a wrong sum (error %g)" % (bad[0].name, bad[0].metrics["max_abs_err"]))
+    if any(r.metrics.get("noisy") for r in results):
+        cli.note("note: some results are noisy (IQR above 10% of the median); "
+                 "close other work or raise --repeat")
+    if not args.reuse_buffers and max(args.sizes) >= 32 * 2 ** 20 and ctxs[0].device_type == "cpu":
+        cli.note("note: on CPU every temporary of 32 MiB or more is freshly mapped memory (glibc malloc; "
+                 "MXNet does not pool CPU memory), so methods that receive whole tensors pay for it; "
+                 "compare with --reuse-buffers")
+    return 0

@@ -1,0 +1,126 @@
+"""python -m gluonperf.bench footprint: the memory of a training step."""
+import argparse
+
+from ..cli import common as cli
+from ..cli import units
+from . import shared
+
+NAME = "footprint"
+
+
+def _hybridize_list(text):
+    from ..config import HYBRIDIZE
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in items if t not in HYBRIDIZE]
+    if bad or not items:
+        raise argparse.ArgumentTypeError("%r: choose from %s, comma-separated" % (text, ",".join(HYBRIDIZE)))
+    return list(dict.fromkeys(items))
+
+
+def add_parser(sub, common):
+    from ..config import OPTIMIZERS
+    p = sub.add_parser(
+        "footprint", parents=[common],
+        help="the memory of a training step per batch size, hybridize setting and checkpointing; "
+             "the largest batch that fits a budget",
+        description="Where a training step's memory goes and what each setting costs. Every (hybridize, "
+                    "checkpoint segments, batch size) runs in a fresh process: build the model, gradients and "
+                    "optimizer (--optimizer), one warm-up step, then --steps timed training steps while a "
+                    "background thread samples RSS (device memory on GPU contexts). Reports the model's bytes "
+                    "(parameters + gradients + optimizer states, counted from the arrays), the peak during the "
+                    "steps above them (activations, workspace, cached graphs), that per sample, what the step "
+                    "needs in all, the step time and images/s. With --budget: per configuration the largest "
+                    "batch whose needs fit, extrapolated from the measured slope and confirmed by a run. "
+                    "--checkpoint N cuts the model into N segments and recomputes their activations in the "
+                    "backward (gradient checkpointing; train with it: python -m gluonperf.train "
+                    "--checkpoint-segments N). Times come from separate processes, one after the other: on a "
+                    "shared machine trust the memory figures more than the times.")
+    p.add_argument("--model", default="resnet18", help="model name (default: %(default)s; see "
+                                                         "python -m gluonperf.train --list-models)")
+    p.add_argument("--batch-sizes", type=shared.positive_int_list, default=[32, 64, 128, 256],
+                   help="comma-separated global batch sizes, split over --ctx (default: 32,64,128,256)")
+    p.add_argument("--hybridize", type=_hybridize_list, default=["none", "hybrid", "static"],
+                   help="comma-separated settings: none (imperative), hybrid (hybridize()), static "
+                        "(hybridize(static_alloc=True, static_shape=True)) (default: none,hybrid,static)")
+    p.add_argument("--checkpoint", type=shared.non_negative_int_list, default=[0], metavar="N[,N...]",
+                   help="comma-separated numbers of checkpoint segments, 0 for none (default: 0). With "
+                        "checkpointing, static runs as hybrid: static buffers would keep every segment's "
+                        "recomputed activations")
+    p.add_argument("--budget", type=units.size_bytes, action="append", metavar="SIZE",
+                   help="memory budget for the step (model + peak above it), e.g. 2G or 512M; report the "
+                        "largest batch that fits it per configuration (repeatable)")
+    p.add_argument("--steps", type=cli.positive_int, default=5, help="timed steps per run (default: %(default)s)")
+    p.add_argument("--warmup", type=cli.positive_int, default=1,
+                   help="untimed steps before them (default: %(default)s)")
+    p.add_argument("--repeat", type=cli.positive_int, default=1,
+                   help="fresh processes per run; the table then shows the median peak and its min and max "
+                        "(glibc's malloc makes the same run's peak RSS differ from process to process) "
+                        "(default: %(default)s)")
+    p.add_argument("--seed", type=cli.non_negative_int, default=0, help="seed of weights and data (default: %(default)s)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="bfloat16: the step as python -m gluonperf.train --dtype bfloat16 runs it (mixed "
+                        "precision; CPU contexts; not with --checkpoint) (default: %(default)s)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd",
+                   help="the optimizer whose state the model's bytes count: sgd and nag (momentum: one array "
+                        "per weight), adagrad and rmsprop (one), adam and adamw (two) (default: %(default)s)")
+    p.add_argument("--plot", metavar="PNG",
+                   help="also draw memory and images/s against the batch size, one line per configuration")
+    p.set_defaults(run=run)
+
+
+FOOTPRINT_COLUMNS = ["name", "batch_size", "model_bytes", "peak_above_bytes", "bytes_per_sample", "needs_bytes",
+                     "median_s", "iqr_s", "images_per_s", "peak_vs_plain", "time_vs_plain"]
+BUDGET_COLUMNS = ["name", "budget_bytes", "predicted_batch", "largest_batch", "fits", "needs_bytes", "images_per_s",
+                  "over_batch", "confirm_runs"]
+
+
+def run(args):
+    from ..experiments.footprint import check_dtype, effective_configs, footprint, rows_of
+    from ..render.plots import plot_footprint
+    from ..runtime.precision import precision_label
+    from ..training.models import get_model
+    get_model(args.model)  # unknown names fail here, before any work
+    ctxs = cli.contexts(args)
+    cli.check_outputs(args)
+    cli.check_output_path(args.plot, "--plot")
+    budgets = sorted(set(args.budget or []))
+    check_dtype(args.dtype, ctxs, args.checkpoint)  # before any note about it
+    configs = effective_configs(args.hybridize, args.checkpoint)
+    if "static" in args.hybridize and any(args.checkpoint):
+        cli.note("note: with checkpointing, static runs as hybrid (segments are never statically allocated)")
+    if getattr(args, "dtype_note", None) and args.dtype == "bfloat16":
+        cli.note("note: " + args.dtype_note)
+    runs = {}  # what a stopped run keeps: the runs it finished
+    with cli.progress_bar(len(configs) * (len(args.batch_sizes) + len(budgets)) * args.repeat, "footprint") as bar, \
+            cli.keep_on_stop(lambda: rows_of(dict(runs), configs), args, "%s training step on %s: the runs that "
+                             "finished" % (args.model, ",".join(map(str, ctxs))), FOOTPRINT_COLUMNS, ctxs):
+        rows = footprint(args.model, args.batch_sizes, ctxs, args.hybridize, args.checkpoint, steps=args.steps,
+                         warmup=args.warmup, budgets=budgets, seed=args.seed, repeat=args.repeat,
+                         progress=bar.update, dtype=args.dtype, runs=runs, optimizer=args.optimizer)
+    results = [r for r in rows if r.bench == "footprint"]
+    budget_rows = [r for r in rows if r.bench == "footprint-budget"]
+    memory = "device memory" if any(c.device_type == "gpu" for c in ctxs) else "RSS"
+    columns = list(FOOTPRINT_COLUMNS)
+    if args.repeat > 1:
+        columns[4:4] = ["peak_above_min_bytes", "peak_above_max_bytes"]
+    if any("error" in r.metrics for r in results):
+        columns.append("error")
+    sections = [("%s training step on %s (%s%s): %s, %d warm-up + %d timed steps; "
+                 "model = parameters + gradients + optimizer states; peak above = peak %s during the steps above "
+                 "the model%s; needs = model + peak above"
+                 % (args.model, ",".join(map(str, ctxs)),
+                    "sgd, momentum" if args.optimizer == "sgd" else args.optimizer, precision_label(args.dtype), "one fresh process per run" if args.repeat == 1 else
+                    "%d fresh processes per run" % args.repeat, args.warmup, args.steps, memory,
+                    " (median over the processes)" if args.repeat > 1 else ""), results, columns)]
+    if budget_rows:
+        bcolumns = list(BUDGET_COLUMNS)
+        if any("error" in r.metrics for r in budget_rows):
+            bcolumns.append("error")
+        sections.append(("largest batch whose needs fit the budget: predicted from the measured slope, confirmed "
+                         "and refined by runs; over_batch: the smallest batch that ran over it", budget_rows,
+                         bcolumns))
+    shared.emit_sections(sections, args, ctxs)
+    if args.plot:
+        plot_footprint(results + budget_rows, args.plot)
+        cli.note("wrote plot %s" % args.plot)
+    return 0
