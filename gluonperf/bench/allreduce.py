@@ -2,6 +2,8 @@
 import argparse
 
 from ..cli import common as cli
+from ..cli import units
+from . import shared
 
 NAME = "allreduce"
 # CPU contexts that run at once, at least: --ctx cpu uses cpu0..cpuN-1 (contexts_at_once)
@@ -23,13 +25,11 @@ def contexts_at_once(argv):
 
 def _size_list(text):
     """'4K,256K,4M,32M' -> bytes (K = KiB, M = MiB; a plain number is bytes)."""
-    import re
     out = []
     for item in text.split(","):
-        m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([kKmM]?)(?:i?[bB])?\s*$", item)
-        if not m:
+        value = units.size_value(item, "KM")
+        if value is None:
             raise argparse.ArgumentTypeError("%r is not a size; use e.g. 4K,256K,4M,32M" % item)
-        value = float(m.group(1)) * {"": 1, "k": 2 ** 10, "m": 2 ** 20}[m.group(2).lower()]
         if value < 4:
             raise argparse.ArgumentTypeError("size %r is below one float32 (4 bytes)" % item)
         out.append(int(value))
@@ -117,9 +117,7 @@ def run(args):
     bad = [r for r in results if r.metrics["max_abs_err"] > 0]
     if bad:
         raise UserError("%s gave a wrong sum (error %g)" % (bad[0].name, bad[0].metrics["max_abs_err"]))
-    if any(r.metrics.get("noisy") for r in results):
-        cli.note("note: some results are noisy (IQR above 10% of the median); "
-                 "close other work or raise --repeat")
+    shared.warn_noisy(results)
     if not args.reuse_buffers and max(args.sizes) >= 32 * 2 ** 20 and ctxs[0].device_type == "cpu":
         cli.note("note: on CPU every temporary of 32 MiB or more is freshly mapped memory (glibc malloc; "
                  "MXNet does not pool CPU memory), so methods that receive whole tensors pay for it; "

@@ -20,7 +20,7 @@ def add_parser(sub, common):
                     "for the front-end cost t1, back-end cost t2 and return cost t3 per iteration.")
     p.add_argument("--demo-size", type=cli.positive_int, default=2000,
                    help="n of the n x n matrix in parts 1 and 2 (default: %(default)s, as in the chapter)")
-    p.add_argument("--sizes", type=shared.positive_int_list, default=[10, 32, 100, 316, 1000, 2000],
+    p.add_argument("--sizes", type=cli.positive_int_list, default=[10, 32, 100, 316, 1000, 2000],
                    help="comma-separated n of the n x n tensors swept in part 3 (default: 10,32,100,316,1000,2000)")
     p.add_argument("--iterations", type=cli.positive_int, default=None,
                    help="loop iterations per timed loop in part 3 (default: as many as make a synchronous "
@@ -50,7 +50,7 @@ def run(args):
         sweep = sync_vs_async(ctx, args.sizes, args.repeat, args.iterations, args.op, trace=trace,
                               progress=bar.update)
     rows, cross = sweep[:-1], sweep[-1]
-    shared.emit_sections([
+    cli.emit_sections([
         ("y = nd.dot(x, x).sum() with x %dx%d on %s: queued vs finished (median of %d)"
          % (args.demo_size, args.demo_size, ctx, args.repeat), demo,
          ["name", "median_s", "iqr_s", "ratio_to_queued"]),
@@ -61,7 +61,7 @@ def run(args):
          "(async); t1 front end, t2 back end, t3 return, per iteration" % (cross.metrics["op"], ctx), rows,
          ["name", "iterations", "sync_s", "async_s", "speedup", "speedup_ci_low", "speedup_ci_high", "verdict",
           "t1_s", "t2_s", "t3_s", "t2_plus_t3_s", "bound", "model_fits", "noisy"]),
-    ], args, ctxs[:1], extra=[cross])
+    ], args, ctxs[:1], records=demo + calls + rows + [cross])
     print()
     m = cross.metrics
     if m["backend_bound_from"] is None:

@@ -3,7 +3,6 @@ import argparse
 
 from ..cli import common as cli
 from ..cli import units
-from . import shared
 
 NAME = "footprint"
 
@@ -37,12 +36,12 @@ def add_parser(sub, common):
                     "shared machine trust the memory figures more than the times.")
     p.add_argument("--model", default="resnet18", help="model name (default: %(default)s; see "
                                                          "python -m gluonperf.train --list-models)")
-    p.add_argument("--batch-sizes", type=shared.positive_int_list, default=[32, 64, 128, 256],
+    p.add_argument("--batch-sizes", type=cli.positive_int_list, default=[32, 64, 128, 256],
                    help="comma-separated global batch sizes, split over --ctx (default: 32,64,128,256)")
     p.add_argument("--hybridize", type=_hybridize_list, default=["none", "hybrid", "static"],
                    help="comma-separated settings: none (imperative), hybrid (hybridize()), static "
                         "(hybridize(static_alloc=True, static_shape=True)) (default: none,hybrid,static)")
-    p.add_argument("--checkpoint", type=shared.non_negative_int_list, default=[0], metavar="N[,N...]",
+    p.add_argument("--checkpoint", type=cli.non_negative_int_list, default=[0], metavar="N[,N...]",
                    help="comma-separated numbers of checkpoint segments, 0 for none (default: 0). With "
                         "checkpointing, static runs as hybrid: static buffers would keep every segment's "
                         "recomputed activations")
@@ -119,7 +118,7 @@ def run(args):
         sections.append(("largest batch whose needs fit the budget: predicted from the measured slope, confirmed "
                          "and refined by runs; over_batch: the smallest batch that ran over it", budget_rows,
                          bcolumns))
-    shared.emit_sections(sections, args, ctxs)
+    cli.emit_sections(sections, args, ctxs)
     if args.plot:
         plot_footprint(results + budget_rows, args.plot)
         cli.note("wrote plot %s" % args.plot)

@@ -62,7 +62,5 @@ def run(args):
         if r.name == "export":
             print("exported %s and %s; SymbolBlock.imports matches (max abs diff %.3g)"
                   % (r.metrics["symbol_file"], r.metrics["params_file"], r.metrics["max_abs_diff"]))
-    if any(r.metrics.get("noisy") for r in timed):
-        cli.note("note: some results are noisy (IQR above 10% of the median); "
-                 "close other work or raise --repeat")
+    shared.warn_noisy(timed)
     return 0

@@ -2,7 +2,6 @@
 import argparse
 
 from ..cli import common as cli
-from . import shared
 
 NAME = "input"
 
@@ -96,7 +95,7 @@ def run(args):
         ("per-stage cost in the main process, each stage timed on its own over %d images, %d repeats (95%% interval); "
          "images_per_s: what one core reaches on that stage alone (after a warm-up pass)" % (args.sample, args.repeat), stages,
          STAGE_COLUMNS)]
-    shared.emit_sections(sections, args, ctxs[:1], extra=[r for r in results if r.bench == "input-step"])
+    cli.emit_sections(sections, args, ctxs[:1], records=loaders + stages + [r for r in results if r.bench == "input-step"])
     if all(c.device_type == "cpu" for c in ctxs):
         cli.note("note: each loader was measured alone, with the CPU cores to itself; while training on CPU "
                  "contexts it shares them with the step: python -m gluonperf.profile --dataset %s --input-only "

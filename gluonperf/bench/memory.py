@@ -19,7 +19,7 @@ def add_parser(sub, common):
                     "most batches in flight. Runs on the first context of --ctx.")
     p.add_argument("--batches", type=cli.positive_int, default=100,
                    help="batches per variant (default: %(default)s)")
-    p.add_argument("--every", type=shared.positive_int_list, default=[1, 5, 25],
+    p.add_argument("--every", type=cli.positive_int_list, default=[1, 5, 25],
                    help="comma-separated k: sync every k batches, one variant each; a no-sync variant is "
                         "always added (default: 1,5,25)")
     p.add_argument("--batch-size", type=cli.positive_int, default=1024, help="samples per batch (default: %(default)s)")

@@ -1,7 +1,6 @@
-"""What several bench subcommands share: comma-separated lists, the --trace flag, the notes on
-noisy and unstable measurements, and the two devices of parallel and overlap."""
-import argparse
-
+"""What several bench subcommands share: the --trace flag, the notes on noisy and unstable
+measurements, and the two devices of parallel and overlap. (Comma-separated lists and
+sections of tables are every command's: gluonperf.cli.common.)"""
 from ..cli import common as cli
 
 
@@ -14,30 +13,11 @@ def warn_unstable(results):
         cli.note("note: " + line)
 
 
-def positive_int_list(text):
-    """'10,100,1000' -> [10, 100, 1000]; every item a whole number >= 1."""
-    items = [t.strip() for t in text.split(",")]
-    if not items or not all(items):
-        raise argparse.ArgumentTypeError("%r: give whole numbers separated by commas, e.g. 10,100,1000" % text)
-    return [cli.positive_int(t) for t in items]
-
-
 def add_trace(p, what="one more run of the measured code, untimed, so the profiler's overhead stays "
                        "out of the timings"):
     p.add_argument("--trace", metavar="PATH",
                    help="also write an MXNet profiler trace (Chrome trace JSON: open in ui.perfetto.dev or "
                         "chrome://tracing) of %s" % what)
-
-
-def emit_sections(sections, args, ctxs, extra=()):
-    """Print one table per (title, results, columns) section; write every record, and the
-    `extra` records not shown as tables, to --json / --csv once."""
-    from ..records import format_table
-    cli.write_outputs([r for _, results, _ in sections for r in results] + list(extra), args, ctxs)
-    for number, (title, results, columns) in enumerate(sections):
-        if number:
-            print()
-        print(format_table(results, columns=columns, title=title))
 
 
 def dump_trace(trace):
@@ -71,10 +51,3 @@ def pair_used(args, pick):
 
 def stand_in_note(stand_in):
     return " [no GPU: two CPU contexts stand in for two devices; they share the same cores]" if stand_in else ""
-
-
-def non_negative_int_list(text):
-    items = [t.strip() for t in text.split(",")]
-    if not items or not all(items):
-        raise argparse.ArgumentTypeError("%r: give whole numbers separated by commas, e.g. 0,2,4" % text)
-    return [cli.non_negative_int(t) for t in items]

@@ -94,9 +94,21 @@ tcp_port = _checked(int, "a whole number", lambda v: 0 < v < 65536, "is not a TC
 positive_float = _checked(float, "a number", lambda v: math.isfinite(v) and v > 0, "must be above 0")
 non_negative_float = _checked(float, "a number", lambda v: math.isfinite(v) and v >= 0, "must be 0 or more")
 momentum = _checked(float, "a number", lambda v: 0 <= v < 1, "must be at least 0 and below 1 (e.g. 0.9)")
-positive_int_list = _checked(lambda text: [int(v) for v in text.split(",")],
-                             "a list of whole numbers, comma-separated (e.g. 64,128)",
-                             lambda v: min(v) >= 1, "must all be at least 1")
+
+
+def comma_list(item, example):
+    """An argparse type for whole numbers separated by commas, each read by `item` (an argparse
+    type, whose error names the item that is wrong): '10, 100,1000' -> [10, 100, 1000]."""
+    def parse(text):
+        items = [t.strip() for t in text.split(",")]
+        if not all(items):
+            raise argparse.ArgumentTypeError("%r: give whole numbers separated by commas, e.g. %s" % (text, example))
+        return [item(t) for t in items]
+    return parse
+
+
+positive_int_list = comma_list(positive_int, "10,100,1000")
+non_negative_int_list = comma_list(non_negative_int, "0,2,4")
 
 
 def print_models():
