@@ -197,7 +197,12 @@ def load_loss(spec):
     from mxnet import gluon
     if not spec.loss:
         return gluon.loss.SoftmaxCrossEntropyLoss()
-    loss = load_factory(spec.loss, "--loss")()
+    try:
+        loss = load_factory(spec.loss, "--loss")()
+    except ValueError:
+        raise
+    except Exception as e:
+        raise ValueError("--loss %s: the factory failed: %s: %s" % (spec.loss, type(e).__name__, e))
     if not isinstance(loss, gluon.Block):
         raise ValueError("--loss %s: the factory returned %s, not a gluon Loss (Block)" % (spec.loss, type(loss).__name__))
     return loss

@@ -10,6 +10,8 @@ spec (gluonperf.training.model_spec: `module:factory`, `file.py:factory`, with i
 `input_shape(name)` is the shape of one sample it expects; `list_models()` lists the names
 `--model` accepts; `resolve_model` checks a spec once, in the command, before any work.
 """
+import contextlib
+import io
 import os
 import re
 
@@ -171,8 +173,22 @@ def random_input(name, batch_size, rng):
 
 
 def loss_of(name):
-    """The loss model `name` trains with: its spec's own, or softmax cross-entropy."""
-    return load_loss(parse_spec(name))
+    """The loss model `name` trains with: its spec's own (given labels as `LabelLike` does), or
+    softmax cross-entropy."""
+    spec = parse_spec(name)
+    return LabelLike(load_loss(spec)) if spec.loss else load_loss(spec)
+
+
+class LabelLike(mx.gluon.Block):
+    """A loss of one's own, given the label in its prediction's dtype: gluonperf's data sets hold
+    integer class labels, which a regression's loss compares with float outputs."""
+
+    def __init__(self, loss):
+        super().__init__(prefix="")
+        self.loss = loss
+
+    def forward(self, pred, label):
+        return self.loss(pred, label.astype(pred.dtype, copy=False))
 
 
 def get_model(name, classes=10, contexts=None):
@@ -247,19 +263,20 @@ def _first_forward(text, spec, shape, classes, hybridize):
     """Build `spec`, run a forward on a batch of 2 and its loss; with `hybridize`, return why
     hybridize() fails on it ('' when it does not); without, ValueError for what fails."""
     import numpy as np
-    what = "--model %s with input %s" % (label(text), "x".join(map(str, shape)))
+    what = "--model %s with input %s" % (label(spec.model), "x".join(map(str, shape)))
     net = get_model(text, classes)
     if hybridize and not isinstance(net, mx.gluon.HybridBlock):
         has_hybrid = any(isinstance(b, mx.gluon.HybridBlock) for b in _blocks(net))
         return "" if has_hybrid else "a Block, not a HybridBlock, with no HybridBlock inside"
     x = mx.nd.array(_random_input(spec, shape, 2, np.random.RandomState(0)), dtype=spec.input_dtype)
     try:
-        net.initialize(mx.init.Xavier())
-        if hybridize:
-            net.hybridize()
-        out = net(x)
-        outs = out if isinstance(out, (list, tuple)) else [out]
-        mx.nd.waitall()
+        with contextlib.redirect_stdout(io.StringIO()):  # MXNet prints "infer_shape error" before raising
+            net.initialize(mx.init.Xavier())
+            if hybridize:
+                net.hybridize()
+            out = net(x)
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            mx.nd.waitall()
     except Exception as e:  # the user's model: whatever it raises is the answer
         if hybridize:
             return "%s: %s" % (type(e).__name__, error_line(e))

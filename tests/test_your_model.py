@@ -1,0 +1,98 @@
+"""A model of one's own, given as file.py:factory or module:factory, through the commands as a
+user runs them (subprocesses, clean environment), and every bad spec as one line."""
+import json
+import os
+
+import pytest
+
+from helpers import ROOT, run_leaving_nothing
+
+NETS = os.path.join(ROOT, "tests", "user_models", "nets.py")
+TRAIN = ["-m", "gluonperf.train", "--dataset", "synthetic", "--epochs", "1", "--limit", "128", "--batch-size", "32"]
+
+
+def _records(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def test_train_runs_a_model_from_a_file(tmp_path):
+    out = tmp_path / "train.jsonl"
+    p = run_leaving_nothing(TRAIN + ["--model", NETS + ":branchy", "--model-args", "width=4",
+                                     "--input-shape", "3,12,12", "--json", str(out)])
+    assert p.returncode == 0, p.stderr
+    assert "nets.py:branchy(width=4) 3x12x12 on synthetic" in p.stdout  # the title names it shortly
+    record = _records(out)[-1]
+    spec = json.loads(record["model"])  # the record keeps the whole spec, machine-readable
+    assert spec["model"] == NETS + ":branchy" and spec["input_shape"] == [3, 12, 12] and spec["args"] == {"width": 4}
+
+
+def test_train_runs_a_model_from_a_module_on_token_ids(tmp_path):
+    """module:factory from the user's PYTHONPATH; int32 token ids for an Embedding + LSTM."""
+    env = {"PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "tests", "user_models"), ROOT])}
+    p = run_leaving_nothing(TRAIN + ["--model", "nets:lstm", "--input-shape", "6", "--input-dtype", "int32",
+                                     "--vocab-size", "50", "--hybridize", "none"], **env)
+    assert p.returncode == 0, p.stderr
+    assert "nets:lstm 6 int32<50" in p.stdout
+
+
+def test_a_model_that_cannot_be_hybridized_runs_imperatively():
+    p = run_leaving_nothing(TRAIN + ["--model", NETS + ":gated", "--input-shape", "20", "--hybridize", "static"])
+    assert p.returncode == 0, p.stderr
+    assert "cannot be hybridized" in p.stderr and "measured imperatively" in p.stderr
+
+
+def test_bench_hybridize_marks_the_modes_of_a_model_that_cannot_be_hybridized(tmp_path):
+    out = tmp_path / "h.jsonl"
+    p = run_leaving_nothing(["-m", "gluonperf.bench", "hybridize", "--model", NETS + ":gated", "--input-shape", "20",
+                             "--repeat", "2", "--number", "5", "--json", str(out)])
+    assert p.returncode == 0, p.stderr
+    rows = {r["name"]: r for r in _records(out)}
+    assert "note" not in rows["imperative"] and "ran imperatively" in rows["static"]["note"]
+
+
+def test_bench_hybridize_and_footprint_run_a_model_from_a_file(tmp_path):
+    p = run_leaving_nothing(["-m", "gluonperf.bench", "hybridize", "--model", NETS + ":branchy",
+                             "--input-shape", "3,12,12", "--repeat", "2", "--number", "5"])
+    assert p.returncode == 0, p.stderr
+    assert "nets.py:branchy" in p.stdout
+    out = tmp_path / "f.jsonl"
+    p = run_leaving_nothing(["-m", "gluonperf.bench", "footprint", "--model", NETS + ":branchy",
+                             "--input-shape", "3,12,12", "--batch-sizes", "2,4", "--json", str(out)])
+    assert p.returncode == 0, p.stderr
+    assert [r["batch_size"] for r in _records(out) if "batch_size" in r][:2] == [2, 4]
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--model", "no/such/file.py:net", "--input-shape", "3,8,8"], "no/such/file.py:net: no file"),
+    (["--model", NETS + ":nothing_here", "--input-shape", "3,8,8"], "has no callable 'nothing_here'"),
+    (["--model", NETS + ":not_a_block", "--input-shape", "3,8,8"], "returned str, not a gluon Block"),
+    (["--model", os.path.join(ROOT, "tests", "user_models", "broken.py") + ":net", "--input-shape", "3,8,8"],
+     "does not import: RuntimeError: this file is broken on purpose"),
+    (["--model", "no_such_module_anywhere:net", "--input-shape", "3,8,8"], "module no_such_module_anywhere does not import"),
+    (["--model", NETS + ":branchy"], "give the shape of one sample it takes with --input-shape"),
+    (["--model", NETS + ":branchy", "--input-shape", "12"], "with input 12: the first forward fails"),
+    (["--model", NETS + ":branchy", "--input-shape", "3,x,8"], "--input-shape 3,x,8: give one sample's shape"),
+    (["--model", NETS + ":branchy", "--input-shape", "3,8,8", "--model-args", "width"], "is not key=value"),
+    (["--model", NETS + ":branchy", "--input-shape", "3,8,8", "--model-args", "depth=3"], "branchy(depth=3, classes=10) failed"),
+    (["--model", NETS + ":lstm", "--input-shape", "6", "--input-dtype", "int32"], "needs --vocab-size"),
+    (["--model", NETS + ":regression", "--input-shape", "4", "--loss", NETS + ":nope"], "has no callable 'nope'"),
+    (["--model", "resnet18", "--model-args", "width=3"], "the built-in resnet18 takes none"),
+    (["--model", NETS + ":branchy", "--input-shape", "3,12,12", "--dataset", "digits"], "--dataset digits holds 1x28x28"),
+])
+def test_a_bad_model_spec_is_one_line_and_writes_nothing(tmp_path, flags, says):
+    out = tmp_path / "out.jsonl"
+    argv = ["-m", "gluonperf.train", "--epochs", "1", "--limit", "64", "--json", str(out)]
+    if "--dataset" not in flags:
+        argv += ["--dataset", "synthetic"]
+    p = run_leaving_nothing(argv + flags)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert lines[0].startswith("python -m gluonperf.train: error: ") and says in lines[0], lines[0]
+    assert not out.exists()
+
+
+def test_a_loss_of_ones_own_trains_a_regression(tmp_path):
+    p = run_leaving_nothing(TRAIN + ["--model", NETS + ":regression", "--input-shape", "4", "--loss", NETS + ":l2"])
+    assert p.returncode == 0, p.stderr
