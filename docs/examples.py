@@ -21,6 +21,7 @@ import datetime
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,7 +31,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 # (name, what it shows, command lines). Each command line runs in the same scratch folder,
-# in order, so a later one can read what an earlier one wrote (compare, report). A line that
+# in order, so a later one can read what an earlier one wrote (compare, report); the files of
+# FILES (docs/your_model/) are put there first, as a user's own model file sits in their
+# folder. A line that
 # starts with "! " must exit non-zero (an error the page shows; exiting 0 fails the example);
 # its exit code is shown after it, as compare's is.
 EXAMPLES = [
@@ -113,12 +116,27 @@ EXAMPLES = [
     ("bench_time_to_accuracy", "bench time-to-accuracy: SGD, Adam and RMSProp on LeNet and the digits, 3 seeds",
      ["python -m gluonperf.bench time-to-accuracy --optimizers sgd,adam,rmsprop --seeds 3 --epochs 6 "
       "--target-top1 0.9"]),
+    ("your_model", "a model of one's own from a file: hybridize, train, footprint and the per-Block profile",
+     ["cat mynet.py",
+      "python -m gluonperf.bench hybridize --model mynet.py:build --input-shape 3,32,32 --batch-size 16 "
+      "--number 20 --repeat 3",
+      "python -m gluonperf.train --model mynet.py:build --model-args width=16 --input-shape 3,32,32 "
+      "--dataset synthetic --epochs 1 --limit 1024",
+      "python -m gluonperf.bench footprint --model mynet.py:build --input-shape 3,32,32 --batch-sizes 16,32 "
+      "--steps 2",
+      "python -m gluonperf.profile --model mynet.py:build --input-shape 3,32,32 --batch-size 32 --steps 5 "
+      "--ceiling quick"]),
+    ("your_model_errors", "a model spec that does not fit: each one line, nothing run",
+     ["! python -m gluonperf.train --model mynet.py:build",
+      "! python -m gluonperf.train --model mynet.py:build --input-shape 32,32",
+      "! python -m gluonperf.train --model mynet.py:buld --input-shape 3,32,32"]),
     ("bench_optimizers", "bench optimizers at its defaults (LeNet)",
      ["python -m gluonperf.bench optimizers"]),
     ("bench_optimizers_resnet18", "bench optimizers on ResNet-18, a smaller step than the defaults",
      ["python -m gluonperf.bench optimizers --model resnet18 --batch-size 16 --repeat 5 --steps 3"]),
 ]
 NAMES = [name for name, _, _ in EXAMPLES]
+FILES = [os.path.join(HERE, "your_model", "mynet.py")]
 
 
 def machine():
@@ -237,6 +255,8 @@ def main(argv=None):
     where, failed = machine(), []
     with tempfile.TemporaryDirectory(prefix="gluonperf-examples-") as scratch:
         os.makedirs(os.path.join(scratch, "results"))
+        for path in FILES:
+            shutil.copy(path, scratch)
         for name, _, commands in EXAMPLES:
             if name not in chosen:
                 continue
