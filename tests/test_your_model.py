@@ -72,6 +72,7 @@ def test_bench_hybridize_and_footprint_run_a_model_from_a_file(tmp_path):
     (["--model", "no_such_module_anywhere:net", "--input-shape", "3,8,8"], "module no_such_module_anywhere does not import"),
     (["--model", NETS + ":branchy"], "give the shape of one sample it takes with --input-shape"),
     (["--model", NETS + ":branchy", "--input-shape", "12"], "with input 12: the first forward fails"),
+    (["--model", NETS + ":two_inputs", "--input-shape", "4"], "gluonperf feeds a model one input"),
     (["--model", NETS + ":branchy", "--input-shape", "3,x,8"], "--input-shape 3,x,8: give one sample's shape"),
     (["--model", NETS + ":branchy", "--input-shape", "3,8,8", "--model-args", "width"], "is not key=value"),
     (["--model", NETS + ":branchy", "--input-shape", "3,8,8", "--model-args", "depth=3"], "branchy(depth=3, classes=10) failed"),

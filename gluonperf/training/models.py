@@ -280,7 +280,11 @@ def _first_forward(text, spec, shape, classes, hybridize):
     except Exception as e:  # the user's model: whatever it raises is the answer
         if hybridize:
             return "%s: %s" % (type(e).__name__, error_line(e))
-        raise ValueError("%s: the first forward fails: %s: %s" % (what, type(e).__name__, error_line(e)))
+        several = isinstance(e, TypeError) and "positional argument" in str(e)
+        raise ValueError("%s: the first forward fails: %s: %s%s" % (
+            what, type(e).__name__, error_line(e),
+            "; gluonperf feeds a model one input: wrap one that takes several in a Block that takes one"
+            if several else ""))
     if hybridize:
         return ""
     if len(outs) != 1:

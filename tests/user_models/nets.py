@@ -76,3 +76,17 @@ def regression():
 
 def l2():
     return mx.gluon.loss.L2Loss()
+
+
+class TwoInputs(nn.HybridBlock):
+    def __init__(self, classes=10, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.head = nn.Dense(classes)
+
+    def hybrid_forward(self, F, x, y):
+        return self.head(F.concat(x, y, dim=1))
+
+
+def two_inputs(classes=10):
+    return TwoInputs(classes)
