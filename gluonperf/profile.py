@@ -3,7 +3,8 @@
 Parses and checks the flags (the training-configuration flags are gluonperf.train's own),
 then calls, in order: `ceiling.measure_ceiling` (peak FLOP/s), `step_profile.model_flops`
 (the model's work), `step_profile.breakdown` (fenced parts and the unfenced step, no
-profiler), and `step_profile.operator_table` in a fresh process of this command started
+profiler), `block_profile.setup_blocks` (each of the model's Blocks timed alone, down to
+--depth), and `step_profile.operator_table` in a fresh process of this command started
 with MXNET_EXEC_BULK_EXEC_TRAIN=0 (the variable is read once, when MXNet loads, and the
 profiler can be configured once per process); then `step_profile.verdict`. The tables say
 which figures came from which run. Nothing is computed here.
@@ -37,6 +38,8 @@ WORK_COLUMNS = ["op", "layers", "forward_gflop", "backward_gflop", "training_gfl
 BREAKDOWN_COLUMNS = ["part", "time_s", "share", "iqr_s", "images_per_s"]
 OPERATOR_COLUMNS = ["op", "phase", "calls_per_step", "time_s", "share", "gflop_per_s", "of_ceiling"]
 VERDICT_COLUMNS = ["name", "finding"]
+BLOCK_COLUMNS = ["tree", "parameters", "forward_gflop", "training_gflop", "forward_s", "backward_s", "step_share",
+                 "gflop_per_s", "of_ceiling", "note"]
 TOP_OPERATORS = 15
 
 
@@ -49,7 +52,12 @@ def build_parser():
                     "training configuration flags are gluonperf.train's.")
     add_training_flags(p, FLAGS, defaults={"dataset": "synthetic"})
     p.add_argument("--steps", type=cli.positive_int, default=10,
-                   help="measured steps: fenced, unfenced and profiled, each (default: %(default)s)")
+                   help="measured steps: fenced, unfenced and profiled, each; and rounds of the Blocks table "
+                        "(default: %(default)s)")
+    p.add_argument("--depth", type=cli.non_negative_int, default=2,
+                   help="the Blocks table: the model's Blocks down to this depth of its tree, each timed alone "
+                        "(forward, backward, share of the step, GFLOP/s against the ceiling); 0 leaves the table "
+                        "out (default: %(default)s)")
     p.add_argument("--warmup", type=cli.non_negative_int, default=3,
                    help="untimed steps before each measurement (default: %(default)s)")
     p.add_argument("--ceiling", choices=["full", "quick"], default="full",
@@ -160,6 +168,26 @@ def input_section(args, config, ctxs, setup):
                            setup=setup)
 
 
+def blocks_section(args, setup):
+    """The Blocks rows (gluonperf.experiments.block_profile.setup_blocks) of the model `setup` holds."""
+    from .experiments.block_profile import regions, setup_blocks
+    with cli.progress_bar(regions(setup.net, args.depth) * args.steps, "blocks") as bar:
+        return setup_blocks(setup, args.depth, repeat=args.steps, warmup=max(1, args.warmup), progress=bar.update)
+
+
+def blocks_title(args, ctxs, blocks):
+    """The Blocks section's title: what was timed how, and the check's finding."""
+    m = blocks[0].metrics
+    check = blocks[-1].metrics
+    return ("Blocks [run 1: this process, each Block timed alone on the inputs it gets in the model]: %s down to "
+            "depth %d, batch %d on %s%s; %d interleaved rounds (median): forward under autograd.record, backward = "
+            "(forward + backward) - forward; step_share of the step's forward + loss + backward; %s. %s%s"
+            % (args.model, args.depth, m["batch_size"], m["ctx"],
+               " (the first context's part of the batch)" if len(ctxs) > 1 else "", m["rounds"],
+               check["finding"], m["caveat"][0].upper() + m["caveat"][1:],
+               ". " + m["model_note"][0].upper() + m["model_note"][1:] if m.get("model_note") else ""))
+
+
 def operators_only(args, ctxs, config):
     """The child's part: the operator table in this (fresh, bulk-off) process."""
     from .experiments.step_time import operator_table
@@ -210,12 +238,16 @@ def main(argv=None):
     with cli.progress_bar(2 * (args.warmup + args.steps), "breakdown") as bar:
         parts = breakdown(config, ctxs, args.steps, args.warmup, progress=bar.update, setup=setup)
     inputs = input_section(args, config, ctxs, setup) if is_path(args.dataset) else []
+    blocks = blocks_section(args, setup) if args.depth else []
     del setup
     with cli.progress_bar(3 * 5, "ceiling again") as bar:  # a busy spell may have hidden the peak before
         ceiling = best_of([start, measure_ceiling(ctxs[0], args.ceiling, progress=bar.update, dtype=args.dtype)],
                           ("before", "after"))
     peak = ceiling_flops(ceiling) * ceiling_devices(ctxs)
     operators = with_ceiling(operators_in_fresh_process(args, args.trace), peak)
+    if blocks:
+        from .experiments.block_profile import with_ceiling as blocks_with_ceiling
+        blocks = blocks_with_ceiling(blocks, ceiling_flops(ceiling))  # timed on the first context alone
     found = verdict(flops, ceiling, parts, operators, ctxs)
     from .training.data import sample_shape
     shape = sample_shape(args.dataset, args.model)
@@ -254,9 +286,11 @@ def main(argv=None):
         ("verdict (achieved: run 1; losses: run 2, ranked by time beyond what their FLOPs need at the ceiling)",
          found, VERDICT_COLUMNS),
     ]
+    if blocks:
+        sections.insert(3, (blocks_title(args, ctxs, blocks), blocks, BLOCK_COLUMNS))
     if inputs:
         sections.append((input_title(args, config, ctxs), inputs, INPUT_COLUMNS))
-    cli.emit_sections(sections, args, ctxs, records=ceiling + works + parts + operators + found + inputs)
+    cli.emit_sections(sections, args, ctxs, records=ceiling + works + parts + blocks + operators + found + inputs)
     if inputs:
         print(inputs[-1].metrics["finding"])
     if step["noisy"]:

@@ -201,7 +201,7 @@ def test_one_context_with_bulk_execution_off_the_operators_cover_the_step(run, t
     assert "MXNET_EXEC_BULK_EXEC_TRAIN=0" in p.stdout
     records = [r for r, _ in read_jsonl(str(out))]
     benches = {r.bench for r in records}
-    assert benches == {"ceiling", "work", "breakdown", "operators", "verdict"}
+    assert benches == {"ceiling", "work", "breakdown", "blocks", "operators", "verdict"}
     ops = {r.name: r.metrics for r in records if r.bench == "operators"}
     step = ops.pop("profiled step")
     assert step["bulk_exec_train"] == "0" and step["run"] == "profiled"
