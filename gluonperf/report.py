@@ -7,9 +7,11 @@ and environment first, then one section per benchmark kind in the order a reader
 needs them, each with its table, a plot where a plot says it better, and the
 one-line reading the command printed (derived here from the records).
 
-Each kind is drawn by a small renderer in gluonperf.render.kinds, keyed by the records' `bench`;
-records of a kind no renderer knows go to a generic table, never dropped, and a
-renderer that cannot read a run (an older record shape) falls back to that table.
+Each kind is drawn by a small renderer, keyed by the records' `bench`: a bench subcommand's in
+its module (gluonperf.bench, `section`, beside the table the subcommand prints), the other
+commands' in gluonperf.render.kinds; `PAGE` orders them. Records of a kind no renderer knows
+go to a generic table, never dropped, and a renderer that cannot read a run (an older record
+shape) falls back to that table.
 `--compare OLD` adds the change against older results, matched and judged by
 `gluonperf.measure.comparison`'s functions, as compare does. Nothing here imports MXNet.
 """
@@ -21,6 +23,20 @@ from .render import page
 from .runtime.outputs import write_output
 
 PROG = "python -m gluonperf.report"
+
+# The sections in the order a reader needs them, by the first `bench` of their kind: a kind
+# not named here comes after these.
+PAGE = ["hybridize", "hybridize_suite", "async", "memory", "parallel", "overlap", "allreduce", "scratch", "train",
+        "scaling", "ceiling", "tune", "footprint", "predict"]
+
+
+def kinds():
+    """Every kind the page draws: the bench subcommands' (gluonperf.bench.kinds) and the other
+    commands' (gluonperf.render.kinds.KINDS), in PAGE's order."""
+    from . import bench
+    from .render.kinds import KINDS
+    place = {bench_name: i for i, bench_name in enumerate(PAGE)}
+    return sorted(bench.kinds() + KINDS, key=lambda kind: place.get(kind.benches[0], len(place)))
 
 
 def build_parser():
@@ -55,7 +71,8 @@ def main(argv=None):
     if args.compare:
         old_runs, more = page.load_results([args.compare], "OLD")
         skipped += more
-    html, regressions = page.render_page(runs, args.title, old_runs, args.threshold, args.metric, args.compare, skipped)
+    html, regressions = page.render_page(runs, args.title, old_runs, args.threshold, args.metric, args.compare, skipped,
+                                         kinds())
     write_output(args.output, html.encode("utf-8"))
     for path in skipped:
         cli.note("note: skipped %s (a profiler trace or checkpoint, not results)" % path)

@@ -1,6 +1,4 @@
-"""python -m gluonperf.bench <experiment>: a thin command line over the experiment modules.
-
-One module per subcommand, named after it where Python allows:
+"""python -m gluonperf.bench <experiment>: the chapter's experiments, one module per subcommand.
 
 =================  ===============================
 subcommand         module
@@ -18,25 +16,45 @@ input              gluonperf.bench.input
 time-to-accuracy   gluonperf.bench.time_to_accuracy
 =================  ===============================
 
-A subcommand's module registers itself by being in this package and naming itself: `NAME` (the
-subcommand), `add_parser(sub, common)` (its flags; sets `run`), `run(args)`. Optional:
-`AT_LEAST_CONTEXTS` (CPU contexts it runs at once whatever --ctx says, default 1),
-`contexts_at_once(argv)` (the same, read from the command line), `STAND_IN` (its CPU contexts
-stand in for devices, default False). `ORDER` below places the subcommands in --help; one it
-does not name comes after them. Each subcommand parses its flags, calls one experiment
-function, and hands the records to `gluonperf.cli.common.emit`. Nothing is computed here.
-Shared helpers: gluonperf.bench.shared.
+A module of this package that has a `NAME` is a subcommand: the package finds it
+(`SUBCOMMANDS`, in --help in the order of `ORDER`, then by name), and everything else about
+it is in it:
+
+- `NAME`: the subcommand; `add_parser(sub, common)`: its flags (sets `run`);
+- `measure(args)`: checks the flags and runs one experiment: (records, what the terminal shows
+  besides them, such as the contexts); it prints no table (a progress bar and notes, on stderr);
+- `show(args, records, ...)`: the terminal's tables, readings and notes, and the --json, --csv
+  and --plot files; `run(args)` is `show(args, *measure(args))`;
+- `run_with(**flags)`: the records from Python, flags as keyword arguments named as argparse
+  names them (`gluonperf.bench.hybridize.run_with(model="mlp", batch_size=8)`; a list flag
+  as the command line writes it, `sizes="4K,4M"`, or parsed, `sizes=[4096, 4194304]`);
+  nothing printed, no file written but --trace's (`shared.namespace`);
+- `COLUMNS` (and its other tables' columns): what the terminal prints, and the report shows
+  too (gluonperf.render.kinds.report_columns: an interval in one cell);
+- `RECORDS`: the `bench` of its records; `TITLE` and `section(records)`: the report's section
+  and its block, tables and reading (gluonperf.report draws every subcommand with a
+  `section`; the others' records go to its generic table);
+- `QUICK`: flags for a run of seconds (the tests run every subcommand with them; None when
+  it needs data on disk);
+- optional: `AT_LEAST_CONTEXTS` (CPU contexts it runs at once whatever --ctx says; default 1)
+  or `contexts_at_once(argv)` (the same, read from the command line), and `STAND_IN` (its CPU
+  contexts stand in for devices, so glibc keeps freed memory: runtime.allocator).
+
+bench/__main__.py, run as `python -m gluonperf.bench`, sets the thread count, the allocator and
+oneDNN's instruction set from these before MXNet loads; importing this package loads no
+MXNet. What several subcommands share is in gluonperf.bench.shared. Nothing is computed
+here: the experiments are in gluonperf.experiments.
 """
 import argparse
 import importlib
 import pkgutil
 
 from ..cli import common as cli
-from ..cli.processes import add_processes
+from . import shared
 
 PROG = "python -m gluonperf.bench"
 
-# The subcommands' order in --help: the chapter's experiments first, in the chapter's order.
+# The subcommands' order in --help (one not named here comes after them, by name).
 ORDER = ["hybridize", "async", "memory", "parallel", "overlap", "allreduce", "scratch", "footprint", "optimizers",
          "input", "time-to-accuracy"]
 
@@ -45,9 +63,8 @@ def _subcommands():
     """The modules of this package that name a subcommand, in ORDER, then the others by name."""
     found = [importlib.import_module("%s.%s" % (__name__, m.name)) for m in pkgutil.iter_modules(__path__)
              if not m.name.startswith("_")]
-    found = [m for m in found if hasattr(m, "NAME")]
     order = {name: i for i, name in enumerate(ORDER)}
-    return sorted(found, key=lambda m: (order.get(m.NAME, len(order)), m.NAME))
+    return sorted((m for m in found if hasattr(m, "NAME")), key=lambda m: (order.get(m.NAME, len(order)), m.NAME))
 
 
 SUBCOMMANDS = _subcommands()
@@ -70,6 +87,12 @@ def contexts_at_once(argv):
     return getattr(module, "AT_LEAST_CONTEXTS", 1)
 
 
+def kinds():
+    """The report's kinds of records that the subcommands draw (gluonperf.render.kinds.Kind)."""
+    from ..render.kinds import Kind
+    return [Kind(m.RECORDS, m.TITLE, m.section) for m in SUBCOMMANDS if hasattr(m, "section")]
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -78,8 +101,7 @@ def build_parser():
                     "median with its spread.")
     sub = parser.add_subparsers(dest="command", metavar="EXPERIMENT")
     sub.required = True
-    common = cli.common_parser()
-    add_processes(common)
+    common = shared.common_flags()
     for module in SUBCOMMANDS:
         module.add_parser(sub, common)
     return parser

@@ -6,14 +6,19 @@ from ..cli import units
 from . import shared
 
 NAME = "allreduce"
+QUICK = ["--sizes", "4K,256K", "--num-ctx", "2", "--repeat", "2"]
 # CPU contexts that run at once, at least: --ctx cpu uses cpu0..cpuN-1 (contexts_at_once)
 AT_LEAST_CONTEXTS = 2
 # its CPU contexts stand in for devices: glibc keeps freed memory, as a GPU's pool does
 STAND_IN = True
+RECORDS = ("allreduce",)
+TITLE = "Allreduce bandwidth"
+COLUMNS = ["contexts", "size", "name", "median_s", "iqr_s", "bus_GBps", "of_ceiling", "max_recv", "noisy",
+           "max_abs_err"]
 
 
 def contexts_at_once(argv):
-    """The CPU contexts that run at once: the most of --num-ctx (read before argparse), at least 2."""
+    """The CPU contexts that run at once: the most of --num-ctx (read before argparse), else 2."""
     at_least = AT_LEAST_CONTEXTS
     if "--num-ctx" in argv[:-1]:
         try:
@@ -85,7 +90,8 @@ def allreduce_contexts(args):
     return cli.contexts(args)
 
 
-def run(args):
+def measure(args):
+    """Check the flags, time every method at every size and number of contexts: (records, the contexts)."""
     from .. import UserError
     from ..experiments.from_scratch import KVSTORES, METHODS, allreduce_bandwidth
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -107,13 +113,18 @@ def run(args):
         results = allreduce_bandwidth(ctxs, args.sizes, counts, methods, repeat=args.repeat,
                                       warmup=args.warmup, number=args.number, reuse_buffers=args.reuse_buffers,
                                       progress=bar.update)
+    return results, ctxs
+
+
+def show(args, results, ctxs):
+    """The terminal's table; a wrong sum is an error, after the table."""
+    from .. import UserError
     cli.emit(results, args, ctxs,
              title="allreduce of one float32 tensor over k of %s (median of %d repeats); GB/s counts the "
                    "2(k-1)/k x size each context receives; ceiling = copyto %s -> %s%s"
                    % (",".join(map(str, ctxs)), args.repeat, ctxs[0], ctxs[1],
                       "; all cpu(i) share one memory system" if all(c.device_type == "cpu" for c in ctxs) else ""),
-             columns=["contexts", "size", "name", "median_s", "iqr_s", "bus_GBps", "of_ceiling",
-                      "max_recv", "noisy", "max_abs_err"])
+             columns=COLUMNS)
     bad = [r for r in results if r.metrics["max_abs_err"] > 0]
     if bad:
         raise UserError("%s gave a wrong sum (error %g)" % (bad[0].name, bad[0].metrics["max_abs_err"]))
@@ -122,4 +133,49 @@ def run(args):
         cli.note("note: on CPU every temporary of 32 MiB or more is freshly mapped memory (glibc malloc; "
                  "MXNet does not pool CPU memory), so methods that receive whole tensors pay for it; "
                  "compare with --reuse-buffers")
+
+
+def run(args):
+    show(args, *measure(args))
     return 0
+
+
+def run_with(**flags):
+    """The records of `bench allreduce` with these flags (sizes="4K,4M", num_ctx=[2], ...), nothing printed."""
+    return measure(shared.namespace(add_parser, **flags))[0]
+
+
+def section(records):
+    """The report's block: bus GB/s per method against the size, one plot per number of contexts."""
+    from ..render.figures import figure, svg
+    from ..render.kinds import Block, Table, noisy_note, percent
+    counts = sorted({r.metrics["contexts"] for r in records})
+    sizes = sorted({r.metrics["tensor_bytes"] for r in records})
+    methods = list(dict.fromkeys(r.name for r in records))
+    labels = {r.metrics["tensor_bytes"]: r.metrics["size"] for r in records}
+    fig, ax = figure(1, len(counts), width=min(4.0 * len(counts) + 1, 11), height=3.2, sharey=True)
+    parts = []
+    for a, k in zip(ax[0], counts):
+        rows = [r for r in records if r.metrics["contexts"] == k]
+        for method in methods:
+            pts = sorted((r.metrics["tensor_bytes"], r.metrics["bus_GBps"]) for r in rows if r.name == method)
+            if pts:
+                ceiling = method == "copyto"
+                a.plot([p[0] for p in pts], [p[1] for p in pts], "o--" if ceiling else "o-",
+                       label=method + (" (ceiling)" if ceiling else ""))
+        a.set_xscale("log", base=2)
+        a.set_xticks(sizes)
+        a.set_xticklabels([labels[s] for s in sizes])
+        a.set_title("%d contexts" % k, fontsize=10)
+        a.set_xlabel("tensor size")
+        a.grid(True, alpha=0.3)
+        largest = [r for r in rows if r.metrics["tensor_bytes"] == max(sizes) and r.name != "copyto"]
+        if largest:
+            best = max(largest, key=lambda r: r.metrics["bus_GBps"])
+            parts.append("%s over %d: %s is fastest, %.3g GB/s = %s of the copyto ceiling"
+                         % (best.metrics["size"], k, best.name, best.metrics["bus_GBps"],
+                            percent(best.metrics.get("of_ceiling"))))
+    ax[0][0].set_ylabel("bus GB/s (2(k-1)/k x size per context)")
+    ax[0][-1].legend(fontsize=8)
+    return Block("allreduce of one float32 tensor over %s contexts" % ",".join(map(str, counts)),
+                 [Table(records, COLUMNS)], svg(fig), "; ".join(parts) + noisy_note(records))

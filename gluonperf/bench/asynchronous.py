@@ -1,9 +1,17 @@
 """python -m gluonperf.bench async: the chapter's asynchronous-execution experiments."""
-
 from ..cli import common as cli
 from . import shared
 
 NAME = "async"
+QUICK = ["--demo-size", "64", "--sizes", "8,64", "--iterations", "20", "--repeat", "1"]
+RECORDS = ("async",)
+TITLE = "Asynchronous execution"
+# the tables: queued vs finished, the calls that block, the sweep of sizes (and the report's crossover)
+COLUMNS = ["name", "median_s", "iqr_s", "ratio_to_queued"]
+CALLS_COLUMNS = ["name", "median_s", "left_s", "blocks"]
+SWEEP_COLUMNS = ["name", "iterations", "sync_s", "async_s", "speedup", "speedup_ci_low", "speedup_ci_high", "verdict",
+                 "t1_s", "t2_s", "t3_s", "t2_plus_t3_s", "bound", "model_fits", "noisy"]
+CROSSOVER_COLUMNS = ["name", "op", "gain_below", "size", "backend_bound_from"]
 
 
 def add_parser(sub, common):
@@ -34,7 +42,8 @@ def add_parser(sub, common):
     p.set_defaults(run=run)
 
 
-def run(args):
+def measure(args):
+    """Check the flags, run the three parts: (records, the context they ran on)."""
     from ..experiments.asynchronous import blocking_calls, queue_vs_finish, sync_vs_async
     from ..measure.trace import Trace
     ctxs = cli.contexts(args)
@@ -49,31 +58,114 @@ def run(args):
         calls = blocking_calls(ctx, args.demo_size, args.repeat, trace)
         sweep = sync_vs_async(ctx, args.sizes, args.repeat, args.iterations, args.op, trace=trace,
                               progress=bar.update)
-    rows, cross = sweep[:-1], sweep[-1]
+    shared.write_trace(trace)
+    return demo + calls + sweep, ctxs[:1]
+
+
+def parts(records):
+    """The records of each part: queued vs finished, blocking calls, the sweep, the crossover."""
+    return ([r for r in records if r.name.endswith("queued") or "ratio_to_queued" in r.metrics],
+            [r for r in records if "left_s" in r.metrics],
+            [r for r in records if "sync_s" in r.metrics],
+            [r for r in records if r.name == "crossover"])
+
+
+def pace(m):
+    """Who sets the async loop's pace, from the crossover record's metrics."""
+    if m.get("backend_bound_from") is None:
+        return "the Python front end set the async loop's pace at every size swept"
+    return ("from %sx%s up the operator (t2), not Python (t1), sets the async loop's pace"
+            % (m["backend_bound_from"], m["backend_bound_from"]))
+
+
+def crossover(m):
+    """Where async stops paying, from the crossover record's metrics."""
+    if m.get("size") is None:
+        return "async still gains %d%% or more at the largest size swept" % (100 * m["gain_below"])
+    return "from %sx%s up, async gains less than %d%%" % (m["size"], m["size"], 100 * m["gain_below"])
+
+
+def show(args, records, ctxs):
+    """The terminal's three tables and the two readings."""
+    demo, calls, rows, (cross,) = parts(records)
+    ctx = ctxs[0]
     cli.emit_sections([
         ("y = nd.dot(x, x).sum() with x %dx%d on %s: queued vs finished (median of %d)"
-         % (args.demo_size, args.demo_size, ctx, args.repeat), demo,
-         ["name", "median_s", "iqr_s", "ratio_to_queued"]),
+         % (args.demo_size, args.demo_size, ctx, args.repeat), demo, COLUMNS),
         ("which calls block: queue y = nd.dot(x, x) and make the call (median_s), then time "
-         "nd.waitall() (left_s); blocks: does the call wait while y's input is held back", calls,
-         ["name", "median_s", "left_s", "blocks"]),
+         "nd.waitall() (left_s); blocks: does the call wait while y's input is held back", calls, CALLS_COLUMNS),
         ("%s per iteration on %s: wait_to_read() every iteration (sync) vs waitall() once "
          "(async); t1 front end, t2 back end, t3 return, per iteration" % (cross.metrics["op"], ctx), rows,
-         ["name", "iterations", "sync_s", "async_s", "speedup", "speedup_ci_low", "speedup_ci_high", "verdict",
-          "t1_s", "t2_s", "t3_s", "t2_plus_t3_s", "bound", "model_fits", "noisy"]),
-    ], args, ctxs[:1], records=demo + calls + rows + [cross])
+         SWEEP_COLUMNS),
+    ], args, ctxs, records=records)
     print()
-    m = cross.metrics
-    if m["backend_bound_from"] is None:
-        print("front end vs back end: the Python front end set the async loop's pace at every size swept")
-    else:
-        print("front end vs back end: from %dx%d up the operator (t2), not Python (t1), sets the async "
-              "loop's pace" % (m["backend_bound_from"], m["backend_bound_from"]))
-    if m["size"] is None:
-        print("crossover: async still gains %d%% or more at the largest size swept"
-              % (100 * m["gain_below"]))
-    else:
-        print("crossover: from %dx%d up, async gains less than %d%%" % (m["size"], m["size"], 100 * m["gain_below"]))
-    shared.dump_trace(trace)
+    print("front end vs back end: " + pace(cross.metrics))
+    print("crossover: " + crossover(cross.metrics))
+    shared.wrote_trace(args.trace)
     shared.warn_noisy(rows)
+
+
+def run(args):
+    show(args, *measure(args))
     return 0
+
+
+def run_with(**flags):
+    """The records of `bench async` with these flags (demo_size=2000, sizes=[10, 100], ...), nothing printed."""
+    return measure(shared.namespace(add_parser, **flags))[0]
+
+
+def section(records):
+    """The report's block: the three parts' tables, the sweep drawn, and the readings."""
+    from ..render.figures import figure, svg
+    from ..render.kinds import (Block, Table, interval_of, noisy_note, paired_interval, report_columns, verdict_of,
+                                with_interval)
+    demo, calls, sweep, cross = parts(records)
+    readings = []
+    finished = [r for r in demo if r.metrics.get("ratio_to_queued")]
+    if finished:
+        queued = next((r for r in demo if r.name.endswith("queued")), None)
+        m = dict(finished[0].metrics)
+        if queued is not None and interval_of(m, "ratio_to_queued") is None:
+            m.update(paired_interval(queued.metrics, m, "ratio_to_queued"))
+        readings.append("finishing y takes %s as long as queueing it%s"
+                        % (with_interval(m, "ratio_to_queued", "repeats"), verdict_of(m, what="repeats")))
+    if cross:
+        c = cross[0].metrics
+        readings.append(pace(c))
+        readings.append(crossover(c) if c.get("size") is None else "crossover: " + crossover(c))
+    fig = None
+    if sweep:
+        f, ax = figure(1, 2, width=8.5, height=3.0)
+        sizes = [r.metrics["size"] for r in sweep]
+        a = ax[0][0]
+        times = [r.metrics[k] * 1e6 for r in sweep for k in ("sync_s", "async_s")]
+        a.plot(sizes, [r.metrics["sync_s"] * 1e6 for r in sweep], "o-", label="sync: wait_to_read() every iteration")
+        a.plot(sizes, [r.metrics["async_s"] * 1e6 for r in sweep], "s-", label="async: waitall() once")
+        a.set_xscale("log")
+        if max(times) > 10 * min(times):
+            a.set_yscale("log")
+        a.set_xlabel("n (x is n x n)")
+        a.set_ylabel("us per iteration")
+        a.legend(fontsize=8)
+        b = ax[0][1]
+        b.semilogx(sizes, [r.metrics["speedup"] for r in sweep], "o-", color="tab:green")
+        b.axhline(1, color="black", lw=0.8, ls="--")
+        if cross and cross[0].metrics.get("size"):
+            b.axvline(cross[0].metrics["size"], color="tab:red", ls=":", label="crossover")
+            b.legend(fontsize=8)
+        b.set_xlabel("n (x is n x n)")
+        b.set_ylabel("speedup of async over sync")
+        for axis in (a, b):
+            axis.grid(True, alpha=0.3)
+        fig = svg(f)
+    op = (cross[0].metrics.get("op") if cross else None) or (sweep[0].metrics.get("op") if sweep else "")
+    tables = [Table(demo, report_columns(COLUMNS, besides={"name": ["size"]}), "queued vs finished (ratio of "
+                    "medians; the reading's interval is of the per-repeat ratios)"),
+              Table(calls, CALLS_COLUMNS, "which calls block (median_s: the call; left_s: waitall() right after)"),
+              Table(sweep, report_columns(SWEEP_COLUMNS, besides={"verdict": ["paired_speedup"]}),
+                    "%s per iteration: t1 front end, t2 back end, t3 return" % op),
+              Table(cross, CROSSOVER_COLUMNS, "crossover")]
+    ctx = records[0].metrics.get("ctx", "")
+    return Block("asynchronous execution on %s" % ctx, [t for t in tables if t.records], fig,
+                 "; ".join(readings) + noisy_note(sweep))

@@ -3,8 +3,19 @@ import argparse
 
 from ..cli import common as cli
 from ..cli import units
+from . import shared
 
 NAME = "footprint"
+QUICK = ["--model", "lenet", "--batch-sizes", "8", "--hybridize", "hybrid", "--checkpoint", "0,2", "--steps", "1",
+         "--budget", "64M"]
+RECORDS = ("footprint", "footprint-budget")
+TITLE = "Memory of a training step: settings, checkpointing, budgets"
+# the runs (with --repeat N the terminal adds the peak's min and max; error where a run failed) ...
+COLUMNS = ["name", "batch_size", "model_bytes", "peak_above_bytes", "bytes_per_sample", "needs_bytes",
+           "median_s", "iqr_s", "images_per_s", "peak_vs_plain", "time_vs_plain"]
+# ... and, with --budget, the largest batch within each budget
+BUDGET_COLUMNS = ["name", "budget_bytes", "predicted_batch", "largest_batch", "fits", "needs_bytes", "images_per_s",
+                  "over_batch", "confirm_runs"]
 
 
 def _hybridize_list(text):
@@ -67,16 +78,9 @@ def add_parser(sub, common):
     p.set_defaults(run=run)
 
 
-FOOTPRINT_COLUMNS = ["name", "batch_size", "model_bytes", "peak_above_bytes", "bytes_per_sample", "needs_bytes",
-                     "median_s", "iqr_s", "images_per_s", "peak_vs_plain", "time_vs_plain"]
-BUDGET_COLUMNS = ["name", "budget_bytes", "predicted_batch", "largest_batch", "fits", "needs_bytes", "images_per_s",
-                  "over_batch", "confirm_runs"]
-
-
-def run(args):
+def measure(args):
+    """Check the flags, run every configuration in fresh processes: (records, the contexts)."""
     from ..experiments.footprint import check_dtype, effective_configs, footprint, rows_of
-    from ..render.plots import plot_footprint
-    from ..runtime.precision import precision_label
     from ..training.models import get_model
     get_model(args.model)  # unknown names fail here, before any work
     ctxs = cli.contexts(args)
@@ -92,14 +96,21 @@ def run(args):
     runs = {}  # what a stopped run keeps: the runs it finished
     with cli.progress_bar(len(configs) * (len(args.batch_sizes) + len(budgets)) * args.repeat, "footprint") as bar, \
             cli.keep_on_stop(lambda: rows_of(dict(runs), configs), args, "%s training step on %s: the runs that "
-                             "finished" % (args.model, ",".join(map(str, ctxs))), FOOTPRINT_COLUMNS, ctxs):
+                             "finished" % (args.model, ",".join(map(str, ctxs))), COLUMNS, ctxs):
         rows = footprint(args.model, args.batch_sizes, ctxs, args.hybridize, args.checkpoint, steps=args.steps,
                          warmup=args.warmup, budgets=budgets, seed=args.seed, repeat=args.repeat,
                          progress=bar.update, dtype=args.dtype, runs=runs, optimizer=args.optimizer)
+    return rows, ctxs
+
+
+def show(args, rows, ctxs):
+    """The terminal's tables (the runs; the budgets) and the plot."""
+    from ..render.plots import plot_footprint
+    from ..runtime.precision import precision_label
     results = [r for r in rows if r.bench == "footprint"]
     budget_rows = [r for r in rows if r.bench == "footprint-budget"]
     memory = "device memory" if any(c.device_type == "gpu" for c in ctxs) else "RSS"
-    columns = list(FOOTPRINT_COLUMNS)
+    columns = list(COLUMNS)
     if args.repeat > 1:
         columns[4:4] = ["peak_above_min_bytes", "peak_above_max_bytes"]
     if any("error" in r.metrics for r in results):
@@ -108,9 +119,10 @@ def run(args):
                  "model = parameters + gradients + optimizer states; peak above = peak %s during the steps above "
                  "the model%s; needs = model + peak above"
                  % (args.model, ",".join(map(str, ctxs)),
-                    "sgd, momentum" if args.optimizer == "sgd" else args.optimizer, precision_label(args.dtype), "one fresh process per run" if args.repeat == 1 else
-                    "%d fresh processes per run" % args.repeat, args.warmup, args.steps, memory,
-                    " (median over the processes)" if args.repeat > 1 else ""), results, columns)]
+                    "sgd, momentum" if args.optimizer == "sgd" else args.optimizer, precision_label(args.dtype),
+                    "one fresh process per run" if args.repeat == 1 else "%d fresh processes per run" % args.repeat,
+                    args.warmup, args.steps, memory, " (median over the processes)" if args.repeat > 1 else ""),
+                 results, columns)]
     if budget_rows:
         bcolumns = list(BUDGET_COLUMNS)
         if any("error" in r.metrics for r in budget_rows):
@@ -122,4 +134,59 @@ def run(args):
     if args.plot:
         plot_footprint(results + budget_rows, args.plot)
         cli.note("wrote plot %s" % args.plot)
+
+
+def run(args):
+    show(args, *measure(args))
     return 0
+
+
+def run_with(**flags):
+    """The records of `bench footprint` with these flags (model="lenet", batch_sizes=[32, 64], budget=["2G"]
+    or budget=[2 ** 31], ...), nothing printed."""
+    return measure(shared.namespace(add_parser, **flags))[0]
+
+
+def section(records):
+    """The report's block: what each (setting, batch) needs, model and step stacked; the
+    checkpointed runs against their plain step; the largest batch per budget."""
+    from ..render.figures import figure, short_number, svg
+    from ..render.kinds import Block, Table, report_columns
+    from ..runtime.precision import precision_label
+    runs = [r for r in records if r.bench == "footprint"]
+    budgets = [r for r in records if r.bench == "footprint-budget"]
+    ok = [r for r in runs if "error" not in r.metrics]
+    mib = 2.0 ** 20
+    labels = ["%s, batch %s" % (r.name, r.metrics["batch_size"]) for r in ok]
+    fig, ax = figure(width=8.0, height=0.45 * len(ok) + 1.4)
+    a = ax[0][0]
+    ys = list(range(len(ok)))[::-1]  # first run on top
+    model = [r.metrics["model_bytes"] / mib for r in ok]
+    above = [r.metrics["peak_above_bytes"] / mib for r in ok]
+    a.barh(ys, model, color="tab:grey", label="model (parameters, gradients, optimizer states)")
+    a.barh(ys, above, left=model, color="tab:blue", label="the step's peak above the model")
+    a.set_yticks(ys)
+    a.set_yticklabels(labels, fontsize=8)
+    a.set_xlabel("MiB")
+    a.legend(fontsize=7, loc="lower right")
+    for r in budgets:
+        if r.metrics.get("budget_bytes"):
+            a.axvline(r.metrics["budget_bytes"] / mib, color="tab:red", linestyle="--", linewidth=1)
+    least = min(ok, key=lambda r: r.metrics["needs_bytes"] / r.metrics["batch_size"])
+    parts = ["least memory per sample: %s at batch %s, %.0f MiB above the model"
+             % (least.name, least.metrics["batch_size"], least.metrics["peak_above_bytes"] / mib)]
+    parts += ["%s at batch %s: %s the plain step's memory at %s its time (one run each, no interval)"
+              % (r.name, r.metrics["batch_size"], short_number(r.metrics["peak_vs_plain"]) + "x",
+                 short_number(r.metrics["time_vs_plain"]) + "x") for r in ok if r.metrics.get("peak_vs_plain")]
+    parts += ["largest batch within %.0f MiB for %s: %s" % (r.metrics["budget_bytes"] / mib, r.name,
+                                                            r.metrics.get("largest_batch"))
+              for r in budgets if r.metrics.get("budget_bytes")]
+    m = runs[0].metrics
+    tables = [Table(runs, report_columns(COLUMNS) + ["error"],
+                    "each run: the model's bytes and the step's peak above them")]
+    if budgets:
+        tables.append(Table(budgets, report_columns(BUDGET_COLUMNS) + ["error"],
+                            "the largest batch within each budget"))
+    dtype = m.get("dtype", "float32")
+    return Block("%s on %s%s" % (m.get("model"), m.get("contexts"), precision_label(dtype)),
+                 tables, svg(fig), "; ".join(parts))

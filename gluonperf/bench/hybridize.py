@@ -1,9 +1,13 @@
 """python -m gluonperf.bench hybridize: imperative vs hybridize() vs hybridize(static_alloc=True, static_shape=True)."""
-
 from ..cli import common as cli
 from . import shared
 
 NAME = "hybridize"
+QUICK = ["--repeat", "2", "--number", "20"]
+RECORDS = ("hybridize",)
+TITLE = "Hybridize: imperative vs hybridize() vs static"
+COLUMNS = ["name", "median_s", "iqr_s", "noisy", "speedup", "speedup_ci_low", "speedup_ci_high", "verdict",
+           "samples_per_s", "max_abs_diff", "hybrid_forward_calls", "calls"]
 
 
 def add_parser(sub, common):
@@ -31,29 +35,38 @@ def add_parser(sub, common):
     p.set_defaults(run=run)
 
 
-def run(args):
+def _number(args):
+    return args.number or (10 if args.train else 1000)
+
+
+def measure(args):
+    """Check the flags, run the experiment: (records, the contexts they ran on)."""
     from ..experiments.hybridize import compare_modes
-    if args.list_models:
-        cli.print_models()
-        return 0
     from ..training.models import get_model
     get_model(args.model)  # unknown names fail here, before any work
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     cli.check_output_dir(args.export, "--export")
-    number = args.number or (10 if args.train else 1000)
     with cli.progress_bar(3 * args.repeat, "hybridize") as bar:
         results = compare_modes(model=args.model, batch_size=args.batch_size, ctx=ctxs[0],
-                                repeat=args.repeat, number=number, warmup=args.warmup,
+                                repeat=args.repeat, number=_number(args), warmup=args.warmup,
                                 train=args.train, export_dir=args.export, progress=bar.update,
                                 threshold=args.threshold)
+    return results, ctxs[:1]
+
+
+def heading(model, train, batch_size, ctx):
+    """What ran: the title's start on the terminal and in the report."""
+    return "%s %s, batch %s on %s" % (model, "train steps" if train else "forward calls", batch_size, ctx)
+
+
+def show(args, results, ctxs):
+    """The terminal's table, the verdicts and the export."""
     timed = [r for r in results if r.name != "export"]
-    cli.emit(timed, args, ctxs[:1],
-             title="%s %s, batch %d on %s: per-call time over %d repeats of %d calls"
-                   % (args.model, "train steps" if args.train else "forward calls",
-                      args.batch_size, ctxs[0], args.repeat, number),
-             columns=["name", "median_s", "iqr_s", "noisy", "speedup", "speedup_ci_low", "speedup_ci_high",
-                      "verdict", "samples_per_s", "max_abs_diff", "hybrid_forward_calls", "calls"])
+    cli.emit(timed, args, ctxs,
+             title="%s: per-call time over %d repeats of %d calls"
+                   % (heading(args.model, args.train, args.batch_size, ctxs[0]), args.repeat, _number(args)),
+             columns=COLUMNS)
     for r in timed:
         if r.metrics.get("verdict_text"):
             print("%s vs imperative: %s" % (r.name, r.metrics["verdict_text"]))
@@ -63,4 +76,49 @@ def run(args):
             print("exported %s and %s; SymbolBlock.imports matches (max abs diff %.3g)"
                   % (r.metrics["symbol_file"], r.metrics["params_file"], r.metrics["max_abs_diff"]))
     shared.warn_noisy(timed)
+
+
+def run(args):
+    if args.list_models:
+        cli.print_models()
+        return 0
+    show(args, *measure(args))
     return 0
+
+
+def run_with(**flags):
+    """The records of `bench hybridize` with these flags (model="mlp", batch_size=8, ...), nothing printed."""
+    return measure(shared.namespace(add_parser, **flags))[0]
+
+
+def section(records):
+    """The report's block: per-call times and speed-ups, and the fastest mode against imperative."""
+    from ..render.figures import figure, labelled_bars, short_number, svg
+    from ..render.kinds import Block, Table, noisy_note, report_columns, seconds, verdict_of, with_interval
+    timed = [r for r in records if "speedup" in r.metrics]
+    export = [r for r in records if r.name == "export"]
+    m = timed[0].metrics
+    base = next((r for r in timed if r.name == "imperative"), timed[0])
+    # the fastest: the highest interval's lower end (the estimate where there is none), the baseline aside
+    best = max([r for r in timed if r is not base] or timed,
+               key=lambda r: r.metrics.get("speedup_ci_low") or r.metrics["speedup"])
+    fig, ax = figure(width=8.0, height=0.5 * len(timed) + 1.2)
+    times = [r.metrics["median_s"] for r in timed]
+    half_iqr = [r.metrics.get("iqr_s", 0) / 2 * 1e3 for r in timed]  # the spread gluonperf judges noise by
+    low = [min(h, t * 1e3) for h, t in zip(half_iqr, times)]  # a bar's spread never reaches below 0
+    labelled_bars(ax[0][0], [r.name for r in timed], [t * 1e3 for t in times], [low, half_iqr],
+                  "ms per call (median, bar: IQR); label: speedup over %s" % base.name,
+                  log=max(times) > 30 * min(times), annotate=None)
+    for y, r in zip(range(len(timed))[::-1], timed):
+        end = (r.metrics["median_s"] + r.metrics.get("iqr_s", 0) / 2) * 1e3
+        ax[0][0].annotate("%sx" % short_number(r.metrics["speedup"]), (end, y),
+                          xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+    tables = [Table(timed, report_columns(COLUMNS, besides={"iqr_s": ["min_s", "max_s"]}))]
+    if export:
+        tables.append(Table(export, ["name", "symbol_file", "params_file", "max_abs_diff"], "exported model"))
+    return Block(heading(m.get("model"), m.get("task") == "train_step", m.get("batch_size"), m.get("ctx")),
+                 tables, svg(fig),
+                 "%s against %s: %s the speed%s (%s vs %s per call)%s"
+                 % (best.name, base.name, with_interval(best.metrics, "speedup", "repeats"),
+                    verdict_of(best.metrics, what="repeats"), seconds(best.metrics["median_s"]),
+                    seconds(base.metrics["median_s"]), noisy_note(timed)))

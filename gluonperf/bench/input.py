@@ -2,8 +2,16 @@
 import argparse
 
 from ..cli import common as cli
+from . import shared
 
 NAME = "input"
+QUICK = None  # needs --dataset PATH, images on disk (python -m gluonperf.dataset make)
+RECORDS = ("input", "input-stage", "input-step")
+# the loaders against the training step, then the stages
+COLUMNS = ["name", "loader", "images_per_s", "images_per_s_ci_low", "images_per_s_ci_high", "images_per_s_n",
+           "memory_peak_bytes", "vs_step", "vs_step_ci_low", "vs_step_ci_high", "verdict"]
+STAGE_COLUMNS = ["name", "per_image_s", "images_per_s", "images_per_s_ci_low", "images_per_s_ci_high",
+                 "images_per_s_n"]
 
 
 def add_parser(sub, common):
@@ -54,13 +62,8 @@ def _workers_list(text):
     return list(dict.fromkeys(values))
 
 
-INPUT_COLUMNS = ["name", "loader", "images_per_s", "images_per_s_ci_low", "images_per_s_ci_high", "images_per_s_n",
-                 "memory_peak_bytes", "vs_step", "vs_step_ci_low", "vs_step_ci_high", "verdict"]
-STAGE_COLUMNS = ["name", "per_image_s", "images_per_s", "images_per_s_ci_low", "images_per_s_ci_high",
-                 "images_per_s_n"]
-
-
-def run(args):
+def measure(args):
+    """Check the flags, time each loader, each stage and the training step: (records, the context)."""
     from .. import UserError
     from ..training.data import check_available
     from ..experiments.input_pipeline import SOURCES, bench_input, sources_of
@@ -82,6 +85,11 @@ def run(args):
     with cli.progress_bar(args.repeat * (1 + runs + len([s for s in sources if s != "recorditer"])), "input") as bar:
         results = bench_input(args.dataset, args.model, ctxs[0], args.batch_size, args.workers, sources, args.repeat,
                               args.batches, args.sample, threshold=args.threshold, progress=bar.update)
+    return results, ctxs[:1]
+
+
+def show(args, results, ctxs):
+    """The terminal's two tables (the training step's rate in the first one's title)."""
     step = next(r for r in results if r.bench == "input-step").metrics
     loaders = [r for r in results if r.bench == "input"]
     stages = [r for r in results if r.bench == "input-stage"]
@@ -91,13 +99,23 @@ def run(args):
          "over the training step's, %.4g images/s on %s (95%% CI %.4g-%.4g, %d repeats; a batch in memory)"
          % (args.dataset, step["image_size"], step["image_size"], args.model, args.batch_size, args.repeat,
             args.batches, step["images_per_s"], step["context"], step["images_per_s_ci_low"],
-            step["images_per_s_ci_high"], step["images_per_s_n"]), loaders, INPUT_COLUMNS),
+            step["images_per_s_ci_high"], step["images_per_s_n"]), loaders, COLUMNS),
         ("per-stage cost in the main process, each stage timed on its own over %d images, %d repeats (95%% interval); "
          "images_per_s: what one core reaches on that stage alone (after a warm-up pass)" % (args.sample, args.repeat), stages,
          STAGE_COLUMNS)]
-    cli.emit_sections(sections, args, ctxs[:1], records=loaders + stages + [r for r in results if r.bench == "input-step"])
+    cli.emit_sections(sections, args, ctxs,
+                      records=loaders + stages + [r for r in results if r.bench == "input-step"])
     if all(c.device_type == "cpu" for c in ctxs):
         cli.note("note: each loader was measured alone, with the CPU cores to itself; while training on CPU "
                  "contexts it shares them with the step: python -m gluonperf.profile --dataset %s --input-only "
                  "measures the share of the step spent waiting" % args.dataset)
+
+
+def run(args):
+    show(args, *measure(args))
     return 0
+
+
+def run_with(**flags):
+    """The records of `bench input` with these flags (dataset="images.rec", workers=[0, 2], ...), nothing printed."""
+    return measure(shared.namespace(add_parser, **flags))[0]

@@ -1,9 +1,14 @@
 """python -m gluonperf.bench memory: the memory cost of running ahead of the engine."""
-
 from ..cli import common as cli
 from . import shared
 
 NAME = "memory"
+QUICK = ["--batches", "4", "--every", "2", "--batch-size", "32", "--features", "16"]
+RECORDS = ("memory",)
+TITLE = "Memory cost of running ahead"
+# device_peak_bytes on GPU contexts, error when a variant failed
+COLUMNS = ["name", "seconds_s", "per_batch_s", "rss_peak_bytes", "rss_growth_bytes", "device_peak_bytes",
+           "ran_ahead_batches", "max_in_flight", "time_vs_first", "growth_vs_first", "error"]
 
 
 def add_parser(sub, common):
@@ -34,24 +39,27 @@ def add_parser(sub, common):
     p.set_defaults(run=run)
 
 
-def run(args):
+def measure(args):
+    """Check the flags, run each variant in its own process: (records, the context they ran on)."""
     from ..experiments.asynchronous import memory_cost
-    from ..render.plots import plot_memory_tradeoff
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     cli.check_output_path(args.trace, "--trace")
     cli.check_output_path(args.plot, "--plot")
-    ctx = ctxs[0]
     with cli.progress_bar(len(set(args.every) | {0}), "memory") as bar:
-        results = memory_cost(ctx, args.batches, args.every, args.batch_size, args.features, args.data,
+        results = memory_cost(ctxs[0], args.batches, args.every, args.batch_size, args.features, args.data,
                               trace_path=args.trace, progress=bar.update)
-    columns = ["name", "seconds_s", "per_batch_s", "rss_peak_bytes", "rss_growth_bytes",
-               "ran_ahead_batches", "max_in_flight", "time_vs_first", "growth_vs_first"]
-    if ctx.device_type == "gpu":
-        columns.insert(5, "device_peak_bytes")
-    if any("error" in r.metrics for r in results):
-        columns.append("error")
-    cli.emit(results, args, ctxs[:1], columns=columns,
+    return results, ctxs[:1]
+
+
+def show(args, results, ctxs):
+    """The terminal's table (device memory on a GPU, errors where a variant failed) and the plot."""
+    from ..render.plots import plot_memory_tradeoff
+    ctx = ctxs[0]
+    failed = any("error" in r.metrics for r in results)
+    columns = [c for c in COLUMNS
+               if (c != "device_peak_bytes" or ctx.device_type == "gpu") and (c != "error" or failed)]
+    cli.emit(results, args, ctxs, columns=columns,
              title="the chapter's MLP, %d batches of %dx%d (%s data) on %s, one fresh process per variant"
                    % (args.batches, args.batch_size, args.features, args.data, ctx))
     if args.plot:
@@ -60,4 +68,43 @@ def run(args):
         cli.note("wrote plot %s" % args.plot)
     if args.trace:
         cli.note("wrote profiler trace %s (one process per variant; open in ui.perfetto.dev)" % args.trace)
+
+
+def run(args):
+    show(args, *measure(args))
     return 0
+
+
+def run_with(**flags):
+    """The records of `bench memory` with these flags (batches=100, every=[1, 5], ...), nothing printed."""
+    return measure(shared.namespace(add_parser, **flags))[0]
+
+
+def section(records):
+    """The report's block: time and peak-RSS growth per variant, the last against the first."""
+    from ..render.figures import figure, svg
+    from ..render.kinds import Block, Table
+    ok = [r for r in records if "error" not in r.metrics]
+    fig, ax = figure(height=3.0)
+    a = ax[0][0]
+    xs = range(len(ok))
+    a.plot(xs, [r.metrics["rss_growth_bytes"] / 2 ** 20 for r in ok], "o-", color="tab:red")
+    a.set_ylabel("peak RSS growth (MiB)", color="tab:red")
+    a.set_ylim(0, 1.15 * max(r.metrics["rss_growth_bytes"] / 2 ** 20 for r in ok) or 1)
+    t = a.twinx()
+    t.plot(xs, [r.metrics["seconds_s"] for r in ok], "s--", color="tab:blue")
+    t.set_ylabel("time for the loop (s)", color="tab:blue")
+    t.set_ylim(0, 1.15 * max(r.metrics["seconds_s"] for r in ok))
+    a.set_xticks(list(xs))
+    a.set_xticklabels([r.name for r in ok])
+    a.grid(True, alpha=0.3)
+    first, last = ok[0], ok[-1]
+    reading = "%s: %.3gx the time and %.3gx the peak-RSS growth of %s (one run each, no interval; ran ahead up to " \
+              "%s batches)" % (
+        last.name, last.metrics["seconds_s"] / first.metrics["seconds_s"],
+        last.metrics["rss_growth_bytes"] / max(first.metrics["rss_growth_bytes"], 1), first.name,
+        last.metrics.get("max_in_flight", "?"))
+    m = first.metrics
+    return Block("the chapter's MLP, %s batches of %s samples (%s data) on %s" % (m.get("batches"), m.get("batch_size"),
+                                                                        m.get("data"), m.get("ctx")),
+                 [Table(records, COLUMNS)], svg(fig), reading)

@@ -1,9 +1,12 @@
 """python -m gluonperf.bench optimizers: what an optimizer's update costs."""
-
 from ..cli import common as cli
 from . import shared
 
 NAME = "optimizers"
+QUICK = ["--optimizers", "sgd,adam", "--repeat", "2", "--steps", "2"]
+RECORDS = ("optimizers",)
+COLUMNS = ["name", "operator", "update_s", "share_of_step", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_n",
+           "verdict", "state_bytes", "max_abs_diff", "noisy"]
 
 
 def add_parser(sub, common):
@@ -33,11 +36,8 @@ def add_parser(sub, common):
     p.set_defaults(run=run)
 
 
-OPTIMIZER_COLUMNS = ["name", "operator", "update_s", "share_of_step", "speedup", "speedup_ci_low",
-                     "speedup_ci_high", "speedup_n", "verdict", "state_bytes", "max_abs_diff", "noisy"]
-
-
-def run(args):
+def measure(args):
+    """Check the flags, time the updates interleaved: (records: the step's first, the context)."""
     from .. import UserError
     from ..training.models import get_model
     from ..experiments.optimizer_cost import OPTIMIZERS, optimizer_cost
@@ -52,11 +52,26 @@ def run(args):
     with cli.progress_bar(args.repeat * ways, "optimizers") as bar:
         results = optimizer_cost(args.model, ctxs[0], args.batch_size, names, args.repeat, args.steps,
                                  progress=bar.update)
+    return results, ctxs[:1]
+
+
+def show(args, results, ctxs):
+    """The terminal's table of the updates (the step's time in its title)."""
     step = results[0].metrics
-    cli.emit(results[1:], args, ctxs[:1], columns=OPTIMIZER_COLUMNS, records=results,
+    cli.emit(results[1:], args, ctxs, columns=COLUMNS, records=results,
              title="optimizer updates on %s's %d parameters (%d bytes) on %s: median of %d interleaved repeats "
                    "of %d steps; forward-backward at batch %d: %.4g s; speedup over the from-scratch update "
                    "(95%% CI, n repeats)" % (args.model, step["parameters"], step["param_bytes"], ctxs[0],
                                               args.repeat, args.steps, args.batch_size, step["median_s"]))
     shared.warn_noisy(results)
+
+
+def run(args):
+    show(args, *measure(args))
     return 0
+
+
+def run_with(**flags):
+    """The records of `bench optimizers` with these flags (model="lenet", optimizers="sgd,adam", ...), nothing
+    printed."""
+    return measure(shared.namespace(add_parser, **flags))[0]

@@ -1,8 +1,12 @@
 """python -m gluonperf.bench scratch: the book's LeNet trained data-parallel from scratch."""
-
 from ..cli import common as cli
+from . import shared
 
 NAME = "scratch"
+QUICK = ["--epochs", "1", "--limit", "512"]
+RECORDS = ("scratch",)
+TITLE = "Data parallelism from scratch"
+COLUMNS = ["epoch", "time_s", "images_per_s", "train_loss", "test_acc"]
 
 
 def add_parser(sub, common):
@@ -34,7 +38,8 @@ def add_parser(sub, common):
     p.set_defaults(run=run)
 
 
-def run(args):
+def measure(args):
+    """Check the flags, train: (records, the contexts, (training images, test images))."""
     import math
     from .. import UserError
     from ..training.data import load_dataset
@@ -55,9 +60,34 @@ def run(args):
     with cli.progress_bar(args.epochs * len(train_iter), "scratch") as bar:
         results = train(ctxs, train_iter, test_iter, epochs=args.epochs, lr=args.lr, method=args.method,
                         params=init_params(scale=args.init_scale, seed=args.seed), progress=bar.update)
+    return results, ctxs, (len(train_set), len(test_set))
+
+
+def show(args, results, ctxs, images):
+    """The terminal's table."""
     cli.emit(results, args, ctxs,
              title="LeNet from scratch on %s, %s (%d train / %d test), batch %d, lr %g, allreduce %s"
-                   % (",".join(map(str, ctxs)), args.dataset, len(train_set), len(test_set), args.batch_size,
+                   % (",".join(map(str, ctxs)), args.dataset, images[0], images[1], args.batch_size,
                       args.lr, args.method),
-             columns=["epoch", "time_s", "images_per_s", "train_loss", "test_acc"])
+             columns=COLUMNS)
+
+
+def run(args):
+    show(args, *measure(args))
     return 0
+
+
+def run_with(**flags):
+    """The records of `bench scratch` with these flags (ctx="cpu0,cpu1", epochs=2, ...), nothing printed."""
+    return measure(shared.namespace(add_parser, **flags))[0]
+
+
+def section(records):
+    """The report's block: the epochs, test accuracy and images/s."""
+    from ..render.figures import per_epoch
+    from ..render.kinds import Block, Table
+    m = records[-1].metrics
+    return Block("the book's LeNet from scratch on %s, allreduce %s" % (m.get("contexts"), m.get("method")),
+                 [Table(records, COLUMNS)],
+                 per_epoch(records, [("test_acc", "o-")], "images_per_s", "images/s"),
+                 "epoch %s: test accuracy %.3g, %.4g images/s" % (m["epoch"], m["test_acc"], m["images_per_s"]))

@@ -1,7 +1,44 @@
-"""What several bench subcommands share: the --trace flag, the notes on noisy and unstable
-measurements, and the two devices of parallel and overlap. (Comma-separated lists and
-sections of tables are every command's: gluonperf.cli.common.)"""
+"""What the bench subcommands share: their common flags and a subcommand's flags as keyword
+arguments (run_with), the --trace flag, the notes on noisy and unstable measurements, and the
+two devices of parallel and overlap. (Comma-separated lists and sections of tables are every
+command's: gluonperf.cli.common.)"""
+import argparse
+
 from ..cli import common as cli
+from ..cli.processes import add_processes
+
+
+def common_flags():
+    """The flags every subcommand takes: --ctx, --json, --csv, --stall-timeout, --processes."""
+    common = cli.common_parser()
+    add_processes(common)
+    return common
+
+
+def namespace(add_parser, **flags):
+    """The command line of the subcommand that `add_parser` adds, parsed with its defaults and
+    then `flags`: keyword arguments named as its flags' dests (batch_size=8 for --batch-size 8),
+    each value as the command line writes it (sizes="4K,4M", parsed by the flag's type) or as
+    parsed (sizes=[4096, 4194304]). A flag the subcommand requires must be given; one it does
+    not have is a TypeError, as for any function."""
+    sub = argparse.ArgumentParser().add_subparsers()
+    add_parser(sub, common_flags())
+    parser = next(iter(sub.choices.values()))
+    actions = {a.dest: a for a in parser._actions if a.dest not in ("help", argparse.SUPPRESS)}
+    for dest in flags:
+        if dest not in actions:
+            raise TypeError("run_with() got an unexpected keyword argument %r (bench %s has no --%s)"
+                            % (dest, parser.prog.split()[-1], dest.replace("_", "-")))
+    for action in actions.values():
+        if action.required:
+            if action.dest not in flags:
+                raise TypeError("run_with() needs %s= (%s)" % (action.dest, action.option_strings[0]))
+            action.required = False
+    args = parser.parse_args([])
+    for dest, value in flags.items():
+        kind = actions[dest].type
+        setattr(args, dest, kind(value) if isinstance(value, str) and kind is not None else value)
+    return args
 
 
 def warn_unstable(results):
@@ -20,10 +57,16 @@ def add_trace(p, what="one more run of the measured code, untimed, so the profil
                         "chrome://tracing) of %s" % what)
 
 
-def dump_trace(trace):
+def write_trace(trace):
+    """Write --trace's file, if asked for (measure.trace.Trace)."""
     if trace:
         trace.dump()
-        cli.note("wrote profiler trace %s (open in ui.perfetto.dev or chrome://tracing)" % trace.path)
+
+
+def wrote_trace(path):
+    """The note that --trace's file is written."""
+    if path:
+        cli.note("wrote profiler trace %s (open in ui.perfetto.dev or chrome://tracing)" % path)
 
 
 def warn_noisy(results):
@@ -49,5 +92,14 @@ def pair_used(args, pick):
     return list(getattr(auto_parallel, pick)(cli.contexts(args)))
 
 
+STAND_IN_TEXT = "two CPU contexts stand in for two devices; they share the same cores"
+
+
 def stand_in_note(stand_in):
-    return " [no GPU: two CPU contexts stand in for two devices; they share the same cores]" if stand_in else ""
+    """The terminal title's word on CPU contexts standing in for two devices."""
+    return " [no GPU: %s]" % STAND_IN_TEXT if stand_in else ""
+
+
+def stand_in_reading(m):
+    """The report reading's word on it, from a record's metrics."""
+    return " (%s)" % STAND_IN_TEXT if m.get("stand_in") else ""

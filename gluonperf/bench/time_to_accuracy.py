@@ -1,9 +1,12 @@
 """python -m gluonperf.bench time-to-accuracy: time to a test accuracy per optimizer, over seeds."""
-
 from ..cli import common as cli
+from . import shared
 
 NAME = "time-to-accuracy"
-
+QUICK = ["--optimizers", "sgd,rmsprop", "--seeds", "1", "--epochs", "1", "--limit", "256", "--target-top1", "0.3"]
+RECORDS = ("time-to-accuracy", "time-to-accuracy-run")
+COLUMNS = ["name", "reached", "median_time_to_target_s", "median_epochs_to_target", "median_images_to_target",
+           "median_best_test_top1", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_n", "verdict"]
 
 TTA_FLAGS = ("model", "hybridize", "dataset", "data_dir", "limit", "batch_size", "epochs", "wd", "warmup_epochs",
              "lr_decay")
@@ -31,18 +34,19 @@ def add_parser(sub, common):
     p.set_defaults(run=run)
 
 
-TTA_COLUMNS = ["name", "reached", "median_time_to_target_s", "median_epochs_to_target", "median_images_to_target",
-               "median_best_test_top1", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_n", "verdict"]
+def _optimizers(args):
+    return list(dict.fromkeys(n.strip() for n in args.optimizers.split(",") if n.strip()))
 
 
-def run(args):
+def measure(args):
+    """Check the flags, train per optimizer and seed: (records, the contexts)."""
     from .. import UserError
     from ..config import OPTIMIZERS, TrainConfig
     from ..training.data import check_available
     from ..training.models import get_model
     from ..experiments.time_to_accuracy import time_to_accuracy
     ctxs = cli.contexts(args)
-    names = list(dict.fromkeys(n.strip() for n in args.optimizers.split(",") if n.strip()))
+    names = _optimizers(args)
     if not names or any(n not in OPTIMIZERS for n in names):
         raise UserError("--optimizers %r: choose from %s, comma-separated" % (args.optimizers, ",".join(OPTIMIZERS)))
     get_model(args.model)
@@ -54,10 +58,25 @@ def run(args):
                          log_interval=0, kvstore="flat" if len(ctxs) > 1 else "device")
     with cli.progress_bar(len(names) * args.seeds, "time to accuracy") as bar:
         results = time_to_accuracy(config, ctxs, names, list(range(args.seeds)), progress=bar.update)
+    return results, ctxs
+
+
+def show(args, results, ctxs):
+    """The terminal's table: one row per optimizer (each run goes to --json)."""
     summary = [r for r in results if r.bench == "time-to-accuracy"]
-    cli.emit(summary, args, ctxs, columns=TTA_COLUMNS, records=results,
+    cli.emit(summary, args, ctxs, columns=COLUMNS, records=results,
              title="time to test top-1 %g: %s on %s, batch %d on %s, up to %d epochs, %d seed(s) per optimizer at "
                    "its default learning rate; speedup: %s's time / this one's (95%% CI over the seeds)"
                    % (args.target_top1, args.model, args.dataset, args.batch_size, ",".join(map(str, ctxs)),
-                      args.epochs, args.seeds, names[0]))
+                      args.epochs, args.seeds, _optimizers(args)[0]))
+
+
+def run(args):
+    show(args, *measure(args))
     return 0
+
+
+def run_with(**flags):
+    """The records of `bench time-to-accuracy` with these flags (optimizers="sgd,adam", seeds=3, ...), nothing
+    printed."""
+    return measure(shared.namespace(add_parser, **flags))[0]

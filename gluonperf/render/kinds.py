@@ -1,13 +1,14 @@
-"""One renderer per kind of record: a function of one run's records (one file's records of one
-kind, keyed by their `bench`) that returns a Block, its tables, a plot where a plot says it
-better, and the one-line reading the command printed (derived here from the records). KINDS
-lists them in the order the report's page shows them. Nothing here imports MXNet.
+"""What the report draws a kind of records with: Table, Block and Kind, the text of numbers and
+intervals, and one renderer per kind of record that commands other than bench write: a
+function of one run's records (one file's records of one kind, keyed by their `bench`) that
+returns a Block, its tables, a plot where a plot says it better, and the one-line reading the
+command printed (derived here from the records). The bench subcommands' renderers are in their
+own modules (gluonperf.bench), beside the tables they print. Nothing here imports MXNet.
 """
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
-from ..runtime.precision import precision_label
-from .figures import error_bars, figure, labelled_bars, per_epoch, short_number, svg, time_bars
+from .figures import error_bars, figure, labelled_bars, per_epoch, short_number, svg
 from ..records import Result, format_value
 
 
@@ -42,15 +43,15 @@ class Kind:
 
 # --- numbers and intervals as text ----------------------------------------------
 
-def _seconds(value):
+def seconds(value):
     return format_value("_s", value)
 
 
-def _pct(value):
+def percent(value):
     return "-" if value is None else "%.0f%%" % (100 * value)
 
 
-def _interval(m, key):
+def interval_of(m, key):
     """The stats.Interval a record holds for `key` (key_ci_low, key_ci_high, key_n, key_level),
     or None for a record without one."""
     from ..measure.stats import LEVEL, Interval
@@ -69,12 +70,12 @@ def _rounds_of(m, key):
     return m.get(key + "_n") or m.get("rounds")
 
 
-def _fixed(value):
+def fixed(value):
     """A ratio in an interval's text, as gluonperf.measure.stats writes it: 1.12, 0.95, 1.1e+03."""
     return "%.2f" % value if 0.1 <= abs(value) < 100 else "%.3g" % value
 
 
-def _with_interval(m, key, what="rounds", pct=False):
+def with_interval(m, key, what="rounds", pct=False):
     """A ratio as it may be stated: '1.12x (95% CI 1.04-1.21, 12 rounds)' (a share with
     `pct`: '70% (95% CI 65%-75%, 5 rounds)'); an old record's min..max with the level it has
     as an interval of the median, '1.13x (min..max 1.04..1.22: 75% for 3 rounds)'
@@ -82,13 +83,13 @@ def _with_interval(m, key, what="rounds", pct=False):
     value = m.get(key)
     if value is None:
         return "-"
-    bound = _pct if pct else _fixed
-    head = _pct(value) if pct else _fixed(value) + "x"
-    iv = _interval(m, key)
+    bound = percent if pct else fixed
+    head = percent(value) if pct else fixed(value) + "x"
+    iv = interval_of(m, key)
     if iv is not None:
-        ci = ("%g%% CI unknown" % (100 * iv.level) if not iv.high < float("inf")
-              else "%g%% CI %s-%s" % (100 * iv.level, bound(iv.low), bound(iv.high)))
-        return "%s (%s, %d %s)" % (head, ci, iv.n, what if iv.n != 1 else what.rstrip("s"))
+        text = ("%g%% CI unknown" % (100 * iv.level) if not iv.high < float("inf")
+                else "%g%% CI %s-%s" % (100 * iv.level, bound(iv.low), bound(iv.high)))
+        return "%s (%s, %d %s)" % (head, text, iv.n, what if iv.n != 1 else what.rstrip("s"))
     lo, hi = m.get(key + "_min"), m.get(key + "_max")
     if lo is not None and hi is not None:
         from ..measure.stats import minmax_level
@@ -99,13 +100,13 @@ def _with_interval(m, key, what="rounds", pct=False):
     return "%s (no interval recorded)" % head
 
 
-def _ci(key, pct=False):
+def interval_column(key, pct=False):
     """A table column: `key`'s interval (or an old record's min..max, labelled with its level)."""
-    fmt = _pct if pct else _fixed
+    fmt = percent if pct else fixed
 
     def cell(r):
         m = r.metrics
-        iv = _interval(m, key)
+        iv = interval_of(m, key)
         if iv is not None:
             hi = fmt(iv.high) if iv.high < float("inf") else "inf"
             return "%s-%s (%g%%, n=%d)" % (fmt(iv.low), hi, 100 * iv.level, iv.n)
@@ -118,7 +119,21 @@ def _ci(key, pct=False):
     return ("%s CI" % key.replace("_", " "), cell)
 
 
-def _paired_interval(base, other, key):
+def report_columns(columns, besides=None):
+    """A command's table (`columns`, as it prints them) as the report shows it: an interval's
+    X_ci_low and X_ci_high (and X_n) become one cell, `interval_column(X)`; `besides` maps a
+    column to the columns the report shows after it besides the command's."""
+    out = []
+    for c in columns:
+        if c.endswith("_ci_low"):
+            out.append(interval_column(c[:-len("_ci_low")]))
+        elif not (c.endswith("_ci_high") or c.endswith("_n") and c[:-len("_n")] + "_ci_low" in columns):
+            out.append(c)
+        out += (besides or {}).get(c, [])
+    return out
+
+
+def paired_interval(base, other, key):
     """`key`'s interval fields from two records' per-repeat samples (samples_s, paired repeat by
     repeat in one run): other_i / base_i; {} when they did not keep them."""
     a, b = base.get("samples_s"), other.get("samples_s")
@@ -131,7 +146,7 @@ def _paired_interval(base, other, key):
         return {}
 
 
-def _verdict_of(m, prefix="", what="rounds"):
+def verdict_of(m, prefix="", what="rounds"):
     """' (faster)', ' (same)', ' (inconclusive; about 9 rounds would settle it)' when the record
     has a verdict (other than the baseline's), else ''."""
     word = m.get(prefix + "verdict")
@@ -142,44 +157,12 @@ def _verdict_of(m, prefix="", what="rounds"):
                         else "")
 
 
-def _noisy(records):
+def noisy_note(records):
     return "; some results are noisy (IQR above 10% of the median)" if any(
         r.metrics.get("noisy") for r in records) else ""
 
 
 # --- one renderer per kind --------------------------------------------------------
-
-def hybridize_section(records):
-    timed = [r for r in records if "speedup" in r.metrics]
-    export = [r for r in records if r.name == "export"]
-    m = timed[0].metrics
-    base = next((r for r in timed if r.name == "imperative"), timed[0])
-    # the fastest: the highest interval's lower end (the estimate where there is none), the baseline aside
-    best = max([r for r in timed if r is not base] or timed,
-               key=lambda r: r.metrics.get("speedup_ci_low") or r.metrics["speedup"])
-    fig, ax = figure(width=8.0, height=0.5 * len(timed) + 1.2)
-    times = [r.metrics["median_s"] for r in timed]
-    half_iqr = [r.metrics.get("iqr_s", 0) / 2 * 1e3 for r in timed]  # the spread gluonperf judges noise by
-    low = [min(h, t * 1e3) for h, t in zip(half_iqr, times)]  # a bar's spread never reaches below 0
-    labelled_bars(ax[0][0], [r.name for r in timed], [t * 1e3 for t in times], [low, half_iqr],
-                  "ms per call (median, bar: IQR); label: speedup over %s" % base.name,
-                  log=max(times) > 30 * min(times), annotate=None)
-    for y, r in zip(range(len(timed))[::-1], timed):
-        end = (r.metrics["median_s"] + r.metrics.get("iqr_s", 0) / 2) * 1e3
-        ax[0][0].annotate("%sx" % short_number(r.metrics["speedup"]), (end, y),
-                          xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
-    tables = [Table(timed, ["name", "median_s", "iqr_s", "min_s", "max_s", "noisy", "speedup", _ci("speedup"),
-                            "verdict", "samples_per_s", "max_abs_diff", "hybrid_forward_calls", "calls"])]
-    if export:
-        tables.append(Table(export, ["name", "symbol_file", "params_file", "max_abs_diff"], "exported model"))
-    return Block("%s %s, batch %s on %s" % (m.get("model"), "train steps" if m.get("task") == "train_step"
-                                            else "forward calls", m.get("batch_size"), m.get("ctx")),
-                 tables, svg(fig),
-                 "%s against %s: %s the speed%s (%s vs %s per call)%s"
-                 % (best.name, base.name, _with_interval(best.metrics, "speedup", "repeats"),
-                    _verdict_of(best.metrics, what="repeats"), _seconds(best.metrics["median_s"]),
-                    _seconds(base.metrics["median_s"]), _noisy(timed)))
-
 
 def hybridize_suite_section(records):
     groups = {}
@@ -193,183 +176,13 @@ def hybridize_suite_section(records):
     ax[0][0].axvline(1, color="black", lw=0.8, ls="--")
     tops = {g: max([r for r in rs if r.metrics.get("verdict") != "baseline"] or rs,
                    key=lambda r: r.metrics.get("ratio_ci_low") or r.metrics["ratio"]) for g, rs in groups.items()}
-    best = ["%s: %s %s%s" % (g, r.name, _with_interval(r.metrics, "ratio", "repeats"),
-                             _verdict_of(r.metrics, what="repeats")) for g, r in tops.items()]
+    best = ["%s: %s %s%s" % (g, r.name, with_interval(r.metrics, "ratio", "repeats"),
+                             verdict_of(r.metrics, what="repeats")) for g, r in tops.items()]
     return Block("gluonperf's hybridize modes against the chapter's benchmark loop",
                  [Table(records, ["name", "model", "task", "batch_size", "median_s", "iqr_s", "noisy",
-                                  "samples_per_s", "ratio", _ci("ratio"), "verdict"])], svg(fig),
+                                  "samples_per_s", "ratio", interval_column("ratio"), "verdict"])], svg(fig),
                  "best against the book's loop (highest lower end of the interval): " + "; ".join(best)
-                 + _noisy(records))
-
-
-def async_section(records):
-    demo = [r for r in records if r.name.endswith("queued") or "ratio_to_queued" in r.metrics]
-    calls = [r for r in records if "left_s" in r.metrics]
-    sweep = [r for r in records if "sync_s" in r.metrics]
-    cross = [r for r in records if r.name == "crossover"]
-    parts = []
-    finished = [r for r in demo if r.metrics.get("ratio_to_queued")]
-    if finished:
-        queued = next((r for r in demo if r.name.endswith("queued")), None)
-        m = dict(finished[0].metrics)
-        if queued is not None and _interval(m, "ratio_to_queued") is None:
-            m.update(_paired_interval(queued.metrics, m, "ratio_to_queued"))
-        parts.append("finishing y takes %s as long as queueing it%s"
-                     % (_with_interval(m, "ratio_to_queued", "repeats"), _verdict_of(m, what="repeats")))
-    if cross:
-        c = cross[0].metrics
-        parts.append("the Python front end set the async loop's pace at every size swept"
-                     if c.get("backend_bound_from") is None else
-                     "from %sx%s up the operator (t2), not Python (t1), sets the async loop's pace"
-                     % (c["backend_bound_from"], c["backend_bound_from"]))
-        parts.append("async still gains %d%% or more at the largest size swept" % (100 * c["gain_below"])
-                     if c.get("size") is None else
-                     "crossover: from %sx%s up, async gains less than %d%%"
-                     % (c["size"], c["size"], 100 * c["gain_below"]))
-    fig = None
-    if sweep:
-        f, ax = figure(1, 2, width=8.5, height=3.0)
-        sizes = [r.metrics["size"] for r in sweep]
-        a = ax[0][0]
-        times = [r.metrics[k] * 1e6 for r in sweep for k in ("sync_s", "async_s")]
-        a.plot(sizes, [r.metrics["sync_s"] * 1e6 for r in sweep], "o-", label="sync: wait_to_read() every iteration")
-        a.plot(sizes, [r.metrics["async_s"] * 1e6 for r in sweep], "s-", label="async: waitall() once")
-        a.set_xscale("log")
-        if max(times) > 10 * min(times):
-            a.set_yscale("log")
-        a.set_xlabel("n (x is n x n)")
-        a.set_ylabel("us per iteration")
-        a.legend(fontsize=8)
-        b = ax[0][1]
-        b.semilogx(sizes, [r.metrics["speedup"] for r in sweep], "o-", color="tab:green")
-        b.axhline(1, color="black", lw=0.8, ls="--")
-        if cross and cross[0].metrics.get("size"):
-            b.axvline(cross[0].metrics["size"], color="tab:red", ls=":", label="crossover")
-            b.legend(fontsize=8)
-        b.set_xlabel("n (x is n x n)")
-        b.set_ylabel("speedup of async over sync")
-        for axis in (a, b):
-            axis.grid(True, alpha=0.3)
-        fig = svg(f)
-    op = (cross[0].metrics.get("op") if cross else None) or (sweep[0].metrics.get("op") if sweep else "")
-    tables = [Table(demo, ["name", "size", "median_s", "iqr_s", "ratio_to_queued"], "queued vs finished (ratio of "
-                    "medians; the reading's interval is of the per-repeat ratios)"),
-              Table(calls, ["name", "median_s", "left_s", "blocks"],
-                    "which calls block (median_s: the call; left_s: waitall() right after)"),
-              Table(sweep, ["name", "iterations", "sync_s", "async_s", "speedup", _ci("speedup"), "verdict",
-                            "paired_speedup", "t1_s", "t2_s",
-                            "t3_s", "t2_plus_t3_s", "bound", "model_fits", "noisy"],
-                    "%s per iteration: t1 front end, t2 back end, t3 return" % op),
-              Table(cross, ["name", "op", "gain_below", "size", "backend_bound_from"], "crossover")]
-    ctx = records[0].metrics.get("ctx", "")
-    return Block("asynchronous execution on %s" % ctx, [t for t in tables if t.records], fig,
-                 "; ".join(parts) + _noisy(sweep))
-
-
-def memory_section(records):
-    ok = [r for r in records if "error" not in r.metrics]
-    fig, ax = figure(height=3.0)
-    a = ax[0][0]
-    xs = range(len(ok))
-    a.plot(xs, [r.metrics["rss_growth_bytes"] / 2 ** 20 for r in ok], "o-", color="tab:red")
-    a.set_ylabel("peak RSS growth (MiB)", color="tab:red")
-    a.set_ylim(0, 1.15 * max(r.metrics["rss_growth_bytes"] / 2 ** 20 for r in ok) or 1)
-    t = a.twinx()
-    t.plot(xs, [r.metrics["seconds_s"] for r in ok], "s--", color="tab:blue")
-    t.set_ylabel("time for the loop (s)", color="tab:blue")
-    t.set_ylim(0, 1.15 * max(r.metrics["seconds_s"] for r in ok))
-    a.set_xticks(list(xs))
-    a.set_xticklabels([r.name for r in ok])
-    a.grid(True, alpha=0.3)
-    first, last = ok[0], ok[-1]
-    reading = "%s: %.3gx the time and %.3gx the peak-RSS growth of %s (one run each, no interval; ran ahead up to " \
-              "%s batches)" % (
-        last.name, last.metrics["seconds_s"] / first.metrics["seconds_s"],
-        last.metrics["rss_growth_bytes"] / max(first.metrics["rss_growth_bytes"], 1), first.name,
-        last.metrics.get("max_in_flight", "?"))
-    m = first.metrics
-    return Block("the chapter's MLP, %s batches of %s samples (%s data) on %s" % (m.get("batches"), m.get("batch_size"),
-                                                                        m.get("data"), m.get("ctx")),
-                 [Table(records, ["name", "seconds_s", "per_batch_s", "rss_peak_bytes", "rss_growth_bytes",
-                                  "device_peak_bytes", "ran_ahead_batches", "max_in_flight", "time_vs_first",
-                                  "growth_vs_first", "error"])], svg(fig), reading)
-
-
-def _stand_in(m):
-    return " (two CPU contexts stand in for two devices; they share the same cores)" if m.get("stand_in") else ""
-
-
-def parallel_section(records):
-    both = next(r for r in records if "gain" in r.metrics)
-    alone = [r for r in records if r is not both]
-    return Block("%s products on %s" % (both.metrics.get("n"), both.metrics.get("devices")),
-                 [Table(records, ["name", "median_s", "iqr_s", "noisy", "gain", _ci("gain"), "verdict"])],
-                 time_bars(records, [("sum of the runs alone", sum(r.metrics["median_s"] for r in alone))]),
-                 "both at once: gain %s%s = (t_a + t_b) / t_both (2: the devices fully overlap, 1: not at all)%s%s"
-                 % (_with_interval(both.metrics, "gain", "repeats"), _verdict_of(both.metrics, what="repeats"),
-                    _stand_in(both.metrics), _noisy(records)))
-
-
-def overlap_section(records):
-    both = next(r for r in records if "overlap" in r.metrics)
-    m = both.metrics
-    parts = [r for r in records if r is not both]
-    reading = ("the overlap is lost in noise (the spread exceeds half the shorter of compute and copy)"
-               if m.get("overlap_lost_in_noise") else
-               "pipelining hid %s: overlap %.2f of the shorter of compute and copy (1: fully hidden)"
-               % (_seconds(m["hidden_s"]), m["overlap"]))
-    if m.get("gain") is not None:
-        reading += "; gain over compute and copy apart %s%s" % (_with_interval(m, "gain", "repeats"),
-                                                                _verdict_of(m, what="repeats"))
-    return Block("%s products, copied %s (%.3g MiB)" % (m.get("n"), m.get("devices"), m.get("copy_bytes", 0) / 2 ** 20),
-                 [Table(records, ["name", "median_s", "iqr_s", "noisy", "gain", _ci("gain"), "verdict", "hidden_s",
-                                  "overlap", "paired_overlap", "overlap_lost_in_noise"])],
-                 time_bars(records, [("compute + copy, one after the other",
-                                      sum(r.metrics["median_s"] for r in parts))]),
-                 reading + _stand_in(m) + _noisy(records))
-
-
-def allreduce_section(records):
-    counts = sorted({r.metrics["contexts"] for r in records})
-    sizes = sorted({r.metrics["tensor_bytes"] for r in records})
-    methods = list(dict.fromkeys(r.name for r in records))
-    labels = {r.metrics["tensor_bytes"]: r.metrics["size"] for r in records}
-    fig, ax = figure(1, len(counts), width=min(4.0 * len(counts) + 1, 11), height=3.2, sharey=True)
-    parts = []
-    for a, k in zip(ax[0], counts):
-        rows = [r for r in records if r.metrics["contexts"] == k]
-        for method in methods:
-            pts = sorted((r.metrics["tensor_bytes"], r.metrics["bus_GBps"]) for r in rows if r.name == method)
-            if pts:
-                ceiling = method == "copyto"
-                a.plot([p[0] for p in pts], [p[1] for p in pts], "o--" if ceiling else "o-",
-                       label=method + (" (ceiling)" if ceiling else ""))
-        a.set_xscale("log", base=2)
-        a.set_xticks(sizes)
-        a.set_xticklabels([labels[s] for s in sizes])
-        a.set_title("%d contexts" % k, fontsize=10)
-        a.set_xlabel("tensor size")
-        a.grid(True, alpha=0.3)
-        largest = [r for r in rows if r.metrics["tensor_bytes"] == max(sizes) and r.name != "copyto"]
-        if largest:
-            best = max(largest, key=lambda r: r.metrics["bus_GBps"])
-            parts.append("%s over %d: %s is fastest, %.3g GB/s = %s of the copyto ceiling"
-                         % (best.metrics["size"], k, best.name, best.metrics["bus_GBps"],
-                            _pct(best.metrics.get("of_ceiling"))))
-    ax[0][0].set_ylabel("bus GB/s (2(k-1)/k x size per context)")
-    ax[0][-1].legend(fontsize=8)
-    return Block("allreduce of one float32 tensor over %s contexts" % ",".join(map(str, counts)),
-                 [Table(records, ["contexts", "size", "name", "median_s", "iqr_s", "bus_GBps", "of_ceiling",
-                                  "max_recv", "noisy", "max_abs_err"])], svg(fig),
-                 "; ".join(parts) + _noisy(records))
-
-
-def scratch_section(records):
-    m = records[-1].metrics
-    return Block("the book's LeNet from scratch on %s, allreduce %s" % (m.get("contexts"), m.get("method")),
-                 [Table(records, ["epoch", "time_s", "images_per_s", "train_loss", "test_acc"])],
-                 per_epoch(records, [("test_acc", "o-")], "images_per_s", "images/s"),
-                 "epoch %s: test accuracy %.3g, %.4g images/s" % (m["epoch"], m["test_acc"], m["images_per_s"]))
+                 + noisy_note(records))
 
 
 def train_section(records):
@@ -395,7 +208,7 @@ def scaling_section(records):
     a.plot(devices, devices, "--", color="gray", label="ideal")
     a.plot(devices, [r.metrics["speedup"] for r in records], "o-", label="measured")
     for d, r in zip(devices, records):
-        a.annotate(_pct(r.metrics["efficiency"]), (d, r.metrics["speedup"]), xytext=(4, -10),
+        a.annotate(percent(r.metrics["efficiency"]), (d, r.metrics["speedup"]), xytext=(4, -10),
                    textcoords="offset points", fontsize=8)
     a.set_xlabel("devices")
     a.set_ylabel("speedup (label: efficiency)")
@@ -417,8 +230,9 @@ def scaling_section(records):
     last = records[-1].metrics
     reading = ("on %s devices: %s the images/s of one (efficiency %s); a step is %s: t1 compute %s, "
                "t2 communication %s") % (
-        last["devices"], _with_interval(last, "speedup", "repeats"), _pct(last["efficiency"]), _seconds(last["step_s"]),
-        _seconds(last["t1_s"]), _seconds(last["t2_s"]))
+        last["devices"], with_interval(last, "speedup", "repeats"), percent(last["efficiency"]),
+        seconds(last["step_s"]),
+        seconds(last["t1_s"]), seconds(last["t2_s"]))
     serial, hidden = last.get("serial_model_s"), last.get("overlap_model_s")
     if serial and hidden and serial > 1.05 * hidden:  # the two models tell the cases apart
         reading += "; closer to %s" % ("t1 + t2 (communication not hidden)" if abs(last["step_s"] - serial) <
@@ -426,9 +240,10 @@ def scaling_section(records):
     return Block("%s, %s images per device, kvstore %s" % (last.get("model"), last.get("per_device_batch"),
                                                            last.get("kvstore")),
                  [Table(records, ["devices", "batch_size", "step_s", "iqr_s", "t1_s", "t2_s", "update_s",
-                                  "overlap_model_s", "serial_model_s", "images_per_s", "speedup", _ci("speedup"),
+                                  "overlap_model_s", "serial_model_s", "images_per_s", "speedup",
+                                  interval_column("speedup"),
                                   "efficiency",
-                                  "noisy"])], svg(fig), reading + _noisy(records))
+                                  "noisy"])], svg(fig), reading + noisy_note(records))
 
 
 def profile_section(records):
@@ -468,60 +283,16 @@ def profile_section(records):
                     % (ceiling[0].metrics.get("dtype", "float32") if ceiling else "float32")),
               Table(work, ["name", "layers", "forward_gflop", "backward_gflop", "training_gflop"],
                     "the model's work per training image"),
-              Table(parts, ["name", "time_s", ("share", lambda r: _pct(r.metrics.get("share"))), "noisy"],
+              Table(parts, ["name", "time_s", ("share", lambda r: percent(r.metrics.get("share"))), "noisy"],
                     "the step, each part fenced by a sync (timed run)"),
               Table(timed_ops, ["name", "phase", "calls_per_step", "time_s",
-                                ("share", lambda r: _pct(r.metrics.get("share"))), "gflop_per_s",
-                                ("of ceiling", lambda r: _pct(r.metrics.get("of_ceiling")))],
+                                ("share", lambda r: percent(r.metrics.get("share"))), "gflop_per_s",
+                                ("of ceiling", lambda r: percent(r.metrics.get("of_ceiling")))],
                     "top operators (profiled run, bulk execution off)"),
               Table(verdict, ["name", "finding"], "verdict")]
     return Block("%s, batch %s on %s, hybridize %s" % (m.get("model"), m.get("batch_size"), m.get("contexts"),
                                                         m.get("hybridize")),
                  tables, svg(fig), reading)
-
-
-def footprint_section(records):
-    """bench footprint: what each (setting, batch) needs, model and step stacked; the
-    checkpointed runs against their plain step; the largest batch per budget."""
-    runs = [r for r in records if r.bench == "footprint"]
-    budgets = [r for r in records if r.bench == "footprint-budget"]
-    ok = [r for r in runs if "error" not in r.metrics]
-    mib = 2.0 ** 20
-    labels = ["%s, batch %s" % (r.name, r.metrics["batch_size"]) for r in ok]
-    fig, ax = figure(width=8.0, height=0.45 * len(ok) + 1.4)
-    a = ax[0][0]
-    ys = list(range(len(ok)))[::-1]  # first run on top
-    model = [r.metrics["model_bytes"] / mib for r in ok]
-    above = [r.metrics["peak_above_bytes"] / mib for r in ok]
-    a.barh(ys, model, color="tab:grey", label="model (parameters, gradients, optimizer states)")
-    a.barh(ys, above, left=model, color="tab:blue", label="the step's peak above the model")
-    a.set_yticks(ys)
-    a.set_yticklabels(labels, fontsize=8)
-    a.set_xlabel("MiB")
-    a.legend(fontsize=7, loc="lower right")
-    for r in budgets:
-        if r.metrics.get("budget_bytes"):
-            a.axvline(r.metrics["budget_bytes"] / mib, color="tab:red", linestyle="--", linewidth=1)
-    least = min(ok, key=lambda r: r.metrics["needs_bytes"] / r.metrics["batch_size"])
-    parts = ["least memory per sample: %s at batch %s, %.0f MiB above the model"
-             % (least.name, least.metrics["batch_size"], least.metrics["peak_above_bytes"] / mib)]
-    parts += ["%s at batch %s: %s the plain step's memory at %s its time (one run each, no interval)"
-              % (r.name, r.metrics["batch_size"], short_number(r.metrics["peak_vs_plain"]) + "x",
-                 short_number(r.metrics["time_vs_plain"]) + "x") for r in ok if r.metrics.get("peak_vs_plain")]
-    parts += ["largest batch within %.0f MiB for %s: %s" % (r.metrics["budget_bytes"] / mib, r.name,
-                                                            r.metrics.get("largest_batch"))
-              for r in budgets if r.metrics.get("budget_bytes")]
-    m = runs[0].metrics
-    tables = [Table(runs, ["name", "batch_size", "model_bytes", "peak_above_bytes", "bytes_per_sample",
-                           "needs_bytes", "step_s", "images_per_s", "peak_vs_plain", "time_vs_plain", "error"],
-                    "each run: the model's bytes and the step's peak above them")]
-    if budgets:
-        tables.append(Table(budgets, ["name", "budget_bytes", "predicted_batch", "largest_batch", "fits",
-                                      "needs_bytes", "over_batch", "error"], "the largest batch within each budget"))
-    dtype = m.get("dtype", "float32")
-    return Block("%s on %s%s" % (m.get("model"), m.get("contexts"),
-                                 precision_label(dtype)),
-                 tables, svg(fig), "; ".join(parts))
 
 
 def predict_section(records):
@@ -565,7 +336,7 @@ def predict_section(records):
                             "the most devices per machine that keep the efficiency"))
     if checks:
         errors = [r.metrics["error"] for r in checks]
-        judged = [r for r in checks if _interval(r.metrics, "measured_over_predicted")]
+        judged = [r for r in checks if interval_of(r.metrics, "measured_over_predicted")]
         if judged:  # the measured step with its interval: within, outside, or inconclusive
             counts = [sum(1 for r in judged if r.metrics.get("within_25pct") is v) for v in (True, False, None)]
             parts.append("checked against runs here, measured/predicted with its interval: within 25%% in %d of "
@@ -575,15 +346,15 @@ def predict_section(records):
         else:  # older files: one measured step each, no spread
             parts.append("checked against runs here: within 25%% in %d of %d (errors %s..%s; one measured run each, "
                          "no interval)" % (sum(1 for r in checks if r.metrics.get("within_25pct")), len(checks),
-                                           _pct(min(errors)), _pct(max(errors))))
+                                           percent(min(errors)), percent(max(errors))))
         tables.append(Table(checks, ["name", "predicted_step_s", "measured_step_s",
                                      ("measured step CI", lambda r: "%s-%s (n=%s)" % (
-                                         _seconds(r.metrics["measured_step_low_s"]),
-                                         _seconds(r.metrics["measured_step_high_s"]), r.metrics.get("measured_n"))
+                                         seconds(r.metrics["measured_step_low_s"]),
+                                         seconds(r.metrics["measured_step_high_s"]), r.metrics.get("measured_n"))
                                       if r.metrics.get("measured_step_low_s") is not None else "-"),
-                                     "measured_over_predicted", _ci("measured_over_predicted"),
+                                     "measured_over_predicted", interval_column("measured_over_predicted"),
                                      "predicted_images_per_s", "measured_images_per_s",
-                                     ("error", lambda r: _pct(r.metrics["error"])), "within_25pct"],
+                                     ("error", lambda r: percent(r.metrics["error"])), "within_25pct"],
                             "predictions against measured runs (within 25%: the whole interval of measured/predicted "
                             "inside 0.75..1.25; '-': inconclusive)"))
         if not rows:
@@ -617,7 +388,7 @@ def tune_section(records):
         groups.setdefault(label, []).append(r)
     group_of = {id(r): g for g, rs in groups.items() for r in rs}
     measured = [r for r in cands if r.metrics.get("ratio") is not None]
-    intervals = any(_interval(r.metrics, "ratio") for r in measured)
+    intervals = any(interval_of(r.metrics, "ratio") for r in measured)
     fig = None
     if measured:
         f, ax = figure(width=8.5, height=0.3 * len(measured) + 1.2)
@@ -635,58 +406,51 @@ def tune_section(records):
         reading = "; ".join(("best at batch %s: %s" % (r.metrics.get("batch_size"), r.metrics.get("verdict_text"))
                              if r.metrics.get("verdict") == "defaults" else
                              "best at batch %s: %s the defaults%s with %s" % (
-                                 r.metrics.get("batch_size"), _with_interval(r.metrics, "speedup"),
-                                 _verdict_of(r.metrics), r.metrics.get("command"))) for r in best)
+                                 r.metrics.get("batch_size"), with_interval(r.metrics, "speedup"),
+                                 verdict_of(r.metrics), r.metrics.get("command"))) for r in best)
     else:
         parts = []
         for g, rs in groups.items():
             runs = [r for r in rs if r.metrics.get("runner") != CEILING_RUNNER] or rs
             top = min(runs, key=lambda r: r.metrics.get("rank") or 1e9)
-            against = "".join(", %s %s%s" % (_with_interval(top.metrics, key), label,
-                                             _verdict_of(top.metrics, key + "_"))
+            against = "".join(", %s %s%s" % (with_interval(top.metrics, key), label,
+                                             verdict_of(top.metrics, key + "_"))
                               for key, label in yardsticks if top.metrics.get(key) is not None)
             if top.metrics.get("of_ceiling") is not None:
-                against += ", %s of the ceiling" % _with_interval(top.metrics, "of_ceiling", pct=True)
+                against += ", %s of the ceiling" % with_interval(top.metrics, "of_ceiling", pct=True)
             parts.append("%s: %s runs %s as fast as %s%s%s" % (
-                g, top.name, _with_interval(top.metrics, "ratio"), _baseline(rs), _verdict_of(top.metrics), against))
+                g, top.name, with_interval(top.metrics, "ratio"), _baseline(rs), verdict_of(top.metrics), against))
         reading = "; ".join(parts)
-    vs = [c for key, _ in yardsticks for c in (key, _ci(key), key + "_verdict")]
-    vs += ([("of ceiling", lambda r: _pct(r.metrics.get("of_ceiling"))), _ci("of_ceiling", pct=True)]
+    vs = [c for key, _ in yardsticks for c in (key, interval_column(key), key + "_verdict")]
+    vs += ([("of ceiling", lambda r: percent(r.metrics.get("of_ceiling"))), interval_column("of_ceiling", pct=True)]
            if any(r.metrics.get("of_ceiling") is not None for r in cands) else [])
     partial = [r for r in cands if r.metrics.get("partial")]
     if partial:  # written by a run stopped part-way (cli.keep_on_stop)
         reading = ("stopped before the end: %d row(s) marked partial hold only the rounds their sweep had "
                    "finished. " % len(partial)) + reading
-    tables = [Table(cands, ["batch_size", "lever", "rank", "name", "images_per_s", "ratio", _ci("ratio"), "verdict"]
+    tables = [Table(cands, ["batch_size", "lever", "rank", "name", "images_per_s", "ratio", interval_column("ratio"),
+                            "verdict"]
                     + vs + ["rounds", "error"] + (["partial"] if partial else []),
                     "ratios to each lever's baseline, measured interleaved (%s)"
                     % ("geometric mean of the per-round ratios, confidence interval and n" if intervals else
                        "median, min..max over rounds, labelled with the level it has as an interval of the median"))]
     if best:
-        tables.append(Table(best, ["batch_size", "name", "speedup", _ci("speedup"), "verdict", "command",
+        tables.append(Table(best, ["batch_size", "name", "speedup", interval_column("speedup"), "verdict", "command",
                                    "warnings"], "winning settings"))
     return Block(", ".join(groups) or "tune", tables, fig, reading)
 
 
-# The page's sections after the environment, in the order a reader needs them. A new kind
-# is one more line here and a renderer.
+# The kinds of records the commands other than bench write (and the benchmark suites); each
+# bench subcommand's module holds its own (gluonperf.bench, `section`), and the report puts
+# them all in the order a reader needs them (gluonperf.report.PAGE). A new kind is one more
+# line here and a renderer.
 KINDS = [
-    Kind(("hybridize",), "Hybridize: imperative vs hybridize() vs static", hybridize_section),
     Kind(("hybridize_suite",), "Hybridize against the book's loop", hybridize_suite_section),
-    Kind(("async",), "Asynchronous execution", async_section),
-    Kind(("memory",), "Memory cost of running ahead", memory_section),
-    Kind(("parallel",), "Two devices at once", parallel_section),
-    Kind(("overlap",), "Computation and communication overlapping", overlap_section),
-    Kind(("allreduce",), "Allreduce bandwidth", allreduce_section),
-    Kind(("scratch",), "Data parallelism from scratch", scratch_section),
     Kind(("train",), "Training: accuracy and images/s per epoch", train_section),
     Kind(("scaling",), "Scaling: speedup and efficiency against the ideal", scaling_section),
     Kind(("ceiling", "work", "breakdown", "operators", "verdict"),
          "Profile: where a training step's time goes, against the machine's ceiling", profile_section),
     Kind(("tune",), "Throughput suites and tune: ratios with their intervals", tune_section),
-    Kind(("footprint", "footprint-budget"), "Memory of a training step: settings, checkpointing, budgets",
-         footprint_section),
     Kind(("predict", "predict-best", "predict-check"), "Predicted scaling: devices and machines you do not have",
          predict_section),
 ]
-BY_BENCH = {b: kind for kind in KINDS for b in kind.benches}

@@ -1,7 +1,8 @@
 """The report's page: a results folder read (its JSON-lines files, profiler traces and
 checkpoints skipped), the machine and environment section, the change against older
-results (matched and judged by gluonperf.measure.comparison), one section per kind drawn
-by gluonperf.render.kinds, and the HTML of templates/report.html.j2. Nothing here imports MXNet.
+results (matched and judged by gluonperf.measure.comparison), one section per kind of records
+(the Kinds it is given: gluonperf.render.kinds's, and the report command adds the bench
+subcommands'), and the HTML of templates/report.html.j2. Nothing here imports MXNet.
 """
 import datetime
 import json
@@ -11,7 +12,7 @@ import re
 from .. import UserError
 from ..measure import comparison
 from .figures import figure, labelled_bars, svg
-from .kinds import BY_BENCH, KINDS, Block, Kind, Table
+from .kinds import KINDS, Block, Kind, Table
 from ..records import Result, format_value
 
 
@@ -238,14 +239,16 @@ def compare_section(old_runs, new_runs, threshold, metric, label):
 
 # --- the page ---------------------------------------------------------------------------
 
-def sections(runs):
-    """Group every record by kind (KINDS order, then unknown kinds), one block per file and kind."""
-    ordered = {kind.title: [] for kind in KINDS}
+def sections(runs, kinds=KINDS):
+    """Group every record by kind (in the order of `kinds`, then unknown kinds), one block per
+    file and kind."""
+    ordered = {kind.title: [] for kind in kinds}
+    by_bench = {b: kind for kind in kinds for b in kind.benches}
     other = []
     for path, pairs in runs:
         by = {}
         for r, _ in pairs:
-            by.setdefault(BY_BENCH.get(r.bench, r.bench), []).append(r)
+            by.setdefault(by_bench.get(r.bench, r.bench), []).append(r)
         for kind, records in by.items():
             if isinstance(kind, Kind):
                 ordered[kind.title].append(build_block(kind, records, path))
@@ -257,7 +260,9 @@ def sections(runs):
     return out
 
 
-def render_page(runs, title, old_runs=None, threshold=0.10, metric=None, old_label=None, skipped=()):
+def render_page(runs, title, old_runs=None, threshold=0.10, metric=None, old_label=None, skipped=(), kinds=KINDS):
+    """The page's HTML and the number of regressions against `old_runs`; `kinds` draw the records
+    (the report command gives every command's, gluonperf.report.kinds())."""
     import jinja2
     env = jinja2.Environment(loader=jinja2.PackageLoader("gluonperf.render", "templates"),
                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
@@ -266,7 +271,7 @@ def render_page(runs, title, old_runs=None, threshold=0.10, metric=None, old_lab
     if old_runs is not None:
         block, changes, regressions = compare_section(old_runs, runs, threshold, metric, old_label)
         page.append(("Change against %s" % old_label, [block]))
-    page += sections(runs)
+    page += sections(runs, kinds)
     view = [{"id": "s%d" % number, "title": section_title, "blocks": [block_view(b, changes) for b in blocks]}
             for number, (section_title, blocks) in enumerate(page)]
     records = sum(len(pairs) for _, pairs in runs)
