@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from helpers import HANGING_MXNET, ROOT, marked_env, processes_of, run_leaving_nothing
+from gluonperf import bench
 
 PY = sys.executable
 TIMEOUT = 240
@@ -61,16 +62,12 @@ def assert_user_mode(path):
 
 TWO = ["--ctx", "cpu0,cpu1"]
 
-# (id, argv after `python -m`, columns the table must have, bench names the JSON must hold)
-BENCH = [
-    ("hybridize", ["gluonperf.bench", "hybridize", "--repeat", "2", "--number", "20"],
-     ["name", "median_s", "speedup", "hybrid_forward_calls"], {"hybridize"}),
-    ("parallel", ["gluonperf.bench", "parallel", "--repeat", "2"], ["name", "median_s", "gain"], {"parallel"}),
-    ("overlap", ["gluonperf.bench", "overlap", "--repeat", "3"], ["name", "median_s", "overlap"], {"overlap"}),
-    ("allreduce", ["gluonperf.bench", "allreduce", "--sizes", "4K,256K", "--num-ctx", "2", "--repeat", "2"],
-     ["contexts", "size", "name", "bus_GBps"], {"allreduce"}),
-    ("scratch", ["gluonperf.bench", "scratch", "--epochs", "1", "--limit", "512"],
-     ["epoch", "images_per_s", "test_acc"], {"scratch"}),
+# (id, argv after `python -m`, columns the table must have, bench names the JSON must hold): every
+# bench subcommand's quick run (gluonperf.bench: QUICK), whose table shows its COLUMNS but for
+# device_peak_bytes (GPU contexts only) and error (a failed variant only); then train's
+BENCH = [(m.NAME, ["gluonperf.bench", m.NAME, *m.QUICK],
+          [c for c in m.COLUMNS if c not in ("device_peak_bytes", "error")], set(m.RECORDS))
+         for m in bench.SUBCOMMANDS if m.QUICK is not None] + [
     ("train", ["gluonperf.train", "--dataset", "digits", "--model", "lenet", "--epochs", "1", "--limit", "256",
                "--batch-size", "32"], ["epoch", "loss", "test_top1", "train_images_per_s"], {"train"}),
     ("scaling", ["gluonperf.train", "--dataset", "digits", "--model", "lenet", "--scaling", "--steps", "2",
@@ -79,23 +76,23 @@ BENCH = [
 ]
 
 
-# bench async and bench memory run from the command line in tests/test_asynchronous.py and in
-# test_bench_memory_plot_json_and_trace. With --ctx cpu0,cpu1 too where that runs other code
-# than the default: hybridize runs on the first context of --ctx, parallel and overlap pair
-# cpu0 with cpu1 either way, and scratch and scaling run on two contexts elsewhere
-# (test_user_set_threads_do_not_hang_two_contexts, tests/test_train.py).
+# With --ctx cpu0,cpu1 too where that runs other code than the default: hybridize runs on the
+# first context of --ctx, parallel and overlap pair cpu0 with cpu1 either way, and scratch and
+# scaling run on two contexts elsewhere (test_user_set_threads_do_not_hang_two_contexts,
+# tests/test_train.py).
 ON_TWO = ("allreduce", "train")
 
 
 @pytest.mark.parametrize("name,argv,columns,benches,ctx", [
-    (*bench, ctx) for bench in BENCH for ctx in ([[], TWO] if bench[0] in ON_TWO else [[]])],
-    ids=["%s-%s" % (bench[0], label) for bench in BENCH
-         for label in (["cpu", "cpu0,cpu1"] if bench[0] in ON_TWO else ["cpu"])])
+    (*case, ctx) for case in BENCH for ctx in ([[], TWO] if case[0] in ON_TWO else [[]])],
+    ids=["%s-%s" % (case[0], label) for case in BENCH
+         for label in (["cpu", "cpu0,cpu1"] if case[0] in ON_TWO else ["cpu"])])
 def test_readme_command_as_a_user_runs_it(name, argv, columns, benches, ctx, tmp_path):
     out = tmp_path / "out.json"
     p = command(["-m", *argv, *ctx, "--json", str(out)], tmp_path)
     assert p.returncode == 0, p.stderr
-    assert set(columns) <= set(header(p.stdout)), p.stdout
+    shown = header(p.stdout)
+    assert (shown == columns if name in bench.BY_NAME else set(columns) <= set(shown)), p.stdout  # bench: its COLUMNS
     rows = records(out)
     assert {r["bench"] for r in rows} <= benches | {"export"} and rows[0]["bench"] in benches
     assert_user_mode(out)

@@ -14,32 +14,24 @@ import pytest
 
 from helpers import ROOT, clean_env, run_module
 from gluonperf.cli import common as cli
-from gluonperf import report
+from gluonperf import bench, report
 from gluonperf.render import kinds
 from gluonperf.render.page import render_page
 from gluonperf.records import Result, read_jsonl, write_jsonl
 
-COMMANDS = {
-    "hybridize": ["gluonperf.bench", "hybridize", "--repeat", "1", "--number", "5"],
-    "async": ["gluonperf.bench", "async", "--demo-size", "64", "--sizes", "8,64", "--iterations", "20",
-              "--repeat", "1"],
+# Every bench subcommand the report draws, as its quick run (gluonperf.bench: QUICK), and the
+# other commands whose kinds it draws.
+COMMANDS = {m.NAME: ["gluonperf.bench", m.NAME, *m.QUICK] for m in bench.SUBCOMMANDS if hasattr(m, "section")}
+COMMANDS.update({
     "train": ["gluonperf.train", "--dataset", "digits", "--model", "lenet", "--epochs", "1", "--limit", "256"],
     "scaling": ["gluonperf.train", "--scaling", "--dataset", "digits", "--model", "lenet", "--ctx", "cpu0,cpu1",
                 "--steps", "2", "--batch-size", "32", "--limit", "256"],
-    "allreduce": ["gluonperf.bench", "allreduce", "--sizes", "4K", "--num-ctx", "2", "--repeat", "1"],
-    "memory": ["gluonperf.bench", "memory", "--batches", "4", "--every", "2", "--batch-size", "32",
-               "--features", "16"],
-    "parallel": ["gluonperf.bench", "parallel", "--ctx", "cpu0,cpu1", "--cpu-size", "64", "--products", "3",
-                 "--repeat", "2"],
-    "overlap": ["gluonperf.bench", "overlap", "--ctx", "cpu0,cpu1", "--cpu-size", "64", "--products", "3",
-                "--repeat", "2"],
     "profile": ["gluonperf.profile", "--model", "mlp", "--batch-size", "16", "--steps", "2", "--warmup", "1",
                 "--ceiling", "quick"],
     "predict": ["gluonperf.predict", "--model", "lenet", "--t1", "0.01", "--per-device-batch", "32", "--devices", "1,2",
                 "--machines", "1,2", "--link", "pcie3", "--network", "25gbe"],
-    "footprint": ["gluonperf.bench", "footprint", "--model", "lenet", "--batch-sizes", "8", "--hybridize", "hybrid",
-                  "--checkpoint", "0,2", "--steps", "1", "--budget", "64M"],
-}
+})
+KINDS = report.kinds()  # what the report command draws with: every command's kinds
 # Real suite and tune outputs of this machine, as saved in the repository.
 SAVED = ["train-throughput-b64-b128_epyc_2026-11-21.jsonl", "train-throughput-b64-b128_xeon-spr_2026-11-22.jsonl",
          "tune-b128_epyc_2026-11-21.jsonl", "profile-1ctx-b64-bf16_xeon-spr_2026-11-22.jsonl"]
@@ -263,7 +255,7 @@ def test_unknown_kinds_and_unreadable_shapes_fall_to_the_generic_table():
                                                       "train_loss": 2.0 / e, "test_acc": 0.2 * e,
                                                       "contexts": "cpu(0),cpu(1)", "method": "book"}), env)
                 for e in (1, 2)])]
-    html, regressions = render_page(runs, "t")
+    html, regressions = render_page(runs, "t", kinds=KINDS)
     page = Page(html)
     assert regressions == 0
     assert page.h2[-1].startswith("Other records") and "forward" in page.cells and "0.4" in page.cells
@@ -415,7 +407,7 @@ def test_hybridize_and_concurrency_speedups_are_read_with_their_interval():
                                                   "samples_s": [1e-3, 2.2e-3, 0.9e-3]})
     runs = [("h.json", [(r, ENV) for r in hyb]), ("p.json", [(r, ENV) for r in alone + [both]]),
             ("a.json", [(q, ENV), (f, ENV)])]
-    readings = " | ".join(Page(render_page(runs, "t")[0]).readings)
+    readings = " | ".join(Page(render_page(runs, "t", kinds=KINDS)[0]).readings)
     # the fastest is the one whose interval's lower end is highest, not the highest estimate
     assert "static against imperative: 2.00x (95% CI 1.80-2.20, 7 repeats) the speed (faster)" in readings
     assert "both at once: gain 1.50x (95% CI 1.30-1.70, 4 repeats) (faster)" in readings
@@ -424,17 +416,17 @@ def test_hybridize_and_concurrency_speedups_are_read_with_their_interval():
     from gluonperf.measure import stats
     iv = stats.ratio_interval([100.0, 110.0, 90.0])
     assert "finishing y takes %sx (95%% CI %s-%s, 3 repeats) as long as queueing it" % (
-        kinds._fixed(iv.estimate), kinds._fixed(iv.low), kinds._fixed(iv.high)) in readings
+        kinds.fixed(iv.estimate), kinds.fixed(iv.low), kinds.fixed(iv.high)) in readings
 
 
 def test_an_old_record_with_min_max_is_labelled_with_its_level():
     """Files written before intervals: min..max of n rounds is an interval of the median at
     level 1 - 2^(1-n), and the page says which."""
     m = {"ratio": 1.13, "ratio_min": 1.04, "ratio_max": 1.22, "round_ratios": [1.04, 1.13, None, 1.22]}
-    assert kinds._with_interval(m, "ratio") == "1.13x (min..max 1.04..1.22: 75% for 3 rounds)"
+    assert kinds.with_interval(m, "ratio") == "1.13x (min..max 1.04..1.22: 75% for 3 rounds)"
     m = {"ratio": 1.13, "ratio_min": 1.04, "ratio_max": 1.22, "rounds": 5}
-    assert kinds._with_interval(m, "ratio") == "1.13x (min..max 1.04..1.22: 94% for 5 rounds)"
-    assert kinds._ci("ratio")[1](Result("tune", "x", m)) == "min..max 1.04..1.22 (94%, n=5)"
-    assert kinds._with_interval({"ratio": 1.13}, "ratio") == "1.13x (no interval recorded)"
+    assert kinds.with_interval(m, "ratio") == "1.13x (min..max 1.04..1.22: 94% for 5 rounds)"
+    assert kinds.interval_column("ratio")[1](Result("tune", "x", m)) == "min..max 1.04..1.22 (94%, n=5)"
+    assert kinds.with_interval({"ratio": 1.13}, "ratio") == "1.13x (no interval recorded)"
     one = {"ratio": 1.13, "ratio_ci_low": 0.0, "ratio_ci_high": float("inf"), "ratio_n": 1, "ratio_level": 0.95}
-    assert kinds._with_interval(one, "ratio") == "1.13x (95% CI unknown, 1 round)"
+    assert kinds.with_interval(one, "ratio") == "1.13x (95% CI unknown, 1 round)"

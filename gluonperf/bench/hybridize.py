@@ -3,7 +3,7 @@ from ..cli import common as cli
 from . import shared
 
 NAME = "hybridize"
-QUICK = ["--repeat", "2", "--number", "20"]
+QUICK = ["--repeat", "1", "--number", "5"]
 RECORDS = ("hybridize",)
 TITLE = "Hybridize: imperative vs hybridize() vs static"
 COLUMNS = ["name", "median_s", "iqr_s", "noisy", "speedup", "speedup_ci_low", "speedup_ci_high", "verdict",

@@ -3,7 +3,7 @@ from ..cli import common as cli
 from . import shared
 
 NAME = "overlap"
-QUICK = ["--cpu-size", "64", "--products", "3", "--repeat", "3"]
+QUICK = ["--cpu-size", "64", "--products", "3", "--repeat", "2"]
 # CPU contexts that run at once, at least: a single context is paired with the next one
 AT_LEAST_CONTEXTS = 2
 # its CPU contexts stand in for devices: glibc keeps freed memory, as a GPU's pool does
