@@ -25,6 +25,7 @@ import time
 from .. import UserError
 from . import scaling_model
 from ..records import result
+from ..training.model_spec import spec_flags
 
 CHECK_COLUMNS = ["scheme", "workers", "servers", "devices", "threads", "per_device_batch", "t1_s", "t2_s",
                  "predicted_step_s", "measured_step_s", "measured_step_low_s", "measured_step_high_s", "measured_n",
@@ -290,7 +291,7 @@ def validate_devices(model, per_device_batch, max_devices, steps=5, dataset="syn
 
 
 def _train_argv(model, batch, limit, epochs, extra=()):
-    return [sys.executable, "-m", "gluonperf.train", "--model", model, "--dataset", "synthetic",
+    return [sys.executable, "-m", "gluonperf.train", *spec_flags(model), "--dataset", "synthetic",
             "--limit", str(limit), "--batch-size", str(batch), "--epochs", str(epochs), "--lr", "0.05",
             "--log-interval", "0", "--stall-timeout", "120", *extra]
 

@@ -32,6 +32,7 @@ from ..measure import machine, stats
 from ..runtime.threads import TAKEN_VARIABLE, TEMP_COPY_FOR_CONTEXTS, idle_warnings, physical_cores, recommended_threads
 from ..runtime.precision import has_bf16, why_no_bf16
 from ..records import Result
+from ..training.model_spec import spec_flags
 
 # the folder that holds the gluonperf package: runs start there, with it on PYTHONPATH
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -82,6 +83,9 @@ class Runner:
         head = [self.module] if self.module.endswith(".py") else ["-m", self.module]
         args = [self.python or sys.executable, *head, *self.fixed]
         for k, v in candidate.flags:  # an empty value is a switch (store_true flag)
+            if k == "model" and self.module == "gluonperf.train":
+                args += spec_flags(v)  # a model of one's own as its flags, as a user would type them
+                continue
             args += ["--" + k.replace("_", "-")] + ([v] if v != "" else [])
         if self.module == "gluonperf.train":
             batch = int(candidate.flag("batch_size", 64))

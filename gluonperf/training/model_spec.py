@@ -64,6 +64,22 @@ def spec_text(spec):
     return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
 
+def spec_flags(text):
+    """The command-line flags that give the model `text` to a command: `--model X` and, for a
+    model of one's own, `--model-args`, `--input-shape`, `--input-dtype`, `--vocab-size`, `--loss`."""
+    spec = parse_spec(text)
+    flags = ["--model", spec.model]
+    if spec.args:
+        flags += ["--model-args", json.dumps(spec.args, sort_keys=True, separators=(",", ":"))]
+    if spec.input_shape:
+        flags += ["--input-shape", ",".join(map(str, spec.input_shape))]
+    if spec.input_dtype != "float32":
+        flags += ["--input-dtype", spec.input_dtype, "--vocab-size", str(spec.vocab)]
+    if spec.loss:
+        flags += ["--loss", spec.loss]
+    return flags
+
+
 def label(text):
     """A short name for tables and titles: `mynet.py:build(width=64) 3x32x32 int32`."""
     spec = parse_spec(text)
