@@ -11,8 +11,7 @@ import pytest
 from mxnet import gluon
 from mxnet.gluon import nn, rnn
 
-from gluonperf.experiments.block_profile import (MODEL, STEP, SUM, block_profile, parameter_count, walk,
-                                                 with_ceiling)
+from gluonperf.experiments.block_profile import MODEL, SUM, block_profile, parameter_count, walk, with_ceiling
 from gluonperf.measure.flops import count_flops
 from gluonperf.records import read_jsonl
 
@@ -141,10 +140,11 @@ def test_two_branches_name_count_and_add_up(hybridize):
     records = block_profile(net, inputs, CTX, depth=2, loss_fn=gluon.loss.L2Loss(), labels=mx.nd.zeros((batch, 8)),
                             peak_flops=1e9, **FAST)
     rows = _rows(records)
-    assert [r.name for r in records] == [MODEL, "left", "right", "right.0", "right.1", STEP, SUM]
+    assert [r.name for r in records] == [MODEL, "left", "right", "right.0", "right.1", SUM]
     assert rows["right.0"]["depth"] == 2 and rows["left"]["depth"] == 1 and rows[MODEL]["depth"] == 0
     assert rows["right"]["block"] == "HybridSequential" and rows["left"]["block"] == "Dense"
     assert rows["right.1"]["tree"] == "  right.1 (Dense)"
+    assert rows[MODEL]["step_share"] == pytest.approx(1.0) and "timed as the step" in rows[MODEL]["note"]
     for name, block in (("left", net.left), ("right", net.right), ("right.0", net.right[0]), (MODEL, net)):
         m = rows[name]
         assert m["parameters"] == sum(int(np.prod(p.shape)) for p in block.collect_params().values())
@@ -153,7 +153,7 @@ def test_two_branches_name_count_and_add_up(hybridize):
         assert m["training_gflop"] == pytest.approx(count.training * batch / 1e9)
         assert m["hybridized"] is hybridize
         assert m["of_ceiling"] == pytest.approx(m["gflop_per_s"])  # peak 1 GFLOP/s
-        _consistent(m, rows[STEP])
+        _consistent(m, rows[MODEL])
     assert rows["left"]["parameters"] == 6 * 8 + 8
     # right.1 receives right.0's output (5 features): counted on that
     assert rows["right.1"]["forward_gflop"] == pytest.approx(count_flops(net.right[1], (5,)).forward * batch / 1e9)
@@ -161,7 +161,7 @@ def test_two_branches_name_count_and_add_up(hybridize):
     assert check["blocks"] == 2 and check["verdict"] in ("within", "outside", "inconclusive")
     ratios = [(l + r) / s for l, r, s in zip(rows["left"]["forward_backward_samples_s"],
                                                rows["right"]["forward_backward_samples_s"],
-                                               rows[STEP]["forward_backward_samples_s"])]
+                                               rows[MODEL]["forward_backward_samples_s"])]
     assert check["ratio_samples"] == pytest.approx(ratios)
     assert check["step_share"] == pytest.approx(math.exp(statistics.fmean(math.log(r) for r in ratios)))
     assert check["step_share_ci_low"] <= check["step_share"] <= check["step_share_ci_high"]
@@ -172,7 +172,19 @@ def test_two_branches_name_count_and_add_up(hybridize):
 def test_depth_one_leaves_the_grandchildren_out():
     net, inputs = _made(TwoBranches(), mx.nd.ones((2, 6)))
     names = [r.name for r in block_profile(net, inputs, CTX, depth=1, **FAST)]
-    assert names == [MODEL, "left", "right", STEP, SUM]
+    assert names == [MODEL, "left", "right", SUM]
+
+
+def test_a_block_with_nothing_to_differentiate_has_no_backward():
+    """An activation on the model's own input (no gradient in the step) and without parameters."""
+    net = nn.HybridSequential()
+    net.add(nn.Activation("relu"), nn.Dense(2, in_units=3))
+    net, inputs = _made(net, mx.nd.ones((2, 3)), hybridize=True)
+    rows = _rows(block_profile(net, inputs, CTX, depth=1, **FAST))
+    assert "no backward" in rows["0"]["note"] and rows["0"]["backward_s"] == 0
+    assert rows["0"]["forward_backward_samples_s"] == rows["0"]["forward_samples_s"]
+    assert "no backward" not in (rows["1"].get("note") or "")
+    _consistent(rows["0"], rows[MODEL])
 
 
 def test_two_inputs():
@@ -180,13 +192,13 @@ def test_two_inputs():
     net, inputs = _made(TwoInputs(), mx.nd.ones((batch, 1, 6, 6)), mx.nd.ones((batch, 5)), hybridize=True)
     rows = _rows(block_profile(net, inputs, CTX, depth=1, loss_fn=gluon.loss.SoftmaxCrossEntropyLoss(),
                                labels=mx.nd.array([0, 1, 0]), **FAST))
-    assert set(rows) == {MODEL, "image", "vector", "head", STEP, SUM}
+    assert set(rows) == {MODEL, "image", "vector", "head", SUM}
     assert rows[MODEL].get("forward_gflop") is None
     assert "2 inputs" in rows[MODEL]["flops_note"]
     assert rows["image"]["forward_gflop"] == pytest.approx(count_flops(net.image, (1, 6, 6)).forward * batch / 1e9)
     assert rows["head"]["parameters"] == (4 * 4 * 4 + 3) * 2 + 2
     for name in ("image", "vector", "head", MODEL):
-        _consistent(rows[name], rows[STEP])
+        _consistent(rows[name], rows[MODEL])
     assert rows[SUM]["blocks"] == 3 and "step_share" in rows[SUM]
 
 
@@ -197,14 +209,14 @@ def test_embedding_and_lstm_on_token_ids():
     records = block_profile(net, inputs, CTX, depth=1, loss_fn=gluon.loss.SoftmaxCrossEntropyLoss(),
                             labels=mx.nd.array([0, 1, 2, 0]), **FAST)
     rows = _rows(records)
-    assert [r.name for r in records] == [MODEL, "embedding", "lstm", "output", STEP, SUM]
+    assert [r.name for r in records] == [MODEL, "embedding", "lstm", "output", SUM]
     assert rows["embedding"]["parameters"] == 30 * 6
     assert rows["lstm"]["parameters"] == parameter_count(net.lstm) == 4 * 7 * (6 + 7) + 2 * 4 * 7
     # the Embedding's input is the model's (integer) input, yet it has weights: it has a backward
     assert "no backward" not in (rows["embedding"].get("note") or "")
     assert "not counted" in rows["lstm"]["flops_note"] and "RNN" in rows["lstm"]["flops_note"]
     for name in ("embedding", "lstm", "output"):
-        _consistent(rows[name], rows[STEP])
+        _consistent(rows[name], rows[MODEL])
     assert rows[SUM]["verdict"] in ("within", "outside", "inconclusive")
 
 
@@ -217,7 +229,7 @@ def test_a_plain_block_with_python_control_flow():
     assert rows["never"]["calls"] == 0 and rows["never"]["error"] == "not called in the model's forward"
     assert "forward_s" not in rows["never"]
     assert rows[SUM]["missing"] == "never" and "left out (not timed): never" in rows[SUM]["finding"]
-    _consistent(rows["first"], rows[STEP])
+    _consistent(rows["first"], rows[MODEL])
 
 
 def test_a_model_that_fails_hybridized_is_measured_imperatively():
@@ -255,10 +267,10 @@ def test_profile_prints_and_writes_the_blocks(run, tmp_path):
     assert "Blocks [run 1" in text and "Blocks sum to" in text
     section = text[text.index("Blocks [run 1"):text.index("operators [run 2")]
     for name in ("(model) (HybridSequential)", "0 (Conv2D)", "  0.act (Activation)", "4 (Flatten)", "6 (Dense)",
-                 STEP, SUM):
+                 SUM):
         assert name in section, name
     blocks = {r.name: r.metrics for r, _ in read_jsonl(str(out)) if r.bench == "blocks"}
-    assert {MODEL, "0", "0.act", "1", "2", "3", "4", "5", "6", STEP, SUM} <= set(blocks)
+    assert {MODEL, "0", "0.act", "1", "2", "3", "4", "5", "6", SUM} <= set(blocks)
     assert blocks["0"]["parameters"] == 1 * 20 * 9 + 20
     assert blocks["0"]["of_ceiling"] > 0 and blocks[SUM]["verdict"] in ("within", "outside", "inconclusive")
 

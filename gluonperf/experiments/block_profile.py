@@ -12,16 +12,17 @@ Where the times come from. MXNet 1.9.1's profiler names a hybridized graph's eve
 operator type only (`Convolution`, `_backward_Convolution`: no node or Block names), so the
 Block of an event cannot be read from a profile. Instead each Block is timed alone on the
 inputs it receives in the model:
+
 1. one untimed forward (train mode, not recorded) with a forward pre-hook on every Block down
    to `depth` copies the inputs each receives (hybridized Blocks are switched to imperative
    for this call only, so that their children's hooks fire; their cached graphs are kept);
 2. each Block is then called alone, fenced by `mx.nd.waitall()`: its forward under
    `autograd.record()` (as in a training step), and its forward + backward (a head gradient
    of ones on each floating-point output; inputs that come from inside the model get a
-   gradient, as in the step; the model's own inputs do not). All Blocks, the whole model and
-   the whole step (model + loss + backward) are measured in interleaved rounds
-   (`measure.harness.measure_interleaved`), so a change of load hits them alike;
-   backward = (forward + backward) - forward, per round. Medians, with the order-statistic
+   gradient, as in the step; the model's own inputs do not). The model itself, the root of
+   the tree, is timed as the step: its forward, the loss and backward. All are measured in
+   interleaved rounds (`measure.harness.measure_interleaved`), so that a change of load hits
+   them alike; backward = (forward + backward) - forward, per round. Medians, with the order-statistic
    interval of the median (`stats.median_interval`; min..max and its level below 6 rounds).
 3. the check: per round, the depth-1 Blocks' forward + backward (x the times each is called)
    against the whole step's, a ratio with its 95% t interval (`stats.ratio_interval`). The
@@ -45,14 +46,15 @@ import numpy as np
 from mxnet import autograd, gluon
 
 from .. import UserError, error_line
+from ..measure.flops import count_flops
 from ..measure.harness import measure_interleaved, sync
 from ..measure.stats import Interval, median_interval, minmax_level, ratio_interval
 from ..records import result
 
 BENCH = "blocks"
 MARGIN = 0.25  # the depth-1 Blocks' sum may differ from the step by this much and pass the check
-MODEL = "(model)"  # the name of the row of the whole model (depth 0)
-STEP = "step (model + loss + backward)"
+MODEL = "(model)"  # the name of the row of the whole model (depth 0), timed as the step: with the loss
+STEP = "step"  # the label of the step's timings
 SUM = "sum of depth-1 Blocks"
 FUSION_NOTE = ("each Block is timed alone: a hybridized one runs its own graph, without the fusion and bulk "
                "execution across Block boundaries of the whole graph, and each call pays its own overheads; "
@@ -164,6 +166,8 @@ class _Timed:
         self.args = [_copy(a, model_inputs, self.gradients) for a in args]
         self.heads = None
         self.differentiable = bool(self.gradients) or _trainable(block)
+        self.note = None if self.differentiable else \
+            "no backward: nothing in it needs a gradient (no trainable parameters; its inputs are the model's)"
 
     def _outputs(self):
         out = self.block(*self.args)
@@ -180,15 +184,20 @@ class _Timed:
 
     def check(self):
         """Run forward and backward once (untimed: also the first call, which builds a hybridized
-        graph); raises what the Block raises."""
+        graph); raises what the forward raises. A backward that fails leaves the Block timed
+        forward only, with a note."""
         with autograd.record():
             outs = self._outputs()
-        if not outs:
-            self.differentiable = False
+        sync()
+        if not outs and self.differentiable:
+            self.differentiable, self.note = False, "no backward: no floating-point output"
         self.heads = [mx.nd.ones_like(o) for o in outs]
         if self.differentiable:
-            autograd.backward(outs, head_grads=self.heads)
-        sync()
+            try:
+                autograd.backward(outs, head_grads=self.heads)
+                sync()
+            except Exception as e:
+                self.differentiable, self.note = False, "no backward: %s" % error_line(e)
 
 
 class _Step:
@@ -250,16 +259,11 @@ def _flops(block, args, batch):
     if not shape or shape[0] != batch:
         return None, None, "no FLOPs: input %s is not batch-major" % "x".join(map(str, shape))
     try:
-        count = _count_flops(block, shape[1:])
+        count = count_flops(block, shape[1:])
     except Exception as e:  # a graph that cannot be built alone: the row says so
         return None, None, "no FLOPs: %s" % error_line(e)
     note = "not counted: " + ", ".join(count.uncounted) if count.uncounted else None
     return count.forward * batch / 1e9, count.training * batch / 1e9, note
-
-
-def _count_flops(block, sample_shape):
-    from ..measure.flops import count_flops
-    return count_flops(block, sample_shape)
 
 
 def _display(path, level, block):
@@ -275,9 +279,9 @@ def block_profile(net, inputs, ctx, depth=2, repeat=10, warmup=1, peak_flops=Non
     the step backpropagates a gradient of ones from the outputs). `peak_flops`: the machine's
     ceiling in FLOP/s, for `of_ceiling`. `progress()` is called after each timed region.
 
-    Returns Results (bench 'blocks'): one per Block (name = its path, '(model)' for `net`),
-    then the step and the check row (name 'sum of depth-1 Blocks', whose `finding` says how
-    the Blocks add up to the step)."""
+    Returns Results (bench 'blocks'): one per Block (name = its path; '(model)' for `net`,
+    timed as the step: forward, loss, backward), then the check row (name 'sum of depth-1
+    Blocks', whose `finding` says how the Blocks add up to the step)."""
     if depth < 1:
         raise UserError("depth must be at least 1, got %r" % depth)
     inputs = [x.as_in_context(ctx) if isinstance(x, mx.nd.NDArray) else x for x in inputs]
@@ -302,6 +306,12 @@ def block_profile(net, inputs, ctx, depth=2, repeat=10, warmup=1, peak_flops=Non
                "parameters": parameter_count(block),
                "hybridized": bool(isinstance(block, gluon.HybridBlock) and block._active)}
         info[path] = row
+        if block is net:  # timed as the step
+            row["forward_gflop"], row["training_gflop"], row["flops_note"] = _flops(block, inputs, batch)
+            row["calls"] = 1
+            row["note"] = "timed as the step: forward, %s, backward; no optimizer update" % (
+                "loss" if loss_fn is not None else "no loss")
+            continue
         if args is None:
             errors[path] = "not called in the model's forward"
             continue
@@ -321,9 +331,8 @@ def block_profile(net, inputs, ctx, depth=2, repeat=10, warmup=1, peak_flops=Non
             except Exception as e2:
                 errors[path] = "called alone: %s" % error_line(e2)
                 continue
-        if not t.differentiable:
-            row["note"] = "no backward: nothing in it needs a gradient (no trainable parameters; its inputs " \
-                          "are the model's)"
+        if t.note:
+            row["note"] = "; ".join(n for n in (row.get("note"), t.note) if n)
         timed[path] = t
     fns = {STEP + "|f": step.forward, STEP + "|fb": step.forward_backward}
     for path, t in timed.items():
@@ -340,7 +349,7 @@ def block_profile(net, inputs, ctx, depth=2, repeat=10, warmup=1, peak_flops=Non
         fb = m[key + "|fb"].samples if key + "|fb" in m else f
         return f, fb
 
-    step_f, step_fb = times(STEP)
+    _, step_fb = times(STEP)
     step_s = float(np.median(step_fb))
     out = []
     for path, level, block in tree:
@@ -348,15 +357,11 @@ def block_profile(net, inputs, ctx, depth=2, repeat=10, warmup=1, peak_flops=Non
         if path in errors:
             row["error"] = errors[path]
         else:
-            f, fb = times(path)
+            f, fb = times(STEP if block is net else path)
             row.update(_time_fields(f, fb, step_s, row, peak_flops))
         row["tree"] = _display(path, level, block)
         row["note"] = "; ".join(v for v in (row.get("error"), row.get("note"), row.get("flops_note")) if v) or None
         out.append(result(BENCH, path or MODEL, **_present(row)))
-    row = {"block": "step", "depth": 0, "calls": 1, "tree": STEP,
-           "note": "forward, %s, backward; no optimizer update" % ("loss" if loss_fn is not None else "no loss")}
-    row.update(_time_fields(step_f, step_fb, step_s, info.get("", {}), peak_flops))
-    out.append(result(BENCH, STEP, **_present(row)))
     out.append(_check(tree, info, timed, errors, times, step_fb, margin))
     for r in out:
         r.metrics.update(batch_size=batch, ctx=str(ctx), max_depth=depth, rounds=repeat, warmup=warmup,
@@ -424,10 +429,11 @@ def _check(tree, info, timed, errors, times, step_fb, margin):
         verdict = "inconclusive"
     ci = ("95%% CI %.0f%%-%.0f%%" % (100 * iv.low, 100 * iv.high) if math.isfinite(iv.high)
           else "95% CI unknown")
-    finding = "Blocks sum to %.0f%% of the step (%s, %d rounds); %s +-%.0f%%" % (
-        100 * iv.estimate, ci, iv.n,
-        {"within": "within", "outside": "outside", "inconclusive": "neither within nor outside"}[verdict],
-        100 * margin)
+    finding = "Blocks sum to %.0f%% of the step (%s, %d rounds); %s" % (100 * iv.estimate, ci, iv.n, {
+        "within": "within +-%.0f%%",
+        "outside": "outside +-%.0f%%: timed alone, the Blocks are not the step (the table's shares are suspect)",
+        "inconclusive": "not settled against +-%.0f%% (the interval reaches past it: more --steps or a quieter "
+                        "machine)"}[verdict] % (100 * margin))
     if missing:
         finding += "; left out (not timed): " + ", ".join(missing)
     row.update(iv.fields("step_share"))
@@ -464,5 +470,5 @@ def setup_blocks(setup, depth=2, repeat=10, warmup=1, peak_flops=None, progress=
 
 def regions(net, depth):
     """How many timed regions `block_profile` runs per round at most (for a progress bar):
-    forward and forward + backward of every Block down to `depth`, and of the step."""
-    return 2 * (len(walk(net, depth)) + 1)
+    forward and forward + backward of the step and of every Block down to `depth`."""
+    return 2 * len(walk(net, depth))
