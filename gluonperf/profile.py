@@ -177,12 +177,13 @@ def blocks_section(args, setup):
 
 def blocks_title(args, ctxs, blocks):
     """The Blocks section's title: what was timed how, and the check's finding."""
+    from .training.model_spec import label
     m = blocks[0].metrics
     check = blocks[-1].metrics
     return ("Blocks [run 1: this process, each Block timed alone on the inputs it gets in the model]: %s down to "
             "depth %d, batch %d on %s%s; %d interleaved rounds (median): forward under autograd.record, backward = "
             "(forward + backward) - forward; step_share of the step's forward + loss + backward; %s. %s%s"
-            % (args.model, args.depth, m["batch_size"], m["ctx"],
+            % (label(args.model), args.depth, m["batch_size"], m["ctx"],
                " (the first context's part of the batch)" if len(ctxs) > 1 else "", m["rounds"],
                check["finding"], m["caveat"][0].upper() + m["caveat"][1:],
                ". " + m["model_note"][0].upper() + m["model_note"][1:] if m.get("model_note") else ""))

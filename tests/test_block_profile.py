@@ -214,7 +214,11 @@ def test_embedding_and_lstm_on_token_ids():
     assert rows["lstm"]["parameters"] == parameter_count(net.lstm) == 4 * 7 * (6 + 7) + 2 * 4 * 7
     # the Embedding's input is the model's (integer) input, yet it has weights: it has a backward
     assert "no backward" not in (rows["embedding"].get("note") or "")
-    assert "not counted" in rows["lstm"]["flops_note"] and "RNN" in rows["lstm"]["flops_note"]
+    # no rule for the LSTM's operators: unknown, not 0, and no rate; the model's count is a lower bound
+    assert rows["lstm"].get("training_gflop") is None and "gflop_per_s" not in rows["lstm"]
+    assert rows["lstm"]["flops_note"].startswith("no FLOPs: no rule for") and "RNN" in rows["lstm"]["flops_note"]
+    assert rows[MODEL]["training_gflop"] == pytest.approx(count_flops(net, (length,)).training * batch / 1e9)
+    assert "not counted: " in rows[MODEL]["flops_note"] and "RNN" in rows[MODEL]["flops_note"]
     for name in ("embedding", "lstm", "output"):
         _consistent(rows[name], rows[MODEL])
     assert rows[SUM]["verdict"] in ("within", "outside", "inconclusive")

@@ -262,6 +262,8 @@ def _flops(block, args, batch):
         count = count_flops(block, shape[1:])
     except Exception as e:  # a graph that cannot be built alone: the row says so
         return None, None, "no FLOPs: %s" % error_line(e)
+    if count.uncounted and not count.training:  # only operators without a rule: unknown, not 0
+        return None, None, "no FLOPs: no rule for " + ", ".join(count.uncounted)
     note = "not counted: " + ", ".join(count.uncounted) if count.uncounted else None
     return count.forward * batch / 1e9, count.training * batch / 1e9, note
 
@@ -383,7 +385,7 @@ def _time_fields(f, fb, step_s, row, peak_flops):
     fields.update(forward_backward_s=total, step_share=calls * total / step_s,
                   forward_samples_s=list(f), forward_backward_samples_s=list(fb))
     flops = row.get("training_gflop")
-    if flops is not None and total > 0:
+    if flops and total > 0:  # a Block without arithmetic (Flatten) has no rate
         fields["gflop_per_s"] = flops / total
         if peak_flops:
             fields["of_ceiling"] = fields["gflop_per_s"] * 1e9 / peak_flops
