@@ -156,7 +156,7 @@ def input_title(args, config, ctxs):
             "alternating rounds of %d steps as gluonperf.train runs them on the real loader and on one batch in "
             "memory, and of the loader alone; share waiting = 1 - t(memory)/t(real) per round (95%% t interval on "
             "its log); wait_share: time blocked in next()" % (
-                args.model, args.dataset, args.batch_size, describe(ctxs), args.loader, workers, args.rounds,
+                label(args.model), args.dataset, args.batch_size, describe(ctxs), args.loader, workers, args.rounds,
                 args.steps))
 
 
@@ -259,7 +259,7 @@ def main(argv=None):
     table = [r for r in operators if r.name != "profiled step"][:TOP_OPERATORS] + [gap_row(profiled)]
     step = next(r for r in parts if r.name == "fenced step").metrics
     where = "%s, batch %d on %s, hybridize %s, kvstore %s, %s data%s" % (
-        args.model, args.batch_size, describe(ctxs), args.hybridize, args.kvstore, args.dataset,
+        label(args.model), args.batch_size, describe(ctxs), args.hybridize, args.kvstore, args.dataset,
         precision_label(args.dtype))
     threads = ceiling[0].metrics["omp_threads"]
     sections = [
@@ -270,7 +270,8 @@ def main(argv=None):
          ceiling, CEILING_COLUMNS),
         ("work: GFLOP per training image of %s, input %s (1 multiply-add = 2 FLOPs; backward = 2x forward "
          "for layers with weights)%s" % (label(args.model), "x".join(map(str, shape)),
-                                         "; not counted: " + ", ".join(flops.uncounted) if flops.uncounted else ""),
+                                         "; not counted: " + ", ".join(flops.uncounted) if flops and flops.uncounted
+                                         else ""),
          works, WORK_COLUMNS),
         ("step breakdown [run 1: this process, no profiler, bulk execution as in training]: %s; %d fenced "
          "steps (a sync after each part; mean of the middle %d by step time) and %d unfenced steps as "
@@ -289,6 +290,8 @@ def main(argv=None):
     ]
     if blocks:
         sections.insert(3, (blocks_title(args, ctxs, blocks), blocks, BLOCK_COLUMNS))
+    if flops is None:  # a model that cannot be hybridized: its FLOPs are not known (the verdict says so)
+        sections = [section for section in sections if section[1] is not works]
     if inputs:
         sections.append((input_title(args, config, ctxs), inputs, INPUT_COLUMNS))
     cli.emit_sections(sections, args, ctxs, records=ceiling + works + parts + blocks + operators + found + inputs)

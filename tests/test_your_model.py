@@ -97,3 +97,18 @@ def test_a_bad_model_spec_is_one_line_and_writes_nothing(tmp_path, flags, says):
 def test_a_loss_of_ones_own_trains_a_regression(tmp_path):
     p = run_leaving_nothing(TRAIN + ["--model", NETS + ":regression", "--input-shape", "4", "--loss", NETS + ":l2"])
     assert p.returncode == 0, p.stderr
+
+
+def test_profile_names_the_blocks_of_a_model_from_a_file(tmp_path):
+    """The issue's line: a model from a file gluonperf has never seen, with --input-shape, through
+    profile, whose per-Block rows name its own sub-blocks."""
+    out = tmp_path / "p.jsonl"
+    p = run_leaving_nothing(["-m", "gluonperf.profile", "--model", NETS + ":branchy", "--input-shape", "3,12,12",
+                             "--ceiling", "quick", "--steps", "3", "--warmup", "1", "--batch-size", "16",
+                             "--json", str(out)])
+    assert p.returncode == 0, p.stderr
+    blocks = [r for r in _records(out) if r.get("bench") == "blocks"]
+    names = " ".join(r["name"] for r in blocks)
+    for child in ("left", "right", "pool", "head"):
+        assert child in names, names
+    assert "nets.py:branchy 3x12x12" in p.stdout

@@ -4,6 +4,7 @@ import argparse
 from ..cli import common as cli
 from ..cli import units
 from . import shared
+from ..training.model_spec import label
 
 NAME = "footprint"
 QUICK = ["--model", "lenet", "--batch-sizes", "8", "--hybridize", "hybrid", "--checkpoint", "0,2", "--steps", "1",
@@ -45,8 +46,7 @@ def add_parser(sub, common):
                     "backward (gradient checkpointing; train with it: python -m gluonperf.train "
                     "--checkpoint-segments N). Times come from separate processes, one after the other: on a "
                     "shared machine trust the memory figures more than the times.")
-    p.add_argument("--model", default="resnet18", help="model name (default: %(default)s; see "
-                                                         "python -m gluonperf.train --list-models)")
+    cli.add_model_flags(p, "resnet18")
     p.add_argument("--batch-sizes", type=cli.positive_int_list, default=[32, 64, 128, 256],
                    help="comma-separated global batch sizes, split over --ctx (default: 32,64,128,256)")
     p.add_argument("--hybridize", type=_hybridize_list, default=["none", "hybrid", "static"],
@@ -80,14 +80,18 @@ def add_parser(sub, common):
 
 def measure(args):
     """Check the flags, run every configuration in fresh processes: (records, the contexts)."""
-    from ..experiments.footprint import check_dtype, effective_configs, footprint, rows_of
-    from ..training.models import get_model
-    get_model(args.model)  # unknown names fail here, before any work
+    from ..experiments.footprint import check_dtype, effective_configs, footprint, rows_of, why_not_cut
+    cli.resolve_model(args)  # bad models fail here, before any work
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
     budgets = sorted(set(args.budget or []))
     check_dtype(args.dtype, ctxs, args.checkpoint)  # before any note about it
+    if 0 in args.checkpoint and any(args.checkpoint):
+        why = why_not_cut(args.model, max(args.checkpoint))
+        if why:  # the plain step is still worth measuring
+            args.checkpoint = [0]
+            cli.note("note: --checkpoint: %s; measuring without checkpointing" % why)
     configs = effective_configs(args.hybridize, args.checkpoint)
     if "static" in args.hybridize and any(args.checkpoint):
         cli.note("note: with checkpointing, static runs as hybrid (segments are never statically allocated)")
@@ -96,7 +100,7 @@ def measure(args):
     runs = {}  # what a stopped run keeps: the runs it finished
     with cli.progress_bar(len(configs) * (len(args.batch_sizes) + len(budgets)) * args.repeat, "footprint") as bar, \
             cli.keep_on_stop(lambda: rows_of(dict(runs), configs), args, "%s training step on %s: the runs that "
-                             "finished" % (args.model, ",".join(map(str, ctxs))), COLUMNS, ctxs):
+                             "finished" % (label(args.model), ",".join(map(str, ctxs))), COLUMNS, ctxs):
         rows = footprint(args.model, args.batch_sizes, ctxs, args.hybridize, args.checkpoint, steps=args.steps,
                          warmup=args.warmup, budgets=budgets, seed=args.seed, repeat=args.repeat,
                          progress=bar.update, dtype=args.dtype, runs=runs, optimizer=args.optimizer)
@@ -118,7 +122,7 @@ def show(args, rows, ctxs):
     sections = [("%s training step on %s (%s%s): %s, %d warm-up + %d timed steps; "
                  "model = parameters + gradients + optimizer states; peak above = peak %s during the steps above "
                  "the model%s; needs = model + peak above"
-                 % (args.model, ",".join(map(str, ctxs)),
+                 % (label(args.model), ",".join(map(str, ctxs)),
                     "sgd, momentum" if args.optimizer == "sgd" else args.optimizer, precision_label(args.dtype),
                     "one fresh process per run" if args.repeat == 1 else "%d fresh processes per run" % args.repeat,
                     args.warmup, args.steps, memory, " (median over the processes)" if args.repeat > 1 else ""),
@@ -188,5 +192,5 @@ def section(records):
         tables.append(Table(budgets, report_columns(BUDGET_COLUMNS) + ["error"],
                             "the largest batch within each budget"))
     dtype = m.get("dtype", "float32")
-    return Block("%s on %s%s" % (m.get("model"), m.get("contexts"), precision_label(dtype)),
+    return Block("%s on %s%s" % (label(m.get("model", "")), m.get("contexts"), precision_label(dtype)),
                  tables, svg(fig), "; ".join(parts))

@@ -1,6 +1,7 @@
 """python -m gluonperf.bench hybridize: imperative vs hybridize() vs hybridize(static_alloc=True, static_shape=True)."""
 from ..cli import common as cli
 from . import shared
+from ..training.model_spec import label
 
 NAME = "hybridize"
 QUICK = ["--repeat", "1", "--number", "5"]
@@ -18,7 +19,7 @@ def add_parser(sub, common):
                     "hybridize(), and after hybridize(static_alloc=True, static_shape=True). Reports "
                     "per-call time, speedup over imperative, the largest output difference, and how "
                     "often Python's hybrid_forward ran. Runs on the first context of --ctx.")
-    p.add_argument("--model", default="mlp", help="model name (default: %(default)s; see --list-models)")
+    cli.add_model_flags(p, "mlp")
     p.add_argument("--list-models", action="store_true", help="list the names --model accepts and exit")
     p.add_argument("--batch-size", type=cli.positive_int, default=1, help="samples per call (default: %(default)s)")
     p.add_argument("--repeat", type=cli.positive_int, default=5, help="timed repeats per mode (default: %(default)s)")
@@ -42,8 +43,7 @@ def _number(args):
 def measure(args):
     """Check the flags, run the experiment: (records, the contexts they ran on)."""
     from ..experiments.hybridize import compare_modes
-    from ..training.models import get_model
-    get_model(args.model)  # unknown names fail here, before any work
+    cli.resolve_model(args, 2 if args.model == "mlp" else 10)  # bad models fail here, before any work
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     cli.check_output_dir(args.export, "--export")
@@ -57,7 +57,7 @@ def measure(args):
 
 def heading(model, train, batch_size, ctx):
     """What ran: the title's start on the terminal and in the report."""
-    return "%s %s, batch %s on %s" % (model, "train steps" if train else "forward calls", batch_size, ctx)
+    return "%s %s, batch %s on %s" % (label(model), "train steps" if train else "forward calls", batch_size, ctx)
 
 
 def show(args, results, ctxs):

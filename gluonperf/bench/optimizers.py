@@ -1,6 +1,7 @@
 """python -m gluonperf.bench optimizers: what an optimizer's update costs."""
 from ..cli import common as cli
 from . import shared
+from ..training.model_spec import label
 
 NAME = "optimizers"
 QUICK = ["--optimizers", "sgd,adam", "--repeat", "2", "--steps", "2"]
@@ -23,8 +24,7 @@ def add_parser(sub, common):
                     "95% interval over the repeats. Before timing, "
                     "all implementations run a few updates from the same weights and must agree to float32 "
                     "tolerance (max_abs_diff). No weight decay, epsilon 1e-6 (the book's).")
-    p.add_argument("--model", default="lenet", help="model whose parameters are updated (default: %(default)s; "
-                                                   "resnet18 for a real network)")
+    cli.add_model_flags(p, "lenet", help=cli.MODEL_HELP + "; the model whose parameters are updated")
     p.add_argument("--optimizers", default=",".join(UPDATE_OPTIMIZERS),
                    help="comma-separated, from %s (default: all)" % ",".join(UPDATE_OPTIMIZERS))
     p.add_argument("--batch-size", type=cli.positive_int, default=64,
@@ -39,14 +39,13 @@ def add_parser(sub, common):
 def measure(args):
     """Check the flags, time the updates interleaved: (records: the step's first, the context)."""
     from .. import UserError
-    from ..training.models import get_model
     from ..experiments.optimizer_cost import OPTIMIZERS, optimizer_cost
     ctxs = cli.contexts(args)
     names = [n.strip() for n in args.optimizers.split(",") if n.strip()]
     unknown = [n for n in names if n not in OPTIMIZERS]
     if unknown or not names:
         raise UserError("--optimizers %r: choose from %s, comma-separated" % (args.optimizers, ",".join(OPTIMIZERS)))
-    get_model(args.model)  # an unknown name fails here, in one line
+    cli.resolve_model(args)  # a bad model fails here, in one line
     cli.check_outputs(args)
     ways = sum(3 if n in ("sgd", "adam") else 2 for n in names) + 1
     with cli.progress_bar(args.repeat * ways, "optimizers") as bar:
@@ -61,7 +60,7 @@ def show(args, results, ctxs):
     cli.emit(results[1:], args, ctxs, columns=COLUMNS, records=results,
              title="optimizer updates on %s's %d parameters (%d bytes) on %s: median of %d interleaved repeats "
                    "of %d steps; forward-backward at batch %d: %.4g s; speedup over the from-scratch update "
-                   "(95%% CI, n repeats)" % (args.model, step["parameters"], step["param_bytes"], ctxs[0],
+                   "(95%% CI, n repeats)" % (label(args.model), step["parameters"], step["param_bytes"], ctxs[0],
                                               args.repeat, args.steps, args.batch_size, step["median_s"]))
     shared.warn_noisy(results)
 

@@ -343,6 +343,17 @@ def largest_batch(points, budget, run, min_batch=1, max_runs=MAX_CONFIRM_RUNS):
     return out
 
 
+def why_not_cut(model, n):
+    """Why checkpointing cannot cut `model` into `n` segments ('' when it can)."""
+    from ..training.models import get_model, input_shape
+    from ..training.recompute import segments
+    try:
+        segments(get_model(model), n, input_shape(model))
+    except ValueError as e:
+        return str(e)
+    return ""
+
+
 def effective_configs(hybridize, checkpoint):
     """The (hybridize, segments) pairs to run, in order, without repeats: with
     checkpointing, 'static' runs as 'hybrid' (segments are never statically allocated,
@@ -391,9 +402,9 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
                             "context%s); raise it" % (budget / 2 ** 20, params / 2 ** 20, model, len(contexts),
                                                      "s" if len(contexts) > 1 else ""))
     if checkpoint and max(checkpoint) > 0:  # a model that cannot be cut fails here, before any work
-        from ..training.recompute import segments
-        from ..training.models import input_shape
-        segments(get_model(model), max(checkpoint), input_shape(model))
+        why = why_not_cut(model, max(checkpoint))
+        if why:
+            raise UserError(why)
     configs = effective_configs(hybridize, checkpoint)
     ctx_text = describe(contexts)
 

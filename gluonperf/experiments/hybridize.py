@@ -69,7 +69,7 @@ def build_variants(model, ctx, batch_size, classes=None, seed=0):
             for k, p in params.items():
                 p.set_data(reference[k])
         wrapped = Counted(net)
-        if flags is not None:
+        if flags is not None and parse_spec(model).hybridizable:  # else it runs imperatively (a note says so)
             wrapped.hybridize(**flags)
         variants[mode] = wrapped
     return variants, x, y

@@ -27,7 +27,7 @@ import math
 
 import mxnet as mx
 import numpy as np
-from mxnet import autograd, gluon, nd
+from mxnet import autograd, nd
 
 from ..measure.harness import measure_interleaved
 from ..config import UPDATE_OPTIMIZERS
@@ -172,16 +172,16 @@ def model_gradients(model, ctx, batch_size, seed=0):
     """(net, the trainable weights, their gradients, the forward-backward step): one forward
     and backward of a seeded synthetic batch through `model`, hybridized static as train runs it."""
     from ..training.data import CLASSES
-    from ..training.models import get_model
-    from .step_time import SAMPLE_SHAPE
+    from ..training.model_spec import parse_spec
+    from ..training.models import get_model, loss_of, random_input
     mx.random.seed(seed)
     rng = np.random.RandomState(seed)
     net = get_model(model, CLASSES, [ctx])
     net.initialize(mx.init.Xavier(), ctx=ctx)
     net.hybridize(static_alloc=True, static_shape=True)
-    x = nd.array(rng.uniform(size=(batch_size,) + SAMPLE_SHAPE), ctx=ctx)
+    x = nd.array(random_input(model, batch_size, rng), ctx=ctx, dtype=parse_spec(model).input_dtype)
     y = nd.array(rng.randint(0, CLASSES, batch_size), ctx=ctx)
-    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    loss_fn = loss_of(model)
 
     def step():
         with autograd.record():

@@ -339,7 +339,7 @@ def operator_table(config, contexts, steps=10, warmup=3, trace_path=None, flops=
     rows = []
     for name, stat in stats.get("Time", {}).get("operator", {}).items():
         seconds = stat["Total"] / 1000.0 / steps
-        per_image = flops.op_flops(name)
+        per_image = flops.op_flops(name) if flops else None
         rows.append(result("operators", name, op=name, phase=phase(name), calls_per_step=stat["Count"] / steps,
                            time_s=seconds, share=seconds / step,
                            flops=None if per_image is None else per_image * batch, **common))
@@ -400,15 +400,23 @@ def verdict(flops, ceiling_results, breakdown_results, operator_results, context
     by_name = {r.name: r.metrics for r in breakdown_results}
     unfenced = by_name["unfenced step"]
     images_per_s = unfenced["images_per_s"]
-    achieved = flops.training * images_per_s
-    out = [result("verdict", "achieved",
-                  finding="training (as gluonperf.train runs it): %.4g images/s x %.4g GFLOP per image = "
-                          "%.4g GFLOP/s, %.1f%% of the ceiling (%.4g GFLOP/s: at most %.4g images/s)"
-                          % (images_per_s, flops.training / 1e9, achieved / 1e9, 100 * achieved / peak, peak / 1e9,
-                             peak / flops.training),
-                  share=1.0, gflop_per_s=achieved / 1e9, of_ceiling=achieved / peak, images_per_s=images_per_s,
-                  ceiling_images_per_s=peak / flops.training, training_flops_per_image=flops.training,
-                  ceiling_gflop_per_s=peak / 1e9, run=RUN_TIMED)]
+    if flops is None:
+        out = [result("verdict", "achieved",
+                      finding="training (as gluonperf.train runs it): %.4g images/s; its FLOPs are not known (they are "
+                              "counted from the model's symbol graph, which a model that cannot be hybridized does "
+                              "not have), so neither is its share of the ceiling" % images_per_s,
+                      share=1.0, images_per_s=images_per_s, ceiling_gflop_per_s=peak / 1e9, run=RUN_TIMED)]
+        achieved = 0.0
+    else:
+        achieved = flops.training * images_per_s
+        out = [result("verdict", "achieved",
+                      finding="training (as gluonperf.train runs it): %.4g images/s x %.4g GFLOP per image = "
+                              "%.4g GFLOP/s, %.1f%% of the ceiling (%.4g GFLOP/s: at most %.4g images/s)"
+                              % (images_per_s, flops.training / 1e9, achieved / 1e9, 100 * achieved / peak, peak / 1e9,
+                                 peak / flops.training),
+                      share=1.0, gflop_per_s=achieved / 1e9, of_ceiling=achieved / peak, images_per_s=images_per_s,
+                      ceiling_images_per_s=peak / flops.training, training_flops_per_image=flops.training,
+                      ceiling_gflop_per_s=peak / 1e9, run=RUN_TIMED)]
     summary = next(r for r in operator_results if r.name == "profiled step")
     ops = [r for r in operator_results if r.name != "profiled step" and r.metrics["phase"] != "sync"]
     ops.append(gap_row(summary))
@@ -454,6 +462,8 @@ def work(flops, model, sample_shape, ceiling_results, contexts):
     peak = ceiling_flops(ceiling_results) * ceiling_devices(contexts)
     shape = "x".join(map(str, sample_shape))
     out = []
+    if flops is None:  # a model that cannot be hybridized: no symbol graph to count
+        return out
     for op in sorted(flops.forward_by_op, key=lambda k: -flops.forward_by_op[k]):
         fwd, bwd = flops.forward_by_op[op], flops.backward_by_op[op]
         out.append(result("work", op, op=op, layers=flops.layers_by_op[op], forward_gflop=fwd / 1e9,
@@ -473,5 +483,8 @@ def model_flops(config, contexts=None):
     """flops.FlopCount per training image of config.model on the data set's samples (1x28x28, or 3xSxS
     for image data at the model's input size S), as
     built for `contexts` (gluonperf.training.models fuses some operators on CPU contexts)."""
+    from ..training.model_spec import parse_spec
     from ..training.models import count_model_flops
+    if not parse_spec(config.model).hybridizable:
+        return None  # FLOPs are counted on the symbol graph, which such a model cannot give
     return count_model_flops(config.model, sample_shape(config.dataset, config.model), contexts=contexts)

@@ -10,6 +10,7 @@ from typing import Callable, List, Optional, Tuple
 
 from .figures import error_bars, figure, labelled_bars, per_epoch, short_number, svg
 from ..records import Result, format_value
+from ..training.model_spec import label as model_label
 
 
 # --- what renderers return ------------------------------------------------------
@@ -193,7 +194,7 @@ def train_section(records):
     if best is not records[-1]:
         reading += "; best test top-1 %.3g at epoch %s" % (best.metrics["test_top1"], best.metrics["epoch"])
     return Block("%s on %s, batch %s on %s, kvstore %s, hybridize %s"
-                 % (m.get("model"), m.get("dataset"), m.get("batch_size"), m.get("contexts"), m.get("kvstore"),
+                 % (model_label(m.get("model", "")), m.get("dataset"), m.get("batch_size"), m.get("contexts"), m.get("kvstore"),
                     m.get("hybridize")),
                  [Table(records, ["epoch", "loss", "train_top1", "train_top5", "test_top1", "test_top5", "lr",
                                   "epoch_s", "train_images_per_s"])],
@@ -237,7 +238,7 @@ def scaling_section(records):
     if serial and hidden and serial > 1.05 * hidden:  # the two models tell the cases apart
         reading += "; closer to %s" % ("t1 + t2 (communication not hidden)" if abs(last["step_s"] - serial) <
                                        abs(last["step_s"] - hidden) else "max(t1, t2) (communication hidden)")
-    return Block("%s, %s images per device, kvstore %s" % (last.get("model"), last.get("per_device_batch"),
+    return Block("%s, %s images per device, kvstore %s" % (model_label(last.get("model", "")), last.get("per_device_batch"),
                                                            last.get("kvstore")),
                  [Table(records, ["devices", "batch_size", "step_s", "iqr_s", "t1_s", "t2_s", "update_s",
                                   "overlap_model_s", "serial_model_s", "images_per_s", "speedup",
@@ -250,7 +251,8 @@ def profile_section(records):
     """gluonperf.profile: the ceiling, the model's work, the fenced breakdown, the top
     operators against the ceiling, and the verdict."""
     by = lambda bench: [r for r in records if r.bench == bench]  # noqa: E731
-    ceiling, work, parts, ops, verdict = (by(b) for b in ("ceiling", "work", "breakdown", "operators", "verdict"))
+    ceiling, work, parts, ops, verdict, blocks = (by(b) for b in ("ceiling", "work", "breakdown", "operators", "verdict",
+                                                                  "blocks"))
     top = next(r for r in ceiling if r.metrics.get("ceiling"))
     step_parts = [r for r in parts if r.name not in ("fenced step", "unfenced step", "hidden by overlap")]
     timed_ops = sorted((r for r in ops if r.metrics.get("phase") is not None and r.name != "profiled step"),
@@ -290,7 +292,13 @@ def profile_section(records):
                                 ("of ceiling", lambda r: percent(r.metrics.get("of_ceiling")))],
                     "top operators (profiled run, bulk execution off)"),
               Table(verdict, ["name", "finding"], "verdict")]
-    return Block("%s, batch %s on %s, hybridize %s" % (m.get("model"), m.get("batch_size"), m.get("contexts"),
+    if blocks:
+        tables.insert(3, Table(blocks, ["tree", "parameters", "training_gflop", "forward_s", "backward_s",
+                                        ("step share", lambda r: percent(r.metrics.get("step_share"))),
+                                        ("of ceiling", lambda r: percent(r.metrics.get("of_ceiling"))), "note"],
+                               "the model's Blocks, each timed alone on the inputs it gets in the model: %s"
+                               % blocks[-1].metrics.get("finding", "")))
+    return Block("%s, batch %s on %s, hybridize %s" % (model_label(m.get("model", "")), m.get("batch_size"), m.get("contexts"),
                                                         m.get("hybridize")),
                  tables, svg(fig), reading)
 
@@ -363,7 +371,7 @@ def predict_section(records):
     m = (rows or checks or best)[0].metrics
     links = ", ".join(dict.fromkeys(str(r.metrics[k]) for k in ("machine_link", "network_link")
                                     for r in rows if r.metrics.get(k)))
-    return Block("%s%s" % (m.get("model", "predict"), " over " + links if links else ""), tables, svg(fig),
+    return Block("%s%s" % (model_label(m.get("model", "predict")), " over " + links if links else ""), tables, svg(fig),
                  "; ".join(parts))
 
 
@@ -448,7 +456,7 @@ KINDS = [
     Kind(("hybridize_suite",), "Hybridize against the book's loop", hybridize_suite_section),
     Kind(("train",), "Training: accuracy and images/s per epoch", train_section),
     Kind(("scaling",), "Scaling: speedup and efficiency against the ideal", scaling_section),
-    Kind(("ceiling", "work", "breakdown", "operators", "verdict"),
+    Kind(("ceiling", "work", "breakdown", "operators", "verdict", "blocks"),
          "Profile: where a training step's time goes, against the machine's ceiling", profile_section),
     Kind(("tune",), "Throughput suites and tune: ratios with their intervals", tune_section),
     Kind(("predict", "predict-best", "predict-check"), "Predicted scaling: devices and machines you do not have",
