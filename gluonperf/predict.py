@@ -10,6 +10,7 @@ import sys
 
 from . import UserError
 from .cli import common as cli
+from .training.model_spec import label
 
 _VALIDATE = any(a == "--validate" or a.startswith("--validate=") for a in sys.argv[1:])
 THREADS_NOTE = (cli.thread_defaults(sys.argv[1:], at_least=4 if _VALIDATE else 1)
@@ -206,7 +207,7 @@ def main(argv=None):
         step = scaling_checks.step_from_scaling(scaling_checks.read_records(args.scaling, "scaling"))
         if step["model"] and step["model"] != args.model:
             cli.note("note: %s was measured with --model %s; predicting for --model %s"
-                     % (args.scaling, step["model"], args.model))
+                     % (args.scaling, label(step["model"]), label(args.model)))
     elif args.t1 is not None:
         step = dict(t1_s=args.t1, update_s=args.update, per_device_batch=args.per_device_batch)
     else:
@@ -230,7 +231,7 @@ def main(argv=None):
              title="%s: %.1f MiB of gradients in %d arrays, %d images per device, t1 %.4g ms, update %.4g ms; "
                    "within a machine: ring over %s (%.4g GB/s); across machines: dist_sync over %s (%.4g GB/s), "
                    "%s (%s); %s; lr %g per %d images, scaled linearly with %d warm-up epochs"
-                   % (args.model, nbytes / 2 ** 20, keys, m["per_device_batch"], 1e3 * step["t1_s"]
+                   % (label(args.model), nbytes / 2 ** 20, keys, m["per_device_batch"], 1e3 * step["t1_s"]
                       * m["per_device_batch"] / step["per_device_batch"], 1e3 * step["update_s"]
                       * m["per_device_batch"] / step["per_device_batch"], intra.name, intra.GBps, inter.name,
                       inter.GBps, "%d servers" % args.servers if args.servers else "one server per machine", args.placement,
