@@ -19,7 +19,7 @@ import mxnet as mx
 from mxnet.gluon import nn
 
 from .. import UserError, error_line
-from .model_spec import (ModelSpec, build_factory, is_factory, label, load_loss, parse_spec,
+from .model_spec import (ModelSpec, build_factory, is_factory, label, load_factory, load_loss, parse_spec,
                          random_input as _random_input, spec_text)
 
 BUILTIN = {
@@ -228,7 +228,22 @@ def resolve_model(model, args=None, shape=None, input_dtype="float32", vocab=Non
     """(spec text, notes) of the model the flags describe, checked before any work: the factory
     imports and returns a Block, its first forward takes the input (batch of 2, on the CPU),
     the loss takes its output; a model whose hybridize() fails is marked to run imperatively
-    (a note says so). ValueError in one line otherwise."""
+    (a note says so). ValueError in one line otherwise, naming files as they were given."""
+    given = {}
+    for ref in (parse_spec(model).model, loss or ""):
+        where = ref.rpartition(":")[0]
+        if where.endswith(".py"):
+            given[os.path.abspath(where)] = where
+    try:
+        return _resolve(model, args, shape, input_dtype, vocab, loss, classes)
+    except ValueError as e:
+        message = str(e)
+        for full, short in sorted(given.items(), key=lambda kv: -len(kv[0])):
+            message = message.replace(full, short)
+        raise type(e)(message) from None
+
+
+def _resolve(model, args, shape, input_dtype, vocab, loss, classes):
     base = parse_spec(model)
     if is_factory(base.model):
         from .model_spec import absolute
@@ -245,6 +260,10 @@ def resolve_model(model, args=None, shape=None, input_dtype="float32", vocab=Non
     if not is_factory(spec.model) and spec == ModelSpec(spec.model):
         get_model(spec.model)  # an unknown name fails here; the shipped models need no probe
         return text, []
+    if is_factory(spec.model):
+        load_factory(spec.model)  # a file or module that is not there says so before anything else
+        if spec.loss:
+            load_factory(spec.loss, "--loss")
     shape = input_shape(text)
     if spec.input_dtype == "int32" and not all(isinstance(n, int) for n in shape):
         raise ValueError("--input-shape %s: token ids need whole numbers" % (shape,))
