@@ -112,3 +112,16 @@ def test_profile_names_the_blocks_of_a_model_from_a_file(tmp_path):
     for child in ("left", "right", "pool", "head"):
         assert child in names, names
     assert "nets.py:branchy 3x12x12" in p.stdout
+
+
+def test_tune_starts_train_with_the_flags_a_user_types():
+    """tune's candidates (and the winning command line it prints) give a model of one's own as
+    --model, --model-args and --input-shape, not as the spec's JSON."""
+    import shlex
+    from gluonperf.experiments.sweep import TRAIN, Candidate
+    from gluonperf.training.models import resolve_model
+    spec, _ = resolve_model(NETS + ":branchy", {"width": 4}, (3, 8, 8))
+    line = TRAIN.command_line(Candidate("baseline", flags=(("model", spec), ("batch_size", "8"))), 2)
+    argv = shlex.split(line)
+    at = argv.index("--model")
+    assert argv[at:at + 6] == ["--model", NETS + ":branchy", "--model-args", '{"width":4}', "--input-shape", "3,8,8"]
