@@ -1,4 +1,4 @@
-"""python -m gluonperf.bench optimizers and gluonperf.experiments.optimizer_cost: seed 004's from-scratch
+"""python -m gluonperf.bench optimizers and gluonperf.experiments.optimizer_cost: the book's from-scratch
 updates against MXNet's fused and multi-tensor operators."""
 import math
 

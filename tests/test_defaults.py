@@ -1,7 +1,6 @@
 """The commands as most users run them: only the arguments they require, on each kind of data
-they take, every other flag at its default (issue 45: `profile --dataset FOLDER` without
---workers crashed; the other tests of image data always passed --workers, --model and
---batch-size).
+they take, every other flag at its default (the other tests of image data pass --workers, --model and
+--batch-size, which hid a crash of `profile --dataset FOLDER` without --workers).
 
 Here: train on each kind of data (synthetic, digits, an image folder, its .rec); profile, tune,
 bench input and bench time-to-accuracy on the folder and the .rec (tune on the .rec, whose
@@ -59,7 +58,7 @@ def ran(images, tmp_path_factory):
         # --limit 128 (2 steps): a whole epoch of the 1437 digits (6000 synthetic images) is 22 (93) steps
         "train synthetic": ["gluonperf.train", "--dataset", "synthetic", "--epochs", "1", "--limit", "128"],
         "train digits": ["gluonperf.train", "--dataset", "digits", "--epochs", "1", "--limit", "128"],
-        # issue 45: without --workers the input section's title crashed, in the full run and with --input-only;
+        # without --workers the input section's title once crashed, in the full run and with --input-only;
         # --ceiling quick: the full peak measurement multiplies 1536^3 matrices, twice
         "profile folder": ["gluonperf.profile", "--dataset", images, *LENET, "--ceiling", "quick", *SHORT_STEPS,
                            "--json", str(out / "profile.json")],
@@ -120,7 +119,7 @@ def test_train_runs_an_epoch_of_the_default_model_and_batch(ran, images, source)
 
 
 def test_profile_on_a_folder_says_which_workers_it_used(ran, images):
-    """The crash of issue 45: the input section's title formatted --workers, None when not given."""
+    """The input section's title formatted --workers, None when not given: it crashed."""
     lines = ok(ran["profile folder"])
     title = next(l for l in lines if l.startswith("input: is the step waiting for its input?"))
     assert "lenet on %s, batch 64 on cpu0, --loader dataloader, --workers 0 (the default on CPU contexts)" % images \

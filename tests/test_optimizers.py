@@ -59,7 +59,7 @@ def test_create_gives_the_named_optimizer_and_refuses_others():
     assert type(optimizers.create("nag", learning_rate=0.1, momentum=0.9)) is mx.optimizer.NAG
     assert type(optimizers.create("adam", beta1=0.8)) is mx.optimizer.Adam
     assert optimizers.create("adam", beta1=0.8).beta1 == 0.8
-    assert optimizers.create("rmsprop", beta2=0.7).gamma1 == 0.7  # seed 004's gamma
+    assert optimizers.create("rmsprop", beta2=0.7).gamma1 == 0.7  # the book's gamma
     assert optimizers.create("adagrad", epsilon=1e-5).float_stable_eps == 1e-5
     with pytest.raises(ValueError,
                        match="unknown optimizer 'lion'; choose from sgd, nag, adagrad, rmsprop, adam, adamw"):
@@ -110,7 +110,7 @@ def test_the_note_names_the_override_and_only_applies_to_sgd_with_momentum_on_cp
     assert optimizers.note("sgd", 0.9, [mx.gpu(0)], environ={}) is None
 
 
-# --- seed 004's optimizers (issue 39) ----------------------------------------------
+# --- the optimization chapter's optimizers --------------------------------------------
 
 def adamw_reference(steps, lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, wd=0.1):
     """PyTorch's AdamW in numpy (float64): decoupled decay lr*wd*w, bias-corrected moments
@@ -297,7 +297,7 @@ def test_resuming_with_other_betas_is_refused(tmp_path):
         fit(small(epochs=2, resume=ckpt, beta2=0.99), [mx.cpu(0)])
 
 
-# --- a checkpoint that fills the disk (issue 37) ---------------------------------------
+# --- a checkpoint that fills the disk ----------------------------------------------------
 
 def test_a_full_disk_names_the_checkpoint_not_written_and_the_intact_one(tmp_path, monkeypatch):
     import errno

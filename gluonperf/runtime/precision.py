@@ -126,7 +126,7 @@ def has_bf16(flags=None):
 
 
 def has_amx(flags=None):
-    """True when the CPU has AMX with bfloat16 (Sapphire Rapids and later Xeons)."""
+    """True when the CPU has AMX with bfloat16 (Intel Xeons since the generation that introduced AMX)."""
     return {"amx_bf16", "amx_tile"} <= (cpu_flags() if flags is None else flags)
 
 
