@@ -1,6 +1,6 @@
 """The yardstick: the chapter's concise ResNet-18 training loop, as the book writes it.
 
-From "8.5 多GPU计算的简洁实现" (seed 002): ResNet-18 for 28x28 inputs, run
+From "8.5 多GPU计算的简洁实现" (the MXNet chapter): ResNet-18 for 28x28 inputs, run
 imperatively (not hybridized), initialised with Normal(0.01) on the contexts,
 `gluon.Trainer(..., 'sgd', {'learning_rate': lr})`, a DataLoader the way
 `d2l.load_data_fashion_mnist` builds it (shuffle, 4 worker processes on Linux),

@@ -1,4 +1,4 @@
-"""Is predict's dist_sync miss noise, or a term the model lacks? (issue 36)
+"""Is predict's dist_sync miss noise, or a term the model lacks?
 
     python benchmarks/dist_sync_terms.py --rounds 3 --json dist_terms.json
 

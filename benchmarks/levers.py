@@ -66,7 +66,7 @@ def candidates(batch_size, model="resnet18"):
         static2.with_env("OMP_NUM_THREADS=2 + static + NaiveEngine", MXNET_ENGINE_TYPE="NaiveEngine"),
         static2.with_flags("", loader_workers=0).with_env(
             "OMP_NUM_THREADS=2 + static + NaiveEngine + DataLoader 0 workers", MXNET_ENGINE_TYPE="NaiveEngine"),
-        # issue 12's levers, each alone on top of gluonperf.train's one-context defaults (static2)
+        # the levers, each alone on top of gluonperf.train's one-context defaults (static2)
         static2.with_env("train defaults + jemalloc (LD_PRELOAD)", LD_PRELOAD=JEMALLOC),
         static2.with_env("train defaults + tcmalloc (LD_PRELOAD)", LD_PRELOAD=TCMALLOC),
         static2.with_env("train defaults + glibc MALLOC_MMAP_THRESHOLD_=32M, MALLOC_TRIM_THRESHOLD_=1G",
@@ -85,7 +85,7 @@ def candidates(batch_size, model="resnet18"):
         static2.with_env("train defaults but OMP_NUM_THREADS=1", OMP_NUM_THREADS=1),
         static2.with_flags("", ctx="cpu0,cpu1", per_step_sync="").with_env(
             "cpu0,cpu1 + train defaults + sync every step", OMP_NUM_THREADS=1, MXNET_CPU_TEMP_COPY=64),
-        # the OpenMP runtime, in place of GNU libgomp (issue 12, fifth session)
+        # the OpenMP runtime, in place of GNU libgomp
         static2.with_env("train defaults + LLVM libomp (LD_PRELOAD)", LD_PRELOAD=LLVM_OMP),
         static2.with_env("train defaults + Intel libiomp5 (LD_PRELOAD)", LD_PRELOAD=INTEL_OMP),
         static2.with_flags("", ctx="cpu0,cpu1").with_env(
@@ -96,13 +96,13 @@ def candidates(batch_size, model="resnet18"):
             LD_PRELOAD=INTEL_OMP),
         static2.with_env("train defaults + Intel libiomp5 + KMP_BLOCKTIME=0", LD_PRELOAD=INTEL_OMP,
                          KMP_BLOCKTIME=0),
-        # transparent huge pages for malloc'd memory (glibc >= 2.35; THP "madvise"), issue 12, eighth session
+        # transparent huge pages for malloc'd memory (glibc >= 2.35; THP "madvise")
         static2.with_env("train defaults + GLIBC_TUNABLES=" + HUGE_PAGES, GLIBC_TUNABLES=HUGE_PAGES),
-        # MXNet's last switches no session had measured (issue 12, eleventh session): none moved the step
+        # MXNet's remaining switches (docs/levers.md: none moved the step)
         static2.with_env("train defaults + MXNET_EXEC_INPLACE_GRAD_SUM_CAP=2", MXNET_EXEC_INPLACE_GRAD_SUM_CAP=2),
         static2.with_env("train defaults + MXNET_USE_OPERATOR_TUNING=0", MXNET_USE_OPERATOR_TUNING=0),
         static2.with_env("train defaults + MXNET_CPU_PARALLEL_SIZE=4096", MXNET_CPU_PARALLEL_SIZE=4096),
-        # oneDNN 2.4's ISA hint (issue 12, eighteenth session): AVX-512 kernels that honour it use 256-bit
+        # oneDNN 2.4's ISA hint: AVX-512 kernels that honour it use 256-bit
         # registers, which on some Intel Xeons keeps the cores at a higher clock. None of the kernels
         # ResNet-18's training runs does (DNNL_VERBOSE: the same implementations with and without it)
         static2.with_env("train defaults + DNNL_CPU_ISA_HINTS=PREFER_YMM", DNNL_CPU_ISA_HINTS="PREFER_YMM"),
