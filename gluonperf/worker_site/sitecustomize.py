@@ -46,10 +46,12 @@ if os.environ.get("DMLC_ROLE") == "worker":
     sys.exit = _note_exit
     sys.excepthook = _note_exception
 
-# chain to the sitecustomize this one shadows, if any
+# chain to the sitecustomize this one shadows, if any: the next one on the path after this folder
+# (not one before it, which has run already: profile's hooks load this one when the script launches)
 _here = os.path.dirname(os.path.abspath(__file__))
+_paths = [os.path.abspath(p or ".") for p in sys.path]
 _spec = importlib.machinery.PathFinder.find_spec(
-    "sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here])
+    "sitecustomize", sys.path[_paths.index(_here) + 1:] if _here in _paths else sys.path)
 if _spec is not None and _spec.loader is not None:
     _module = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(_module)
