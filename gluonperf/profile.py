@@ -19,9 +19,11 @@ from .cli import common as cli
 
 # As a command, choose MXNet's thread count before MXNet is loaded (by `main`, after parsing);
 # the operator-table run also turns bulk execution off, which is read only at that moment.
-THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else None
+# `-- COMMAND` (a script of one's own, gluonperf.profile_script) leaves the environment as the user has it.
+OWN_SETTINGS = __name__ == "__main__" and "--" not in sys.argv[1:]
+THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if OWN_SETTINGS else None
 # --dtype bfloat16: the AMX permission (per process, so the operator-table child asks again)
-DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if __name__ == "__main__" else None
+DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if OWN_SETTINGS else None
 if __name__ == "__main__" and "--operators-only" in sys.argv[1:]:
     os.environ["MXNET_EXEC_BULK_EXEC_TRAIN"] = "0"
 
@@ -49,7 +51,9 @@ def build_parser():
         description="Where a training step's time goes, against this machine's ceiling: the peak FLOP/s "
                     "(float32, or bfloat16 with --dtype bfloat16) measured now, the model's FLOPs per training image, the step split into its "
                     "parts (each fenced by a sync), MXNet's profiler per operator, and a verdict. The "
-                    "training configuration flags are gluonperf.train's.")
+                    "training configuration flags are gluonperf.train's. A training script of one's own, "
+                    "unmodified: python -m gluonperf.profile [--steps N] [--warmup K] -- python train.py "
+                    "(its flags: python -m gluonperf.profile --help --).")
     add_training_flags(p, FLAGS, defaults={"dataset": "synthetic"})
     p.add_argument("--steps", type=cli.positive_int, default=10,
                    help="measured steps: fenced, unfenced and profiled, each; and rounds of the Blocks table "
@@ -200,6 +204,9 @@ def operators_only(args, ctxs, config):
 
 
 def main(argv=None):
+    if "--" in (sys.argv[1:] if argv is None else argv):  # -- python train.py: a script of one's own
+        from .profile_script import main as profile_script
+        return profile_script(argv)
     args = build_parser().parse_args(argv)
     cli.guard_command(args, PROG)
     if args.list_models:

@@ -1,0 +1,232 @@
+"""`python -m gluonperf.profile [--steps N] [--warmup K] [--json PATH] -- COMMAND...`: a
+training script gluonperf has never seen, profiled from outside, unmodified.
+
+The command runs as a child, in its own session (process group), with this terminal's
+input and output: its output and its exit status are the script's. gluonperf's hooks go in
+at the child's start (gluonperf/runtime/script_site, first on its PYTHONPATH; a
+sitecustomize or PYTHONPATH of the user's own still works) and write what they measure into
+a temporary folder (gluonperf.experiments.script_profile); once the child has ended, this
+command measures the machine's ceiling (when the model's FLOPs are known), summarises and
+prints the report after the script's own output.
+
+Ctrl-C (SIGINT), SIGTERM and SIGHUP are passed on to the child's process group (its
+DataLoader workers too); the child gets GRACE seconds to end, then SIGTERM and SIGKILL; the
+report of what was measured so far follows. Whatever the child left in its group is killed
+when it ends. Dispatched from gluonperf.profile's main when its arguments hold `--`.
+"""
+import argparse
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import UserError
+from .cli import common as cli
+
+PROG = "python -m gluonperf.profile"
+SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime", "script_site")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GRACE = 10.0   # seconds the child gets to end after a signal is passed on, before SIGTERM, then SIGKILL
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def build_parser():
+    p = argparse.ArgumentParser(
+        prog=PROG, usage="%(prog)s [--steps N] [--warmup K] [--json PATH] [...] -- COMMAND...",
+        description="Profile an unmodified Python training command (python train.py ARGS, python -m pkg.train "
+                    "ARGS) from outside: its output and exit status pass through; then the step's time and "
+                    "images/s, its share waiting for data with an input-bound verdict, the update's share, the top "
+                    "operators against this machine's ceiling, the model's Blocks and the peak memory. Steps are "
+                    "found through gluon.Trainer.step(batch_size), waits for data through the iteration of "
+                    "DataLoader and MXNet's data iterators; the measured steps are fenced (mx.nd.waitall()).")
+    p.add_argument("--steps", type=cli.positive_int, default=20,
+                   help="measured steps, after --warmup; then --operator-steps more under MXNet's profiler "
+                        "(default: %(default)s)")
+    p.add_argument("--warmup", type=cli.non_negative_int, default=3,
+                   help="steps run before the measured ones, not counted (default: %(default)s)")
+    p.add_argument("--operator-steps", type=cli.non_negative_int, default=5, metavar="N",
+                   help="steps after the measured ones with MXNet's profiler on, for the operator table (0: no "
+                        "table; the profiler slows every operator, so it has steps of its own) (default: "
+                        "%(default)s)")
+    p.add_argument("--depth", type=cli.non_negative_int, default=2,
+                   help="the Blocks table: the model's Blocks down to this depth, each timed alone after the "
+                        "measured steps (0 leaves it out) (default: %(default)s)")
+    p.add_argument("--ceiling", choices=["full", "quick", "off"], default="full",
+                   help="problem sizes of the peak FLOP/s measured after the script ends, when the model's FLOPs "
+                        "are known (off: no fraction of the ceiling) (default: %(default)s)")
+    p.add_argument("--stop", action="store_true",
+                   help="stop the script once its steps are measured (exit status 0), instead of letting it run on")
+    p.add_argument("--trace", metavar="PATH", help="keep the Chrome trace of the --operator-steps")
+    p.add_argument("--timeout", type=cli.non_negative_float, default=0, metavar="SEC",
+                   help="stop the script (as Ctrl-C does) after SEC seconds and report what was measured (0: never) "
+                        "(default: %(default)g)")
+    p.add_argument("--json", metavar="PATH", help="also write the results as JSON lines, with the environment")
+    p.add_argument("--csv", metavar="PATH", help="also write the results as CSV")
+    cli.add_threshold(p)  # the input verdict's
+    return p
+
+
+def split_argv(argv):
+    """(gluonperf's flags, the command) of an argv holding `--`."""
+    at = argv.index("--")
+    return argv[:at], argv[at + 1:]
+
+
+def child_environment(tmp, args):
+    """This environment, with gluonperf's hooks first on PYTHONPATH (the user's PYTHONPATH after
+    them) and the settings the hooks read."""
+    from .experiments.script_profile import ENTRY, ENV_OUT, ENV_SETTINGS
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (SITE, os.environ.get("PYTHONPATH")) if p)
+    settings = {"warmup": args.warmup, "steps": args.steps, "operator_steps": args.operator_steps,
+                "depth": args.depth, "stop": args.stop, "trace": os.path.abspath(args.trace) if args.trace else None}
+    env.update({ENV_OUT: tmp, ENV_SETTINGS: json.dumps(settings), "GLUONPERF_SCRIPT_HOOKS": ENTRY,
+                "GLUONPERF_SCRIPT_ROOT": ROOT})
+    return env
+
+
+def _kill_group(pid, sig):
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_child(command, env, timeout=0):
+    """Run `command` in its own session with this terminal's input and output; pass SIGINT,
+    SIGTERM and SIGHUP on to its group. Returns (Popen, the signal that stopped it or None,
+    whether --timeout did)."""
+    got, first, child = [], [], []  # the signals received; when the first came; the child, once started
+
+    def forward(signum, frame):
+        got.append(signum)
+        first[:] = first or [time.monotonic()]
+        if child:
+            _kill_group(child[0].pid, signum if len(got) == 1 else signal.SIGKILL)  # a second Ctrl-C: at once
+    previous = {s: signal.signal(s, forward) for s in SIGNALS}  # before the child starts: none is missed
+    try:
+        try:
+            proc = subprocess.Popen(command, env=env, start_new_session=True)
+        except FileNotFoundError:
+            raise UserError("cannot run %r: no such program" % command[0])
+        except PermissionError:
+            raise UserError("cannot run %r: permission denied" % command[0])
+        child.append(proc)
+        if got:
+            _kill_group(proc.pid, got[0])
+        started, timed_out, escalated = time.monotonic(), False, 0
+        while proc.poll() is None:
+            try:
+                proc.wait(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if timeout and not got and now - started > timeout:
+                timed_out = True
+                forward(signal.SIGINT, None)
+            if first and escalated < 2 and now - first[0] > GRACE * (escalated + 1):
+                escalated += 1  # the script did not end: SIGTERM, then SIGKILL
+                _kill_group(proc.pid, signal.SIGTERM if escalated == 1 else signal.SIGKILL)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    _kill_group(proc.pid, signal.SIGKILL)  # what the script left behind in its group (DataLoader workers)
+    return proc, (got[0] if got and not timed_out else None), timed_out
+
+
+def status_code(returncode):
+    """A shell-style exit status: the code, or 128 + the signal's number."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ours, command = split_argv(argv)
+    args = build_parser().parse_args(ours)
+    if not command:
+        raise UserError("no command after --: give the training command, e.g. -- python train.py")
+    cli.check_outputs(args)
+    cli.check_output_path(args.trace, "--trace")
+    if shutil.which(command[0]) is None:
+        raise UserError("cannot run %r: no such program" % command[0])
+    tmp = tempfile.mkdtemp(prefix="gluonperf-script-")
+    try:
+        sys.stdout.flush()
+        proc, stopped, timed_out = run_child(command, child_environment(tmp, args), args.timeout)
+        return report(args, command, tmp, status_code(proc.returncode), stopped, timed_out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def report(args, command, tmp, code, stopped, timed_out):
+    """Print what the child's processes measured; return the child's exit status."""
+    from .experiments import script_profile as sp
+    runs, sites = sp.read_runs(tmp)
+    why = sp.nothing_measured(runs, sites)
+    what = " ".join(shlex.quote(c) for c in command)
+    ended = ("was stopped by --timeout" if timed_out else "was stopped by %s" % signal.Signals(stopped).name
+             if stopped else "exited with status %d" % code if code else None)
+    if why:
+        cli.say("%s: %s%s" % (PROG, why, "; the script %s" % ended if ended else ""))
+        return code
+    run, others = sp.choose(runs)
+    if run.get("process", {}).get("rank") not in (None, 0):
+        return code  # a dist_sync worker of rank > 0 (launch ... -- profile -- ...): rank 0 reports
+    if ended and not stopped and not timed_out:  # the script failed: its traceback stands; one line of ours
+        summary = sp.summarise(run, what, args.threshold)
+        cli.write_outputs(_records(summary), args, _contexts(run))
+        cli.say("%s: the script %s; %s" % (PROG, ended, sp.one_line(run)))
+        return code
+    peak, devices, ceiling_note = None, 1, None
+    if sp.needs_ceiling(run) and args.ceiling != "off" and not stopped:
+        peak, devices, ceiling_note = _ceiling(run, args.ceiling)
+    summary = sp.summarise(run, what, args.threshold, peak, devices)
+    sections = sp.sections(summary, args.warmup, "`%s`" % what)
+    print()
+    cli.emit_sections(sections, args, _contexts(run), records=_records(summary))
+    print(summary["input"][0].metrics["finding"])
+    for line in summary["notes"] + ([ceiling_note] if ceiling_note else []) + (["note: " + others] if others else []):
+        cli.say(line)
+    if stopped or timed_out:
+        cli.say("%s: the script %s; the report holds the steps measured until then" % (PROG, ended))
+    elif summary["steps"][0].metrics["partial"]:
+        cli.say("%s: the script ended after %d measured steps, before all of --warmup %d, --steps %d and "
+                "--operator-steps %d" % (PROG, summary["steps"][0].metrics["steps"], args.warmup, args.steps,
+                                          args.operator_steps))
+    if args.trace and summary["operators"]:
+        cli.say("wrote profiler trace %s (the --operator-steps; open in ui.perfetto.dev)" % args.trace)
+    return code
+
+
+def _records(summary):
+    return (summary["steps"] + summary["input"] + summary["operators"] + summary["blocks"] + summary["memory"])
+
+
+def _contexts(run):
+    from .runtime.contexts import parse_contexts
+    try:
+        return parse_contexts((run.get("process") or {}).get("contexts") or "cpu")
+    except ValueError:
+        return []
+
+
+def _ceiling(run, size):
+    """The peak FLOP/s of one of the script's contexts, measured now (the script has ended),
+    with the thread settings the script had (this environment); how many of it the script's
+    contexts hold; and a note."""
+    from .measure.ceiling import ceiling_devices, ceiling_flops, measure_ceiling
+    ctxs = _contexts(run)
+    with cli.progress_bar(3 * 5, "ceiling") as bar:
+        ceiling = measure_ceiling(ctxs[0], size, progress=bar.update)
+    return (ceiling_flops(ceiling), ceiling_devices(ctxs),
+            "note: the ceiling, %.4g GFLOP/s on %s (%s sizes), was measured after the script ended, with its thread "
+            "settings" % (ceiling_flops(ceiling) / 1e9, ctxs[0], size))
+
+
+if __name__ == "__main__":
+    cli.run(main, PROG)
