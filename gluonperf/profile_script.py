@@ -168,7 +168,7 @@ def report(args, command, tmp, code, stopped, timed_out):
     from .experiments import script_profile as sp
     runs, sites = sp.read_runs(tmp)
     why = sp.nothing_measured(runs, sites)
-    what = " ".join(shlex.quote(c) for c in command)
+    what = shown(command)
     ended = ("was stopped by --timeout" if timed_out else "was stopped by %s" % signal.Signals(stopped).name
              if stopped else "exited with status %d" % code if code else None)
     if why:
@@ -201,6 +201,13 @@ def report(args, command, tmp, code, stopped, timed_out):
     if args.trace and summary["operators"]:
         cli.say("wrote profiler trace %s (the --operator-steps; open in ui.perfetto.dev)" % args.trace)
     return code
+
+
+def shown(command):
+    """The command as a user would type it: a Python interpreter given by its path shown by its
+    name (`/venv/bin/python train.py` -> `python train.py`)."""
+    first = os.path.basename(command[0]) if os.path.basename(command[0]).startswith("python") else command[0]
+    return " ".join(shlex.quote(c) for c in [first] + list(command[1:]))
 
 
 def _records(summary):

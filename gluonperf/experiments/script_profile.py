@@ -469,6 +469,11 @@ def summarise(run, command=None, threshold=stats.THRESHOLD, peak_flops=None, cei
         memory.append(result(BENCH, "memory", part="peak memory", rss_peak_bytes=m["rss_peak_bytes"],
                              rss_growth_bytes=m["rss_growth_bytes"],
                              **{k: v for k, v in m.items() if k.startswith("device_peak")}, **common))
+    fastest = max([r.metrics.get("of_ceiling") or 0 for r in rows + operators + blocks])
+    if fastest > 1:
+        notes.append("note: something ran at %.2fx the measured ceiling (%.4g GFLOP/s): the ceiling was measured with "
+                     "small sizes (--ceiling quick) or while other work slowed this machine; run again on a quieter "
+                     "machine" % (fastest, peak_flops / 1e9))
     if model.get("note"):
         notes.append("note: " + model["note"])
     if model.get("flops_note"):
