@@ -32,8 +32,8 @@ ROOT = os.path.dirname(HERE)
 
 # (name, what it shows, command lines). Each command line runs in the same scratch folder,
 # in order, so a later one can read what an earlier one wrote (compare, report); the files of
-# FILES (docs/your_model/) are put there first, as a user's own model file sits in their
-# folder. A line that
+# FILES (docs/your_model/, docs/your_script/) are put there first, as a user's own model file
+# or training script sits in their folder. A line that
 # starts with "! " must exit non-zero (an error the page shows; exiting 0 fails the example);
 # its exit code is shown after it, as compare's is.
 EXAMPLES = [
@@ -126,6 +126,10 @@ EXAMPLES = [
       "--steps 2",
       "python -m gluonperf.profile --model mynet.py:build --input-shape 3,32,32 --batch-size 32 --steps 5 "
       "--ceiling quick"]),
+    ("your_script", "a training script of one's own, profiled from outside: its images in memory, then slow",
+     ["python -m gluonperf.profile --json results/script.json -- python train_script.py",
+      "python -m gluonperf.profile --depth 0 --operator-steps 0 --ceiling off --json results/script_slow.json "
+      "-- python train_script.py --slow-data"]),
     ("your_model_errors", "a model spec that does not fit: each one line, nothing run",
      ["! python -m gluonperf.train --model mynet.py:build",
       "! python -m gluonperf.train --model mynet.py:build --input-shape 32,32",
@@ -136,7 +140,7 @@ EXAMPLES = [
      ["python -m gluonperf.bench optimizers --model resnet18 --batch-size 16 --repeat 5 --steps 3"]),
 ]
 NAMES = [name for name, _, _ in EXAMPLES]
-FILES = [os.path.join(HERE, "your_model", "mynet.py")]
+FILES = [os.path.join(HERE, "your_model", "mynet.py"), os.path.join(HERE, "your_script", "train_script.py")]
 
 
 def machine():
