@@ -103,6 +103,21 @@ def test_two_contexts_and_the_module_form(tmp_path):
     assert "bulk segments" in done.stderr  # hybridized: the profiler names bulk segments
 
 
+def test_waits_in_an_mxnet_data_iterator_count():
+    done = profile("--steps", "10", "--warmup", "2", "--operator-steps", "0", "--depth", "0", "--ceiling", "off",
+                   command=[PY, os.path.join("tests", "user_scripts", "iter_script.py")])
+    assert done.returncode == 0 and "done" in done.stdout, done.stderr
+    assert "input-bound: " in done.stdout and "the loader (Slow in the script's own thread)" in done.stdout
+
+
+def test_a_script_that_fails_in_its_warm_up_is_one_line():
+    done = profile(*QUICK, command=[PY, SCRIPT, "--fail-at", "1"])
+    assert done.returncode == 1 and "RuntimeError" in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "python -m gluonperf.profile: the script ended after 1 step, before the first measured one (--warmup steps "
+        "come first); the script exited with status 1")
+
+
 def test_a_script_that_raises_keeps_its_traceback_and_status():
     done = profile(*QUICK, command=[PY, SCRIPT, "--fail-at", "7"])
     assert done.returncode == 1

@@ -158,7 +158,7 @@ class _Driver:
                 self.prof.close()
         except BaseException as e:  # noqa: BLE001 (at exit, the script's status must stand)
             self.write(kind="error", where="at exit", error="%s: %s" % (type(e).__name__, e))
-        self.write(kind="exit")
+        self.write(kind="exit", steps_seen=self.prof.index)
 
 
 def _plain(value):
@@ -357,6 +357,10 @@ def nothing_measured(runs, sites):
                 "PYTHONPATH (python -E or -I); profile runs a Python training command, e.g. -- python train.py")
     if not runs:
         return "the script never imported MXNet: nothing to profile (%s)" % HOW_STEPS_ARE_FOUND
+    seen = max((r.get("exit") or {}).get("steps_seen", 0) for r in runs)
+    if seen:
+        return "the script ended after %d step%s, before the first measured one (--warmup steps come first)" % (
+            seen, "s" if seen != 1 else "")
     return ("no training step seen: %s, which the script never called; call trainer.step(batch_size) in the loop, "
             "or mark steps with gluonperf.measure.steps.StepProfiler" % HOW_STEPS_ARE_FOUND)
 
@@ -518,8 +522,10 @@ def input_verdict(groups, slowdown, share, low, high, threshold, run, batch, com
         elif main["loader"].endswith("DataLoader"):
             advice = ("; more num_workers (on CPU contexts only while cores are free), or a dataset that costs less "
                       "per sample (decoded once, RecordIO)")
+        elif main["loader"] in ("MXDataIter", "ImageRecordIter"):
+            advice = "; more preprocess_threads, or a cheaper decode (smaller images stored)"
         else:
-            advice = "; more preprocess threads, or a cheaper decode"
+            advice = "; prepare batches ahead (mx.io.PrefetchingIter, or a DataLoader with num_workers)"
     if word == "input-bound":
         finding = "input-bound: %s of each step waits for data (%s); %s%s" % (_pct(share), ci, "; ".join(rates), advice)
     elif word == "not input-bound":
@@ -616,8 +622,6 @@ def needs_ceiling(run):
 def one_line(run):
     """What was measured so far, in one line (for a script that failed)."""
     steps = [s for s in run["steps"] if s["phase"] in ("active", "profiled")]
-    if not steps:
-        return "no step was measured (%d warm-up steps were due first)" % 0
     times = sorted(s["step_s"] for s in steps)
     total = sum(s["step_s"] for s in steps)
     waits = sum(s["wait_s"] for s in steps)
