@@ -58,12 +58,13 @@ def test_bench_hybridize_and_footprint_run_a_model_from_a_file(tmp_path):
     assert "nets.py:branchy" in p.stdout
     out = tmp_path / "f.jsonl"
     p = run_leaving_nothing(["-m", "gluonperf.bench", "footprint", "--model", NETS + ":branchy",
-                             "--input-shape", "3,12,12", "--batch-sizes", "2,4", "--json", str(out)])
+                             "--input-shape", "3,12,12", "--batch-sizes", "2,4", "--hybridize", "hybrid",
+                             "--steps", "1", "--json", str(out)])
     assert p.returncode == 0, p.stderr
     assert [r["batch_size"] for r in _records(out) if "batch_size" in r][:2] == [2, 4]
 
 
-@pytest.mark.parametrize("flags, says", [
+BAD_SPECS = [
     (["--model", "no/such/file.py:net", "--input-shape", "3,8,8"], "no/such/file.py:net: no file"),
     (["--model", NETS + ":nothing_here", "--input-shape", "3,8,8"], "has no callable 'nothing_here'"),
     (["--model", NETS + ":not_a_block", "--input-shape", "3,8,8"], "returned str, not a gluon Block"),
@@ -79,9 +80,28 @@ def test_bench_hybridize_and_footprint_run_a_model_from_a_file(tmp_path):
     (["--model", NETS + ":lstm", "--input-shape", "6", "--input-dtype", "int32"], "needs --vocab-size"),
     (["--model", NETS + ":regression", "--input-shape", "4", "--loss", NETS + ":nope"], "has no callable 'nope'"),
     (["--model", "resnet18", "--model-args", "width=3"], "the built-in resnet18 takes none"),
-    (["--model", NETS + ":branchy", "--input-shape", "3,12,12", "--dataset", "digits"], "--dataset digits holds 1x28x28"),
-])
+]
+
+
+@pytest.mark.parametrize("flags, says", BAD_SPECS)
+def test_a_bad_model_spec_is_refused_with_what_is_wrong(flags, says, monkeypatch):
+    """Each bad spec through the flags' own parsing and check (cli.resolve_model), in this process."""
+    import argparse
+    from gluonperf import UserError
+    from gluonperf.cli import common
+    monkeypatch.chdir(ROOT)
+    parser = argparse.ArgumentParser()
+    common.add_model_flags(parser, "resnet18")
+    args = parser.parse_args(flags)
+    with pytest.raises(UserError) as refused:
+        common.resolve_model(args)
+    assert says in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("flags, says", [BAD_SPECS[0], BAD_SPECS[6], (
+    ["--model", NETS + ":branchy", "--input-shape", "3,12,12", "--dataset", "digits"], "--dataset digits holds 1x28x28")])
 def test_a_bad_model_spec_is_one_line_and_writes_nothing(tmp_path, flags, says):
+    """As users meet it: one line on stderr, exit code 2, no traceback, nothing written."""
     out = tmp_path / "out.jsonl"
     argv = ["-m", "gluonperf.train", "--epochs", "1", "--limit", "64", "--json", str(out)]
     if "--dataset" not in flags:
