@@ -2,8 +2,8 @@
 
 --help's subcommands are the package's modules; the tables of per-subcommand facts (the
 contexts it runs at once, the stand-ins, `python -m gluonperf`'s list, the report's kinds)
-are derived from them; each module's COLUMNS are what the terminal prints and what the
-report's table shows; and a subcommand runs from Python (run_with) without a process and
+are derived from them; each module's COLUMNS are what the terminal prints (test_commands) and
+what the report's table shows (test_report); and a subcommand runs from Python (run_with) without a process and
 without printing.
 """
 import argparse
@@ -54,29 +54,8 @@ def test_the_tables_of_facts_are_read_off_the_modules(capsys):
     assert not {b for kind in kinds.KINDS for b in kind.benches} & {b for m in bench.SUBCOMMANDS for b in m.RECORDS}
 
 
-def header(text):
-    lines = text.splitlines()
-    return next(lines[i - 1].split() for i, line in enumerate(lines) if line.startswith("---") and i)
-
-
 def cell_names(columns):
     return [c if isinstance(c, str) else c[0] for c in columns]
-
-
-@pytest.mark.parametrize("module", DRAWN, ids=[m.NAME for m in DRAWN])
-def test_the_terminal_and_the_report_show_the_modules_columns(module, capsys):
-    """In this process (the command line is tested in test_commands): the subcommand's quick run,
-    its terminal table, and its report block."""
-    parser = subparsers(bench.build_parser()).choices[module.NAME]
-    args = parser.parse_args(module.QUICK)
-    measured = module.measure(args)
-    capsys.readouterr()
-    module.show(args, *measured)
-    shown = header(capsys.readouterr().out)
-    assert shown == [c for c in module.COLUMNS if c not in ("device_peak_bytes", "error")]
-    block = module.section(measured[0])
-    assert set(cell_names(kinds.report_columns(module.COLUMNS))) <= set(cell_names(block.tables[0].columns))
-    assert block.reading
 
 
 def test_the_report_shows_an_interval_in_one_cell():

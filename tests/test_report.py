@@ -430,3 +430,15 @@ def test_an_old_record_with_min_max_is_labelled_with_its_level():
     assert kinds.with_interval({"ratio": 1.13}, "ratio") == "1.13x (no interval recorded)"
     one = {"ratio": 1.13, "ratio_ci_low": 0.0, "ratio_ci_high": float("inf"), "ratio_n": 1, "ratio_level": 0.95}
     assert kinds.with_interval(one, "ratio") == "1.13x (95% CI unknown, 1 round)"
+
+
+@pytest.mark.parametrize("name", [m.NAME for m in bench.SUBCOMMANDS if hasattr(m, "section")])
+def test_each_bench_section_shows_its_modules_columns(results, name):
+    """The report's block of a bench subcommand shows the COLUMNS its module gives the terminal
+    (test_commands checks the terminal's table), an interval in one cell, and a reading."""
+    module = bench.BY_NAME[name]
+    records = [r for r, _ in read_jsonl(str(results / (name + ".json"))) if r.bench in module.RECORDS]
+    block = module.section(records)
+    cells = lambda columns: {c if isinstance(c, str) else c[0] for c in columns}  # noqa: E731
+    assert cells(kinds.report_columns(module.COLUMNS)) <= cells(block.tables[0].columns)
+    assert block.reading
