@@ -73,7 +73,7 @@ BAD_SPECS = [
     (["--model", "no_such_module_anywhere:net", "--input-shape", "3,8,8"], "module no_such_module_anywhere does not import"),
     (["--model", NETS + ":branchy"], "give the shape of one sample it takes with --input-shape"),
     (["--model", NETS + ":branchy", "--input-shape", "12"], "with input 12: the first forward fails"),
-    (["--model", NETS + ":two_inputs", "--input-shape", "4"], "gluonperf feeds a model one input"),
+    (["--model", NETS + ":two_inputs", "--input-shape", "4"], "--input-shape once per input"),
     (["--model", NETS + ":branchy", "--input-shape", "3,x,8"], "--input-shape 3,x,8: give one sample's shape"),
     (["--model", NETS + ":branchy", "--input-shape", "3,8,8", "--model-args", "width"], "is not key=value"),
     (["--model", NETS + ":branchy", "--input-shape", "3,8,8", "--model-args", "depth=3"], "branchy(depth=3, classes=10) failed"),
@@ -145,3 +145,34 @@ def test_tune_starts_train_with_the_flags_a_user_types():
     argv = shlex.split(line)
     at = argv.index("--model")
     assert argv[at:at + 6] == ["--model", NETS + ":branchy", "--model-args", '{"width":4}', "--input-shape", "3,8,8"]
+
+
+def test_a_model_with_two_inputs_trains_and_is_timed(tmp_path):
+    """--input-shape once per input: the model gets its two inputs (sliced from one flat batch
+    by models.SeveralInputs), in train and in bench hybridize, whose records name both shapes."""
+    two = ["--model", NETS + ":two_inputs", "--input-shape", "4", "--input-shape", "2,3"]
+    p = run_leaving_nothing(TRAIN + two)
+    assert p.returncode == 0, p.stderr
+    assert "nets.py:two_inputs 4+2x3 on synthetic" in p.stdout
+    out = tmp_path / "h.jsonl"
+    p = run_leaving_nothing(["-m", "gluonperf.bench", "hybridize", *two, "--repeat", "2", "--number", "5",
+                             "--json", str(out)])
+    assert p.returncode == 0, p.stderr
+    assert json.loads(_records(out)[0]["model"])["input_shape"] == [[4], [2, 3]]
+
+
+def test_several_inputs_reach_the_model_as_given():
+    """The flat batch is cut back into the inputs the model was given, each sample its own."""
+    import mxnet as mx
+    import numpy as np
+    from gluonperf.training.models import SeveralInputs
+
+    class Echo(mx.gluon.HybridBlock):
+        def hybrid_forward(self, F, a, b):
+            return F.concat(F.flatten(a), F.flatten(b) * 10, dim=1)
+    net = SeveralInputs(Echo(), [(2,), (1, 3)])
+    flat = mx.nd.array(np.arange(10).reshape(2, 5))
+    for hybridized in (False, True):
+        if hybridized:
+            net.hybridize()
+        assert net(flat).asnumpy().tolist() == [[0, 1, 20, 30, 40], [5, 6, 70, 80, 90]]

@@ -131,9 +131,10 @@ def add_model_flags(p, default, help=MODEL_HELP):
     p.add_argument("--model-args", metavar="K=V,...", default=None,
                    help="keyword arguments for the model's factory: key=value,key=value (values read as JSON "
                         "where they parse) or a JSON object")
-    p.add_argument("--input-shape", metavar="C,H,W", default=None,
+    p.add_argument("--input-shape", metavar="C,H,W", default=None, action="append",
                    help="the shape of one sample the model takes (no batch axis), e.g. 3,32,32; needed for "
-                        "module:factory models (a built-in or zoo model has its own)")
+                        "module:factory models (a built-in or zoo model has its own); once per input for a "
+                        "model that takes several")
     p.add_argument("--input-dtype", choices=INPUT_DTYPES, default="float32",
                    help="float32 (images, features) or int32 (token ids for an Embedding; with --vocab-size) "
                         "(default: %(default)s)")
@@ -153,7 +154,8 @@ def resolve_model(args, classes=10):
     from ..training.models import resolve_model as resolve
     try:
         args.model, notes = resolve(args.model, parse_model_args(getattr(args, "model_args", None)),
-                                    parse_shape(args.input_shape) if getattr(args, "input_shape", None) else None,
+                                    [parse_shape(s) for s in args.input_shape] if getattr(args, "input_shape", None)
+                                    else None,
                                     getattr(args, "input_dtype", "float32"), getattr(args, "vocab_size", None),
                                     getattr(args, "loss", None), classes)
     except UserError:

@@ -9,8 +9,13 @@ with a vocabulary size) and a loss (`module:factory`). Commands resolve it once
 `parse_spec`. A spec of a name and nothing else is that name, so records and commands of
 the built-in models read as they always have.
 
-    text = make_spec("mynet.py:build", args={"width": 64}, input_shape=(3, 32, 32))
+    text, notes = models.resolve_model("mynet.py:build", args={"width": 64}, shape=(3, 32, 32))
     net = models.get_model(text, classes=10)     # mynet.build(width=64, classes=10)
+
+A model that takes several inputs (`--input-shape` once per input) is fed one flat batch,
+each sample its inputs flattened one after the other, which a thin HybridBlock before it
+(`models.SeveralInputs`) slices and reshapes into the model's inputs: every command, its
+data and its FLOP count then see one input, and the model's own Blocks sit one level down.
 """
 import importlib
 import importlib.util
@@ -19,7 +24,7 @@ import json
 import os
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Optional, Tuple
+from typing import Optional
 
 INPUT_DTYPES = ("float32", "int32")
 
@@ -28,12 +33,32 @@ INPUT_DTYPES = ("float32", "int32")
 class ModelSpec:
     model: str
     args: dict = field(default_factory=dict)
-    input_shape: Tuple[int, ...] = ()   # one sample's shape; () = the model's default
+    input_shape: tuple = ()             # one sample's shape, or one per input; () = the model's default
     input_dtype: str = "float32"
     vocab: Optional[int] = None         # token ids are drawn from 0..vocab-1
     loss: Optional[str] = None          # module:factory or file.py:factory of a gluon Loss
     hybridizable: bool = True           # False: hybridize() fails on it; it runs imperatively
     why_not_hybrid: str = ""
+
+
+def _shape_tuple(value):
+    """A shape from JSON: (3, 32, 32), or a tuple of shapes for several inputs."""
+    value = tuple(value)
+    return tuple(tuple(v) for v in value) if value and isinstance(value[0], (list, tuple)) else value
+
+
+def input_shapes(spec):
+    """The shape of each input of `spec` (one for most models; none when it keeps its default)."""
+    if not spec.input_shape:
+        return []
+    return list(spec.input_shape) if isinstance(spec.input_shape[0], tuple) else [spec.input_shape]
+
+
+def flat_size(shape):
+    out = 1
+    for n in shape:
+        out *= n
+    return out
 
 
 def is_factory(name):
@@ -48,7 +73,7 @@ def parse_spec(text):
     text = str(text)
     if text.startswith("{"):
         fields = json.loads(text)
-        fields["input_shape"] = tuple(fields.get("input_shape", ()))
+        fields["input_shape"] = _shape_tuple(fields.get("input_shape", ()))
         return ModelSpec(**fields)
     return ModelSpec(text)
 
@@ -60,7 +85,7 @@ def spec_text(spec):
         return spec.model
     fields = {k: v for k, v in asdict(spec).items() if k == "model" or v != getattr(default, k)}
     if "input_shape" in fields:
-        fields["input_shape"] = list(fields["input_shape"])
+        fields["input_shape"] = json.loads(json.dumps(fields["input_shape"]))  # tuples as lists
     return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
 
@@ -71,8 +96,8 @@ def spec_flags(text):
     flags = ["--model", spec.model]
     if spec.args:
         flags += ["--model-args", json.dumps(spec.args, sort_keys=True, separators=(",", ":"))]
-    if spec.input_shape:
-        flags += ["--input-shape", ",".join(map(str, spec.input_shape))]
+    for shape in input_shapes(spec):
+        flags += ["--input-shape", ",".join(map(str, shape))]
     if spec.input_dtype != "float32":
         flags += ["--input-dtype", spec.input_dtype, "--vocab-size", str(spec.vocab)]
     if spec.loss:
@@ -90,7 +115,7 @@ def label(text):
     if spec.args:
         name += "(%s)" % ",".join("%s=%s" % kv for kv in sorted(spec.args.items()))
     if spec.input_shape:
-        name += " " + "x".join(map(str, spec.input_shape))
+        name += " " + "+".join("x".join(map(str, shape)) for shape in input_shapes(spec))
     if spec.input_dtype != "float32":
         name += " %s<%d" % (spec.input_dtype, spec.vocab)
     return name

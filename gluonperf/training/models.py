@@ -19,7 +19,8 @@ import mxnet as mx
 from mxnet.gluon import nn
 
 from .. import UserError, error_line
-from .model_spec import (ModelSpec, build_factory, is_factory, label, load_factory, load_loss, parse_spec,
+from .model_spec import (ModelSpec, build_factory, flat_size, input_shapes, is_factory, label, load_factory,
+                         load_loss, parse_spec,
                          random_input as _random_input, spec_text)
 
 BUILTIN = {
@@ -151,8 +152,11 @@ def list_models():
 def input_shape(name):
     """Shape of one input sample (without the batch axis) of the model `name` (a name or a spec)."""
     spec = parse_spec(name)
-    if spec.input_shape:
-        return tuple(spec.input_shape)
+    shapes = input_shapes(spec)
+    if len(shapes) > 1:  # several inputs travel as one flat sample (SeveralInputs)
+        return (sum(flat_size(shape) for shape in shapes),)
+    if shapes:
+        return tuple(shapes[0])
     name = spec.model
     if is_factory(name):
         raise ValueError("--model %s: give the shape of one sample it takes with --input-shape (e.g. 3,32,32)" % name)
@@ -198,11 +202,34 @@ def get_model(name, classes=10, contexts=None):
     all CPU contexts with oneDNN (`fusable`)."""
     spec = parse_spec(name)
     if is_factory(spec.model):
-        return build_factory(spec, classes)
-    net = _named_model(spec.model, classes, contexts, spec.args)
+        net = build_factory(spec, classes)
+    else:
+        net = _named_model(spec.model, classes, contexts, spec.args)
     if not spec.hybridizable:
         net.hybridize = lambda *a, **k: None
-    return net
+    shapes = input_shapes(spec)
+    return SeveralInputs(net, shapes, spec.hybridizable) if len(shapes) > 1 else net
+
+
+class SeveralInputs(mx.gluon.HybridBlock):
+    """A model that takes several inputs, fed one flat batch: each sample's inputs flattened one
+    after the other, sliced and reshaped here into the model's inputs (`shapes`, one per input).
+    Its parameters keep the model's own names (it adds none)."""
+
+    def __init__(self, net, shapes, hybridizable=True):
+        super().__init__(prefix="")
+        self.net = net
+        self.shapes = [tuple(shape) for shape in shapes]
+        if not hybridizable:
+            self.hybridize = lambda *a, **k: None
+
+    def hybrid_forward(self, F, x):
+        inputs, start = [], 0
+        for shape in self.shapes:
+            end = start + flat_size(shape)
+            inputs.append(F.reshape(F.slice_axis(x, axis=1, begin=start, end=end), shape=(-1,) + shape))
+            start = end
+        return self.net(*inputs)
 
 
 def _named_model(name, classes, contexts, args):
@@ -252,6 +279,8 @@ def _resolve(model, args, shape, input_dtype, vocab, loss, classes):
         raise ValueError("--input-dtype int32 (token ids) needs --vocab-size, the number of distinct ids")
     if vocab and input_dtype != "int32" and base.input_dtype != "int32":
         raise ValueError("--vocab-size is for token ids: give --input-dtype int32 too")
+    if shape and isinstance(shape[0], (list, tuple)):  # one shape per input
+        shape = tuple(tuple(s) for s in shape) if len(shape) > 1 else tuple(shape[0])
     spec = ModelSpec(base.model, dict(base.args, **(args or {})),
                      tuple(shape) if shape else base.input_shape,
                      input_dtype if input_dtype != "float32" else base.input_dtype,
@@ -302,7 +331,7 @@ def _first_forward(text, spec, shape, classes, hybridize):
         several = isinstance(e, TypeError) and "positional argument" in str(e)
         raise ValueError("%s: the first forward fails: %s: %s%s" % (
             what, type(e).__name__, error_line(e),
-            "; gluonperf feeds a model one input: wrap one that takes several in a Block that takes one"
+            "; a model that takes several inputs: give each one's shape, --input-shape once per input"
             if several else ""))
     if hybridize:
         return ""

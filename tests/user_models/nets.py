@@ -85,7 +85,7 @@ class TwoInputs(nn.HybridBlock):
             self.head = nn.Dense(classes)
 
     def hybrid_forward(self, F, x, y):
-        return self.head(F.concat(x, y, dim=1))
+        return self.head(F.concat(x, F.flatten(y), dim=1))
 
 
 def two_inputs(classes=10):
