@@ -116,7 +116,9 @@ def build_parser():
                    help="instead of predicting: predict and measure what this machine can run, 1..4 cpu "
                         "contexts (devices) and dist_sync on loopback with 2 and 4 workers and 1-2 servers "
                         "(dist); print predicted vs measured")
-    v.add_argument("--validate-model", default="lenet", help="model for --validate (default: %(default)s)")
+    v.add_argument("--validate-model", default="lenet",
+                   help="model for --validate, as --model takes it; --model-args, --input-shape, --input-dtype, "
+                        "--vocab-size and --loss describe it when it is your own (default: %(default)s)")
     v.add_argument("--validate-batch", type=cli.positive_int, default=64,
                    help="images per device (per worker) for --validate (default: %(default)s)")
     v.add_argument("--validate-steps", type=cli.positive_int, default=10,
@@ -158,7 +160,7 @@ def validate(args, ctxs):
              title="predicted vs measured on this machine: %s, %d images per device/worker, %d steps; "
                    "load average %.1f (the cores are shared); measured/predicted with its 95%% CI: within 25%% "
                    "in %d, outside in %d, inconclusive in %d"
-                   % (args.validate_model, args.validate_batch, args.validate_steps, load, counts["within"],
+                   % (label(args.validate_model), args.validate_batch, args.validate_steps, load, counts["within"],
                       counts["outside"], counts["inconclusive"]))
     for r in results:
         print("  %s: %s" % (r.name, r.metrics["judgement"]))
@@ -172,12 +174,12 @@ def main(argv=None):
         list_links()
         return 0
     from .experiments import scaling_model
-    from .training.models import get_model
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     if args.validate:
         import mxnet as mx
-        get_model(args.validate_model)
+        model_flags = argparse.Namespace(**dict(vars(args), model=args.validate_model))
+        args.validate_model = cli.resolve_model(model_flags)  # the spec the validation runs pass on
         cli.advise([mx.cpu(i) for i in range(args.validate_devices)], THREADS_NOTE)  # the most run at once
         return validate(args, ctxs)
     cli.resolve_model(args)  # unknown names and models that do not run fail here

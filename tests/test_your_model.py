@@ -176,3 +176,10 @@ def test_several_inputs_reach_the_model_as_given():
         if hybridized:
             net.hybridize()
         assert net(flat).asnumpy().tolist() == [[0, 1, 20, 30, 40], [5, 6, 70, 80, 90]]
+
+
+def test_predict_validate_checks_a_model_of_ones_own_first():
+    """--validate-model takes a spec with the model flags and checks it before any run."""
+    p = run_leaving_nothing(["-m", "gluonperf.predict", "--validate", "--validate-model", NETS + ":branchy"])
+    assert p.returncode == 2 and "give the shape of one sample it takes with --input-shape" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
