@@ -183,3 +183,31 @@ def test_predict_validate_checks_a_model_of_ones_own_first():
     p = run_leaving_nothing(["-m", "gluonperf.predict", "--validate", "--validate-model", NETS + ":branchy"])
     assert p.returncode == 2 and "give the shape of one sample it takes with --input-shape" in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_model_with_two_outputs_trains_with_its_own_loss(tmp_path):
+    """Two heads: refused without a loss that takes both, trained and timed with one (the outputs
+    travel as one through models.SeveralOutputs and come apart again for the loss)."""
+    heads = ["--model", NETS + ":two_heads", "--input-shape", "12"]
+    p = run_leaving_nothing(TRAIN + heads)
+    assert p.returncode == 2 and "it returns 2 outputs; give the loss that takes them" in p.stderr, p.stderr
+    p = run_leaving_nothing(TRAIN + heads + ["--loss", NETS + ":main_and_aux"])
+    assert p.returncode == 0, p.stderr
+    p = run_leaving_nothing(["-m", "gluonperf.bench", "hybridize", "--train", *heads, "--loss", NETS + ":main_and_aux",
+                             "--repeat", "2", "--number", "3"])
+    assert p.returncode == 0, p.stderr
+
+
+def test_the_loss_gets_the_outputs_back_apart():
+    import mxnet as mx
+    from gluonperf.training.models import LabelLike, SeveralOutputs
+
+    class Two(mx.gluon.HybridBlock):
+        def hybrid_forward(self, F, x):
+            return x * 2, F.reshape(x, shape=(0, 1, -1))
+    seen = []
+    loss = LabelLike(lambda a, b, label: seen.append((a.asnumpy().tolist(), b.asnumpy().tolist(), label.dtype)) or a,
+                     [(3,), (1, 3)])
+    x = mx.nd.array([[1, 2, 3]])
+    loss(SeveralOutputs(Two())(x), mx.nd.array([1], dtype="int32"))
+    assert seen == [([[2, 4, 6]], [[[1, 2, 3]]], x.dtype)]

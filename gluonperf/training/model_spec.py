@@ -37,6 +37,7 @@ class ModelSpec:
     input_dtype: str = "float32"
     vocab: Optional[int] = None         # token ids are drawn from 0..vocab-1
     loss: Optional[str] = None          # module:factory or file.py:factory of a gluon Loss
+    output_shapes: tuple = ()           # one sample's shape per output, for a model with several
     hybridizable: bool = True           # False: hybridize() fails on it; it runs imperatively
     why_not_hybrid: str = ""
 
@@ -74,6 +75,7 @@ def parse_spec(text):
     if text.startswith("{"):
         fields = json.loads(text)
         fields["input_shape"] = _shape_tuple(fields.get("input_shape", ()))
+        fields["output_shapes"] = tuple(tuple(shape) for shape in fields.get("output_shapes", ()))
         return ModelSpec(**fields)
     return ModelSpec(text)
 
@@ -84,8 +86,9 @@ def spec_text(spec):
     if spec == default:
         return spec.model
     fields = {k: v for k, v in asdict(spec).items() if k == "model" or v != getattr(default, k)}
-    if "input_shape" in fields:
-        fields["input_shape"] = json.loads(json.dumps(fields["input_shape"]))  # tuples as lists
+    for name in ("input_shape", "output_shapes"):
+        if name in fields:
+            fields[name] = json.loads(json.dumps(fields[name]))  # tuples as lists
     return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
 

@@ -180,19 +180,42 @@ def loss_of(name):
     """The loss model `name` trains with: its spec's own (given labels as `LabelLike` does), or
     softmax cross-entropy."""
     spec = parse_spec(name)
-    return LabelLike(load_loss(spec)) if spec.loss else load_loss(spec)
+    return LabelLike(load_loss(spec), spec.output_shapes) if spec.loss else load_loss(spec)
 
 
 class LabelLike(mx.gluon.Block):
-    """A loss of one's own, given the label in its prediction's dtype: gluonperf's data sets hold
-    integer class labels, which a regression's loss compares with float outputs."""
+    """A loss of one's own, given the label in its prediction's dtype (gluonperf's data sets hold
+    integer class labels, which a regression's loss compares with float outputs) and, for a
+    model with several outputs (`shapes`), those outputs back from the one `SeveralOutputs` made:
+    loss(out1, out2, ..., label)."""
 
-    def __init__(self, loss):
+    def __init__(self, loss, shapes=()):
         super().__init__(prefix="")
         self.loss = loss
+        self.shapes = [tuple(shape) for shape in shapes]
 
     def forward(self, pred, label):
-        return self.loss(pred, label.astype(pred.dtype, copy=False))
+        label = label.astype(pred.dtype, copy=False)
+        if len(self.shapes) < 2:
+            return self.loss(pred, label)
+        outputs, start = [], 0
+        for shape in self.shapes:
+            end = start + flat_size(shape)
+            outputs.append(pred[:, start:end].reshape((-1,) + shape))
+            start = end
+        return self.loss(*outputs, label)
+
+
+class SeveralOutputs(mx.gluon.HybridBlock):
+    """A model that returns several outputs, as one: each sample's outputs flattened one after
+    the other (the loss of one's own gets them back apart through `LabelLike`). No parameters."""
+
+    def __init__(self, net):
+        super().__init__(prefix="")
+        self.net = net
+
+    def hybrid_forward(self, F, x):
+        return F.concat(*[F.reshape(out, shape=(0, -1)) for out in self.net(x)], dim=1)
 
 
 def get_model(name, classes=10, contexts=None):
@@ -208,7 +231,13 @@ def get_model(name, classes=10, contexts=None):
     if not spec.hybridizable:
         net.hybridize = lambda *a, **k: None
     shapes = input_shapes(spec)
-    return SeveralInputs(net, shapes, spec.hybridizable) if len(shapes) > 1 else net
+    if len(shapes) > 1:
+        net = SeveralInputs(net, shapes, spec.hybridizable)
+    if len(spec.output_shapes) > 1:
+        net = SeveralOutputs(net)
+        if not spec.hybridizable:
+            net.hybridize = lambda *a, **k: None
+    return net
 
 
 class SeveralInputs(mx.gluon.HybridBlock):
@@ -297,7 +326,10 @@ def _resolve(model, args, shape, input_dtype, vocab, loss, classes):
     if spec.input_dtype == "int32" and not all(isinstance(n, int) for n in shape):
         raise ValueError("--input-shape %s: token ids need whole numbers" % (shape,))
     notes = []
-    _first_forward(text, spec, shape, classes, hybridize=False)
+    outputs = _first_forward(text, spec, shape, classes, hybridize=False)
+    if len(outputs) > 1:
+        spec = ModelSpec(**dict(spec.__dict__, output_shapes=tuple(outputs)))
+        text = spec_text(spec)
     why = _first_forward(text, spec, shape, classes, hybridize=True)
     if why:
         spec = ModelSpec(**dict(spec.__dict__, hybridizable=False, why_not_hybrid=why))
@@ -335,12 +367,13 @@ def _first_forward(text, spec, shape, classes, hybridize):
             if several else ""))
     if hybridize:
         return ""
-    if len(outs) != 1:
-        raise ValueError("%s: it returns %d outputs; gluonperf trains a model with one output (return the one "
-                         "the loss takes)" % (what, len(outs)))
+    if len(outs) != 1 and not spec.loss:
+        raise ValueError("%s: it returns %d outputs; give the loss that takes them, --loss module:factory, called "
+                         "loss(output1, output2, ..., label)" % (what, len(outs)))
     try:
-        loss = loss_of(text)
-        loss(outs[0], mx.nd.array(np.arange(2) % classes)).wait_to_read()
+        loss = load_loss(spec) if spec.loss else loss_of(text)
+        labels = mx.nd.array(np.arange(2) % classes, dtype=outs[0].dtype)
+        loss(*outs, labels).wait_to_read()
     except ValueError:
         raise
     except Exception as e:
@@ -349,7 +382,7 @@ def _first_forward(text, spec, shape, classes, hybridize):
                          "a loss that fits, or a model with one output per class"
                          % (what, shapes, "" if spec.loss else " (softmax cross-entropy over %d classes)" % classes,
                             type(e).__name__, error_line(e)))
-    return ""
+    return [tuple(o.shape[1:]) for o in outs]  # one sample's shape per output
 
 
 def _blocks(net):

@@ -90,3 +90,35 @@ class TwoInputs(nn.HybridBlock):
 
 def two_inputs(classes=10):
     return TwoInputs(classes)
+
+
+class TwoHeads(nn.HybridBlock):
+    """A main head and an auxiliary one: two outputs, for a loss of one's own."""
+
+    def __init__(self, classes=10, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.body = nn.Dense(16, activation="relu")
+            self.main = nn.Dense(classes)
+            self.aux = nn.Dense(classes)
+
+    def hybrid_forward(self, F, x):
+        h = self.body(x)
+        return self.main(h), self.aux(h)
+
+
+def two_heads(classes=10):
+    return TwoHeads(classes)
+
+
+class MainAndAux(mx.gluon.loss.Loss):
+    def __init__(self, **kwargs):
+        super().__init__(None, 0, **kwargs)
+        self.ce = mx.gluon.loss.SoftmaxCrossEntropyLoss()
+
+    def hybrid_forward(self, F, main, aux, label):
+        return self.ce(main, label) + 0.3 * self.ce(aux, label)
+
+
+def main_and_aux():
+    return MainAndAux()
