@@ -296,17 +296,22 @@ def test_worker_killed_by_a_signal_is_named():
     assert_nothing_left(token)
 
 
-@pytest.mark.parametrize("model, limit, batch", [("lenet", "256", "32"), ("resnet18", "64", "16")])
+USERS_MODEL = [os.path.join(ROOT, "tests", "user_models", "nets.py") + ":branchy", "--input-shape", "3,8,8"]
+
+
+@pytest.mark.parametrize("model, limit, batch", [("lenet", "256", "32"), ("resnet18", "64", "16"),
+                                                 (USERS_MODEL, "128", "32")], ids=["lenet", "resnet18", "own"])
 def test_launch_runs_gluonperf_train_on_two_workers(model, limit, batch, tmp_path):
     """The whole path: gluonperf.launch starting gluonperf.train with --kvstore dist_sync.
     ResNet-18 (train's default model) killed the server ("init 5 first"): the forward that
     finished deferred initialisation left its weights in oneDNN's layout, which the dist
     kvstore cannot send. The workers end with equal weights; with BatchNorm, the running
-    statistics (in the param checksum) are each worker's own."""
+    statistics (in the param checksum) are each worker's own. A model of one's own (a file and
+    its input shape) reaches the workers as its flags."""
     token = uuid.uuid4().hex
     results = tmp_path / "train.jsonl"
     done, _ = launch(["-n", "2", "-s", "1", "--timeout", "300", "--", sys.executable, "-m",
-                      "gluonperf.train", "--kvstore", "dist_sync", "--model", model,
+                      "gluonperf.train", "--kvstore", "dist_sync", "--model", *([model] if isinstance(model, str) else model),
                       "--dataset", "synthetic", "--limit", limit, "--batch-size", batch,
                       "--epochs", "1", "--workers", "0", "--json", str(results)], token)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -28,12 +28,13 @@ def test_train_runs_a_model_from_a_file(tmp_path):
 
 
 def test_train_runs_a_model_from_a_module_on_token_ids(tmp_path):
-    """module:factory from the user's PYTHONPATH; int32 token ids for an Embedding + LSTM."""
+    """module:factory from the user's PYTHONPATH; int32 token ids for an Embedding + LSTM; on two
+    contexts, as any model."""
     env = {"PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "tests", "user_models"), ROOT])}
     p = run_leaving_nothing(TRAIN + ["--model", "nets:lstm", "--input-shape", "6", "--input-dtype", "int32",
-                                     "--vocab-size", "50", "--hybridize", "none"], **env)
+                                     "--vocab-size", "50", "--hybridize", "none", "--ctx", "cpu0,cpu1"], **env)
     assert p.returncode == 0, p.stderr
-    assert "nets:lstm 6 int32<50" in p.stdout
+    assert "nets:lstm 6 int32<50 on synthetic, global batch 32 on cpu0,cpu1" in p.stdout
 
 
 def test_a_model_that_cannot_be_hybridized_runs_imperatively():
