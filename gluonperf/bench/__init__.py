@@ -20,15 +20,12 @@ A module of this package that has a `NAME` is a subcommand: the package finds it
 (`SUBCOMMANDS`, in --help in the order of `ORDER`, then by name), and everything else about
 it is in it:
 
-- `NAME`: the subcommand; `add_parser(sub, common)`: its flags (sets `run`);
+- `NAME`: the subcommand; `add_parser(sub, common)`: its flags;
 - `measure(args)`: checks the flags and runs one experiment: (records, what the terminal shows
   besides them, such as the contexts); it prints no table (a progress bar and notes, on stderr);
 - `show(args, records, ...)`: the terminal's tables, readings and notes, and the --json, --csv
-  and --plot files; `run(args)` is `show(args, *measure(args))`;
-- `run_with(**flags)`: the records from Python, flags as keyword arguments named as argparse
-  names them (`gluonperf.bench.hybridize.run_with(model="mlp", batch_size=8)`; a list flag
-  as the command line writes it, `sizes="4K,4M"`, or parsed, `sizes=[4096, 4194304]`);
-  nothing printed, no file written but --trace's (`shared.namespace`);
+  and --plot files; the command runs `show(args, *measure(args))`, and `run_with(NAME,
+  **flags)` gives `measure`'s records to Python;
 - `COLUMNS` (and its other tables' columns): what the terminal prints, and the report shows
   too (gluonperf.render.kinds.report_columns: an interval in one cell);
 - `RECORDS`: the `bench` of its records; `TITLE` and `section(records)`: the report's section
@@ -87,6 +84,17 @@ def contexts_at_once(argv):
     return getattr(module, "AT_LEAST_CONTEXTS", 1)
 
 
+def run_with(name, **flags):
+    """The records of `bench NAME` from Python, nothing printed and no file written but
+    --trace's: flags as keyword arguments named as argparse names them
+    (`run_with("hybridize", model="mlp", batch_size=8)`; a list flag as the command line
+    writes it, `sizes="4K,4M"`, or parsed, `sizes=[4096, 4194304]`: `shared.namespace`)."""
+    if name not in BY_NAME:
+        raise ValueError("no bench subcommand %r; choose from %s" % (name, ", ".join(BY_NAME)))
+    module = BY_NAME[name]
+    return module.measure(shared.namespace(module.add_parser, **flags))[0]
+
+
 def kinds():
     """The report's kinds of records that the subcommands draw (gluonperf.render.kinds.Kind)."""
     from ..render.kinds import Kind
@@ -112,10 +120,14 @@ def main(argv=None, threads_note=None, malloc_note=None, dtype_note=None):
     before MXNet loaded (None when called from Python, where nothing is set)."""
     args = build_parser().parse_args(argv)
     cli.guard_command(args, PROG)
-    if not getattr(args, "list_models", False):
-        used = getattr(args, "contexts_used", cli.contexts)
-        cli.advise(used(args), threads_note)
+    if getattr(args, "list_models", False):
+        cli.print_models()
+        return 0
+    used = getattr(args, "contexts_used", cli.contexts)
+    cli.advise(used(args), threads_note)
     if malloc_note:
         cli.note_later("note: " + malloc_note)
     args.dtype_note = dtype_note
-    return args.run(args)
+    module = BY_NAME[args.command]
+    module.show(args, *module.measure(args))
+    return 0

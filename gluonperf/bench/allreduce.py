@@ -79,7 +79,7 @@ def add_parser(sub, common):
     p.add_argument("--reuse-buffers", action="store_true",
                    help="let book/ring/tree keep one receive buffer per context between calls instead of "
                         "a fresh temporary per transfer (as the book does)")
-    p.set_defaults(run=run, contexts_used=allreduce_contexts)
+    p.set_defaults(contexts_used=allreduce_contexts)
 
 
 def allreduce_contexts(args):
@@ -133,16 +133,6 @@ def show(args, results, ctxs):
         cli.note("note: on CPU every temporary of 32 MiB or more is freshly mapped memory (glibc malloc; "
                  "MXNet does not pool CPU memory), so methods that receive whole tensors pay for it; "
                  "compare with --reuse-buffers")
-
-
-def run(args):
-    show(args, *measure(args))
-    return 0
-
-
-def run_with(**flags):
-    """The records of `bench allreduce` with these flags (sizes="4K,4M", num_ctx=[2], ...), nothing printed."""
-    return measure(shared.namespace(add_parser, **flags))[0]
 
 
 def section(records):

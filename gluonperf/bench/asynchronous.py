@@ -39,7 +39,6 @@ def add_parser(sub, common):
     p.add_argument("--repeat", type=cli.positive_int, default=5,
                    help="timed repeats of each measurement, interleaved (default: %(default)s)")
     shared.add_trace(p)
-    p.set_defaults(run=run)
 
 
 def measure(args):
@@ -103,16 +102,6 @@ def show(args, records, ctxs):
     print("crossover: " + crossover(cross.metrics))
     shared.wrote_trace(args.trace)
     shared.warn_noisy(rows)
-
-
-def run(args):
-    show(args, *measure(args))
-    return 0
-
-
-def run_with(**flags):
-    """The records of `bench async` with these flags (demo_size=2000, sizes=[10, 100], ...), nothing printed."""
-    return measure(shared.namespace(add_parser, **flags))[0]
 
 
 def section(records):

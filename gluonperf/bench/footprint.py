@@ -3,7 +3,6 @@ import argparse
 
 from ..cli import common as cli
 from ..cli import units
-from . import shared
 from ..training.model_spec import label
 
 NAME = "footprint"
@@ -75,7 +74,6 @@ def add_parser(sub, common):
                         "per weight), adagrad and rmsprop (one), adam and adamw (two) (default: %(default)s)")
     p.add_argument("--plot", metavar="PNG",
                    help="also draw memory and images/s against the batch size, one line per configuration")
-    p.set_defaults(run=run)
 
 
 def measure(args):
@@ -138,17 +136,6 @@ def show(args, rows, ctxs):
     if args.plot:
         plot_footprint(results + budget_rows, args.plot)
         cli.note("wrote plot %s" % args.plot)
-
-
-def run(args):
-    show(args, *measure(args))
-    return 0
-
-
-def run_with(**flags):
-    """The records of `bench footprint` with these flags (model="lenet", batch_sizes=[32, 64], budget=["2G"]
-    or budget=[2 ** 31], ...), nothing printed."""
-    return measure(shared.namespace(add_parser, **flags))[0]
 
 
 def section(records):

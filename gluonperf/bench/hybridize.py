@@ -33,7 +33,6 @@ def add_parser(sub, common):
     p.add_argument("--export", metavar="DIR",
                    help="export the hybridized model (symbol JSON + params) to DIR and check that "
                         "SymbolBlock.imports gives the same outputs")
-    p.set_defaults(run=run)
 
 
 def _number(args):
@@ -76,19 +75,6 @@ def show(args, results, ctxs):
             print("exported %s and %s; SymbolBlock.imports matches (max abs diff %.3g)"
                   % (r.metrics["symbol_file"], r.metrics["params_file"], r.metrics["max_abs_diff"]))
     shared.warn_noisy(timed)
-
-
-def run(args):
-    if args.list_models:
-        cli.print_models()
-        return 0
-    show(args, *measure(args))
-    return 0
-
-
-def run_with(**flags):
-    """The records of `bench hybridize` with these flags (model="mlp", batch_size=8, ...), nothing printed."""
-    return measure(shared.namespace(add_parser, **flags))[0]
 
 
 def section(records):

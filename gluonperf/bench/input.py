@@ -2,7 +2,6 @@
 import argparse
 
 from ..cli import common as cli
-from . import shared
 
 NAME = "input"
 QUICK = None  # needs --dataset PATH, images on disk (python -m gluonperf.dataset make)
@@ -49,7 +48,6 @@ def add_parser(sub, common):
     p.add_argument("--sample", type=cli.positive_int, default=16,
                    help="images the per-stage costs are timed on (default: %(default)s)")
     cli.add_threshold(p)
-    p.set_defaults(run=run)
 
 
 def _workers_list(text):
@@ -110,12 +108,3 @@ def show(args, results, ctxs):
                  "contexts it shares them with the step: python -m gluonperf.profile --dataset %s --input-only "
                  "measures the share of the step spent waiting" % args.dataset)
 
-
-def run(args):
-    show(args, *measure(args))
-    return 0
-
-
-def run_with(**flags):
-    """The records of `bench input` with these flags (dataset="images.rec", workers=[0, 2], ...), nothing printed."""
-    return measure(shared.namespace(add_parser, **flags))[0]

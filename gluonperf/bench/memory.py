@@ -36,7 +36,6 @@ def add_parser(sub, common):
     p.add_argument("--plot", metavar="PNG", help="also draw the memory/time trade-off to this PNG file")
     shared.add_trace(p, "each variant's training loop (its process's trace merged into one file; times then "
                   "include the profiler's small overhead)")
-    p.set_defaults(run=run)
 
 
 def measure(args):
@@ -68,16 +67,6 @@ def show(args, results, ctxs):
         cli.note("wrote plot %s" % args.plot)
     if args.trace:
         cli.note("wrote profiler trace %s (one process per variant; open in ui.perfetto.dev)" % args.trace)
-
-
-def run(args):
-    show(args, *measure(args))
-    return 0
-
-
-def run_with(**flags):
-    """The records of `bench memory` with these flags (batches=100, every=[1, 5], ...), nothing printed."""
-    return measure(shared.namespace(add_parser, **flags))[0]
 
 
 def section(records):

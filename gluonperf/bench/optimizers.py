@@ -33,7 +33,6 @@ def add_parser(sub, common):
                    help="interleaved repeats; the intervals are over these (default: %(default)s)")
     p.add_argument("--steps", type=cli.positive_int, default=10,
                    help="updates (and steps) per timed repeat (default: %(default)s)")
-    p.set_defaults(run=run)
 
 
 def measure(args):
@@ -64,13 +63,3 @@ def show(args, results, ctxs):
                                               args.repeat, args.steps, args.batch_size, step["median_s"]))
     shared.warn_noisy(results)
 
-
-def run(args):
-    show(args, *measure(args))
-    return 0
-
-
-def run_with(**flags):
-    """The records of `bench optimizers` with these flags (model="lenet", optimizers="sgd,adam", ...), nothing
-    printed."""
-    return measure(shared.namespace(add_parser, **flags))[0]

@@ -32,7 +32,7 @@ def add_parser(sub, common):
                    help="compute each y as x (n x K) times w (K x n) instead of x times x: the same bytes "
                         "to copy for K/n of the work (default: the book's x times x on a GPU, K=16 on a CPU, "
                         "where a full product dwarfs the copy of its result)")
-    p.set_defaults(run=run, contexts_used=lambda args: shared.pair_used(args, "pick_source_and_destination"))
+    p.set_defaults(contexts_used=lambda args: shared.pair_used(args, "pick_source_and_destination"))
 
 
 def _shape(args, src):
@@ -87,16 +87,6 @@ def show(args, results, ctxs):
                  "overlap ratio is noise; raise --repeat, or balance them with --inner")
     shared.wrote_trace(args.trace)
     shared.warn_noisy(results)
-
-
-def run(args):
-    show(args, *measure(args))
-    return 0
-
-
-def run_with(**flags):
-    """The records of `bench overlap` with these flags (ctx="cpu0,cpu1", inner=16, ...), nothing printed."""
-    return measure(shared.namespace(add_parser, **flags))[0]
 
 
 def section(records):

@@ -24,7 +24,7 @@ def add_parser(sub, common):
                     "a single CPU context with the next one (cpu0 and cpu1 have separate engine workers), "
                     "labelled as a stand-in.")
     shared.add_device_sizes(p, repeat=7)
-    p.set_defaults(run=run, contexts_used=lambda args: shared.pair_used(args, "pick_pair"))
+    p.set_defaults(contexts_used=lambda args: shared.pair_used(args, "pick_pair"))
 
 
 def measure(args):
@@ -61,16 +61,6 @@ def show(args, results, ctxs):
                       shared.stand_in_note(results[0].metrics["stand_in"])))
     shared.wrote_trace(args.trace)
     shared.warn_noisy(results)
-
-
-def run(args):
-    show(args, *measure(args))
-    return 0
-
-
-def run_with(**flags):
-    """The records of `bench parallel` with these flags (ctx="cpu0,cpu1", cpu_size=1000, ...), nothing printed."""
-    return measure(shared.namespace(add_parser, **flags))[0]
 
 
 def section(records):

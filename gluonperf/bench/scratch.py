@@ -1,6 +1,5 @@
 """python -m gluonperf.bench scratch: the book's LeNet trained data-parallel from scratch."""
 from ..cli import common as cli
-from . import shared
 
 NAME = "scratch"
 QUICK = ["--epochs", "1", "--limit", "512"]
@@ -35,7 +34,6 @@ def add_parser(sub, common):
     p.add_argument("--limit", type=cli.positive_int, metavar="N",
                    help="use only the first N training (and test) images")
     p.add_argument("--seed", type=cli.non_negative_int, default=0, help="seed for data and weights (default: %(default)s)")
-    p.set_defaults(run=run)
 
 
 def measure(args):
@@ -70,16 +68,6 @@ def show(args, results, ctxs, images):
                    % (",".join(map(str, ctxs)), args.dataset, images[0], images[1], args.batch_size,
                       args.lr, args.method),
              columns=COLUMNS)
-
-
-def run(args):
-    show(args, *measure(args))
-    return 0
-
-
-def run_with(**flags):
-    """The records of `bench scratch` with these flags (ctx="cpu0,cpu1", epochs=2, ...), nothing printed."""
-    return measure(shared.namespace(add_parser, **flags))[0]
 
 
 def section(records):

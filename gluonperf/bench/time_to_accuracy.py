@@ -1,6 +1,5 @@
 """python -m gluonperf.bench time-to-accuracy: time to a test accuracy per optimizer, over seeds."""
 from ..cli import common as cli
-from . import shared
 
 NAME = "time-to-accuracy"
 QUICK = ["--optimizers", "sgd,rmsprop", "--seeds", "1", "--epochs", "1", "--limit", "256", "--target-top1", "0.3"]
@@ -31,7 +30,6 @@ def add_parser(sub, common):
                    help="seeds 0..N-1 of initialisation and data order per optimizer (default: %(default)s)")
     p.add_argument("--target-top1", type=fraction, default=0.9, metavar="X",
                    help="the test top-1 to reach (default: %(default)s)")
-    p.set_defaults(run=run)
 
 
 def _optimizers(args):
@@ -70,13 +68,3 @@ def show(args, results, ctxs):
                    % (args.target_top1, args.model, args.dataset, args.batch_size, ",".join(map(str, ctxs)),
                       args.epochs, args.seeds, _optimizers(args)[0]))
 
-
-def run(args):
-    show(args, *measure(args))
-    return 0
-
-
-def run_with(**flags):
-    """The records of `bench time-to-accuracy` with these flags (optimizers="sgd,adam", seeds=3, ...), nothing
-    printed."""
-    return measure(shared.namespace(add_parser, **flags))[0]
