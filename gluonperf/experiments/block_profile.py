@@ -47,7 +47,7 @@ from mxnet import autograd, gluon
 
 from .. import UserError, error_line
 from ..measure.flops import count_flops
-from ..measure.harness import measure_interleaved, sync
+from ..measure.harness import measure_interleaved, ndarrays_in, sync
 from ..measure.stats import Interval, median_interval, minmax_level, ratio_interval
 from ..records import result
 
@@ -96,15 +96,6 @@ def parameter_count(block):
 def _floating(array):
     """Whether an NDArray holds floating-point values (bfloat16 is a structured dtype in MXNet 1.9)."""
     return np.issubdtype(array.dtype, np.floating) or getattr(array.dtype, "names", None) == ("bfloat16",)
-
-
-def _arrays(value):
-    """The NDArrays in a (nested) output or argument list, in order."""
-    if isinstance(value, mx.nd.NDArray):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [a for v in value for a in _arrays(v)]
-    return []
 
 
 def _copy(value, model_inputs, gradients):
@@ -171,7 +162,7 @@ class _Timed:
 
     def _outputs(self):
         out = self.block(*self.args)
-        return [o for o in _arrays(out) if _floating(o)]
+        return [o for o in ndarrays_in(out) if _floating(o)]
 
     def forward(self):
         with autograd.record():
@@ -212,7 +203,7 @@ class _Step:
         out = self.net(*self.inputs)
         if self.loss_fn is not None:
             return [self.loss_fn(out, self.labels)], None
-        outs = [o for o in _arrays(out) if _floating(o)]
+        outs = [o for o in ndarrays_in(out) if _floating(o)]
         return outs, self.heads
 
     def forward(self):
@@ -227,7 +218,7 @@ class _Step:
     def check(self):
         with autograd.record():
             out = self.net(*self.inputs)
-            outs = [o for o in _arrays(out) if _floating(o)]
+            outs = [o for o in ndarrays_in(out) if _floating(o)]
             self.heads = [mx.nd.ones_like(o) for o in outs]
         self.forward_backward()
         sync()

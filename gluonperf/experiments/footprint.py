@@ -41,7 +41,7 @@ from .. import UserError
 from .. import config
 from ..runtime import guard
 from ..runtime import precision
-from ..measure.harness import Benchmark, Measurement
+from ..measure.harness import Benchmark, Measurement, ndarrays_in
 from ..measure.memory import MemorySampler, device_memory_used, rss
 from ..records import result
 
@@ -59,16 +59,6 @@ def _nbytes(array):
     return array.size * np.dtype(array.dtype).itemsize
 
 
-def _state_arrays(state):
-    if state is None:
-        return []
-    if isinstance(state, mx.nd.NDArray):
-        return [state]
-    if isinstance(state, (list, tuple)):
-        return [a for s in state for a in _state_arrays(s)]
-    return []
-
-
 def model_bytes(net, trainer, contexts):
     """{'param_bytes', 'grad_bytes', 'state_bytes'} summed over every context's copy:
     parameters (aux states included), gradient buffers, and the optimizer states the
@@ -79,7 +69,7 @@ def model_bytes(net, trainer, contexts):
     states = 0
     for updater in getattr(trainer, "_updaters", None) or []:  # one per context
         for state in updater.states.values():
-            states += sum(_nbytes(a) for a in _state_arrays(state))
+            states += sum(_nbytes(a) for a in ndarrays_in(state))
     out["state_bytes"] = states
     return out
 

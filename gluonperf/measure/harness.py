@@ -37,6 +37,16 @@ def sync():
     mx.nd.waitall()
 
 
+def ndarrays_in(value):
+    """The NDArrays in `value` (one, or nested lists and tuples of them, as a Block's output or
+    an optimizer's state is), in order; anything else holds none."""
+    if isinstance(value, mx.nd.NDArray):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [a for v in value for a in ndarrays_in(v)]
+    return []
+
+
 class Benchmark:
     """Time a block of code up to the point where MXNet has finished its work.
 

@@ -223,8 +223,6 @@ def build_factory(spec, classes):
                          ", ".join("%s=%r" % kv for kv in kwargs.items()), type(e).__name__, e))
     if not isinstance(net, gluon.Block):
         raise ValueError("--model %s: the factory returned %s, not a gluon Block" % (spec.model, type(net).__name__))
-    if not spec.hybridizable:
-        net.hybridize = lambda *a, **k: None  # runs imperatively: make_spec found hybridize() fails on it
     return net
 
 

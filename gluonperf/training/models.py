@@ -225,18 +225,18 @@ def get_model(name, classes=10, contexts=None):
     all CPU contexts with oneDNN (`fusable`)."""
     spec = parse_spec(name)
     if is_factory(spec.model):
-        net = build_factory(spec, classes)
+        model = build_factory(spec, classes)
     else:
-        net = _named_model(spec.model, classes, contexts, spec.args)
-    if not spec.hybridizable:
-        net.hybridize = lambda *a, **k: None
+        model = _named_model(spec.model, classes, contexts, spec.args)
+    net = model
     shapes = input_shapes(spec)
     if len(shapes) > 1:
-        net = SeveralInputs(net, shapes, spec.hybridizable)
+        net = SeveralInputs(net, shapes)
     if len(spec.output_shapes) > 1:
         net = SeveralOutputs(net)
-        if not spec.hybridizable:
-            net.hybridize = lambda *a, **k: None
+    if not spec.hybridizable:  # resolve_model found that hybridize() fails on it: it runs imperatively
+        for block in (model, net):
+            block.hybridize = lambda *a, **k: None
     return net
 
 
@@ -245,12 +245,10 @@ class SeveralInputs(mx.gluon.HybridBlock):
     after the other, sliced and reshaped here into the model's inputs (`shapes`, one per input).
     Its parameters keep the model's own names (it adds none)."""
 
-    def __init__(self, net, shapes, hybridizable=True):
+    def __init__(self, net, shapes):
         super().__init__(prefix="")
         self.net = net
         self.shapes = [tuple(shape) for shape in shapes]
-        if not hybridizable:
-            self.hybridize = lambda *a, **k: None
 
     def hybrid_forward(self, F, x):
         inputs, start = [], 0
