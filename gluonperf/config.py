@@ -16,7 +16,8 @@ DATASETS = {
 # hybridize mode -> arguments of Block.hybridize (None: imperative)
 HYBRIDIZE = {"none": None, "hybrid": {}, "static": {"static_alloc": True, "static_shape": True}}
 LR_DECAYS = ("cosine", "step", "none")
-KVSTORES = ("device", "flat", "local", "nccl", "dist_sync", "dist_device_sync")
+KVSTORES = ("device", "flat", "local", "nccl", "dist_sync", "dist_device_sync", "horovod")
+JOB_KVSTORES = ("dist_sync", "dist_device_sync", "horovod")  # one process per worker: a job, not one machine's contexts
 OPTIMIZERS = ("sgd", "nag", "adagrad", "rmsprop", "adam", "adamw")
 # the hyper-parameter flags each optimizer takes (besides --lr and --wd), and its --lr when none is given:
 # SGD's 0.1 is ten to a hundred times what the adaptive methods train with (MXNet's figures and the book's)

@@ -1,8 +1,11 @@
-"""python -m gluonperf.launch: run a job on MXNet's parameter-server kvstore (dist_sync).
+"""python -m gluonperf.launch: run a job on MXNet's parameter-server kvstore (dist_sync), or on
+Horovod (--engine horovod).
 
     python -m gluonperf.launch -n 2 -s 1 -- python -m gluonperf.train --kvstore dist_sync ...
+    python -m gluonperf.launch --engine horovod -n 2 -- python -m gluonperf.train --kvstore horovod ...
 
-Parses and checks the flags, plans the scheduler, servers and workers and runs them with
+Parses and checks the flags, plans the scheduler, servers and workers (or horovodrun, which
+starts the workers: `gluonperf.runtime.horovod_launcher`) and runs them with
 `gluonperf.runtime.ps_launcher` (which says how: roles, the exit guard, prefixed output,
 tear-down). With `--hostfile` the servers and workers run on the listed machines over ssh
 (the scheduler runs here); `--dry-run` prints what would run without running it.
@@ -16,7 +19,7 @@ import sys
 
 from . import UserError
 from .cli.common import positive_float, positive_int, tcp_port
-from .runtime import ps_launcher
+from .runtime import horovod_launcher, ps_launcher
 
 PROG = "python -m gluonperf.launch"
 
@@ -31,19 +34,26 @@ def build_parser():
         prog=PROG, usage="%(prog)s -n WORKERS [options] -- COMMAND...",
         description="Run COMMAND as the workers of a job on MXNet's parameter-server kvstore "
                     "(kvstore dist_sync / dist_device_sync), with 1 scheduler and -s servers "
-                    "(python -c 'import mxnet' with DMLC_ROLE=scheduler/server). Every output "
+                    "(python -c 'import mxnet' with DMLC_ROLE=scheduler/server), or with "
+                    "--engine horovod as the ranks of a Horovod job (kvstore horovod), started by "
+                    "horovodrun over Gloo. Every output "
                     "line is prefixed with [role number] (the launcher's numbering; ps-lite assigns "
                     "kv.rank). Exits with the workers' status; when any process fails, the "
                     "others are stopped and the exit is non-zero (a worker's own code, 128+N for "
                     "signal N, 124 on --timeout, 130 on Ctrl-C). Workers get an exit guard on "
                     "PYTHONPATH so that a failing worker exits instead of waiting for ever in "
                     "the kvstore's exit barrier.",
-        epilog="example: %(prog)s -n 2 -s 1 -- python -m gluonperf.train --kvstore dist_sync "
-               "--model lenet --dataset digits")
+        epilog="examples: %(prog)s -n 2 -s 1 -- python -m gluonperf.train --kvstore dist_sync "
+               "--model lenet --dataset digits; %(prog)s --engine horovod -n 2 -- python -m gluonperf.train "
+               "--kvstore horovod --model lenet --dataset digits")
     p.add_argument("-n", "--num-workers", type=positive_int, required=True,
                    help="number of workers, each running COMMAND")
+    p.add_argument("--engine", choices=("ps", "horovod"), default="ps",
+                   help="ps: MXNet's parameter server (kvstore dist_sync); horovod: horovodrun with Gloo "
+                        "(kvstore horovod; Horovod must be installed: bash scripts/install-horovod) "
+                        "(default: %(default)s)")
     p.add_argument("-s", "--num-servers", type=positive_int, default=None,
-                   help="number of servers (default: 1, or one per host with --hostfile)")
+                   help="number of servers (default: 1, or one per host with --hostfile; engine ps only)")
     p.add_argument("--timeout", type=positive_float, default=None, metavar="SEC",
                    help="stop everything and exit 124 when the job runs longer than SEC seconds "
                         "(default: no limit)")
@@ -58,7 +68,8 @@ def build_parser():
     p.add_argument("--port", type=tcp_port, default=None,
                    help="scheduler port (default: a free port picked here)")
     p.add_argument("--python", default=sys.executable,
-                   help="Python that runs the scheduler and servers (python -c 'import mxnet'); "
+                   help="Python that runs the scheduler and servers (python -c 'import mxnet'), or horovodrun "
+                        "with --engine horovod; "
                         "with --hostfile it must exist at this path on every host "
                         "(default: %(default)s)")
     p.add_argument("--env", action="append", default=[], metavar="NAME",
@@ -93,6 +104,8 @@ def main(argv=None):
                         "one is picked" % args.port)
     if (args.host_ip or args.env) and not hosts:
         raise UserError("--host-ip and --env only apply with --hostfile")
+    if args.engine == "horovod":
+        return _horovod(args, command, hosts)
     servers = args.num_servers or (len(hosts) if hosts else 1)
     from .runtime.threads import cores_taken, threads_chosen
     # sampled before any node starts: the job's own processes are not "others"
@@ -116,6 +129,29 @@ def main(argv=None):
         print("launch: note: OMP_NUM_THREADS was unset, so the %d workers on this machine get %s each "
               "(they share its %scores%s)" % (args.num_workers, threads, "free " if taken else "",
                                               ", %d being busy with other processes" % taken if taken else ""),
+              file=sys.stderr, flush=True)
+    return ps_launcher.run(nodes, timeout=args.timeout)
+
+
+def _horovod(args, command, hosts):
+    """--engine horovod: horovodrun starts the workers; the same timeout and tear-down."""
+    for flag, given in (("-s", args.num_servers), ("--port", args.port), ("--host-ip", args.host_ip),
+                        ("--env", args.env)):
+        if given:
+            raise UserError("%s applies to the parameter server (--engine ps); horovodrun picks its own "
+                            "rendezvous and passes the whole environment on" % flag)
+    from .runtime.threads import cores_taken, threads_chosen
+    taken = cores_taken() if not hosts and not threads_chosen() else 0
+    nodes = horovod_launcher.plan(command, args.num_workers, hosts=hosts, python=args.python, taken=taken)
+    if args.dry_run:
+        print(horovod_launcher.describe(nodes))
+        return 0
+    print("launch: horovodrun, %d worker(s)%s" % (args.num_workers, "" if not hosts else " (hosts: %s)"
+                                                   % ", ".join(map(str, hosts))), file=sys.stderr, flush=True)
+    threads = nodes[0].env.get("OMP_NUM_THREADS")
+    if threads and "OMP_NUM_THREADS" not in os.environ:
+        print("launch: note: OMP_NUM_THREADS was unset, so the %d workers on this machine get %s each "
+              "(they share its %scores)" % (args.num_workers, threads, "free " if taken else ""),
               file=sys.stderr, flush=True)
     return ps_launcher.run(nodes, timeout=args.timeout)
 

@@ -15,7 +15,7 @@ THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else 
 # and, for --dtype bfloat16, oneDNN's instruction set and the AMX permission (gluonperf.runtime.precision)
 DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 
-from .config import TrainConfig  # noqa: E402
+from .config import JOB_KVSTORES, TrainConfig  # noqa: E402
 from .training.model_spec import label  # noqa: E402
 from .cli.training_flags import (add_training_flags, check_kvstore, check_optimizer_flags, config_from,  # noqa: E402
                                  fraction, note_optimizer)
@@ -97,7 +97,7 @@ def check(args, ctxs):
         cli.note("note: --warmup-epochs %d is longer than the run (%d epoch(s)): the warm-up takes the whole run "
                  "and reaches --lr %g only at its end" % (args.warmup_epochs, args.epochs,
                                                    config_from(args, ctxs).learning_rate))
-    if args.kvstore.startswith("dist") and args.scaling:
+    if args.kvstore in JOB_KVSTORES and args.scaling:
         raise UserError("--scaling compares the contexts of one machine; use --kvstore flat, device or local")
     if args.scaling and args.target_top1 is not None:
         raise UserError("--target-top1 stops a training run; --scaling only times steps: use one or the other")
@@ -112,6 +112,18 @@ def check(args, ctxs):
         check_resumable(config_from(args, ctxs), meta, args.resume)
 
 
+def one_device(spec, ctxs):
+    """With --kvstore horovod: this process's device (one process per device), and Horovod
+    there to run it."""
+    from .training import horovod
+    horovod.load()
+    try:
+        return [horovod.device_of(ctxs)]
+    except ValueError as e:
+        raise UserError("--ctx %s: %s (e.g. horovodrun -np 2 ... --ctx gpu0,gpu1, or --ctx cpu)"
+                        % (spec, e)) from None
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     cli.guard_command(args, PROG)
@@ -121,6 +133,8 @@ def main(argv=None):
     from .training.loop import fit, scaling
     from .render.plots import plot_epochs
     ctxs = cli.contexts(args)
+    if args.kvstore == "horovod":
+        ctxs = one_device(args.ctx, ctxs)
     check(args, ctxs)
     cli.advise(ctxs, THREADS_NOTE)
     note_optimizer(args, ctxs)

@@ -354,12 +354,17 @@ def _asks_help(argv):
 def thread_defaults(argv, at_least=1):
     """For a command about to load MXNet: set OMP_NUM_THREADS to one thread per core,
     shared among the CPU contexts that run at once (those of --ctx, and at least
-    `at_least`), unless the user set it. MXNet reads it once, when loaded, and by
+    `at_least`, or the processes of a Horovod job on this machine), unless the user set it. MXNet reads it once, when loaded, and by
     default gives each operator only half the processors.
     Returns the note to show, or None when nothing was changed."""
     if _asks_help(argv):
         return None
-    from ..runtime.threads import apply_thread_defaults, cpu_contexts_in_argv
+    from ..runtime.threads import apply_thread_defaults, cpu_contexts_in_argv, job_processes_here
+    here = job_processes_here()
+    if here > 1:  # a Horovod job's processes on this machine share its cores (one device each, of a
+        # --ctx list with one per process); its siblings, starting now, are no other work to leave cores for
+        named = cpu_contexts_in_argv(argv, at_least)
+        return apply_thread_defaults(1 if named == here else named, taken=0, processes=here)
     return apply_thread_defaults(cpu_contexts_in_argv(argv, at_least))
 
 
@@ -399,7 +404,8 @@ def advise(ctxs, threads_note=None, prefix=""):
         note_later("note: " + threads_note)
     for line in idle_warnings(ctxs):
         note_later("warning: " + prefix + line)
-    busy = load_warning()
+    from ..runtime.threads import job_processes_here
+    busy = load_warning() if job_processes_here() == 1 else None  # a job's siblings are no "other" load
     if busy:
         note_later("note: " + busy)
 

@@ -122,8 +122,10 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
             "--kvstore", choices=KVSTORES, default=None,
             help="how gradients are summed: device (MXNet's kvstore, on the devices), flat (gluonperf's: "
                  "each context sums its share of one flat gradient array and updates those weights "
-                 "once), local (on the CPU), nccl (GPUs), dist_sync / dist_device_sync (across "
-                 "machines, started by python -m gluonperf.launch) (default: flat on several CPU "
+                 "once), local (on the CPU), nccl (GPUs), dist_sync / dist_device_sync (MXNet's parameter "
+                 "server, across processes and machines, started by python -m gluonperf.launch), horovod "
+                 "(Horovod's allreduce, one process per device, started by horovodrun or "
+                 "python -m gluonperf.launch --engine horovod) (default: flat on several CPU "
                  "contexts, where it was measured faster; device otherwise)"),
         "seed": lambda: p.add_argument(
             "--seed", type=cli.non_negative_int, default=d.seed,

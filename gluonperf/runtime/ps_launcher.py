@@ -84,6 +84,7 @@ class Node:
     env: dict = field(default_factory=dict)   # variables set for it on top of the environment
     host: Host = None         # None: this machine; else started over ssh
     cwd: str = None           # working directory on a remote host
+    prefixed: bool = True     # False: the process prefixes its lines itself (horovodrun: [rank]<stderr>:)
 
     @property
     def name(self):
@@ -300,18 +301,19 @@ class Job:
                                     start_new_session=True)
             self.procs[node.name] = proc
             for pipe, stream in ((proc.stdout, self.out), (proc.stderr, self.err)):
-                t = threading.Thread(target=self._copy, args=(node.name, pipe, stream), daemon=True)
+                prefix = "[%s] " % node.name if node.prefixed else ""
+                t = threading.Thread(target=self._copy, args=(prefix, pipe, stream), daemon=True)
                 t.start()
                 self.threads.append(t)
 
-    def _copy(self, name, pipe, stream):
+    def _copy(self, prefix, pipe, stream):
         """Copy a child's output line by line, each line prefixed with its role and number."""
         with pipe:
             for raw in iter(pipe.readline, b""):
                 line = raw.decode("utf-8", "replace").rstrip("\r\n")  # \r\n under ssh -tt
                 with self.lock:
                     try:
-                        stream.write("[%s] %s\n" % (name, line))
+                        stream.write("%s%s\n" % (prefix, line))
                         stream.flush()
                     except (BrokenPipeError, ValueError):
                         pass

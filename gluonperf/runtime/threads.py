@@ -75,7 +75,7 @@ def idle_warnings(contexts, env=None, cores=None, logical=None):
         out.append("MXNET_MKLDNN_ENABLED=0 runs convolutions and batch norm on MXNet's slow reference kernels "
                    "instead of oneDNN (about 2x slower training here); unset it")
     # dist workers that gluonperf.launch started on this machine share its cores too
-    local = _int(env, "GLUONPERF_LOCAL_WORKERS") or 1
+    local = _int(env, "GLUONPERF_LOCAL_WORKERS") or job_processes_here(env)
     at_once = cpu_contexts * local
     label = ("%d CPU context(s)" % at_once if local == 1 else
              "%d CPU contexts (of %d workers on this machine)" % (at_once, local))
@@ -204,7 +204,7 @@ def cores_taken(interval=0.2):
 TEMP_COPY_FOR_CONTEXTS = 64
 
 
-def apply_thread_defaults(contexts=1, environ=None, taken=None):
+def apply_thread_defaults(contexts=1, environ=None, taken=None, processes=1):
     """Set OMP_NUM_THREADS to `recommended_threads` and, when several CPU contexts run
     at once, MXNET_CPU_TEMP_COPY to TEMP_COPY_FOR_CONTEXTS, each only when the user has
     not set it.
@@ -213,6 +213,9 @@ def apply_thread_defaults(contexts=1, environ=None, taken=None):
     (`taken`; default: measured, `cores_taken`): an OpenMP team on a core another
     process holds waits at every barrier, and ResNet-18 training with 2 threads on 2
     cores ran at 0.47x of 1 thread while one other process was busy (docs/levers.md).
+
+    `processes`: this command's processes on this machine (a Horovod job's), which share the
+    cores as contexts do.
 
     Must run before MXNet is imported (MXNet reads them once, at start-up): call it at
     the top of a CLI module, before `import mxnet`. Returns a one-line note saying
@@ -224,14 +227,15 @@ def apply_thread_defaults(contexts=1, environ=None, taken=None):
     notes = []
     if not threads_chosen(environ):
         cores = physical_cores()
-        settings = thread_settings(contexts, cores_taken() if taken is None else taken, cores)
+        settings = thread_settings(contexts * processes, cores_taken() if taken is None else taken, cores)
         environ.update(settings)
         threads, taken = int(settings["OMP_NUM_THREADS"]), int(settings.get(TAKEN_VARIABLE, 0))
         free = ("" if not taken else ", %d of the %d cores being busy with other processes when it started"
                 % (taken, cores))
-        share = ("one thread per %score" % ("free " if taken else "") if contexts == 1 else
-                 "the %d %scores shared by the %d CPU contexts that run at once"
-                 % (cores - taken, "free " if taken else "", contexts))
+        share = ("one thread per %score" % ("free " if taken else "") if contexts * processes == 1 else
+                 "the %d %scores shared by the %d CPU contexts that run at once%s"
+                 % (cores - taken, "free " if taken else "", contexts * processes,
+                    "" if processes == 1 else " in the job's %d processes on this machine" % processes))
         notes.append("OMP_NUM_THREADS was unset, so gluonperf set it to %d (%s%s); MXNet's own default "
                      "would use half the processors" % (threads, share, free))
     if contexts > 1 and "MXNET_CPU_TEMP_COPY" not in environ:
@@ -240,6 +244,16 @@ def apply_thread_defaults(contexts=1, environ=None, taken=None):
                      "temporary workspaces the %d CPU contexts would wait for each other"
                      % (TEMP_COPY_FOR_CONTEXTS, contexts))
     return "; ".join(notes) or None
+
+
+def job_processes_here(environ=None):
+    """Processes of a Horovod job on this machine (HOROVOD_LOCAL_SIZE, which horovodrun sets
+    for each of them), or 1 outside one."""
+    environ = os.environ if environ is None else environ
+    try:
+        return max(1, int(environ.get("HOROVOD_LOCAL_SIZE", 1)))
+    except ValueError:
+        return 1
 
 
 def ctx_in_argv(argv, default="cpu"):

@@ -24,11 +24,12 @@ from .. import UserError, error_line
 from ..measure import stats
 from ..measure.harness import Benchmark, Measurement, sync
 # TrainConfig lives in gluonperf.config (no MXNet: the CLIs parse with it); callers of fit/scaling take it here too
-from ..config import HYBRIDIZE, TrainConfig  # noqa: F401
+from ..config import HYBRIDIZE, JOB_KVSTORES, TrainConfig  # noqa: F401
 from ..runtime.contexts import describe
 from .data import CLASSES, classes, load_for, loader  # noqa: F401 (CLASSES: callers import it from here)
 from .models import get_model, loss_of
 from . import optimizers
+from .horovod import Job
 from ..runtime import precision
 from ..records import Result, result
 from ..runtime.outputs import umask_mode, write_output
@@ -50,8 +51,11 @@ class Diverged(UserError):
 # --- pieces --------------------------------------------------------------------
 
 def create_kvstore(config):
-    """A dist kvstore object (created before data is loaded, so rank and number of
-    workers are known), or the kvstore name for gluon.Trainer to create locally."""
+    """A dist kvstore object or a Horovod job (`horovod.Job`), created before data is loaded,
+    so rank and number of workers are known, or the kvstore name for gluon.Trainer to create
+    locally."""
+    if config.kvstore == "horovod":
+        return Job()
     if config.kvstore.startswith("dist"):
         missing = [v for v in DMLC_ENV if v not in os.environ]
         if missing:
@@ -126,15 +130,18 @@ def make_trainer(net, config, lr, schedule=None, kvstore="device"):
     if schedule is not None:
         params["lr_scheduler"] = schedule
     optimizer = optimizers.create(config.optimizer, **params)
+    if isinstance(kvstore, Job):
+        return kvstore.trainer(net.collect_params(), optimizer)
     if kvstore == "flat":
         from .flat import FlatTrainer
         return FlatTrainer(net, optimizer)
     return gluon.Trainer(net.collect_params(), optimizer, kvstore=kvstore, update_on_kvstore=False)
 
 
-def sync_initial_weights(net, trainer, contexts, sample_shape):
+def sync_initial_weights(net, trainer, contexts, sample_shape, job=None):
     """For dist kvstores: put rank 0's weights on the servers and pull them to every
-    worker before the first gradient is pushed.
+    worker before the first gradient is pushed; for a Horovod `job`, broadcast rank 0's
+    weights to every worker.
 
     MXNet 1.9.1 otherwise does this lazily inside the first `Trainer.step`, where the
     pull of the initial weights and the push of the first gradients (same key, with
@@ -153,8 +160,11 @@ def sync_initial_weights(net, trainer, contexts, sample_shape):
         net(mx.nd.zeros((1,) + tuple(sample_shape), ctx=ctx))
     for p in net.collect_params().values():
         p.reset_ctx(p.list_ctx())
-    trainer._init_kvstore()   # private, but the only way to order init before the first push
-    trainer._init_params()
+    if job is not None:
+        job.broadcast(net)
+    else:
+        trainer._init_kvstore()   # private, but the only way to order init before the first push
+        trainer._init_params()
     mx.nd.waitall()
 
 
@@ -498,6 +508,9 @@ def fit(config, contexts, progress=None, log=None, epoch_done=None):
     """
     contexts = list(contexts)
     kvstore = create_kvstore(config)  # before data loading: dist workers need their rank
+    if isinstance(kvstore, Job) and len(contexts) > 1:
+        raise ValueError("a Horovod job runs one process per device; this process got %d contexts (%s)"
+                         % (len(contexts), describe(contexts)))
     rank, num_workers = (kvstore.rank, kvstore.num_workers) if not isinstance(kvstore, str) else (0, 1)
     if config.batch_size < len(contexts):
         raise UserError("--batch-size %d is smaller than the number of contexts (%d); every context "
@@ -553,8 +566,9 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
             if replanned:
                 log(replanned)
 
+    job = kvstore if isinstance(kvstore, Job) else None
     if num_workers > 1 or not isinstance(kvstore, str):
-        sync_initial_weights(net, trainer, contexts, train_set[0][0].shape)
+        sync_initial_weights(net, trainer, contexts, train_set[0][0].shape, job)
     common = dict(model=config.model, dataset=config.dataset, batch_size=config.batch_size,
                   contexts=describe(contexts), devices=len(contexts), num_workers=num_workers, rank=rank,
                   hybridize=config.hybridize, kvstore=config.kvstore, workers=config.workers, dtype=config.dtype,
@@ -584,11 +598,14 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
         test_top1, test_top5 = evaluate(net, test_data, contexts)
         epoch_s = time.perf_counter() - start
         every, weights = param_checksums(net, contexts[0])
+        checked = {}
+        if job is not None:  # fails loudly, on every rank, when the workers trained apart
+            checked["weights_max_rel_diff"] = job.check_equal(net, contexts[0], "after epoch %d" % (epoch + 1))
         record = result("train", "epoch %d" % (epoch + 1), epoch=epoch + 1, loss=stats.loss,
                         train_top1=stats.top1, train_top5=stats.top5,
                         test_top1=test_top1, test_top5=test_top5, epoch_s=epoch_s, train_s=train_s,
                         train_images_per_s=stats.images * num_workers / train_s, lr=trainer.learning_rate,
-                        images=stats.images * num_workers, param_checksum=every, weights_checksum=weights, **common)
+                        images=stats.images * num_workers, param_checksum=every, weights_checksum=weights, **common, **checked)
         if hasattr(train_set, "skipped"):  # image data with --bad-images skip
             record.metrics["skipped_images"] = train_set.skipped.value
         history.append(record)
@@ -644,7 +661,7 @@ def scaling(config, contexts, steps=None, progress=None):
     if per_device < 1:
         raise UserError("--batch-size %d is smaller than the number of contexts (%d)"
                         % (config.batch_size, len(contexts)))
-    if config.kvstore.startswith("dist"):
+    if config.kvstore in JOB_KVSTORES:
         raise UserError("--scaling runs on the contexts of one machine; use --kvstore flat, device or local")
     train_set, _ = load_for(config)
     need = per_device * len(contexts)
