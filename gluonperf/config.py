@@ -36,6 +36,8 @@ DEFAULT_LR = {"sgd": 0.1, "nag": 0.1, "adagrad": 0.01, "rmsprop": 0.01, "adam": 
 # bench allreduce / scratch: the from-scratch allreduce schedules, and MXNet's kvstores beside them
 ALLREDUCE_METHODS = ["book", "ring", "tree"]
 ALLREDUCE_KVSTORES = ["kv-device", "kv-local"]
+# ... and Horovod's allreduce (hvd.allreduce_), in one process per context started by horovodrun
+ALLREDUCE_HOROVOD = "horovod"
 
 
 @dataclass
