@@ -78,6 +78,15 @@ EXAMPLES = [
     ("launch", "launch: two workers and a server training LeNet with dist_sync",
      ["python -m gluonperf.launch -n 2 -s 1 --timeout 300 -- python -m gluonperf.train --kvstore dist_sync "
       "--model lenet --dataset digits --epochs 1 --batch-size 32 --workers 0"]),
+    ("launch_horovod", "launch --engine horovod: two ranks training LeNet with Horovod's allreduce",
+     ["python -m gluonperf.launch --engine horovod -n 2 --timeout 300 -- python -m gluonperf.train "
+      "--kvstore horovod --model lenet --dataset digits --epochs 1 --batch-size 32 --workers 0"]),
+    ("launch_horovod_dry_run", "launch --engine horovod --dry-run over a hostfile of two machines",
+     ["python -c \"open('hostfile', 'w').write('node-a\\nnode-b\\n')\"",
+      "python -m gluonperf.launch --engine horovod -n 4 --hostfile hostfile --dry-run "
+      "-- python -m gluonperf.train --kvstore horovod --model lenet"]),
+    ("bench_engines", "bench engines: LeNet on two CPU contexts, one process against Horovod and dist_sync",
+     ["python -m gluonperf.bench engines --model lenet --batch-size 32 --steps 8 --epochs 3 --rounds 5"]),
     ("launch_dry_run", "launch --dry-run over a hostfile of two machines: the plan, nothing started",
      ["python -c \"open('hostfile', 'w').write('192.168.1.11\\n192.168.1.12\\n')\"",
       "cat hostfile",

@@ -10,6 +10,7 @@ parallel           gluonperf.bench.parallel
 overlap            gluonperf.bench.overlap
 allreduce          gluonperf.bench.allreduce
 scratch            gluonperf.bench.scratch
+engines            gluonperf.bench.engines
 footprint          gluonperf.bench.footprint
 optimizers         gluonperf.bench.optimizers
 input              gluonperf.bench.input
@@ -34,8 +35,10 @@ it is in it:
 - `QUICK`: flags for a run of seconds (the tests run every subcommand with them; None when
   it needs data on disk);
 - optional: `AT_LEAST_CONTEXTS` (CPU contexts it runs at once whatever --ctx says; default 1)
-  or `contexts_at_once(argv)` (the same, read from the command line), and `STAND_IN` (its CPU
-  contexts stand in for devices, so glibc keeps freed memory: runtime.allocator).
+  or `contexts_at_once(argv)` (the same, read from the command line), `STAND_IN` (its CPU
+  contexts stand in for devices, so glibc keeps freed memory: runtime.allocator), and
+  `RUNS_COMMANDS` (its work runs in gluonperf commands it starts, which choose their own
+  threads: none are set for it).
 
 bench/__main__.py, run as `python -m gluonperf.bench`, sets the thread count, the allocator and
 oneDNN's instruction set from these before MXNet loads; importing this package loads no
@@ -52,8 +55,8 @@ from . import shared
 PROG = "python -m gluonperf.bench"
 
 # The subcommands' order in --help (one not named here comes after them, by name).
-ORDER = ["hybridize", "async", "memory", "parallel", "overlap", "allreduce", "scratch", "footprint", "optimizers",
-         "input", "time-to-accuracy"]
+ORDER = ["hybridize", "async", "memory", "parallel", "overlap", "allreduce", "scratch", "engines", "footprint",
+         "optimizers", "input", "time-to-accuracy"]
 
 
 def _subcommands():
@@ -75,10 +78,13 @@ STAND_IN_COMMANDS = tuple(m.NAME for m in SUBCOMMANDS if getattr(m, "STAND_IN", 
 
 
 def contexts_at_once(argv):
-    """The fewest CPU contexts the subcommand in `argv` runs at once (read before argparse)."""
+    """The fewest CPU contexts the subcommand in `argv` runs at once (read before argparse); 0
+    for one whose work runs in commands it starts (`RUNS_COMMANDS`), which choose their own."""
     module = BY_NAME.get(cli.subcommand_in_argv(argv))
     if module is None:
         return 1
+    if getattr(module, "RUNS_COMMANDS", False):
+        return 0
     if hasattr(module, "contexts_at_once"):
         return module.contexts_at_once(argv)
     return getattr(module, "AT_LEAST_CONTEXTS", 1)
@@ -123,11 +129,12 @@ def main(argv=None, threads_note=None, malloc_note=None, dtype_note=None):
     if getattr(args, "list_models", False):
         cli.print_models()
         return 0
+    module = BY_NAME[args.command]
     used = getattr(args, "contexts_used", cli.contexts)
-    cli.advise(used(args), threads_note)
+    if not getattr(module, "RUNS_COMMANDS", False):  # those commands advise on their own threads
+        cli.advise(used(args), threads_note)
     if malloc_note:
         cli.note_later("note: " + malloc_note)
     args.dtype_note = dtype_note
-    module = BY_NAME[args.command]
     module.show(args, *module.measure(args))
     return 0

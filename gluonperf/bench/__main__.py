@@ -11,7 +11,8 @@ from . import PROG, STAND_IN_COMMANDS, contexts_at_once, main
 if __name__ == "__main__":
     argv = sys.argv[1:]
     # MXNet's thread count: one thread per core, shared among the CPU contexts that run at once
-    threads_note = cli.thread_defaults(argv, contexts_at_once(argv))
+    at_once = contexts_at_once(argv)
+    threads_note = cli.thread_defaults(argv, at_once) if at_once else None
     # CPU contexts that stand in for devices: glibc keeps freed memory, as a GPU's pool does
     malloc_note = cli.allocator_defaults(argv, STAND_IN_COMMANDS)
     # footprint --dtype bfloat16: oneDNN's instruction set for the workers (each asks for AMX itself)

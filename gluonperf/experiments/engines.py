@@ -1,0 +1,125 @@
+"""Which engine for this model? One process with N contexts, N processes on Horovod, and N
+processes on MXNet's parameter server (dist_sync), training the same model on the same
+global batch, interleaved.
+
+MXNet's version of seed 003's question (PyTorch's DataParallel against
+DistributedDataParallel): in one process the contexts' gradients are summed by a kvstore
+inside MXNet's engine (`flat` on CPU contexts, `device` on GPUs); with Horovod each device has
+its own process and the gradients are summed by ring allreduce (Gloo on CPUs, NCCL on GPUs);
+with dist_sync each worker process pushes its gradients to a server process and pulls the
+sum back. Each engine runs as a user runs it: `gluonperf.train` (through `gluonperf.launch`
+for the two multi-process engines), with the commands' own thread defaults (the N
+contexts, or N processes, share the cores).
+
+A round runs every engine once, in an order that rotates from round to round (no engine
+always runs first, after an idle or a busy spell); each run trains `epochs` epochs of `steps`
+steps, and its step time is the geometric mean over every epoch but the first (graph
+building, first allocations, rendezvous). Each engine's speed against the first engine (the
+single process, by default) is a paired ratio per round, reported with its interval and a
+verdict (`stats.verdict`).
+
+Nothing here parses arguments or prints.
+"""
+import os
+import sys
+
+from ..measure import stats
+from ..records import result
+from ..training.model_spec import spec_flags
+from .scaling_checks import _epoch_steps, _mean_step, _run_train
+
+ENGINES = ("single", "horovod", "dist_sync")
+
+
+def engine_argv(engine, model, contexts, per_device_batch, steps, epochs, path, timeout):
+    """The command line of one run of `engine` on `contexts` (names such as 'cpu0'), writing its
+    records to `path`: one process per device for horovod and dist_sync (a worker per context,
+    launched by gluonperf.launch with its own --timeout), all contexts in one for single."""
+    if engine not in ENGINES:
+        raise ValueError("unknown engine %r; choose from %s" % (engine, ", ".join(ENGINES)))
+    n = len(contexts)
+    train = [sys.executable, "-m", "gluonperf.train", *spec_flags(model), "--dataset", "synthetic",
+             "--limit", str(per_device_batch * n * steps), "--epochs", str(epochs), "--lr", "0.05",
+             "--log-interval", "0", "--json", path]
+    launch = [sys.executable, "-m", "gluonperf.launch", "-n", str(n), "--timeout", str(timeout)]
+    ctx = ",".join(contexts)
+    if engine == "single":
+        return train + ["--ctx", ctx, "--batch-size", str(per_device_batch * n)]
+    if engine == "horovod":  # each rank takes its local rank's context of the list
+        return launch + ["--engine", "horovod", "--"] + train + ["--kvstore", "horovod", "--ctx", ctx,
+                                                                 "--batch-size", str(per_device_batch)]
+    if any(not c.startswith("cpu") for c in contexts):
+        raise ValueError("dist_sync workers here all train on --ctx's first context; with GPUs start one "
+                         "worker per GPU yourself (gluonperf.launch with a per-worker --ctx), or leave dist_sync out")
+    return launch + ["-s", "1", "--"] + train + ["--kvstore", "dist_sync", "--ctx", contexts[0],
+                                                 "--batch-size", str(per_device_batch)]
+
+
+def describe_engine(engine, n, kvstore="flat"):
+    """'1 process, 2 contexts (kvstore flat)', '2 processes, Horovod allreduce', ..."""
+    if engine == "single":
+        return "1 process, %d contexts (kvstore %s)" % (n, kvstore)
+    if engine == "horovod":
+        return "%d processes, Horovod allreduce" % n
+    return "%d processes + 1 server, dist_sync" % n
+
+
+def compare_engines(model, contexts, per_device_batch, engines=ENGINES, steps=8, epochs=3, rounds=5,
+                    threshold=stats.THRESHOLD, timeout=600, progress=None):
+    """Run every engine of `engines` once per round for `rounds` rounds (rotating their order),
+    each training `epochs` epochs of `steps` steps of `per_device_batch` images per context on
+    `contexts` (names); returns one record per engine (bench 'engines'): its step time and
+    images/s (geometric mean over rounds, with the rounds' samples), and its speed against the
+    first engine as a per-round paired ratio with interval and verdict."""
+    from ..runtime import guard
+    engines = list(engines)
+    if len(contexts) < 2:
+        raise ValueError("the engines differ in how they sum the gradients of several devices: give at "
+                         "least 2 contexts, got %d" % len(contexts))
+    if not engines or len(set(engines)) != len(engines):
+        raise ValueError("engines must be distinct names of %s, got %r" % (", ".join(ENGINES), engines))
+    if rounds < 1 or steps < 1 or epochs < 2:
+        raise ValueError("need rounds >= 1, steps >= 1 and epochs >= 2 (the first epoch is not timed)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "HOROVOD_"))}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    n, global_batch = len(contexts), per_device_batch * len(contexts)
+    steps_of = {e: [] for e in engines}
+    kvstore = "flat"
+    with guard.temp_dir(prefix="gluonperf-engines-") as tmp:
+        for r in range(rounds):
+            order = engines[r % len(engines):] + engines[:r % len(engines)]
+            for engine in order:
+                path = os.path.join(tmp, "%s-%d.json" % (engine, r))
+                argv = engine_argv(engine, model, contexts, per_device_batch, steps, epochs, path, timeout)
+                _run_train(argv, env, timeout + 30, "%s (round %d)" % (engine, r + 1))
+                steps_of[engine].append(_mean_step(_epoch_steps(path, global_batch)))
+                if engine == "single":
+                    kvstore = _kvstore_of(path) or kvstore
+                if progress:
+                    progress()
+    base = engines[0]
+    out = []
+    for engine in engines:
+        samples = steps_of[engine]
+        step = stats.ratio_interval(samples)
+        fields = dict(engine=engine, setup=describe_engine(engine, n, kvstore), processes=1 if engine == "single" else n,
+                      devices=n, per_device_batch=per_device_batch, global_batch=global_batch, model=model,
+                      contexts=",".join(contexts), steps=steps, epochs=epochs, rounds=rounds,
+                      step_s=step.estimate, samples_s=samples, images_per_s=global_batch / step.estimate,
+                      baseline=base)
+        if engine != base:
+            interval = stats.ratio_interval(stats.paired_ratios(steps_of[base], samples))
+            judged = stats.verdict(interval, threshold, what="rounds")
+            fields.update(interval.fields("vs_baseline"), **judged.fields())
+        else:
+            fields.update(vs_baseline=1.0)
+        out.append(result("engines", engine, **fields))
+    return out
+
+
+def _kvstore_of(path):
+    from ..records import read_jsonl
+    rows = [r.metrics for r, _ in read_jsonl(path) if r.bench == "train"]
+    return rows[0].get("kvstore") if rows else None
+

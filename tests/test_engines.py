@@ -1,0 +1,95 @@
+"""bench engines: one process with N contexts, N processes on Horovod, N on dist_sync, the same
+model and global batch, interleaved. What is checked is how the runs are made and reported
+(who runs first, which command line each engine gets, the ratio's interval), not which engine
+is faster: that depends on the machine. The quick run of every subcommand is in
+tests/test_commands.py."""
+import json
+import os
+import sys
+
+import pytest
+
+from gluonperf.experiments import engines
+from gluonperf.runtime.horovod_launcher import available
+from helpers import ROOT, run_leaving_nothing
+
+QUICK = ["--model", "mlp", "--batch-size", "8", "--steps", "2", "--epochs", "2", "--rounds", "2"]
+
+
+def test_each_engine_gets_its_command_line():
+    single = engines.engine_argv("single", "mlp", ["cpu0", "cpu1"], 16, 4, 3, "s.json", 60)
+    assert single[1:3] == ["-m", "gluonperf.train"]
+    assert single[single.index("--ctx") + 1] == "cpu0,cpu1" and single[single.index("--batch-size") + 1] == "32"
+    assert single[single.index("--limit") + 1] == "128"  # 4 steps of the global batch
+    hvd = engines.engine_argv("horovod", "mlp", ["cpu0", "cpu1"], 16, 4, 3, "h.json", 60)
+    assert hvd[1:9] == ["-m", "gluonperf.launch", "-n", "2", "--timeout", "60", "--engine", "horovod"]
+    assert hvd[hvd.index("--kvstore") + 1] == "horovod" and hvd[hvd.index("--batch-size") + 1] == "16"
+    ps = engines.engine_argv("dist_sync", "mlp", ["cpu0", "cpu1"], 16, 4, 3, "d.json", 60)
+    assert ps[ps.index("-s") + 1] == "1" and ps[ps.index("--ctx") + 1] == "cpu0"
+    assert ps[ps.index("--kvstore") + 1] == "dist_sync" and ps[ps.index("--limit") + 1] == "128"
+    with pytest.raises(ValueError, match="dist_sync workers"):
+        engines.engine_argv("dist_sync", "mlp", ["gpu0", "gpu1"], 16, 4, 3, "d.json", 60)
+    with pytest.raises(ValueError, match="unknown engine"):
+        engines.engine_argv("nccl", "mlp", ["cpu0", "cpu1"], 16, 4, 3, "d.json", 60)
+
+
+@pytest.mark.parametrize("kwargs, says", [
+    (dict(contexts=["cpu0"]), "at least 2 contexts"),
+    (dict(engines=["single", "single"]), "distinct"),
+    (dict(epochs=1), "epochs >= 2"),
+])
+def test_bad_arguments_are_refused(kwargs, says):
+    args = dict(model="mlp", contexts=["cpu0", "cpu1"], per_device_batch=8)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=says):
+        engines.compare_engines(**args)
+
+
+def test_rounds_rotate_and_each_ratio_has_its_interval(tmp_path, monkeypatch):
+    """The runs replaced by a stand-in that records the order and writes train records."""
+    ran = []
+
+    def fake_run(argv, env, timeout, what):
+        engine = "horovod" if "horovod" in argv else "dist_sync" if "dist_sync" in argv else "single"
+        ran.append(engine)
+        step = {"single": 0.010, "horovod": 0.020, "dist_sync": 0.040}[engine] * (1 + 0.01 * len(ran))
+        with open(argv[argv.index("--json") + 1], "w") as f:
+            for epoch in (1, 2, 3):
+                f.write(json.dumps({"bench": "train", "name": "epoch %d" % epoch, "train_images_per_s": 16 / step,
+                                    "kvstore": "flat"}) + "\n")
+    monkeypatch.setattr(engines, "_run_train", fake_run)
+    out = engines.compare_engines("mlp", ["cpu0", "cpu1"], 8, epochs=3, rounds=3)
+    assert ran == ["single", "horovod", "dist_sync", "horovod", "dist_sync", "single",
+                   "dist_sync", "single", "horovod"]
+    by = {r.name: r.metrics for r in out}
+    assert by["single"]["vs_baseline"] == 1 and len(by["single"]["samples_s"]) == 3
+    assert by["horovod"]["vs_baseline_ci_low"] < by["horovod"]["vs_baseline"] < by["horovod"]["vs_baseline_ci_high"]
+    assert by["horovod"]["vs_baseline"] == pytest.approx(0.5, rel=0.05) and by["horovod"]["verdict"] == "slower"
+    assert by["dist_sync"]["vs_baseline"] == pytest.approx(0.25, rel=0.05)
+    assert by["single"]["setup"] == "1 process, 2 contexts (kvstore flat)"
+
+
+def test_bench_engines_without_horovod_leaves_it_out_or_refuses_it(tmp_path):
+    hidden = tmp_path / "hidden"
+    (hidden / "horovod").mkdir(parents=True)
+    (hidden / "horovod" / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    path = os.pathsep.join([str(hidden), ROOT])
+    out = tmp_path / "out.json"
+    done = run_leaving_nothing(["-m", "gluonperf.bench", "engines", *QUICK, "--json", str(out)], PYTHONPATH=path)
+    assert done.returncode == 0, done.stderr
+    assert "Horovod is not installed, so the horovod engine is left out" in done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["name"] for r in rows] == ["single", "dist_sync"]
+    assert rows[1]["vs_baseline_n"] == 2 and rows[1]["verdict"] in ("faster", "slower", "same", "inconclusive")
+    assert "dist_sync against single: " in done.stdout
+    done = run_leaving_nothing(["-m", "gluonperf.bench", "engines", *QUICK, "--engines", "single,horovod"],
+                               PYTHONPATH=path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "install-horovod" in done.stderr, done.stderr
+
+
+def test_a_run_that_fails_is_one_line(tmp_path):
+    done = run_leaving_nothing(["-m", "gluonperf.bench", "engines", *QUICK, "--engines", "single,dist_sync",
+                                "--timeout", "0.5"])
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("python -m gluonperf.bench: error: validation run") or \
+        "did not finish" in done.stderr or "failed" in done.stderr, done.stderr
