@@ -33,6 +33,7 @@ SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime", "scri
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRACE = 10.0   # seconds the child gets to end after a signal is passed on, before SIGTERM, then SIGKILL
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+BULK_OFF = {"MXNET_EXEC_BULK_EXEC_TRAIN": "0", "MXNET_EXEC_BULK_EXEC_INFERENCE": "0"}  # --split-bulk
 
 
 def build_parser():
@@ -61,6 +62,10 @@ def build_parser():
                         "are known (off: no fraction of the ceiling) (default: %(default)s)")
     p.add_argument("--stop", action="store_true",
                    help="stop the script once its steps are measured (exit status 0), instead of letting it run on")
+    p.add_argument("--split-bulk", action="store_true",
+                   help="run the whole script with MXNet's bulk execution off (MXNET_EXEC_BULK_EXEC_TRAIN=0 and "
+                        "MXNET_EXEC_BULK_EXEC_INFERENCE=0), so that a hybridized model's operators are timed one by "
+                        "one and get their GFLOP/s; the steps are then timed in that setting too")
     p.add_argument("--trace", metavar="PATH", help="keep the Chrome trace of the --operator-steps")
     p.add_argument("--timeout", type=cli.non_negative_float, default=0, metavar="SEC",
                    help="stop the script (as Ctrl-C does) after SEC seconds and report what was measured (0: never) "
@@ -87,6 +92,8 @@ def child_environment(tmp, args):
                 "depth": args.depth, "stop": args.stop, "trace": os.path.abspath(args.trace) if args.trace else None}
     env.update({ENV_OUT: tmp, ENV_SETTINGS: json.dumps(settings), "GLUONPERF_SCRIPT_HOOKS": ENTRY,
                 "GLUONPERF_SCRIPT_ROOT": ROOT})
+    if args.split_bulk:  # read by MXNet when the script loads it
+        env.update(BULK_OFF)
     return env
 
 
@@ -154,6 +161,8 @@ def main(argv=None):
     cli.check_output_path(args.trace, "--trace")
     if shutil.which(command[0]) is None:
         raise UserError("cannot run %r: no such program" % command[0])
+    if args.split_bulk:  # here too, so that the records' environment says how the script ran
+        os.environ.update(BULK_OFF)
     tmp = tempfile.mkdtemp(prefix="gluonperf-script-")
     try:
         sys.stdout.flush()
@@ -190,6 +199,9 @@ def report(args, command, tmp, code, stopped, timed_out):
     print()
     cli.emit_sections(sections, args, _contexts(run), records=_records(summary))
     print(summary["input"][0].metrics["finding"])
+    if args.split_bulk:
+        summary["notes"].append("note: --split-bulk: the script ran with MXNet's bulk execution off, so its steps "
+                                "were timed in that setting (a hybridized model's steps often a little slower)")
     for line in summary["notes"] + ([ceiling_note] if ceiling_note else []) + (["note: " + others] if others else []):
         cli.say(line)
     if stopped or timed_out:

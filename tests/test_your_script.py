@@ -233,3 +233,51 @@ def test_each_worker_of_a_dist_sync_job_is_profiled_and_rank_0_reports():
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("steps measured") == 1
     assert "2 processes stepped; reported: rank 0; the others' median step: rank 1" in done.stderr
+
+
+def test_mxnets_image_record_iter_is_the_loader_found(tmp_path):
+    """ImageRecordIter (MXNet's C++ pipeline, an MXDataIter) on a .rec made offline: its batches
+    are the waits, and it prefetches in its own threads."""
+    made = run_leaving_nothing(["-m", "gluonperf.dataset", "make", str(tmp_path / "imgs"), "--rec", "--size", "40",
+                                "--images-per-class", "16"])
+    assert made.returncode == 0, made.stderr
+    out = tmp_path / "rec.json"
+    done = profile("--steps", "10", "--warmup", "2", "--operator-steps", "0", "--depth", "0", "--ceiling", "off",
+                   "--json", str(out), command=[PY, os.path.join("tests", "user_scripts", "rec_script.py"),
+                                                str(tmp_path / "imgs.rec")])
+    assert done.returncode == 0, done.stderr
+    assert "trained 30 steps" in done.stdout
+    rows = records(out)
+    assert named(rows, "script", "step")["steps"] == 10
+    verdict = named(rows, "script", "input verdict")
+    assert verdict["loader"] == "MXDataIter" and "prefetching" in verdict["finding"], verdict["finding"]
+
+
+def test_the_dataloaders_worker_processes_count_in_the_memory(tmp_path):
+    out = tmp_path / "workers.json"
+    done = profile("--steps", "8", "--warmup", "2", "--operator-steps", "0", "--depth", "0", "--ceiling", "off",
+                   "--json", str(out), command=[PY, SCRIPT, "--workers", "2", "--steps", "16"])
+    assert done.returncode == 0, done.stderr
+    memory = named(records(out), "script", "memory")
+    assert memory["child_processes"] == 2 and memory["children_peak_bytes"] > 0
+    assert memory["rss_peak_bytes"] > 0
+
+
+def test_split_bulk_gives_a_hybridized_models_operators_their_flops(tmp_path):
+    """A hybridized graph runs in bulk segments, named by the operators they join (no FLOPs);
+    --split-bulk runs the script with bulk execution off: one row per operator, with GFLOP/s."""
+    runs = {}
+    for flags in ([], ["--split-bulk"]):
+        out = tmp_path / ("split.json" if flags else "bulk.json")
+        done = profile(*QUICK, *flags, "--depth", "0", "--json", str(out),
+                       command=[PY, SCRIPT, "--hybridize", "--hidden", "256", "--steps", "24"])
+        assert done.returncode == 0, done.stderr
+        runs[bool(flags)] = (done, [r for r in records(out) if r["bench"] == "script-operators"])
+    done, ops = runs[False]
+    assert any("," in r["op"] for r in ops) and "--split-bulk" in done.stderr
+    assert not any(r.get("gflop_per_s") for r in ops)
+    done, ops = runs[True]
+    assert not any("," in r["op"] for r in ops)
+    fc = next(r for r in ops if r["op"] == "FullyConnected")
+    assert fc["gflop_per_s"] > 0 and fc["env"]["env"]["MXNET_EXEC_BULK_EXEC_TRAIN"] == "0"
+    assert "bulk execution off" in done.stderr

@@ -471,7 +471,8 @@ def summarise(run, command=None, threshold=stats.THRESHOLD, peak_flops=None, cei
     if run.get("memory"):
         m = run["memory"]
         memory.append(result(BENCH, "memory", part="peak memory", rss_peak_bytes=m["rss_peak_bytes"],
-                             rss_growth_bytes=m["rss_growth_bytes"],
+                             rss_growth_bytes=m["rss_growth_bytes"], child_processes=m.get("children"),
+                             children_peak_bytes=m.get("children_peak_bytes"),
                              **{k: v for k, v in m.items() if k.startswith("device_peak")}, **common))
     fastest = max([r.metrics.get("of_ceiling") or 0 for r in rows + operators + blocks])
     if fastest > 1:
@@ -596,7 +597,8 @@ def operator_rows(run, batch, peak_flops, common):
     if bulk:
         notes.append("note: a hybridized graph runs in bulk segments, which MXNet's profiler names by the operators "
                      "they join, so no operator row gets FLOPs (a layer's work may sit in a segment); "
-                     "MXNET_EXEC_BULK_EXEC_TRAIN=0 before the command splits them (and changes how the script runs)")
+                     "profile --split-bulk runs the script with bulk execution off, which splits them (and changes "
+                     "how the script runs)")
     return rows, notes
 
 
@@ -635,7 +637,7 @@ STEP_COLUMNS = ["part", "time_s", "share", "share_ci", "images_per_s", "images_p
 OPERATOR_COLUMNS = ["op", "phase", "calls_per_step", "time_s", "share", "gflop_per_s", "of_ceiling"]
 BLOCK_COLUMNS = ["tree", "parameters", "forward_gflop", "training_gflop", "forward_s", "backward_s", "step_share",
                  "gflop_per_s", "of_ceiling", "note"]
-MEMORY_COLUMNS = ["part", "rss_peak_bytes", "rss_growth_bytes"]
+MEMORY_COLUMNS = ["part", "rss_peak_bytes", "rss_growth_bytes", "child_processes", "children_peak_bytes"]
 
 
 def _ci(m, key, pct):
@@ -684,9 +686,11 @@ def sections(summary, warmup=None, what="the script"):
                     % (m.get("batch_size") or 0, m.get("ctx"), m.get("rounds") or 0, check.get("finding", "")),
                     blocks, BLOCK_COLUMNS))
     if summary["memory"]:
-        out.append(("memory: peak resident memory of %s's process over the measured steps (its DataLoader worker "
-                    "processes not counted)" % ("the script" if what != "the loop" else "this"), summary["memory"],
-                    MEMORY_COLUMNS))
+        out.append(("memory: peak resident memory of %s's process over the measured steps; child_processes: its "
+                    "child processes (a DataLoader's workers), the most at once; children_peak_bytes: their memory "
+                    "at its peak, as proportional set size (the pages they share with %s counted by their share)"
+                    % ("the script" if what != "the loop" else "this", "the script" if what != "the loop" else "it"),
+                    summary["memory"], MEMORY_COLUMNS))
     return out
 
 

@@ -2,9 +2,13 @@
 
 A before/after difference misses everything that was allocated and freed inside
 the region, which is exactly what running ahead does; so a background thread
-samples RSS (and, for GPU contexts, device memory) while the region runs.
+samples RSS (and, for GPU contexts, device memory) while the region runs. With
+`children`, it also samples the memory of the process's child processes (a DataLoader's
+workers) by their proportional set size: a worker forked from the training process shares
+its pages, which each one's RSS would count again.
 """
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
@@ -17,6 +21,31 @@ _PROCESS = psutil.Process()
 def rss():
     """Resident set size of this process, in bytes."""
     return _PROCESS.memory_info().rss
+
+
+def children_memory():
+    """(bytes, processes): the proportional set size (PSS: a page shared by k processes counts
+    1/k) summed over this process's descendants, from /proc/PID/smaps_rollup; their RSS
+    where that file cannot be read."""
+    total = count = 0
+    for child in _PROCESS.children(recursive=True):
+        try:
+            total += _pss(child)
+            count += 1
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, ProcessLookupError):
+            pass
+    return total, count
+
+
+def _pss(proc):
+    try:
+        with open("/proc/%d/smaps_rollup" % proc.pid) as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (FileNotFoundError, PermissionError):
+        pass
+    return proc.memory_info().rss
 
 
 def device_memory_used(ctx):
@@ -35,6 +64,8 @@ class MemoryUsage:
     rss_after: int
     samples: int
     device_peak: Dict[str, int] = field(default_factory=dict)
+    children_peak: Optional[int] = None   # with children: their summed PSS at its peak
+    children: int = 0                     # the most child processes seen at once
 
     @property
     def rss_growth(self):
@@ -43,6 +74,8 @@ class MemoryUsage:
 
     def summary(self):
         row = {"rss_peak_bytes": self.rss_peak, "rss_growth_bytes": self.rss_growth}
+        if self.children_peak is not None:
+            row.update(children_peak_bytes=self.children_peak, children=self.children)
         for name, peak in self.device_peak.items():
             row["device_peak_bytes[%s]" % name] = peak
         return row
@@ -54,9 +87,12 @@ class MemorySampler:
     Use as a context manager or with start()/stop(); stop() returns a MemoryUsage.
     """
 
-    def __init__(self, contexts=(), interval=0.002):
+    CHILDREN_EVERY = 0.05  # seconds between two readings of the child processes (each lists them)
+
+    def __init__(self, contexts=(), interval=0.002, children=False):
         self.contexts = [c for c in contexts if c.device_type == "gpu"]
         self.interval = interval
+        self.children = children
         self._stop = threading.Event()
         self._thread = None
         self.usage: Optional[MemoryUsage] = None
@@ -65,6 +101,12 @@ class MemorySampler:
         value = rss()
         self._peak = max(self._peak, value)
         self._count += 1
+        now = time.monotonic()
+        if self.children and now - self._children_at >= self.CHILDREN_EVERY:
+            self._children_at = now
+            used, count = children_memory()
+            self._children_peak = max(self._children_peak, used)
+            self._children = max(self._children, count)
         for ctx in self.contexts:
             used = device_memory_used(ctx)
             key = str(ctx)
@@ -79,6 +121,7 @@ class MemorySampler:
         self._peak = self._before
         self._count = 0
         self._device_peak = {}
+        self._children_at, self._children_peak, self._children = -1e9, 0, 0
         self._sample()
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="gluonperf-memory", daemon=True)
@@ -88,8 +131,10 @@ class MemorySampler:
     def stop(self):
         self._stop.set()
         self._thread.join()
+        self._children_at = -1e9  # one last reading
         self._sample()
-        self.usage = MemoryUsage(self._before, self._peak, rss(), self._count, dict(self._device_peak))
+        self.usage = MemoryUsage(self._before, self._peak, rss(), self._count, dict(self._device_peak),
+                                 self._children_peak if self.children else None, self._children)
         return self.usage
 
     def __enter__(self):

@@ -145,7 +145,7 @@ class StepProfiler:
             return
         if phase in MEASURED and before not in MEASURED:
             if self.sample_memory:
-                self._sampler = MemorySampler(self.contexts).start()
+                self._sampler = MemorySampler(self.contexts, children=True).start()  # with DataLoader workers
             if self.on_block is not None:
                 script_hooks.watch_blocks(True)
         if before == "profiled":
