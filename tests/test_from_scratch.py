@@ -1,4 +1,5 @@
 import json
+import os
 
 import mxnet as mx
 import numpy as np
@@ -6,7 +7,14 @@ import pytest
 
 from gluonperf import UserError
 from gluonperf.experiments import from_scratch as dp
+from gluonperf.runtime import horovod_launcher
 from gluonperf.training.data import synthetic
+from helpers import HANGING_MXNET, ROOT, run_leaving_nothing
+
+# The Horovod tests (bench allreduce --methods horovod): skipped without Horovod (bash
+# scripts/install-horovod), except on CI (CI=true), where they run and fail.
+needs_horovod = pytest.mark.skipif(not horovod_launcher.available() and os.environ.get("CI") != "true",
+                                   reason="Horovod is not installed (bash scripts/install-horovod)")
 
 
 def _synthetic(num_train, num_test, seed):
@@ -172,7 +180,7 @@ def _one_line_error(p):
 def test_bench_allreduce_cli(run, tmp_path):
     out = tmp_path / "a.json"
     p = run("gluonperf.bench", "allreduce", "--sizes", "4K,64K", "--num-ctx", "2,3", "--repeat", "2",
-            "--number", "2", "--reuse-buffers", "--json", str(out))
+            "--number", "2", "--reuse-buffers", "--methods", "book,ring,tree,kv-device,kv-local", "--json", str(out))
     assert p.returncode == 0, p.stderr
     assert "share one memory system" in p.stdout and "kv-device" in p.stdout and "copyto" in p.stdout
     rows = [json.loads(line) for line in open(out)]
@@ -235,3 +243,78 @@ def test_loaders_give_every_context_a_sample_and_repeat_with_a_seed():
     again = [y.asnumpy().tolist() for _, y in dp.loaders(train_set, test_set, 4, seed=7)[0]]
     assert first == again
     assert sorted(sum(first, [])) == sorted(int(train_set[i][1]) for i in range(10))
+
+
+# --- Horovod's allreduce beside the others ---------------------------------------
+
+def _rows(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@needs_horovod
+def test_bench_allreduce_horovod_beside_kv_device(tmp_path):
+    from gluonperf.bench.allreduce import COLUMNS
+    out = tmp_path / "a.json"
+    done = run_leaving_nothing(["-m", "gluonperf.bench", "allreduce", "--sizes", "4K,64K", "--num-ctx", "2",
+                                "--repeat", "3", "--methods", "kv-device,horovod", "--json", str(out)], timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "horovod" in done.stdout and "Traceback" not in done.stderr
+    assert "horovod ran in k processes of its own" in done.stderr
+    rows = _rows(out)
+    assert [(r["size"], r["name"]) for r in rows] == [
+        (size, name) for size in ("4 KiB", "64 KiB") for name in ("kv-device", "horovod", "copyto")]
+    for r in rows:  # the same columns and statistics in every row
+        assert r["contexts"] == 2 and r["repeats"] == 3 and len(r["samples_s"]) == 3 and r["max_abs_err"] == 0
+        assert r["bus_GBps"] > 0 and 0 <= r["iqr_s"] and r["min_s"] <= r["median_s"] <= r["max_s"]
+        assert set(COLUMNS) <= set(r) and set(r) == set(rows[0])
+    for r in (r for r in rows if r["name"] == "horovod"):
+        assert r["bus_GBps"] == pytest.approx(2 * (2 - 1) / 2 * r["tensor_bytes"] / r["median_s"] / 1e9)
+        assert r["of_ceiling"] > 0 and r["max_recv"] is None and r["number"] >= 1
+
+
+@needs_horovod
+def test_a_hung_horovod_allreduce_is_stopped_leaving_nothing():
+    """The ranks' MXNet never finishes (tests/hang): the command's stall guard stops the job
+    (exit 3), and the library's own timeout does when no guard runs; run_leaving_nothing checks
+    that no process of either is left."""
+    done = run_leaving_nothing(["-m", "gluonperf.bench", "allreduce", "--sizes", "4K", "--num-ctx", "2",
+                                "--repeat", "2", "--methods", "horovod", "--stall-timeout", "10"],
+                               timeout=120, **HANGING_MXNET)
+    assert done.returncode == 3 and "stalled: no progress" in done.stderr, done.stderr
+    code = ("import mxnet as mx\nfrom gluonperf.experiments.from_scratch import horovod_allreduce\n"
+            "horovod_allreduce([mx.cpu(0), mx.cpu(1)], [4096], repeat=2, timeout=8)\n")
+    done = run_leaving_nothing(["-c", code], timeout=120, **HANGING_MXNET)
+    assert done.returncode == 1 and "made no progress for 8 s" in done.stderr and "stopped it" in done.stderr
+
+
+def test_without_horovod_allreduce_refuses_it_or_leaves_it_out(tmp_path):
+    hidden = tmp_path / "hidden"
+    (hidden / "horovod").mkdir(parents=True)
+    (hidden / "horovod" / "__init__.py").write_text("raise ImportError('No module named horovod (hidden by the test)')\n")
+    path = os.pathsep.join([str(hidden), ROOT])
+    quick = ["-m", "gluonperf.bench", "allreduce", "--sizes", "4K", "--num-ctx", "2", "--repeat", "1", "--number", "1"]
+    done = run_leaving_nothing([*quick, "--methods", "kv-device,horovod"], PYTHONPATH=path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "--methods horovod needs Horovod" in done.stderr and "bash scripts/install-horovod" in done.stderr
+    out = tmp_path / "a.json"
+    done = run_leaving_nothing([*quick, "--json", str(out)], PYTHONPATH=path)
+    assert done.returncode == 0, done.stderr
+    assert "--methods leaves out horovod: Horovod is not installed" in done.stderr
+    assert [r["name"] for r in _rows(out)] == dp.METHODS + dp.KVSTORES + ["copyto"]
+
+
+def test_default_methods_take_horovod_when_it_is_installed():
+    from gluonperf.bench import allreduce, shared
+    methods = allreduce.methods_of(shared.namespace(allreduce.add_parser))
+    assert methods == dp.METHODS + dp.KVSTORES + ([dp.HOROVOD] if horovod_launcher.available() else [])
+
+
+def test_a_failed_horovod_job_is_told_by_its_ranks_error():
+    lines = ["[1]<stderr>:python -m gluonperf.allreduce_worker: error: out of memory",
+             "horovodrun: Horovod detected that one or more processes exited with non-zero status"]
+    assert dp._job_error(lines) == "python -m gluonperf.allreduce_worker: error: out of memory"
+    assert dp._job_error(lines[1:]) == lines[1]
+    assert dp._job_error(["[0]<stdout>:something"]) == "[0]<stdout>:something" and dp._job_error([]) == "no output"
+    with pytest.raises(UserError, match="at least 2 processes"):
+        dp.horovod_allreduce([mx.cpu(0)], [4096])

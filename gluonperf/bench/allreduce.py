@@ -52,13 +52,15 @@ def _count_list(text):
 
 
 def add_parser(sub, common):
-    from ..config import ALLREDUCE_KVSTORES, ALLREDUCE_METHODS
+    from ..config import ALLREDUCE_HOROVOD, ALLREDUCE_KVSTORES, ALLREDUCE_METHODS
     p = sub.add_parser(
         "allreduce", parents=[common],
-        help="allreduce bandwidth: book / ring / tree vs kvstore device / local vs plain copyto",
+        help="allreduce bandwidth: book / ring / tree vs kvstore device / local vs Horovod vs plain copyto",
         description="Bandwidth of summing one float32 tensor over k contexts and leaving the sum on "
                     "each: the book's reduce-then-broadcast, a ring (reduce-scatter + all-gather) and a "
                     "binomial tree, side by side with MXNet's kvstore ('device' and 'local') push+pull, "
+                    "Horovod's allreduce (horovod.mxnet, summing in place, in k processes, one per context, "
+                    "started by horovodrun with Gloo) "
                     "and a plain copyto between two contexts as the ceiling. GB/s counts the bytes each "
                     "context must receive, 2(k-1)/k x size (NCCL's 'bus bandwidth'), so a perfect allreduce "
                     "reaches the copy's rate; of_ceiling is that fraction. max_recv is the most any one "
@@ -69,11 +71,15 @@ def add_parser(sub, common):
                    help="tensor sizes in bytes, K = KiB, M = MiB (default: 4K,256K,4M,32M)")
     p.add_argument("--num-ctx", type=_count_list, default=None,
                    help="numbers of contexts to allreduce over (default: 2,3,4, up to the number of --ctx)")
-    p.add_argument("--methods", default=",".join(ALLREDUCE_METHODS + ALLREDUCE_KVSTORES),
-                   help="comma-separated variants (default: %(default)s); the copyto ceiling always runs")
+    every = ",".join(ALLREDUCE_METHODS + ALLREDUCE_KVSTORES + [ALLREDUCE_HOROVOD])
+    p.add_argument("--methods", default=None,
+                   help="comma-separated variants from %s (default: all of them, but %s only when Horovod is "
+                        "installed, else a note says it was left out; bash scripts/install-horovod installs it); "
+                        "the copyto ceiling always runs" % (every, ALLREDUCE_HOROVOD))
     p.add_argument("--repeat", type=cli.positive_int, default=7, help="timed repeats per variant (default: %(default)s)")
     p.add_argument("--number", type=cli.positive_int, default=None,
-                   help="calls per repeat (default: enough for about 50 ms per repeat of the slowest variant)")
+                   help="calls per repeat (default: enough for about 50 ms per repeat of the slowest variant; "
+                        "horovod, in processes of its own, by the same rule for itself)")
     p.add_argument("--warmup", type=cli.non_negative_int, default=1,
                    help="untimed calls per variant before timing (default: %(default)s)")
     p.add_argument("--reuse-buffers", action="store_true",
@@ -90,16 +96,36 @@ def allreduce_contexts(args):
     return cli.contexts(args)
 
 
+def methods_of(args):
+    """The --methods list, checked; by default every method, Horovod's only when it is installed
+    (a note says so when it is not). Reads no MXNet."""
+    from .. import UserError
+    from ..config import ALLREDUCE_HOROVOD as HOROVOD, ALLREDUCE_KVSTORES, ALLREDUCE_METHODS
+    from ..runtime import horovod_launcher
+    known = ALLREDUCE_METHODS + ALLREDUCE_KVSTORES + [HOROVOD]
+    if args.methods is None:
+        if horovod_launcher.available():
+            return known
+        cli.note_later("note: --methods leaves out %s: Horovod is not installed here; install it with %s"
+                       % (HOROVOD, horovod_launcher.INSTALL))
+        return known[:-1]
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    for m in methods:
+        if m not in known:
+            raise UserError("unknown --methods item %r; choose from %s" % (m, ",".join(known)))
+    if not methods:
+        raise UserError("--methods is empty; choose from %s" % ",".join(known))
+    if HOROVOD in methods and not horovod_launcher.available():
+        raise UserError("--methods %s needs Horovod built with MXNet support, which this Python cannot import; "
+                        "install it with %s" % (HOROVOD, horovod_launcher.INSTALL))
+    return methods
+
+
 def measure(args):
     """Check the flags, time every method at every size and number of contexts: (records, the contexts)."""
     from .. import UserError
-    from ..experiments.from_scratch import KVSTORES, METHODS, allreduce_bandwidth
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    for m in methods:
-        if m not in METHODS + KVSTORES:
-            raise UserError("unknown --methods item %r; choose from %s" % (m, ",".join(METHODS + KVSTORES)))
-    if not methods:
-        raise UserError("--methods is empty; choose from %s" % ",".join(METHODS + KVSTORES))
+    from ..experiments.from_scratch import allreduce_bandwidth
+    methods = methods_of(args)
     ctxs = allreduce_contexts(args)
     if len(ctxs) < 2:
         raise UserError("--ctx %s is one context; an allreduce needs at least 2 (e.g. --ctx cpu0,cpu1)" % args.ctx)
@@ -119,6 +145,7 @@ def measure(args):
 def show(args, results, ctxs):
     """The terminal's table; a wrong sum is an error, after the table."""
     from .. import UserError
+    from ..config import ALLREDUCE_HOROVOD
     cli.emit(results, args, ctxs,
              title="allreduce of one float32 tensor over k of %s (median of %d repeats); GB/s counts the "
                    "2(k-1)/k x size each context receives; ceiling = copyto %s -> %s%s"
@@ -129,6 +156,10 @@ def show(args, results, ctxs):
     if bad:
         raise UserError("%s gave a wrong sum (error %g)" % (bad[0].name, bad[0].metrics["max_abs_err"]))
     shared.warn_noisy(results)
+    if any(r.name == ALLREDUCE_HOROVOD for r in results):
+        cli.note("note: %s ran in k processes of its own, one per context (horovodrun with Gloo), before "
+                 "the other variants of each k and not interleaved with them; each repeat is timed from a "
+                 "barrier to its slowest rank's waitall" % ALLREDUCE_HOROVOD)
     if not args.reuse_buffers and max(args.sizes) >= 32 * 2 ** 20 and ctxs[0].device_type == "cpu":
         cli.note("note: on CPU every temporary of 32 MiB or more is freshly mapped memory (glibc malloc; "
                  "MXNet does not pool CPU memory), so methods that receive whole tensors pay for it; "

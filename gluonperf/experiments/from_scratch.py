@@ -24,9 +24,19 @@ Beyond the book: `split_and_load` handles batches that do not divide evenly, and
 Each schedule is a plain list of steps ``(kind, src, dst, lo, hi)``: copy elements
 lo:hi of the flattened array from context ``src`` to context ``dst`` and either add
 them there (``add``) or overwrite (``copy``). `received_bytes` reads the traffic off
-the same list, and `allreduce_bandwidth` measures it against the kvstore.
+the same list, and `allreduce_bandwidth` measures it against the kvstore and against
+Horovod's allreduce in one process per context (`horovod_allreduce`, whose ranks run
+`horovod_rank` in `python -m gluonperf.allreduce_worker`).
 """
+import collections
+import json
 import math
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
 
 import numpy as np
 import mxnet as mx
@@ -34,7 +44,8 @@ from mxnet import autograd, gluon, nd
 
 from .. import UserError
 from .. import config
-from ..measure.harness import Benchmark, measure_interleaved
+from ..measure.harness import Benchmark, Measurement, measure_interleaved, sync
+from ..runtime import guard, horovod_launcher
 from ..runtime.blas import check_concurrent_products, matmul
 from ..records import Result, result
 
@@ -356,25 +367,37 @@ def _check_sum(fn, arrays):
 
 
 KVSTORES = config.ALLREDUCE_KVSTORES  # handled by _kvstore_allreduce
+HOROVOD = config.ALLREDUCE_HOROVOD  # handled by horovod_allreduce, in processes of its own
+
+
+def calls_per_repeat(slowest_s, target_s):
+    """Calls per timed repeat so that a repeat of the slowest variant takes about `target_s`."""
+    return max(1, min(1000, int(round(target_s / max(slowest_s, 1e-9)))))
 
 
 def allreduce_bandwidth(ctxs, sizes, counts=(2, 3, 4), methods=None, repeat=5, warmup=1,
-                        number=None, target_s=0.05, reuse_buffers=False, progress=None):
+                        number=None, target_s=0.05, reuse_buffers=False, progress=None,
+                        horovod_timeout=300.0):
     """Allreduce bandwidth per method, tensor size (bytes, float32) and number of contexts.
 
-    `methods` are names from METHODS and KVSTORES (default: all). Every group (size,
-    number of contexts) is measured interleaved, together with a plain copyto of the
-    same array from ctxs[0] to ctxs[1], the ceiling. Bandwidth counts the bytes each
-    context must receive in an allreduce of N bytes over k contexts, 2(k-1)/k * N (as
-    NCCL's 'bus bandwidth'), per second, so that a perfect allreduce matches the copy.
-    `number` calls per repeat is chosen so a repeat of the slowest variant takes about
-    `target_s` unless given. With `reuse_buffers` the from-scratch methods keep their
-    receive buffers between calls (see `allreduce`). Returns one Result per variant and group.
+    `methods` are names from METHODS and KVSTORES, and HOROVOD (default: METHODS and
+    KVSTORES). Every group (size, number of contexts) is measured interleaved, together
+    with a plain copyto of the same array from ctxs[0] to ctxs[1], the ceiling. Bandwidth
+    counts the bytes each context must receive in an allreduce of N bytes over k contexts,
+    2(k-1)/k * N (as NCCL's 'bus bandwidth'), per second, so that a perfect allreduce
+    matches the copy. `number` calls per repeat is chosen so a repeat of the slowest variant
+    takes about `target_s` unless given. With `reuse_buffers` the from-scratch methods keep
+    their receive buffers between calls (see `allreduce`). HOROVOD runs in k processes of
+    its own (`horovod_allreduce`, all sizes in one job per k, before the group's other
+    variants; `horovod_timeout` as there), with the same repeats, warm-up and rule for
+    `number`, and its rows are computed as the others'. Returns one Result per variant and
+    group.
     """
     methods = list(methods or METHODS + KVSTORES)
     for m in methods:
-        if m not in KVSTORES:
+        if m not in KVSTORES and m != HOROVOD:
             check_method(m)
+    local = [m for m in methods if m != HOROVOD]
     if len(ctxs) < 2:
         raise UserError("allreduce needs at least 2 contexts; got %d" % len(ctxs))
     for k in counts:
@@ -383,13 +406,17 @@ def allreduce_bandwidth(ctxs, sizes, counts=(2, 3, 4), methods=None, repeat=5, w
                             % (k, len(ctxs), ",".join(map(str, ctxs))))
     results = []
     for k in counts:
+        horovod = {}
+        if HOROVOD in methods:
+            horovod = horovod_allreduce(ctxs[:k], sizes, repeat=repeat, warmup=warmup, number=number,
+                                        target_s=target_s, timeout=horovod_timeout, progress=progress)
         for nbytes in sizes:
             n = max(1, nbytes // 4)
             nbytes = 4 * n
             arrays = [nd.zeros(n, ctx=c) for c in ctxs[:k]]
             src, dst = nd.zeros(n, ctx=ctxs[0]), nd.zeros(n, ctx=ctxs[1])
             fns, errors = {}, {}
-            for m in methods:
+            for m in local:
                 fns[m] = _kvstore_allreduce(m[3:], arrays) if m in KVSTORES else \
                     (lambda m=m, b={} if reuse_buffers else None: allreduce(arrays, m, b))
                 errors[m] = _check_sum(fns[m], arrays)
@@ -402,8 +429,11 @@ def allreduce_bandwidth(ctxs, sizes, counts=(2, 3, 4), methods=None, repeat=5, w
                     with Benchmark() as b:
                         fn()
                     slowest = max(slowest, b.seconds)
-                calls = max(1, min(1000, int(round(target_s / max(slowest, 1e-9)))))
+                calls = calls_per_repeat(slowest, target_s)
             measured = measure_interleaved(fns, warmup=warmup, repeat=repeat, number=calls, progress=progress)
+            if horovod:
+                measured[HOROVOD], errors[HOROVOD] = horovod[nbytes]
+                measured = {name: measured[name] for name in methods + ["copyto"]}  # in the order of `methods`
             need = 2 * (k - 1) / k * nbytes  # bytes each context must receive
             ceiling = nbytes / measured["copyto"].median / 1e9
             for name, m in measured.items():
@@ -418,3 +448,178 @@ def allreduce_bandwidth(ctxs, sizes, counts=(2, 3, 4), methods=None, repeat=5, w
                     max_recv=recv, max_abs_err=errors.get(name, 0.0),
                     reuse_buffers=reuse_buffers if name in SCHEDULES else None))
     return results
+
+
+# --- Horovod's allreduce, in one process per context -----------------------------
+
+WORKER = "gluonperf.allreduce_worker"  # the command each rank runs: horovod_rank, results to a file
+PROGRESS = "gluonperf-allreduce: repeat done"  # rank 0's line after each timed repeat
+
+
+def _context_flag(ctxs):
+    """[cpu(0), cpu(1)] -> 'cpu0,cpu1' (runtime.contexts.parse_contexts reads it back)."""
+    return ",".join("%s%d" % (c.device_type, c.device_id) for c in ctxs)
+
+
+def _job_error(lines):
+    """The line that says why a Horovod job failed: a rank's one-line error (without
+    horovodrun's `[rank]<stderr>:` prefix), else horovodrun's own, else the last line."""
+    for line in lines:
+        if ": error: " in line:
+            return line.split(">:", 1)[-1] if line.startswith("[") else line
+    for line in lines:
+        if line.startswith("horovodrun: "):
+            return line
+    return lines[-1] if lines else "no output"
+
+
+def horovod_allreduce(ctxs, sizes, repeat=5, warmup=1, number=None, target_s=0.05, timeout=300.0, progress=None):
+    """Horovod's allreduce (`hvd.allreduce_`, sum) of one float32 tensor of each size over
+    len(ctxs) processes, one per context, started by horovodrun with Gloo on this machine
+    (`horovod_launcher.plan`; each process runs `horovod_rank` through `python -m
+    gluonperf.allreduce_worker`). The repeats are timed as `allreduce_bandwidth` times the
+    in-process variants, and each repeat's time is the slowest rank's (see `horovod_rank`).
+
+    The job runs in a process group of its own, registered with the guard (a signal or a
+    stall of this process stops it); when it goes `timeout` seconds without finishing a
+    repeat (its start-up included), or fails, the whole group is stopped and a UserError
+    says why. `progress`, if given, is called after each timed repeat (of any size).
+    Returns {tensor_bytes: (Measurement, max_abs_err)}, tensor_bytes as rounded to whole float32s.
+    """
+    if len(ctxs) < 2:
+        raise UserError("a Horovod allreduce needs at least 2 processes; got %d context(s)" % len(ctxs))
+    if not sizes:
+        raise UserError("no tensor sizes to allreduce")
+    if repeat < 1 or warmup < 0 or (number is not None and number < 1):
+        raise ValueError("repeat and number must be >= 1 and warmup >= 0")
+    if not timeout > 0:
+        raise ValueError("timeout must be a positive number of seconds, got %r" % (timeout,))
+    k = len(ctxs)
+    sizes = [4 * max(1, int(b) // 4) for b in sizes]
+    with guard.temp_dir(prefix="gluonperf-allreduce-") as tmp:
+        out = os.path.join(tmp, "horovod.json")
+        command = [sys.executable, "-m", WORKER, "--ctx", _context_flag(ctxs),
+                   "--sizes", ",".join(map(str, sizes)), "--repeat", str(repeat), "--warmup", str(warmup),
+                   "--target-s", repr(float(target_s)), "--out", out]
+        if number is not None:
+            command += ["--number", str(number)]
+        node, = horovod_launcher.plan(command, k)
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = dict(os.environ, **node.env)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+        proc = guard.popen(node.argv(), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, errors="replace")
+        lines = collections.deque(maxlen=200)
+        arrived = queue.Queue()
+
+        def read():
+            for line in proc.stdout:
+                arrived.put(line.rstrip("\n"))
+            arrived.put(None)
+
+        threading.Thread(target=read, name="gluonperf-horovod-output", daemon=True).start()
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    line = arrived.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    raise UserError("the Horovod allreduce over %d processes made no progress for %g s "
+                                    "(last line: %s); stopped it" % (k, timeout, lines[-1] if lines else "none")) from None
+                if line is None:
+                    break
+                if PROGRESS in line:
+                    deadline = time.monotonic() + timeout
+                    if progress is not None:
+                        progress()
+                else:
+                    lines.append(line)
+            code = proc.wait()
+            if code != 0 and guard.stopping():  # a signal or the stall guard stopped the job, and ends this process
+                threading.Event().wait()
+            if code != 0:
+                raise UserError("the Horovod allreduce over %d processes failed (%s): %s"
+                                % (k, "exit code %d" % code if code > 0 else "signal %d" % -code,
+                                   _job_error(list(lines))))
+            try:
+                with open(out) as f:
+                    found = json.load(f)
+            except (OSError, ValueError) as e:
+                raise UserError("the Horovod allreduce over %d processes wrote no results (%s)" % (k, e)) from None
+        finally:
+            guard.kill_group(proc)  # the job's processes, whatever happened; a no-op once all exited
+    return {row["tensor_bytes"]: (Measurement(HOROVOD, tuple(row["samples_s"]), row["number"],
+                                              faults=tuple(row["faults"]) if row["faults"] else None),
+                                  row["max_abs_err"])
+            for row in found["sizes"]}
+
+
+def horovod_rank(contexts, sizes, repeat=5, warmup=1, number=None, target_s=0.05, progress=None):
+    """One rank's part of `horovod_allreduce`, in each of the processes horovodrun starts
+    (hvd.init here, hvd.shutdown at the end). This rank's context is contexts[local rank]
+    (`training.horovod.device_of`). For each size in bytes: the sum is checked once (rank r
+    contributes r + 1 everywhere), then, as `allreduce_bandwidth` does, the number of calls
+    per repeat is chosen (unless `number`; from one timed call, the slowest rank's),
+    `warmup` untimed calls run, and `repeat` repeats are timed: each starts at a barrier
+    (a one-element allreduce) and ends in `mx.nd.waitall()` (`Benchmark`), and its time per
+    call is the slowest rank's, since the allreduce is done when every rank has the sum.
+    `progress`, if given, is called on rank 0 after each repeat.
+
+    Returns on rank 0 {"ranks", "sizes": [{tensor_bytes, elements, samples_s, number, faults
+    (minor page faults per repeat, summed over the ranks), max_abs_err}]}; None on the other
+    ranks."""
+    from ..training.horovod import device_of, load
+    hvd = load()
+    hvd.init()
+    try:
+        rank, k = hvd.rank(), hvd.size()
+        ctx = device_of(contexts, hvd.local_rank(), hvd.local_size())
+        token = nd.zeros(1, ctx=ctx)
+
+        def barrier():
+            hvd.allreduce_(token, op=hvd.Sum, name="gluonperf.allreduce.barrier")
+            token.wait_to_read()
+
+        rows = []
+        for nbytes in sizes:
+            n = max(1, int(nbytes) // 4)
+            arr = nd.zeros(n, ctx=ctx)
+            name = "gluonperf.allreduce.%d" % n
+
+            def step():
+                hvd.allreduce_(arr, op=hvd.Sum, name=name)
+
+            arr[:] = rank + 1
+            step()
+            err = float(nd.abs(arr - k * (k + 1) / 2).max().asscalar())
+            arr[:] = 0  # timed calls sum zeros
+            calls = number
+            if calls is None:
+                step()
+                barrier()
+                with Benchmark() as b:
+                    step()
+                calls = calls_per_repeat(max(hvd.allgather_object(b.seconds)), target_s)
+            for _ in range(warmup):
+                step()
+            sync()
+            samples, faults = [], []
+            for _ in range(repeat):
+                barrier()
+                with Benchmark() as b:
+                    for _ in range(calls):
+                        step()
+                samples.append(b.seconds / calls)
+                faults.append(b.minor_faults)
+                if progress is not None and rank == 0:
+                    progress()
+            every = hvd.allgather_object((samples, faults, err))
+            counted = all(None not in f for _, f, _ in every)
+            rows.append({"tensor_bytes": 4 * n, "elements": n, "number": calls,
+                         "samples_s": [max(s[i] for s, _, _ in every) for i in range(repeat)],
+                         "faults": [sum(f[i] for _, f, _ in every) for i in range(repeat)] if counted else None,
+                         "max_abs_err": max(e for _, _, e in every)})
+        barrier()
+        return {"ranks": k, "sizes": rows} if rank == 0 else None
+    finally:
+        hvd.shutdown()
