@@ -12,15 +12,26 @@ from . import UserError
 from .cli import common as cli
 from .training.model_spec import label
 
-_VALIDATE = any(a == "--validate" or a.startswith("--validate=") for a in sys.argv[1:])
-THREADS_NOTE = (cli.thread_defaults(sys.argv[1:], at_least=4 if _VALIDATE else 1)
+
+def _validates_devices(argv):
+    """Whether a command line runs --validate's CPU contexts in this process (all or devices);
+    the dist and horovod jobs run in processes of their own, each given its threads."""
+    for i, a in enumerate(argv):
+        if a.startswith("--validate="):
+            return a.split("=", 1)[1] in ("all", "devices")
+        if a == "--validate":
+            return i + 1 >= len(argv) or argv[i + 1] not in ("dist", "horovod")
+    return False
+
+
+THREADS_NOTE = (cli.thread_defaults(sys.argv[1:], at_least=4 if _validates_devices(sys.argv[1:]) else 1)
                 if __name__ == "__main__" else None)
 
 PROG = "python -m gluonperf.predict"
 COLUMNS = ["name", "global_batch", "t1_s", "t2_s", "step_s", "images_per_s", "speedup", "efficiency",
            "comm_bound", "efficient", "lr", "warmup_epochs"]
 BEST_COLUMNS = ["machines", "devices", "total_devices", "efficiency", "images_per_s"]
-VALIDATIONS = ("all", "devices", "dist")
+VALIDATIONS = ("all", "devices", "dist", "horovod")
 DIST_CONFIGS = ((2, 1), (2, 2), (4, 1), (4, 2))
 
 
@@ -54,16 +65,18 @@ def efficiency(text):
 
 def build_parser():
     from .config import OPTIMIZERS
-    from .experiments.scaling_model import LINKS, PLACEMENTS
+    from .experiments.scaling_model import ENGINES, HOROVOD_CYCLE_TIME_S, HOROVOD_FUSION_THRESHOLD, LINKS, PLACEMENTS
     p = argparse.ArgumentParser(
         prog=PROG, parents=[cli.common_parser()],
         description="Predict step time, images/s, speedup and parallel efficiency of data-parallel "
                     "training on N devices per machine x M machines, from a measured per-device step "
-                    "(compute t1 and the update), the model's gradient bytes and the links: a ring "
-                    "allreduce within a machine (kvstore device / nccl) and dist_sync parameter servers "
-                    "across machines. A step is max(t1, t2) + update when communication overlaps "
-                    "compute (--overlap yes, the default) and t1 + t2 + update when not. --validate "
-                    "checks such predictions against runs on this machine instead.")
+                    "(compute t1 and the update), the model's gradient bytes and the links: with --engine "
+                    "ps a ring allreduce within a machine (kvstore device / nccl) and dist_sync parameter "
+                    "servers across machines; with --engine horovod one process per device and Horovod's "
+                    "ring allreduce over all of them, with its fusion buffers and cycle. A step is "
+                    "max(t1, t2) + update when communication overlaps compute (--overlap yes, the "
+                    "default) and t1 + t2 + update when not. --validate checks such predictions against "
+                    "runs on this machine instead.")
     cli.add_model_flags(p, "resnet18", help=cli.MODEL_HELP + "; its trainable parameters give the gradient bytes")
     src = p.add_argument_group("the measured per-device step (one of)")
     src.add_argument("--scaling", metavar="JSON",
@@ -96,8 +109,23 @@ def build_parser():
                         % ", ".join(sorted(k for k, v in LINKS.items() if v.scope == "network")))
     p.add_argument("--network-GBps", type=cli.positive_float, metavar="GBPS",
                    help="a measured network bandwidth in GB/s per direction instead of --network")
+    p.add_argument("--engine", choices=ENGINES, default="ps",
+                   help="how the gradients are summed, as gluonperf.launch --engine names it: ps (one process "
+                        "per machine: kvstore device within it, dist_sync parameter servers across) or horovod "
+                        "(one process per device: Horovod's flat ring allreduce over every device of every "
+                        "machine, run at the pace of its slowest link) (default: %(default)s)")
+    p.add_argument("--fusion-threshold-mb", type=cli.non_negative_float, default=HOROVOD_FUSION_THRESHOLD / 2 ** 20,
+                   metavar="MB",
+                   help="--engine horovod and --validate horovod: Horovod's fusion buffer in MiB (horovodrun "
+                        "--fusion-threshold-mb, HOROVOD_FUSION_THRESHOLD); the gradients go in at least ceil(bytes / "
+                        "threshold) allreduces a step (more when backward spans more cycles), one per array with "
+                        "0 (default: Horovod's, %(default)g)")
+    p.add_argument("--cycle-time-ms", type=cli.non_negative_float, default=HOROVOD_CYCLE_TIME_S * 1e3, metavar="MS",
+                   help="--engine horovod and --validate horovod: Horovod's cycle time (horovodrun "
+                        "--cycle-time-ms, HOROVOD_CYCLE_TIME); a step's allreduce waits half a cycle on average "
+                        "(default: Horovod's, %(default)g)")
     p.add_argument("--servers", type=cli.positive_int,
-                   help="dist_sync parameter servers (default: one per machine)")
+                   help="dist_sync parameter servers (default: one per machine; --engine ps only)")
     p.add_argument("--placement", choices=PLACEMENTS, default="colocated",
                    help="colocated: server i on machine i (as gluonperf.launch --hostfile places them); "
                         "dedicated: servers on machines of their own (default: %(default)s)")
@@ -114,8 +142,9 @@ def build_parser():
     v = p.add_argument_group("validation on this machine")
     v.add_argument("--validate", nargs="?", const="all", choices=VALIDATIONS,
                    help="instead of predicting: predict and measure what this machine can run, 1..4 cpu "
-                        "contexts (devices) and dist_sync on loopback with 2 and 4 workers and 1-2 servers "
-                        "(dist); print predicted vs measured")
+                        "contexts (devices), dist_sync on loopback with 2 and 4 workers and 1-2 servers "
+                        "(dist) and Horovod jobs over Gloo on loopback (horovod; in all when Horovod is "
+                        "installed); print predicted vs measured")
     v.add_argument("--validate-model", default="lenet",
                    help="model for --validate, as --model takes it; --model-args, --input-shape, --input-dtype, "
                         "--vocab-size and --loss describe it when it is your own (default: %(default)s)")
@@ -124,13 +153,16 @@ def build_parser():
     v.add_argument("--validate-steps", type=cli.positive_int, default=10,
                    help="timed steps per configuration for --validate (default: %(default)s)")
     v.add_argument("--validate-repeats", type=cli.positive_int, default=5,
-                   help="timed epochs (of --validate-steps steps) per dist_sync run, each a sample of the "
-                        "measured step, after an untimed one (default: %(default)s)")
+                   help="timed epochs (of --validate-steps steps) per dist_sync or Horovod run, each a sample "
+                        "of the measured step, after an untimed one (default: %(default)s)")
     v.add_argument("--validate-jobs", type=jobs, default=DIST_CONFIGS, metavar="WxS,...",
                    help="the dist_sync jobs of --validate dist, as WORKERSxSERVERS (default: %s)"
                         % ",".join("%dx%d" % c for c in DIST_CONFIGS))
     v.add_argument("--validate-devices", type=cli.positive_int, default=4,
                    help="most cpu contexts for --validate devices (default: %(default)s)")
+    v.add_argument("--validate-ranks", type=int_list, default=[2], metavar="N,N",
+                   help="the Horovod jobs of --validate horovod, as ranks (processes) each, at least 2 "
+                        "(default: 2)")
     return p
 
 
@@ -141,11 +173,20 @@ def list_links():
 
 
 def validate(args, ctxs):
-    from .experiments.scaling_checks import CHECK_COLUMNS, validate_devices, validate_dist
+    from .experiments.scaling_checks import CHECK_COLUMNS, validate_devices, validate_dist, validate_horovod
+    from .runtime import horovod_launcher
     results = []
-    kinds = ("devices", "dist") if args.validate == "all" else (args.validate,)
+    kinds = ("devices", "dist", "horovod") if args.validate == "all" else (args.validate,)
+    if args.validate == "all" and not horovod_launcher.available():
+        cli.note("note: Horovod is not installed, so --validate leaves its jobs out; install it with %s"
+                 % horovod_launcher.INSTALL)
+        kinds = ("devices", "dist")
+    if "horovod" in kinds and min(args.validate_ranks) < 2:
+        raise UserError("--validate-ranks: a Horovod job needs at least 2 ranks to exchange anything (got %s)"
+                        % ",".join(map(str, args.validate_ranks)))
     total = (args.validate_devices * args.validate_steps if "devices" in kinds else 0) + \
-            (len(args.validate_jobs) if "dist" in kinds else 0)
+            (len(args.validate_jobs) if "dist" in kinds else 0) + \
+            (len(args.validate_ranks) if "horovod" in kinds else 0)
     with cli.progress_bar(total, "validate") as bar:
         if "devices" in kinds:
             results += validate_devices(args.validate_model, args.validate_batch, args.validate_devices,
@@ -153,15 +194,23 @@ def validate(args, ctxs):
         if "dist" in kinds:
             results += validate_dist(args.validate_model, args.validate_batch, args.validate_jobs, args.validate_steps,
                                      progress=bar.update, repeats=args.validate_repeats)
+        if "horovod" in kinds:
+            results += validate_horovod(args.validate_model, args.validate_batch, args.validate_ranks,
+                                        args.validate_steps, progress=bar.update, repeats=args.validate_repeats,
+                                        fusion_threshold=int(args.fusion_threshold_mb * 2 ** 20),
+                                        cycle_time_s=args.cycle_time_ms / 1e3)
     counts = {w: sum(1 for r in results if r.metrics["within_25pct"] is v)
               for w, v in (("within", True), ("outside", False), ("inconclusive", None))}
+    over = [r.metrics for r in results if r.metrics.get("oversubscribed")]
     load = results[-1].metrics["load"]
     cli.emit(results, args, ctxs, columns=CHECK_COLUMNS,
              title="predicted vs measured on this machine: %s, %d images per device/worker, %d steps; "
                    "load average %.1f (the cores are shared); measured/predicted with its 95%% CI: within 25%% "
-                   "in %d, outside in %d, inconclusive in %d"
+                   "in %d, outside in %d, inconclusive in %d%s"
                    % (label(args.validate_model), args.validate_batch, args.validate_steps, load, counts["within"],
-                      counts["outside"], counts["inconclusive"]))
+                      counts["outside"], counts["inconclusive"],
+                      "; %d of %d measured oversubscribed (more threads wanting a core than the %d cores: not in "
+                      "the model)" % (len(over), len(results), over[0]["cores"]) if over else ""))
     for r in results:
         print("  %s: %s" % (r.name, r.metrics["judgement"]))
     return 0
@@ -180,7 +229,8 @@ def main(argv=None):
         import mxnet as mx
         model_flags = argparse.Namespace(**dict(vars(args), model=args.validate_model))
         args.validate_model = cli.resolve_model(model_flags)  # the spec the validation runs pass on
-        cli.advise([mx.cpu(i) for i in range(args.validate_devices)], THREADS_NOTE)  # the most run at once
+        n = args.validate_devices if args.validate in ("all", "devices") else 1
+        cli.advise([mx.cpu(i) for i in range(n)], THREADS_NOTE)  # the most run at once
         return validate(args, ctxs)
     cli.resolve_model(args)  # unknown names and models that do not run fail here
     given = [bool(args.scaling), args.t1 is not None, args.measure]
@@ -198,6 +248,8 @@ def main(argv=None):
              if args.network_GBps else scaling_model.link(args.network))
     if inter.scope != "network":
         raise UserError("--network %s links devices of one machine; give 10gbe, 25gbe or 100gbe" % args.network)
+    if args.servers and args.engine == "horovod":
+        raise UserError("--servers applies to the parameter server (--engine ps); Horovod has no servers")
     if args.servers and args.placement == "colocated" and args.servers > min(args.machines):
         raise UserError("--servers %d colocated on %d machine(s): at most one server per machine; lower "
                         "--servers or use --placement dedicated" % (args.servers, min(args.machines)))
@@ -221,22 +273,34 @@ def main(argv=None):
         with cli.progress_bar(10, "measure"):
             step = scaling_checks.measure_step(config, ctxs[0], steps=10)
     nbytes, keys, _ = scaling_checks.gradient_bytes(args.model)
+    fusion = int(args.fusion_threshold_mb * 2 ** 20)
     results = scaling_checks.prediction_results(
         args.model, step, nbytes, args.devices, args.machines, intra, inter, args.servers,
         overlap=args.overlap == "yes", placement=args.placement, base_lr=args.lr, base_batch=args.lr_batch,
-        per_device_batch=args.per_device_batch, keys=keys)
+        per_device_batch=args.per_device_batch, keys=keys, engine=args.engine, fusion_threshold=fusion,
+        cycle_time_s=args.cycle_time_ms / 1e3)
     results = [type(r)(r.bench, r.name, dict(r.metrics, efficient=r.metrics["efficiency"] >= args.min_efficiency))
                for r in results]
     best = scaling_checks.best_results(results, args.min_efficiency)
     m = results[0].metrics
-    cli.emit(results, args, ctxs, columns=COLUMNS, records=results + best,
+    if args.engine == "horovod":
+        scheme = ("Horovod, one process per device: one ring over all devices, %s (%.4g GB/s) within a machine, "
+                  "%s (%.4g GB/s) across; cycle %g ms, %s: `buffers`: allreduces a step, one per cycle over "
+                  "backward (2/3 of t1), at most one per array" % (intra.name, intra.GBps, inter.name, inter.GBps, args.cycle_time_ms,
+                                            "fusion buffer %g MiB" % args.fusion_threshold_mb if fusion
+                                            else "fusion off"))
+    else:
+        scheme = ("within a machine: ring over %s (%.4g GB/s); across machines: dist_sync over %s (%.4g GB/s), "
+                  "%s (%s)" % (intra.name, intra.GBps, inter.name, inter.GBps,
+                               "%d servers" % args.servers if args.servers else "one server per machine",
+                               args.placement))
+    columns = COLUMNS + ["buffers"] if args.engine == "horovod" else COLUMNS
+    cli.emit(results, args, ctxs, columns=columns, records=results + best,
              title="%s: %.1f MiB of gradients in %d arrays, %d images per device, t1 %.4g ms, update %.4g ms; "
-                   "within a machine: ring over %s (%.4g GB/s); across machines: dist_sync over %s (%.4g GB/s), "
-                   "%s (%s); %s; lr %g per %d images, scaled linearly with %d warm-up epochs"
+                   "%s; %s; lr %g per %d images, scaled linearly with %d warm-up epochs"
                    % (label(args.model), nbytes / 2 ** 20, keys, m["per_device_batch"], 1e3 * step["t1_s"]
                       * m["per_device_batch"] / step["per_device_batch"], 1e3 * step["update_s"]
-                      * m["per_device_batch"] / step["per_device_batch"], intra.name, intra.GBps, inter.name,
-                      inter.GBps, "%d servers" % args.servers if args.servers else "one server per machine", args.placement,
+                      * m["per_device_batch"] / step["per_device_batch"], scheme,
                       "overlap assumed: step = max(t1,t2) + update" if args.overlap == "yes"
                       else "no overlap: step = t1 + t2 + update", args.lr, args.lr_batch,
                       scaling_model.WARMUP_EPOCHS))

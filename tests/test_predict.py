@@ -22,6 +22,72 @@ def test_ring_allreduce_moves_2_n_minus_1_over_n():
     assert sm.ring_allreduce_s(1e9, 4, shared) == pytest.approx(6.0)  # 4 devices x 1.5 GB through one link
 
 
+def test_horovod_fuses_the_arrays_ready_in_one_cycle():
+    MiB = 2 ** 20
+    # by size: ceil(bytes / threshold), at least 1, at most one per array; a threshold of 0: one per array
+    assert sm.fused_buffers(40 * MiB, 60) == 1  # Horovod's default threshold, 128 MiB
+    assert sm.fused_buffers(300 * MiB, 60) == 3 and sm.fused_buffers(300 * MiB, 2) == 2
+    assert sm.fused_buffers(0, 5) == 1 and sm.fused_buffers(40 * MiB, 60, fusion_threshold=0) == 60
+    # by arrival: a cycle takes what backward made ready since the last one
+    assert sm.fused_buffers(1e6, 60, backward_s=0.0105, cycle_time_s=1e-3) == 11
+    assert sm.fused_buffers(1e6, 6, backward_s=0.0105, cycle_time_s=1e-3) == 6  # one per array at most
+    assert sm.fused_buffers(1e6, 60, backward_s=0.0005, cycle_time_s=1e-3) == 1
+    assert sm.fused_buffers(1e6, 60, backward_s=2.0 / 3.0 * 0.003, cycle_time_s=1e-3) == 2  # no float rounding up
+    assert sm.fused_buffers(1e6, 60, backward_s=0.01, cycle_time_s=0) == 60  # no cycle: each as it comes
+    assert sm.HOROVOD_FUSION_THRESHOLD == 128 * MiB and sm.HOROVOD_CYCLE_TIME_S == 1e-3
+    for bad in (dict(nbytes=1, keys=0), dict(nbytes=-1, keys=1), dict(nbytes=1, keys=1, fusion_threshold=-1),
+                dict(nbytes=1, keys=1, cycle_time_s=-1)):
+        with pytest.raises(UserError):
+            sm.fused_buffers(**bad)
+
+
+def test_horovod_ring_time_by_hand():
+    """t = cycle/2 + 2(P-1) latency (the cycle's agreement) + buffers x 2(P-1) latency
+    + 2(P-1)/P B / bandwidth."""
+    assert sm.horovod_allreduce_s(1e9, 1, GBPS1) == 0  # one rank reduces nothing
+    assert sm.horovod_allreduce_s(1e9, 2, GBPS1) == pytest.approx(0.0005 + 1.0)
+    assert sm.horovod_allreduce_s(1e9, 4, GBPS1, cycle_time_s=0.01) == pytest.approx(0.005 + 1.5)
+    # 4 ranks, 1 ms a ring step, 10 arrays in 3 buffers (by arrival over 3 ms of backward)
+    t = sm.horovod_allreduce_s(1e8, 4, SLOW, keys=10, backward_s=0.003)
+    assert t == pytest.approx(0.0005 + 6e-3 + 3 * 6e-3 + 0.15)
+    # 1e9 bytes do not fit one 128 MiB buffer: 8 of them
+    assert sm.horovod_allreduce_s(1e9, 4, SLOW, keys=10) == pytest.approx(0.0005 + 6e-3 + 8 * 6e-3 + 1.5)
+    # fusion off: the latency per array, as the kvstore pays it
+    assert sm.horovod_allreduce_s(1e9, 4, SLOW, keys=10, fusion_threshold=0) == pytest.approx(
+        0.0005 + 6e-3 + sm.ring_allreduce_s(1e9, 4, SLOW, keys=10))
+    # processes of one machine over one shared link (loopback): every rank's bytes through it
+    shared = sm.measured_link(1.0, 0.0, shared=True)
+    assert sm.horovod_allreduce_s(1e9, 4, shared, cycle_time_s=0) == pytest.approx(6.0)
+
+
+def test_horovod_flat_ring_across_machines_runs_at_the_slowest_link():
+    fast = sm.measured_link(10.0, 1e-6, name="fast")
+    net = sm.measured_link(1.0, 1e-4, name="net", scope="network")
+    assert sm.flat_ring_link(fast, net, 1) is fast
+    ring = sm.flat_ring_link(fast, net, 2)
+    assert (ring.GBps, ring.latency_s) == (1.0, 1e-4)
+    # 2 devices x 2 machines: one ring of 4 ranks, all of it counted on the network
+    t_machine, t_network = sm.horovod_communication_s(1e9, 2, 2, fast, net, cycle_time_s=0)
+    assert t_machine == 0 and t_network == pytest.approx(2 * 3 * 1e-4 * 2 + 1.5)
+    assert sm.horovod_communication_s(1e9, 2, 1, fast, net, cycle_time_s=0) == (
+        pytest.approx(2 * 1e-6 * 2 + 0.1), 0.0)
+    with pytest.raises(UserError):
+        sm.flat_ring_link(fast, None, 2)
+    p = sm.predict(0.1, 32, 1e9, 2, 2, fast, net, servers=2, engine="horovod", cycle_time_s=0, overlap=False)
+    assert p["engine"] == "horovod" and p["servers"] is None and p["buffers"] == 1
+    assert p["t2_network_s"] == pytest.approx(t_network) and p["step_s"] == pytest.approx(0.1 + t_network)
+    ps = sm.predict(0.1, 32, 1e9, 2, 2, fast, net, engine="ps")
+    assert ps["engine"] == "ps" and ps["servers"] == 2 and ps["buffers"] is None
+    with pytest.raises(UserError):
+        sm.predict(0.1, 32, 1e9, 2, 2, fast, net, engine="mpi")
+
+
+def test_oversubscribed_when_threads_outnumber_cores():
+    assert sm.oversubscribed(5, 2) and not sm.oversubscribed(2, 2) and not sm.oversubscribed(1, 4)
+    with pytest.raises(UserError):
+        sm.oversubscribed(0, 2)
+
+
 def test_parameter_server_bytes():
     B = 1e9
     # one server per machine: the ring's 2(M-1)/M
@@ -118,11 +184,41 @@ def test_cli_from_scaling_json(run, tmp_path):
     assert eight["images_per_s"] == pytest.approx(256 / (0.055 + 456.78e-6), rel=1e-5)
 
 
+def test_cli_horovod_by_hand(run, tmp_path):
+    """The MLP's 662056 bytes in 6 arrays on 4 devices over PCIe 4 (31.5 GB/s, 5 us) with
+    Horovod: t1 = 4 ms, so backward ~2.67 ms spans 3 cycles of 1 ms: 3 buffers. t2 = 0.5 ms
+    (half a cycle) + 6 x 5 us (the agreement) + 3 x 6 x 5 us + 2 x 3/4 x 662056 B / 31.5 GB/s
+    (31.53 us) = 651.53 us."""
+    out = tmp_path / "p.json"
+    done = run("gluonperf.predict", "--model", "mlp", "--t1", "0.004", "--per-device-batch", "32", "--devices", "1,4",
+               "--machines", "1", "--link", "pcie4", "--overlap", "no", "--engine", "horovod", "--json", str(out),
+               timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Horovod, one process per device" in done.stdout and "buffers" in done.stdout.splitlines()[1]
+    one, four = [r for r in read(out) if r["bench"] == "predict"]
+    assert one["t2_s"] == 0 and one["buffers"] is None and one["engine"] == "horovod"
+    assert four["buffers"] == 3 and four["servers"] is None and four["placement"] is None
+    assert four["t2_s"] == pytest.approx(651.53e-6, rel=1e-4)
+    assert four["step_s"] == pytest.approx(0.004 + 651.53e-6, rel=1e-5)
+    assert four["fusion_threshold_bytes"] == 128 * 2 ** 20 and four["cycle_time_s"] == pytest.approx(1e-3)
+    # the fusion buffer and the cycle as horovodrun takes them: no cycle, no fusion -> one allreduce per array
+    done = run("gluonperf.predict", "--model", "mlp", "--t1", "0.004", "--per-device-batch", "32", "--devices", "4",
+               "--machines", "1", "--link", "pcie4", "--overlap", "no", "--engine", "horovod",
+               "--fusion-threshold-mb", "0", "--cycle-time-ms", "0", "--json", str(out), timeout=120)
+    assert done.returncode == 0, done.stderr
+    (four,) = [r for r in read(out) if r["bench"] == "predict"]
+    assert four["buffers"] == 6 and four["t2_s"] == pytest.approx(30e-6 + 6 * 30e-6 + 31.53e-6, rel=1e-3)
+
+
 @pytest.mark.parametrize("args, words", [
     (["--t1", "0.1", "--per-device-batch", "8", "--link", "infiniband"], "unknown link"),
     (["--per-device-batch", "8"], "exactly one of"),
     (["--t1", "0.1", "--per-device-batch", "8", "--devices", "0,2"], "at least 1"),
     (["--validate", "dist", "--validate-jobs", "2x0"], "is not a list of WORKERSxSERVERS jobs"),
+    (["--t1", "0.1", "--per-device-batch", "8", "--engine", "horovod", "--servers", "2"],
+     "--servers applies to the parameter server"),
+    (["--t1", "0.1", "--per-device-batch", "8", "--engine", "horovod", "--cycle-time-ms", "-1"], "0 or more"),
+    (["--validate", "horovod", "--validate-ranks", "1"], "at least 2 ranks"),
 ])
 def test_cli_bad_input(run, tmp_path, args, words):
     out = tmp_path / "p.json"

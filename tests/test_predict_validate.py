@@ -4,11 +4,17 @@ measured side is several samples (the timed steps, or timed epochs of a dist_syn
 (outside when it lies wholly outside; otherwise inconclusive). (Issue 36; the other tests of
 predict are in test_predict.py.)"""
 import json
+import os
 
 import pytest
 
 from gluonperf.experiments import scaling_checks
 from gluonperf.measure import stats
+from gluonperf.runtime import horovod_launcher
+
+# as tests/test_horovod.py's pytestmark, for the tests here that run Horovod
+needs_horovod = pytest.mark.skipif(not horovod_launcher.available() and os.environ.get("CI") != "true",
+                                   reason="Horovod is not installed (bash scripts/install-horovod)")
 
 
 def test_judge_needs_the_whole_interval_inside_or_outside():
@@ -85,6 +91,91 @@ def test_validate_dist_judges_each_configuration_by_its_epochs(monkeypatch):
         low, high = m["measured_over_predicted_ci_low"], m["measured_over_predicted_ci_high"]
         assert low <= m["measured_over_predicted"] <= high
         assert m["within_25pct"] in (True, False, None) and m["judgement"]
+
+
+def test_an_oversubscribed_job_says_so_beside_its_verdict():
+    """2 dist_sync workers at 1 thread, 2 servers and the scheduler on 2 cores: 5 threads want a
+    core at once, which the model does not cover; the record and the judgement say so."""
+    crowd = scaling_checks.crowding(2, 1, {"servers": 2, "scheduler": 1}, 2)
+    assert (crowd["runnable"], crowd["cores"], crowd["oversubscribed"]) == (5, 2, True)
+    r = scaling_checks._check("dist_sync", 0.025, [0.036, 0.035, 0.037, 0.036], 128, what="epochs", devices=1,
+                              workers=2, servers=2, processes=5, **crowd)
+    m = r.metrics
+    assert m["oversubscribed"] is True and m["runnable"] == 5 and m["processes"] == 5 and "crowding_note" not in m
+    assert m["within_25pct"] is False  # the verdict stands; the note says what it measured
+    assert m["judgement"].startswith("outside 25%: measured/predicted 1.44x (95% CI ")
+    assert m["judgement"].endswith("; oversubscribed: 5 threads want a core at once on 2 cores (2 compute threads, "
+                                   "2 servers, 1 scheduler); the model does not cover the wait for one")
+    # the cores the helpers leave: none here, so 1 thread a worker all the same; 8 cores leave room
+    assert scaling_checks._threads(2, 2, 3) == 1 and scaling_checks._threads(8, 2, 2) == 3
+    room = scaling_checks.crowding(2, 3, {"Horovod background threads": 2}, 8)
+    assert room["oversubscribed"] is False and room["crowding_note"] is None
+    assert "oversubscribed" not in scaling_checks._check("horovod", 0.01, [0.01, 0.011], 64, workers=2,
+                                                         **room).metrics["judgement"]
+
+
+def test_validate_horovod_launches_horovod_jobs_and_judges_their_epochs(monkeypatch):
+    """validate_horovod's plumbing with the training runs replaced by records of known rates
+    (so it runs without Horovod): the job is gluonperf.launch --engine horovod over train
+    --kvstore horovod, given Horovod's fusion threshold and cycle, and judged by its epochs."""
+    seen = []
+
+    def fake_run(argv, env, timeout, what):
+        path = argv[argv.index("--json") + 1]
+        epochs = int(argv[argv.index("--epochs") + 1])
+        batch = int(argv[argv.index("--batch-size") + 1])
+        ranks = int(argv[argv.index("-n") + 1]) if "-n" in argv else 1
+        seen.append((argv, dict(env)))
+        step = 0.010 if ranks == 1 else 0.014
+        with open(path, "w") as f:
+            for e, w in enumerate([3.0, 1.0, 1.01, 0.99, 1.02][:epochs], 1):
+                f.write(json.dumps({"bench": "train", "name": "epoch %d" % e, "epoch": e,
+                                    "train_images_per_s": batch * ranks / (step * w)}) + "\n")
+    monkeypatch.setattr(scaling_checks, "_run_train", fake_run)
+    monkeypatch.setattr(horovod_launcher, "available", lambda: True)
+    monkeypatch.setattr(scaling_checks, "loopback_link",
+                        lambda nbytes: scaling_checks.scaling_model.measured_link(4.0, 1e-5, shared=True))
+    (r,) = scaling_checks.validate_horovod("mlp", 16, (2,), steps=2, repeats=4, cycle_time_s=2e-3)
+    single, job = seen
+    assert single[0][single[0].index("--kvstore") + 1] == "device"
+    argv, env = job
+    assert argv[1:8] == ["-m", "gluonperf.launch", "--engine", "horovod", "-n", "2", "--timeout"]
+    assert argv[argv.index("--kvstore") + 1] == "horovod" and argv[argv.index("--ctx") + 1] == "cpu0"
+    assert env["HOROVOD_CYCLE_TIME"] == "2" and env["HOROVOD_FUSION_THRESHOLD"] == str(128 * 2 ** 20)
+    m = r.metrics
+    assert r.name == "horovod devices=1,workers=2" and m["scheme"] == "horovod" and m["servers"] is None
+    assert m["measured_n"] == 4 and m["measured_step_s"] == pytest.approx(0.014, rel=0.02)
+    assert m["measured_over_predicted_ci_low"] <= m["measured_over_predicted"] <= m["measured_over_predicted_ci_high"]
+    assert m["cycle_time_s"] == 2e-3 and m["buffers"] >= 1 and m["processes"] == 2
+    assert m["predicted_step_s"] == pytest.approx(m["t1_s"] + m["t2_s"]) and m["t2_s"] > 1e-3  # half a cycle at least
+    assert m["oversubscribed"] == (m["runnable"] > m["cores"])
+
+
+@needs_horovod
+@pytest.mark.alone
+def test_validate_horovod_as_users_run_it(run, tmp_path):
+    """predict --validate horovod on the MLP, 2 ranks, a few steps: a record with scheme
+    horovod, the measured step's interval over the timed epochs, measured/predicted with its
+    interval and the verdict, and whether the job was oversubscribed. The prediction is held
+    only to a factor of 10 (a busy 2-core machine measured 2-4x: the ranks' background
+    threads wait for cores, oversubscribed), which a prediction in the wrong unit fails."""
+    out = tmp_path / "v.json"
+    done = run("gluonperf.predict", "--validate", "horovod", "--validate-model", "mlp", "--validate-batch", "16",
+               "--validate-steps", "4", "--validate-repeats", "3", "--json", str(out), timeout=120)
+    assert done.returncode == 0, done.stderr
+    (r,) = [json.loads(line) for line in open(out) if line.strip()]
+    assert r["bench"] == "predict-check" and r["scheme"] == "horovod" and r["workers"] == 2
+    assert r["measured_n"] == 3 and len(r["measured_samples_s"]) == 3
+    assert r["measured_step_low_s"] <= r["measured_step_s"] <= r["measured_step_high_s"]
+    low, high = r["measured_over_predicted_ci_low"], r["measured_over_predicted_ci_high"]
+    assert low == pytest.approx(r["measured_step_low_s"] / r["predicted_step_s"])
+    assert r["within_25pct"] is (True if 0.75 <= low and high <= 1.25 else False if high < 0.75 or low > 1.25
+                                 else None)
+    assert 0.1 < r["measured_over_predicted"] < 10, r
+    assert r["t2_s"] > 0 and r["buffers"] >= 1 and r["keys"] == 6
+    assert r["oversubscribed"] == (r["runnable"] > r["cores"])
+    assert ("oversubscribed: " in r["judgement"]) == r["oversubscribed"]
+    assert "  %s: %s" % (r["name"], r["judgement"]) in done.stdout
 
 
 # `predict --validate devices` as users run it: tests/test_predict.py::test_validate_devices (one run

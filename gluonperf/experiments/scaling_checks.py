@@ -7,11 +7,14 @@
   update) from `train --scaling` records, or measured now with `training.scaling`.
 - `link_from_allreduce(records)`: a link from `bench allreduce` records (bus_GBps).
 - `prediction_results(...)`: `scaling_model.sweep` as Results (bench 'predict').
-- `validate_devices(...)` / `validate_dist(...)`: predict what this machine can run
-  (CPU contexts; dist_sync on loopback through `gluonperf.launch`), measure it (several
-  samples of the step: the timed steps, or timed epochs), and return predicted vs measured
-  with the interval of measured / predicted and the judgement (`judge`: within 25%,
-  outside, or inconclusive) (bench 'predict-check').
+- `validate_devices(...)` / `validate_dist(...)` / `validate_horovod(...)`: predict what
+  this machine can run (CPU contexts; dist_sync on loopback and Horovod over Gloo on
+  loopback, both through `gluonperf.launch`), measure it (several samples of the step: the
+  timed steps, or timed epochs), and return predicted vs measured with the interval of
+  measured / predicted and the judgement (`judge`: within 25%, outside, or inconclusive)
+  (bench 'predict-check'). A job's check says how many processes it ran and how many threads
+  wanted a core at once on how many cores; when they outnumbered the cores
+  (`scaling_model.oversubscribed`: the model does not cover it) its judgement says so.
 
 Nothing here parses arguments or prints.
 """
@@ -27,7 +30,7 @@ from . import scaling_model
 from ..records import result
 from ..training.model_spec import spec_flags
 
-CHECK_COLUMNS = ["scheme", "workers", "servers", "devices", "threads", "per_device_batch", "t1_s", "t2_s",
+CHECK_COLUMNS = ["scheme", "workers", "servers", "devices", "threads", "runnable", "per_device_batch", "t1_s", "t2_s",
                  "predicted_step_s", "measured_step_s", "measured_step_low_s", "measured_step_high_s", "measured_n",
                  "measured_over_predicted", "measured_over_predicted_ci_low", "measured_over_predicted_ci_high",
                  "within_25pct"]
@@ -189,23 +192,29 @@ def loopback_link(nbytes, repeat=5):
 
 def prediction_results(model, step, nbytes, devices, machines, intra, inter, servers=None, overlap=True,
                        placement="colocated", base_lr=0.1, base_batch=256, per_device_batch=None,
-                       compute_units=None, keys=1):
+                       compute_units=None, keys=1, engine="ps",
+                       fusion_threshold=scaling_model.HOROVOD_FUSION_THRESHOLD,
+                       cycle_time_s=scaling_model.HOROVOD_CYCLE_TIME_S):
     """Results (bench 'predict') for every N x M. With a `per_device_batch` other than the
     measured one, t1 is scaled linearly with it (an assumption: small batches run below the
     device's peak, so this overestimates their speed). The update is not: every device updates
     all the weights (Trainer with update_on_kvstore=False), whatever its batch, in the time of
-    the optimizer measured (an Adam update costs more than SGD's: bench optimizers)."""
+    the optimizer measured (an Adam update costs more than SGD's: bench optimizers). `engine`
+    'horovod' predicts Horovod's flat ring with `fusion_threshold` and `cycle_time_s`."""
     batch = per_device_batch or step["per_device_batch"]
     factor = batch / step["per_device_batch"]
     rows = scaling_model.sweep(step["t1_s"] * factor, batch, nbytes, devices, machines, intra, inter, servers,
                                update_s=step["update_s"], overlap=overlap, placement=placement,
-                               base_lr=base_lr, base_batch=base_batch, compute_units=compute_units, keys=keys)
+                               base_lr=base_lr, base_batch=base_batch, compute_units=compute_units, keys=keys,
+                               engine=engine, fusion_threshold=fusion_threshold, cycle_time_s=cycle_time_s)
+    horovod = engine == "horovod"
     out = []
     for r in rows:
         name = "%dx%d" % (r["devices"], r["machines"])
-        out.append(result("predict", name, model=model, grad_bytes=nbytes,
+        extra = dict(fusion_threshold_bytes=fusion_threshold, cycle_time_s=cycle_time_s) if horovod else {}
+        out.append(result("predict", name, model=model, grad_bytes=nbytes, keys=keys,
                           machine_link=intra.name, network_link=inter.name if inter and r["machines"] > 1 else None,
-                          placement=placement if r["machines"] > 1 else None, **r))
+                          placement=placement if r["machines"] > 1 and not horovod else None, **extra, **r))
     return out
 
 
@@ -245,11 +254,32 @@ def judge(predicted_step, measured_steps, within=WITHIN, what="steps"):
                                                                         ratio.describe(what=what))
 
 
+def crowding(workers, threads, helpers, cores):
+    """What a job on this machine asks of its cores: the workers' compute threads (workers x
+    OpenMP threads) and `helpers`, the processes or threads that must run at every exchange
+    beside them ({'servers': 2, 'scheduler': 1}, {'Horovod background threads': 2}). Returns
+    the fields of a check: runnable (all of them), cores, oversubscribed
+    (`scaling_model.oversubscribed`) and `crowding_note`, the words its judgement adds when so."""
+    runnable = workers * threads + sum(helpers.values())
+    over = scaling_model.oversubscribed(runnable, cores)
+    parts = ["%d compute thread%s" % (workers * threads, "s" * (workers * threads != 1))] + \
+        ["%d %s" % (n, what) for what, n in helpers.items() if n]
+    note = ("oversubscribed: %d threads want a core at once on %d cores (%s); the model does not cover the wait "
+            "for one" % (runnable, cores, ", ".join(parts))) if over else None
+    return dict(runnable=runnable, cores=cores, oversubscribed=over, crowding_note=note)
+
+
 def _check(scheme, predicted_step, measured_steps, batch, what="steps", **fields):
+    """A 'predict-check' record: `judge`'s verdict on the prediction, with the `crowding`
+    fields' note, when there is one, added to the judgement."""
     measured, ratio, within, text = judge(predicted_step, measured_steps, what=what)
     err = scaling_model.relative_error(predicted_step, measured.estimate)
+    note = fields.pop("crowding_note", None)
+    if note:
+        text += "; " + note
     return result("predict-check", "%s %s" % (scheme, ",".join("%s=%s" % kv for kv in fields.items()
-                                                             if kv[0] in ("devices", "workers", "servers"))),
+                                                             if kv[0] in ("devices", "workers", "servers")
+                                                             and kv[1] is not None)),
                   scheme=scheme, predicted_step_s=predicted_step, measured_step_s=measured.estimate,
                   measured_step_low_s=measured.low, measured_step_high_s=measured.high, measured_n=measured.n,
                   measured_samples_s=list(measured_steps), **ratio.fields("measured_over_predicted"),
@@ -286,8 +316,25 @@ def validate_devices(model, per_device_batch, max_devices, steps=5, dataset="syn
                           servers=None, threads=threads, per_device_batch=per_device_batch, t1_s=p["t1_s"],
                           t2_s=p["t2_s"], measured_t1_s=m["t1_s"], measured_t2_s=m["t2_s"],
                           link_GBps=lnk.GBps, link_latency_s=lnk.latency_s, compute_units=units, keys=keys,
-                          load=os.getloadavg()[0], model=model))
+                          processes=1, cores=cores, load=os.getloadavg()[0], model=model))
     return out
+
+
+def _job_env():
+    """This environment for the validation's training runs: without thread and ps-lite settings
+    (each run gets its own OMP_NUM_THREADS) and Horovod's tunables (set per run), with this
+    checkout on PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_OMP", "DMLC_", "HOROVOD_"))}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    return env
+
+
+def _threads(cores, workers, helpers):
+    """OpenMP threads per worker of a job here: the cores the `helpers` (servers and scheduler,
+    Horovod's background threads) leave, shared among the workers; at least 1 (`crowding` then
+    says the job is oversubscribed)."""
+    return max(1, (cores - helpers) // workers)
 
 
 def _train_argv(model, batch, limit, epochs, extra=()):
@@ -353,8 +400,9 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
     """dist_sync on loopback: for each (workers, servers) in `configs`, predict the step from
     a one-worker run of the same training command (kvstore device, same threads per worker),
     the model's gradient bytes and the measured loopback link, then run it through
-    gluonperf.launch and compare. Every process shares this machine's cores: workers get
-    cores // workers OpenMP threads each, and compute_units = cores // threads. Every run
+    gluonperf.launch and compare. Every process shares this machine's cores: workers get the
+    cores the servers and the scheduler leave (`_threads`), and compute_units = cores // threads
+    (`crowding` says when they are oversubscribed all the same). Every run
     trains `repeats` timed epochs of `steps` steps after an untimed one: each epoch's step is
     one sample of the measured step, whose interval the prediction is judged against (`judge`)."""
     from ..runtime import guard
@@ -362,14 +410,12 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
     nbytes, keys, _ = gradient_bytes(model)
     lnk = loopback_link(nbytes)
     cores = physical_cores()
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_OMP", "DMLC_"))}
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    base_env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    base_env = _job_env()
     out, singles = [], {}
     with guard.temp_dir(prefix="gluonperf-predict-") as tmp:
         lnk = _ps_link(model, per_worker_batch, steps, nbytes, keys, lnk, base_env, tmp, timeout, singles, repeats)
         for workers, servers in configs:
-            threads = max(1, cores // workers)
+            threads = _threads(cores, workers, servers + 1)
             env = dict(base_env, OMP_NUM_THREADS=str(threads))
             if threads not in singles:  # the measured per-worker step at this thread count
                 singles[threads] = _single_step(model, per_worker_batch, steps, base_env, tmp, timeout, threads,
@@ -388,9 +434,70 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
             t2 = scaling_model.ps_sync_s(nbytes, workers, servers, lnk, keys=keys, compute_units=units)
             predicted = scaling_model.step_s(t1, t2, 0.0, overlap=False)
             out.append(_check("dist_sync", predicted, measured, per_worker_batch * workers, what="epochs",
-                              devices=1,                              workers=workers, servers=servers, threads=threads,
+                              devices=1, workers=workers, servers=servers, threads=threads,
                               per_device_batch=per_worker_batch, t1_s=t1, t2_s=t2, measured_single_s=single,
                               link_GBps=lnk.GBps, link_latency_s=lnk.latency_s, compute_units=units,
+                              processes=workers + servers + 1,  # + ps-lite's scheduler
+                              **crowding(workers, threads, {"servers": servers, "scheduler": 1}, cores),
+                              load=os.getloadavg()[0], model=model))
+            if progress:
+                progress()
+    return out
+
+
+def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, progress=None, repeats=5,
+                     fusion_threshold=scaling_model.HOROVOD_FUSION_THRESHOLD,
+                     cycle_time_s=scaling_model.HOROVOD_CYCLE_TIME_S):
+    """Horovod on this machine: for each number of ranks in `ranks`, predict the step from a
+    one-worker run of the same training command (kvstore device, the same threads per rank), the
+    model's gradient bytes and the measured loopback link (Gloo's ring between processes of one
+    machine runs over TCP on loopback: a shared link), with `scaling_model.horovod_allreduce_s`
+    at the `fusion_threshold` and `cycle_time_s` the runs are given (HOROVOD_FUSION_THRESHOLD,
+    HOROVOD_CYCLE_TIME); then run `gluonperf.launch --engine horovod -n N` over `gluonperf.train
+    --kvstore horovod --ctx cpu0` and compare. As in `validate_dist`: ranks get the cores their
+    background threads leave (`_threads`), they share the cores (compute_units), compute and the
+    allreduce do not overlap, and each of `repeats` timed epochs (after an untimed one) is one
+    sample of the step. Nothing is calibrated from a Horovod run: one rank has nothing to reduce."""
+    from ..runtime import guard, horovod_launcher
+    from ..runtime.threads import physical_cores
+    if not horovod_launcher.available():
+        raise UserError("validating Horovod needs Horovod built with MXNet support, which %s cannot import; "
+                        "install it with %s" % (sys.executable, horovod_launcher.INSTALL))
+    if any(n < 2 for n in ranks):
+        raise UserError("a Horovod validation needs at least 2 ranks a job (got %s)" % ",".join(map(str, ranks)))
+    nbytes, keys, _ = gradient_bytes(model)
+    lnk = loopback_link(nbytes)
+    cores = physical_cores()
+    base_env = dict(_job_env(), HOROVOD_FUSION_THRESHOLD=str(int(fusion_threshold)),
+                    HOROVOD_CYCLE_TIME="%g" % (cycle_time_s * 1e3))
+    out, singles = [], {}
+    with guard.temp_dir(prefix="gluonperf-predict-") as tmp:
+        for n in ranks:
+            threads = _threads(cores, n, n)
+            if threads not in singles:  # the measured per-rank step at this thread count
+                singles[threads] = _single_step(model, per_worker_batch, steps, base_env, tmp, timeout, threads,
+                                                repeats)
+            single = singles[threads]
+            path = os.path.join(tmp, "horovod-%d.json" % n)
+            argv = [sys.executable, "-m", "gluonperf.launch", "--engine", "horovod", "-n", str(n),
+                    "--timeout", str(timeout), "--"] + _train_argv(
+                model, per_worker_batch, per_worker_batch * steps * n, repeats + 1,
+                ["--ctx", "cpu0", "--kvstore", "horovod", "--json", path])
+            _run_train(argv, dict(base_env, OMP_NUM_THREADS=str(threads)), timeout + 30, "horovod %d ranks" % n)
+            measured = _epoch_steps(path, per_worker_batch * n)
+            units = max(1, cores // threads)
+            t1 = scaling_model.compute_s(single, n, units)
+            backward = scaling_model.BACKWARD_SHARE * t1
+            t2 = scaling_model.horovod_allreduce_s(nbytes, n, lnk, keys, fusion_threshold, cycle_time_s, backward)
+            buffers = scaling_model.fused_buffers(nbytes, keys, fusion_threshold, backward, cycle_time_s)
+            predicted = scaling_model.step_s(t1, t2, 0.0, overlap=False)
+            out.append(_check("horovod", predicted, measured, per_worker_batch * n, what="epochs",
+                              devices=1, workers=n, servers=None, threads=threads,
+                              per_device_batch=per_worker_batch, t1_s=t1, t2_s=t2, measured_single_s=single,
+                              link_GBps=lnk.GBps, link_latency_s=lnk.latency_s, compute_units=units, keys=keys,
+                              buffers=buffers, fusion_threshold_bytes=int(fusion_threshold),
+                              cycle_time_s=cycle_time_s, processes=n,
+                              **crowding(n, threads, {"Horovod background threads": n}, cores),
                               load=os.getloadavg()[0], model=model))
             if progress:
                 progress()

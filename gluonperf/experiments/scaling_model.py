@@ -26,6 +26,35 @@ Communication (B = gradient bytes, float32 = 4 bytes per trainable parameter):
 - N devices per machine x M machines with dist_sync: the devices of a machine first
   sum their gradients (ring, machine link), then the machine talks to the servers
   (network link); the two stages are added (no overlap assumed between them).
+- Horovod (engine `horovod`: one process per device, `horovodrun`): all P = N*M ranks
+  form one flat ring (Horovod's default; HOROVOD_HIERARCHICAL_ALLREDUCE is not modelled),
+  run by Gloo on CPUs and NCCL on GPUs. Each rank moves 2(P-1)/P * B, in 2(P-1) steps
+  that each wait for the ring's slowest edge: across machines that is the network, whose
+  bandwidth and latency time the whole ring. Horovod does not reduce every array on its
+  own: a background thread wakes every cycle (HOROVOD_CYCLE_TIME, default 1 ms), agrees
+  with the other ranks which tensors all of them have ready (one bitwise allreduce of a
+  small bit vector per cycle once the tensors' names are cached) and packs the ready ones
+  into fusion buffers of at most HOROVOD_FUSION_THRESHOLD bytes (default 128 MiB; 0 turns
+  fusion off), one ring allreduce each. So the latency is paid per fused buffer, not per
+  array; a step's allreduce waits on average half a cycle for the next cycle to begin:
+      t = cycle/2 + 2(P-1) * latency (the agreement)
+          + buffers * 2(P-1) * latency + 2(P-1)/P * B / bandwidth.
+  Only the arrays ready when a cycle begins are fused, and backward produces them one layer
+  at a time: over a backward of about 2/3 of t1 (BACKWARD_SHARE), ceil(backward / cycle)
+  cycles each take what became ready since the last. So
+      buffers = min(arrays, max(ceil(B / threshold), ceil(backward / cycle))),
+  one per array with fusion off or a cycle of 0: per fused buffer for a short backward or
+  long cycles, per array for a long backward.
+  Sources, in horovod 0.28.1: horovod/common/operations.cc (SetTensorFusionThresholdBytes(
+  128 * 1024 * 1024), SetCycleTimeMs(1), the cycle's sleep in RunLoopOnce),
+  horovod/common/response_cache.cc (CacheCoordinator::sync: CrossRankBitwiseAnd once per
+  cycle), horovod/common/controller.cc (FuseResponses), gloo/allreduce.cc (the ring,
+  Gloo's default algorithm), horovod/mxnet/__init__.py (no allreduce when one rank).
+
+Processes and cores: the model gives every device compute of its own, except where
+`compute_units` says how many can compute at once (CPU contexts or processes sharing one
+machine's cores). It has no term for the servers, schedulers and background threads that
+must also run at every exchange when the cores are all computing: see `oversubscribed`.
 
 Learning rate: the global batch is N*M times the per-device batch; the linear scaling
 rule (Goyal et al. 2017, "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour",
@@ -33,6 +62,7 @@ arXiv:1706.02677) multiplies the learning rate by the same factor and warms it u
 linearly over the first 5 epochs; they report it holding ImageNet accuracy up to a
 global batch of 8192, and failing beyond.
 """
+import math
 from dataclasses import dataclass
 
 from .. import UserError
@@ -83,6 +113,17 @@ LINKS = {
 }
 NVLINK = "nvlink2"  # what plain "nvlink" means
 PLACEMENTS = ("colocated", "dedicated")
+ENGINES = ("ps", "horovod")  # as gluonperf.launch --engine names them: parameter server (dist_sync), Horovod
+
+# Horovod 0.28.1's defaults (horovod/common/operations.cc; horovodrun --fusion-threshold-mb and
+# --cycle-time-ms, or the environment variables HOROVOD_FUSION_THRESHOLD in bytes and
+# HOROVOD_CYCLE_TIME in ms, change them).
+HOROVOD_FUSION_THRESHOLD = 128 * 2 ** 20  # bytes
+HOROVOD_CYCLE_TIME_S = 1e-3
+# Backward's share of forward + backward (t1): about twice the forward's arithmetic, so 2/3
+# (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", arXiv:2001.08361: 2N
+# operations per parameter forward, 4N backward). Horovod's cycles fuse what becomes ready over it.
+BACKWARD_SHARE = 2.0 / 3.0
 
 # Goyal et al. 2017: warm-up epochs with the linear scaling rule, and the largest
 # global batch they found to keep accuracy.
@@ -163,6 +204,82 @@ def communication_s(nbytes, devices, machines, intra, inter=None, servers=None, 
     return t_intra, ps_sync_s(nbytes, machines, servers or machines, inter, placement, keys)
 
 
+def fused_buffers(nbytes, keys, fusion_threshold=HOROVOD_FUSION_THRESHOLD, backward_s=None,
+                  cycle_time_s=HOROVOD_CYCLE_TIME_S):
+    """The allreduces Horovod runs a step for `keys` gradient arrays of `nbytes` in all. A cycle
+    packs the arrays that are ready into buffers of at most `fusion_threshold` bytes: at least
+    ceil(nbytes / threshold) of them (one per array with a threshold of 0, fusion off). Given
+    the step's `backward_s`, the arrays become ready at an even pace over backward and each
+    cycle takes those that became ready since the last one: about ceil(backward / cycle)
+    buffers (one per array with a cycle of 0). The larger of the two, at most one per array."""
+    if keys < 1 or nbytes < 0 or fusion_threshold < 0 or cycle_time_s < 0 or (backward_s or 0) < 0:
+        raise UserError("need at least 1 array, and bytes, a fusion threshold, a cycle time and a backward time "
+                        "of 0 or more (got keys=%r, bytes=%r, threshold=%r, cycle=%r, backward=%r)"
+                        % (keys, nbytes, fusion_threshold, cycle_time_s, backward_s))
+    by_size = keys if fusion_threshold == 0 else math.ceil(nbytes / fusion_threshold)
+    by_arrival = 1
+    if backward_s:
+        by_arrival = keys if cycle_time_s == 0 else math.ceil(round(backward_s / cycle_time_s, 9))
+    return int(max(1, min(keys, max(by_size, by_arrival))))
+
+
+def horovod_allreduce_s(nbytes, ranks, lnk, keys=1, fusion_threshold=HOROVOD_FUSION_THRESHOLD,
+                        cycle_time_s=HOROVOD_CYCLE_TIME_S, backward_s=None):
+    """One step's allreduce of nbytes in `keys` arrays by Horovod over `ranks` processes on link
+    `lnk`: half a cycle's wait, the cycle's agreement (a ring allreduce of a few bytes), and a
+    ring allreduce per buffer (`fused_buffers`, from `backward_s` when given). One rank
+    exchanges nothing (Horovod's DistributedTrainer skips the allreduce)."""
+    if ranks <= 1:
+        return 0.0
+    buffers = fused_buffers(nbytes, keys, fusion_threshold, backward_s, cycle_time_s)
+    return cycle_time_s / 2 + ring_allreduce_s(0, ranks, lnk) + ring_allreduce_s(nbytes, ranks, lnk, keys=buffers)
+
+
+def flat_ring_link(intra, inter, machines):
+    """The link a flat ring over the devices of `machines` machines runs at: `intra` on one
+    machine; across machines every step waits for the slowest edge, so the lower bandwidth and
+    the higher latency of the two (in practice the network's)."""
+    if machines <= 1:
+        return intra
+    if inter is None:
+        raise UserError("more than one machine needs a network link")
+    slow = min((intra, inter), key=lambda l: l.GBps)
+    return Link("%s+%s" % (intra.name, inter.name), slow.GBps, max(intra.latency_s, inter.latency_s),
+                "network", "flat ring: the slower of %s and %s" % (intra.name, inter.name),
+                intra.shared or inter.shared)
+
+
+def horovod_communication_s(nbytes, devices, machines, intra, inter=None, keys=1,
+                            fusion_threshold=HOROVOD_FUSION_THRESHOLD, cycle_time_s=HOROVOD_CYCLE_TIME_S,
+                            backward_s=None):
+    """(t_machine, t_network) of Horovod's flat ring over devices * machines ranks: on one
+    machine all of it is t_machine; across machines the whole ring runs at the network's pace
+    and is counted as t_network."""
+    t = horovod_allreduce_s(nbytes, devices * machines, flat_ring_link(intra, inter, machines), keys,
+                            fusion_threshold, cycle_time_s, backward_s)
+    return (t, 0.0) if machines <= 1 else (0.0, t)
+
+
+def oversubscribed(runnable, cores):
+    """True when more threads want a core at once than the machine has: `runnable` counts the
+    workers' compute threads (workers x OpenMP threads) and every process or thread that must
+    run at each exchange beside them (a parameter server, ps-lite's scheduler, a Horovod rank's
+    background thread, which wakes every cycle).
+
+    The model shares the cores among the workers' compute (`compute_s`'s compute_units), but
+    has no term for the rest: on a machine whose cores are all computing, each of those helpers
+    waits for the kernel to give it a core at every message (a push, a pull, a cycle's
+    agreement), and the peers wait for it. That wait is a cost of the machine's scheduler, its
+    load and its virtualisation, not of the engine or the link; no link measurement captures it,
+    a term fitted to one machine would not carry to another, and the machines predictions are
+    for (a core or a device per process, servers with cores of their own) do not pay it. So a
+    validation on an oversubscribed machine (2 cores here: 2 dist_sync workers with 2 servers and
+    the scheduler are 5 on 2) says so beside its verdict instead."""
+    if runnable < 1 or cores < 1:
+        raise UserError("need at least 1 runnable thread and 1 core (got %r, %r)" % (runnable, cores))
+    return runnable > cores
+
+
 def step_s(t1, t2, update_s=0.0, overlap=True):
     """A step: max(t1, t2) when communication overlaps compute, t1 + t2 when not; plus the update."""
     return (max(t1, t2) if overlap else t1 + t2) + update_s
@@ -190,26 +307,40 @@ def warmup_epochs(base_batch, global_batch):
 
 def predict(t1, per_device_batch, grad_bytes, devices, machines, intra, inter=None, servers=None,
             update_s=0.0, overlap=True, placement="colocated", compute_units=None,
-            base_lr=0.1, base_batch=256, keys=1):
-    """One configuration: N devices per machine x M machines. Returns a dict of
-    step time, images/s, speedup and efficiency against one device (t1 + update),
-    whether communication exceeds compute, and the batch and learning rate it implies."""
+            base_lr=0.1, base_batch=256, keys=1, engine="ps", fusion_threshold=HOROVOD_FUSION_THRESHOLD,
+            cycle_time_s=HOROVOD_CYCLE_TIME_S):
+    """One configuration: N devices per machine x M machines, on `engine` 'ps' (a ring within
+    a machine, dist_sync parameter servers across) or 'horovod' (one flat ring over every
+    device, Horovod's cycle and fusion buffers). Returns a dict of step time, images/s, speedup
+    and efficiency against one device (t1 + update), whether communication exceeds compute,
+    and the batch and learning rate it implies."""
     if t1 <= 0 or per_device_batch < 1 or grad_bytes < 0 or devices < 1 or machines < 1:
         raise UserError("need t1 > 0, a per-device batch, gradient bytes, devices and machines of at "
                         "least 1 (got t1=%r, batch=%r, bytes=%r, N=%r, M=%r)"
                         % (t1, per_device_batch, grad_bytes, devices, machines))
-    servers = servers or machines
-    t_intra, t_inter = communication_s(grad_bytes, devices, machines, intra, inter, servers, placement, keys)
-    t2 = t_intra + t_inter
+    if engine not in ENGINES:
+        raise UserError("unknown engine %r; choose one of %s" % (engine, ", ".join(ENGINES)))
     share = compute_s(1.0, devices, compute_units)
     t1_n, upd = t1 * share, update_s * share
+    backward = BACKWARD_SHARE * t1_n
+    if engine == "horovod":
+        servers = None
+        t_intra, t_inter = horovod_communication_s(grad_bytes, devices, machines, intra, inter, keys,
+                                                   fusion_threshold, cycle_time_s, backward)
+    else:
+        servers = servers or machines
+        t_intra, t_inter = communication_s(grad_bytes, devices, machines, intra, inter, servers, placement, keys)
+    t2 = t_intra + t_inter
     step = step_s(t1_n, t2, upd, overlap)
     total = devices * machines
     global_batch = per_device_batch * total
     rate = global_batch / step
     base = per_device_batch / (t1 + update_s)
     speedup = rate / base
-    return dict(devices=devices, machines=machines, servers=servers if machines > 1 else None,
+    horovod = engine == "horovod"
+    return dict(engine=engine, devices=devices, machines=machines, servers=servers if machines > 1 else None,
+                buffers=(fused_buffers(grad_bytes, keys, fusion_threshold, backward, cycle_time_s)
+                         if horovod and total > 1 else None),
                 total_devices=total, per_device_batch=per_device_batch, global_batch=global_batch,
                 t1_s=t1_n, t2_s=t2, t2_machine_s=t_intra, t2_network_s=t_inter, update_s=upd,
                 step_s=step, overlap=overlap, images_per_s=rate, speedup=speedup,
