@@ -98,6 +98,9 @@ EXAMPLES = [
     ("predict", "predict ResNet-18's scaling from a measured step time",
      ["python -m gluonperf.predict --model resnet18_v1 --t1 0.366 --per-device-batch 256 --devices 1,8 "
       "--machines 1,8,64 --link pcie3 --network 25gbe"]),
+    ("predict_horovod", "predict the same with Horovod: one process per device, one ring over all of them",
+     ["python -m gluonperf.predict --model resnet18_v1 --t1 0.366 --per-device-batch 256 --devices 1,8 "
+      "--machines 1,8,64 --link pcie3 --network 25gbe --engine horovod"]),
     ("predict_no_overlap", "predict the same without overlap, over 10 GbE",
      ["python -m gluonperf.predict --model resnet18_v1 --t1 0.366 --per-device-batch 256 --devices 8 "
       "--machines 1,8,64 --link pcie3 --network 10gbe --overlap no"]),
