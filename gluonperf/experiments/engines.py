@@ -92,7 +92,7 @@ def compare_engines(model, contexts, per_device_batch, engines=ENGINES, steps=8,
             for engine in order:
                 path = os.path.join(tmp, "%s-%d.json" % (engine, r))
                 argv = engine_argv(engine, model, contexts, per_device_batch, steps, epochs, path, timeout)
-                _run_train(argv, env, timeout + 30, "%s (round %d)" % (engine, r + 1))
+                _run_train(argv, env, timeout + 30, "%s (round %d)" % (engine, r + 1), kind="the run of engine")
                 steps_of[engine].append(_mean_step(_epoch_steps(path, global_batch)))
                 if engine == "single":
                     kvstore = _kvstore_of(path) or kvstore

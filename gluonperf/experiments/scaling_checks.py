@@ -27,6 +27,7 @@ import time
 
 from .. import UserError
 from . import scaling_model
+from ..config import ALLREDUCE_HOROVOD
 from ..records import result
 from ..training.model_spec import spec_flags
 
@@ -95,8 +96,10 @@ def measure_step(config, ctx, steps=5):
 
 def link_from_allreduce(records, scope="machine"):
     """A link from `bench allreduce` records: the best bus bandwidth at the largest tensor
-    (the copyto ceiling excluded), latency fitted from the smallest tensor when there are two sizes."""
-    rows = [r for r in records if isinstance(r.get("bus_GBps"), (int, float)) and r.get("name") != "copyto"]
+    (the copyto ceiling excluded, and Horovod's rows: processes over Gloo, not the devices' link),
+    latency fitted from the smallest tensor when there are two sizes."""
+    rows = [r for r in records if isinstance(r.get("bus_GBps"), (int, float))
+            and r.get("name") not in ("copyto", ALLREDUCE_HOROVOD)]
     if not rows:
         raise UserError("the allreduce records carry no bus_GBps; write them with python -m gluonperf.bench "
                         "allreduce --json FILE")
@@ -343,15 +346,15 @@ def _train_argv(model, batch, limit, epochs, extra=()):
             "--log-interval", "0", "--stall-timeout", "120", *extra]
 
 
-def _run_train(argv, env, timeout, what):
+def _run_train(argv, env, timeout, what, kind="validation run"):
     from ..runtime import guard
     try:
         done = guard.run(argv, timeout=timeout, env=env)
     except Exception as e:  # subprocess.TimeoutExpired: the child group was killed
-        raise UserError("validation run %s did not finish: %s" % (what, e))
+        raise UserError("%s %s did not finish: %s" % (kind, what, e))
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise UserError("validation run %s failed (exit %d): %s" % (what, done.returncode, tail))
+        raise UserError("%s %s failed (exit %d): %s" % (kind, what, done.returncode, tail))
 
 
 def _epoch_steps(path, images_per_step):
