@@ -14,12 +14,13 @@ Four checks of gluonperf.measure.stats as the commands use it (docs/verdicts.md 
 - floor: `bench hybridize` at four time scales (the MLP's forward calls of about 0.1 ms up to
   ResNet-18's training steps of about 0.2 s), run again and again in fresh processes, the
   scales in rotation: per scale and mode, the run-to-run spread of one configuration (the SD
-  of the log of a run's median), which `compare` adds to the interval when each side is one
-  run (stats.NOISE_FLOORS), and the A/A verdicts of `compare` on consecutive runs: at most 5%
+  of the log of a run's median, and of its level held against the yardstick timed in its
+  repeats), which `compare` adds to the interval when each side is one run (stats.NOISE_FLOORS,
+  stats.YARDSTICK_FLOORS), and the A/A verdicts of `compare` on consecutive runs: at most 5%
   may call a change.
 - single: `compare` on two saved runs, each made of 4 fresh processes as `--processes 4`
   makes it, of a benchmark of 10 ms or more whose NEW side does a known multiple of OLD's
-  work per call (LeNet training steps: 2 against 3, a true 1.5x; 4 against 7, 1.75x, a 43%
+  work per call, each run timing the yardstick beside it (LeNet training steps: 2 against 3, a true 1.5x; 4 against 7, 1.75x, a 43%
   drop of throughput), in alternation: 1.5x must be called slower in at least 9 of 10 pairs,
   1.75x must fail `compare --fail-above 5%` (exit 1) in every pair, and the pairs of equal
   work (consecutive saved runs of one side) may call a change in at most 5%.
@@ -165,16 +166,24 @@ def check_floor(runs, threshold, progress=None, configs=FLOOR_CONFIGS):
                     progress()
     scales, decisions = [], []
     for label, runs_of in files.items():
-        per_mode = {}
+        per_mode, ruled = {}, {}
         for run in runs_of:
             for r, _ in run:
                 per_mode.setdefault(r.name, []).append(r.metrics["median_s"])
+                # the run's level against its yardstick: the mean log of each repeat's time over the
+                # yardstick's in that repeat (what compare's Welch interval centres on)
+                ratios = [t / y for t, y in zip(r.metrics.get("samples_s") or [], r.metrics.get("yardstick_samples_s") or [])]
+                if ratios:
+                    ruled.setdefault(r.name, []).append(statistics.fmean(math.log(x) for x in ratios))
         for mode, medians in per_mode.items():
             logs = [math.log(x) for x in medians]
             call = statistics.median(medians)
+            levels = ruled.get(mode, [])
             scales.append({"config": label, "mode": mode, "call_s": call, "runs": len(medians),
                            "sd_log": statistics.stdev(logs) if len(logs) > 1 else None,
-                           "floor_in_use": stats.noise_floor(call), "medians_s": medians})
+                           "sd_log_yardstick": statistics.stdev(levels) if len(levels) > 1 else None,
+                           "floor_in_use": stats.noise_floor(call),
+                           "yardstick_floor_in_use": stats.noise_floor(call, yardstick=True), "medians_s": medians})
         decisions += [dict(m, config=label) for m in _aa_calls(runs_of, threshold)]
     called = sum(d["status"] in ("improved", "worse", "regression") for d in decisions)
     return Result("verdicts", "floor", {
@@ -202,7 +211,7 @@ def known_work_run(steps, path, repeat=5, number=3):
     net, trainer, loss = steprate.build("lenet", ctx, "static")
     batches = steprate.synthetic_batches("lenet", 32, 4)
     m = measure(lambda: steprate.run_steps(net, trainer, loss, batches, ctx, steps), "lenet", warmup=2,
-                repeat=repeat, number=number)
+                repeat=repeat, number=number, yardstick=True)
     write_jsonl([Result("known-work", "lenet-train", dict(m.summary(), model="lenet", batch_size=32))], path,
                 environment(ctx))
 

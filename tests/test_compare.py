@@ -268,3 +268,49 @@ def test_a_run_that_recorded_an_unstable_machine_gets_a_wider_interval():
     shaky = compare(old, new)[0].metrics
     assert calm["ratio_level"] == 0.95 and shaky["ratio_level"] == 0.99 and "unstable" in shaky["evidence"]
     assert shaky["ratio_ci_high"] - shaky["ratio_ci_low"] > calm["ratio_ci_high"] - calm["ratio_ci_low"]
+
+
+def ruled(name, samples, ruler, **ident):
+    """One run of a timed benchmark with its raw samples and its yardstick's, repeat by repeat."""
+    import statistics
+    r = timed(name, samples, **ident)
+    r.metrics.update(yardstick_s=statistics.median(ruler), yardstick_samples_s=list(ruler))
+    return r
+
+
+def test_two_runs_with_the_same_settings_are_held_against_their_yardstick():
+    """NEW took 1.5x as long per call, but the machine ran the yardstick 1.5x slower too: the
+    host was slower, the benchmark no worse. Held against the yardstick it is the same within
+    the floor; without a yardstick it would be a large regression."""
+    old = [(ruled("static", [0.020, 0.0202, 0.0199, 0.0201, 0.0200], [0.010, 0.0101, 0.0099, 0.0100, 0.0100]), ENV)]
+    new = [(ruled("static", [0.030, 0.0303, 0.0298, 0.0301, 0.0300], [0.015, 0.0151, 0.0149, 0.0150, 0.0150]), ENV)]
+    got = compare(old, new, 0.05)[0].metrics
+    assert got["yardstick"] is True and "against the yardstick each run timed" in got["evidence"]
+    assert "at 0.67x OLD's speed" in got["evidence"]
+    assert got["ratio"] == pytest.approx(1.0, rel=0.02) and got["status"] != "regression"
+    from gluonperf.measure import stats
+    assert got["noise_floor"] == stats.noise_floor(0.02, yardstick=True) < stats.noise_floor(0.02)
+    # the same files without their yardstick: the change is the times'
+    plain = compare([(timed("static", old[0][0].metrics["samples_s"]), ENV)],
+                    [(timed("static", new[0][0].metrics["samples_s"]), ENV)], 0.05)[0].metrics
+    assert plain["yardstick"] is False and plain["ratio"] == pytest.approx(2 / 3, rel=0.02)
+    assert plain["noise_floor"] == stats.noise_floor(0.02) and "yardstick" not in plain["evidence"]
+
+
+def test_runs_whose_settings_differ_are_not_held_against_the_yardstick():
+    """The yardstick runs with the run's settings (threads, MXNet's variables): when those
+    changed, it would cancel the change being measured."""
+    samples_old, samples_new = [0.020, 0.0202, 0.0199], [0.011, 0.0112, 0.0109]
+    old = [(ruled("static", samples_old, [0.010, 0.0101, 0.0099]), dict(ENV, env={"OMP_NUM_THREADS": "1"}))]
+    new = [(ruled("static", samples_new, [0.0055, 0.0056, 0.0054]), dict(ENV, env={"OMP_NUM_THREADS": "2"}))]
+    got = compare(old, new, 0.05)[0].metrics
+    assert got["yardstick"] is False and "not against the yardstick: the runs' settings differ" in got["evidence"]
+    from gluonperf.measure import stats
+    assert got["noise_floor"] == stats.noise_floor(0.011)
+    assert got["ratio"] == pytest.approx(0.0200 / 0.0110, rel=0.03)
+
+
+def test_the_yardstick_floor_is_narrower_than_the_plain_one_in_every_band():
+    from gluonperf.measure import stats
+    for call in (1e-4, 5e-3, 0.1, None):
+        assert 0 < stats.noise_floor(call, yardstick=True) < stats.noise_floor(call)

@@ -184,3 +184,19 @@ def test_measurement_gives_page_faults_per_call():
     assert len(m.faults) == 3
     assert 1024 - 32 <= m.summary()["minor_faults"] <= 2 * 1024, m.faults  # 4 MiB per call, not per repeat
     assert "minor_faults" not in Measurement("given", (0.1, 0.2)).summary()  # none counted, none reported
+
+
+def test_the_yardstick_is_timed_in_every_repeat_beside_the_variants():
+    from gluonperf.measure.harness import YARDSTICK, measure, measure_interleaved
+    calls = []
+    got = measure_interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, warmup=0, repeat=3,
+                              yardstick=True)
+    assert set(got) == {"a", "b"} and calls.count("a") == 3
+    for m in got.values():
+        assert len(m.yardstick) == 3 and all(t > 0 for t in m.yardstick)
+        row = m.summary()
+        assert row["yardstick_samples_s"] == list(m.yardstick) and row["yardstick_s"] > 0
+    assert got["a"].yardstick == got["b"].yardstick  # one yardstick per repeat, shared
+    assert "yardstick_s" not in measure(lambda: None, repeat=2).summary()
+    with pytest.raises(ValueError, match="yardstick's label"):
+        measure_interleaved({YARDSTICK: lambda: None}, yardstick=True)

@@ -138,7 +138,8 @@ def compare_modes(model="mlp", batch_size=1, ctx=None, repeat=5, number=1000, wa
     make = (lambda net, x, y: _train_step(net, x, y, loss_of(model))) if train else (lambda net, x, y: _forward(net, x))
     fns = {mode: make(net, x, y) for mode, net in variants.items()}
     with machine.Check() as check:
-        measurements = measure_interleaved(fns, warmup=warmup, repeat=repeat, number=number, progress=progress)
+        measurements = measure_interleaved(fns, warmup=warmup, repeat=repeat, number=number, progress=progress,
+                                           contexts=[ctx], yardstick=True)  # so that compare can hold two saved runs against it
     base = measurements["imperative"].samples
     check.finish(base)
     task = "train_step" if train else "forward"

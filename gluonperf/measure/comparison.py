@@ -135,7 +135,27 @@ def call_seconds(records, m):
     return statistics.median(found) if found else None
 
 
-def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR, pairs=None, level=stats.LEVEL):
+def against_yardstick(records, m):
+    """One side's evidence held against the yardstick its runs timed beside the benchmark
+    (harness.yardstick): per run, the time per call over the yardstick's median time; for one
+    run with raw samples, each repeat's time over the yardstick's in the same repeat. (runs,
+    samples) as `_values` gives them, or None when `m` is no time per call or a record has no
+    yardstick."""
+    if m not in SAMPLED or not records:
+        return None
+    if not all(positive(r.metrics.get("yardstick_s")) for r in records):
+        return None
+    runs = [float(r.metrics[m]) / float(r.metrics["yardstick_s"]) for r in records if positive(r.metrics.get(m))]
+    samples = None
+    if len(records) == 1:
+        times, ruler = records[0].metrics.get("samples_s"), records[0].metrics.get("yardstick_samples_s")
+        if isinstance(times, list) and isinstance(ruler, list) and len(times) == len(ruler):
+            samples = [t / y for t, y in zip(times, ruler) if positive(t) and positive(y)] or None
+    return runs, samples
+
+
+def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR, pairs=None, level=stats.LEVEL,
+          yardstick_floor=None):
     """The ratio of NEW to OLD on metric `m` as a change for the better (> 1: better), with its
     interval, how it was made, and a verdict. `old`/`new`: the records of each side (several
     when a file holds several runs). The evidence, best first:
@@ -144,30 +164,44 @@ def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR,
     - several runs per side: Welch's t on the runs' values, which see the drift between runs,
       with `stats.SESSION_FLOOR` for the drift that the runs of one file share;
     - one run per side: its raw samples (or its one value) with the `noise_floor`, the
-      run-to-run drift that samples from within one run cannot show."""
+      run-to-run drift that samples from within one run cannot show.
+
+    With `yardstick_floor` (the caller found both runs made with the same settings), a time per
+    call is held against the yardstick each run timed beside it (`against_yardstick`), when
+    both sides have one: the host's speed moving between the runs then cancels, and one run
+    per side is widened by `yardstick_floor` instead of `noise_floor`."""
     higher = higher_is_better(m)
     words = ("faster", "slower") if m.endswith(("_per_s", "_s")) or m in ("speedup", "ratio") else \
         ("better", "worse")
     if pairs:
         ratios = [(b / a if higher else a / b) for a, b in pairs if a and b]
         interval, how, what, settle = stats.ratio_interval(ratios, level), "alternating pairs", "pairs", None
+        return interval, how, stats.verdict(interval, threshold, words, what=what, settle=settle)
+    old_runs, old_samples = _values(old, m)
+    new_runs, new_samples = _values(new, m)
+    ruled = ""
+    if yardstick_floor is not None:
+        old_ruled, new_ruled = against_yardstick(old, m), against_yardstick(new, m)
+        if old_ruled and new_ruled:
+            (old_runs, old_samples), (new_runs, new_samples) = old_ruled, new_ruled
+            speed = statistics.median(float(r.metrics["yardstick_s"]) for r in old) / \
+                statistics.median(float(r.metrics["yardstick_s"]) for r in new)
+            ruled = " against the yardstick each run timed (the machine ran it at %.2fx OLD's speed in NEW)" % speed
+            noise_floor = yardstick_floor
+    if len(old_runs) > 1 and len(new_runs) > 1:
+        interval = stats.two_sample_interval(old_runs, new_runs, level, noise_floor=stats.SESSION_FLOOR,
+                                             higher_is_better=higher)
+        how, what = "%d and %d runs%s, +-%g%% drift between saved runs" % (
+            len(old_runs), len(new_runs), ruled, 100 * stats.SESSION_FLOOR), "runs"
+        settle = "more runs of each side would settle it"
     else:
-        old_runs, old_samples = _values(old, m)
-        new_runs, new_samples = _values(new, m)
-        if len(old_runs) > 1 and len(new_runs) > 1:
-            interval = stats.two_sample_interval(old_runs, new_runs, level, noise_floor=stats.SESSION_FLOOR,
-                                                 higher_is_better=higher)
-            how, what = "%d and %d runs, +-%g%% drift between saved runs" % (
-                len(old_runs), len(new_runs), 100 * stats.SESSION_FLOOR), "runs"
-            settle = "more runs of each side would settle it"
-        else:
-            sampled = bool(old_samples and new_samples)
-            a, b = (old_samples, new_samples) if sampled else (old_runs, new_runs)
-            interval = stats.two_sample_interval(a, b, level, noise_floor=noise_floor, higher_is_better=higher)
-            how = "one run each%s, +-%g%% run-to-run noise floor" % (
-                " (%d and %d repeats)" % (len(a), len(b)) if sampled else "", 100 * noise_floor)
-            what = "repeats" if sampled else "runs"
-            settle = "one run of each side cannot settle it: run each several times, or use --ab"
+        sampled = bool(old_samples and new_samples)
+        a, b = (old_samples, new_samples) if sampled else (old_runs, new_runs)
+        interval = stats.two_sample_interval(a, b, level, noise_floor=noise_floor, higher_is_better=higher)
+        how = "one run each%s%s, +-%g%% run-to-run noise floor" % (
+            " (%d and %d repeats)" % (len(a), len(b)) if sampled else "", ruled, 100 * noise_floor)
+        what = "repeats" if sampled else "runs"
+        settle = "one run of each side cannot settle it: run each several times, or use --ab"
     return interval, how, stats.verdict(interval, threshold, words, what=what, settle=settle)
 
 
@@ -188,6 +222,9 @@ def compare(old_records, new_records, fail_above=None, metric=None, threshold=st
     `fail_above`), 'worse', 'improved', 'same', 'inconclusive', 'new', 'removed', or
     'no common metric'.
     """
+    envs = [next((r[1] for r in side if isinstance(r, tuple)), None) for side in (old_records, new_records)]
+    # the yardstick stands for the machine's speed only between runs made with the same settings
+    same_settings = None not in envs and not environment_changes(*envs)
     old_records = [r[0] if isinstance(r, tuple) else r for r in old_records]
     new_records = [r[0] if isinstance(r, tuple) else r for r in new_records]
     old_by_key, new_by_key = {}, {}
@@ -220,8 +257,14 @@ def compare(old_records, new_records, fail_above=None, metric=None, threshold=st
         call = [call_seconds(olds, m), call_seconds(news, m)]
         call = min(call) if None not in call else None
         floor = stats.noise_floor(call) if noise_floor is None else noise_floor
-        interval, how, v = judge(olds, news, m, threshold, floor, (pairs or {}).get(k), here)
-        floor_fields = {"noise_floor": floor, "call_s": call} if how.startswith("one run each") else {}
+        ruler_floor = (stats.noise_floor(call, yardstick=True) if noise_floor is None else noise_floor) \
+            if same_settings else None
+        interval, how, v = judge(olds, news, m, threshold, floor, (pairs or {}).get(k), here, ruler_floor)
+        ruled = "against the yardstick" in how
+        if not same_settings and against_yardstick(olds, m) and against_yardstick(news, m):
+            how += "; not against the yardstick: the runs' settings differ"
+        floor_fields = {"noise_floor": ruler_floor if ruled else floor, "call_s": call, "yardstick": ruled} \
+            if how.startswith("one run each") else {"yardstick": ruled}
         if unstable:
             how += "; a run recorded an unstable machine: 99% interval"
         if v.word in ("slower", "worse"):

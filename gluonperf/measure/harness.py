@@ -3,6 +3,11 @@
 MXNet runs operators asynchronously: Python queues work and returns at once. Every
 timed region here therefore ends in `mx.nd.waitall()` before the clock stops, so
 what is reported is how long the work took, not how fast Python queued it.
+
+`measure_interleaved(..., yardstick=True)` also times a `Yardstick`, a fixed piece of MXNet
+work, in every repeat beside the variants: how fast the machine ran MXNet at that moment, with
+the run's settings. Two runs saved apart with the same settings can then be compared against
+it (`comparison.judge`), which cancels much of the drift between them.
 """
 import os
 import platform
@@ -24,6 +29,31 @@ except ImportError:  # not on Windows
 
 # A result whose interquartile range exceeds this fraction of its median is flagged noisy.
 NOISY_SPREAD = 0.10
+
+
+class Yardstick:
+    """A fixed piece of MXNet work on `ctx` (default cpu): a chain of six 256 x 256 matrix
+    products and an elementwise pass over 2 MiB, about 5-15 ms on a CPU. Called, it returns its
+    seconds (to a sync point). It runs where the benchmark's operators run, on MXNet's engine
+    threads with the run's thread settings: a pure-Python loop, timed on the Python thread,
+    followed a benchmark less well on a 2-core VM (its speed there depends on which core the
+    engine's thread was on; docs/verdicts.md). So it measures the machine's speed for MXNet
+    under these settings, and stands for the machine only between runs with the same settings."""
+
+    def __init__(self, ctx=None):
+        ctx = ctx or mx.cpu()
+        self.a = mx.nd.full((256, 256), 1.0 / 256, ctx=ctx)
+        self.v = mx.nd.ones((1 << 19,), ctx=ctx)
+
+    def __call__(self):
+        start = time.perf_counter()
+        c = self.a
+        for _ in range(6):
+            c = mx.nd.dot(c, self.a)
+        w = (self.v * 1.0001 + 0.5).sum()
+        c.wait_to_read()
+        w.wait_to_read()
+        return time.perf_counter() - start
 
 
 def minor_faults():
@@ -107,6 +137,7 @@ class Measurement:
     number: int = 1
     peak_rss: Optional[int] = None
     faults: Optional[Tuple[int, ...]] = None  # minor page faults per repeat (all `number` calls)
+    yardstick: Optional[Tuple[float, ...]] = None  # seconds of `yardstick` in the same repeats
 
     def __post_init__(self):
         if not self.samples:
@@ -165,28 +196,36 @@ class Measurement:
             row["rss_peak_bytes"] = self.peak_rss
         if self.faults is not None:
             row["minor_faults"] = self.faults_per_call
+        if self.yardstick is not None:
+            row.update(yardstick_s=statistics.median(self.yardstick), yardstick_samples_s=list(self.yardstick))
         return row
 
 
-def measure(fn, label="", warmup=1, repeat=5, number=1, memory=False, contexts=(), progress=None):
+def measure(fn, label="", warmup=1, repeat=5, number=1, memory=False, contexts=(), progress=None, yardstick=False):
     """Run `fn` `warmup` times, then `repeat` timed repeats of `number` calls each.
 
     Each repeat is one `Benchmark` region (so it ends in a sync); the sample is the
-    region's time divided by `number`.
+    region's time divided by `number`. `yardstick`: as in `measure_interleaved`.
     """
-    return measure_interleaved({label: fn}, warmup, repeat, number, memory, contexts, progress)[label]
+    return measure_interleaved({label: fn}, warmup, repeat, number, memory, contexts, progress, yardstick)[label]
 
 
-def measure_interleaved(fns, warmup=1, repeat=5, number=1, memory=False, contexts=(), progress=None):
+def measure_interleaved(fns, warmup=1, repeat=5, number=1, memory=False, contexts=(), progress=None,
+                        yardstick=False):
     """Measure several callables in one run, interleaved repeat by repeat.
 
     `fns` maps labels to callables. Interleaving (and rotating which goes first)
     means a change of machine load during the run hits every variant alike.
     `progress`, if given, is called with no argument after each timed region
-    (outside it), e.g. a progress bar's update. Returns {label: Measurement}.
+    (outside it), e.g. a progress bar's update. With `yardstick`, a `Yardstick` (on the
+    first of `contexts`) runs once in every repeat, in the rotation, and every Measurement
+    carries its times. Returns {label: Measurement}.
     """
     if repeat < 1 or number < 1 or warmup < 0:
         raise ValueError("repeat and number must be >= 1 and warmup >= 0")
+    if YARDSTICK in fns:
+        raise ValueError("%r is the yardstick's label; name the callable otherwise" % YARDSTICK)
+    fns = dict(fns, **({YARDSTICK: Yardstick(contexts[0] if contexts else None)} if yardstick else {}))
     labels = list(fns)
     for label in labels:
         for _ in range(warmup):
@@ -199,6 +238,9 @@ def measure_interleaved(fns, warmup=1, repeat=5, number=1, memory=False, context
         order = labels[r % len(labels):] + labels[:r % len(labels)]
         for label in order:
             fn = fns[label]
+            if label == YARDSTICK:
+                samples[label].append(fn())
+                continue
             with Benchmark(label, memory=memory, contexts=contexts) as b:
                 for _ in range(number):
                     fn()
@@ -208,11 +250,15 @@ def measure_interleaved(fns, warmup=1, repeat=5, number=1, memory=False, context
                 peaks[label] = max(peaks[label], b.memory.rss_peak)
             if progress is not None:
                 progress()
+    ruler = tuple(samples.pop(YARDSTICK)) if yardstick else None
     return {
         label: Measurement(label, tuple(samples[label]), number, peaks[label] if memory else None,
-                           None if None in faults[label] else tuple(faults[label]))
-        for label in labels
+                           None if None in faults[label] else tuple(faults[label]), ruler)
+        for label in labels if label != YARDSTICK
     }
+
+
+YARDSTICK = "(yardstick)"  # its label among the callables measure_interleaved runs
 
 
 def _gpu_names():

@@ -37,6 +37,11 @@ MAX_ROUNDS = 1000           # rounds_needed gives up beyond this
 # Used only when two runs that were not interleaved are compared.
 NOISE_FLOORS = ((1e-3, 0.26), (10e-3, 0.20), (math.inf, 0.16))
 NOISE_FLOOR = NOISE_FLOORS[0][1]  # the widest: for a record that does not say how long a call takes
+# The same drift once each run's level is held against the yardstick timed in its own repeats
+# (harness.yardstick: the machine's speed at that moment): the SD of the log of a run's
+# median(time / yardstick) from one fresh process to the next, by the same bands of call time,
+# measured with `benchmarks/verdicts.py --parts floor`.
+YARDSTICK_FLOORS = ((1e-3, 0.12), (10e-3, 0.13), (math.inf, 0.08))
 # What several runs saved one after another (--processes N, or files concatenated) still
 # share: the host's speed moves over minutes, so consecutive processes drift together and
 # their spread understates how far the next saved run may lie. The SD of a saved run's mean
@@ -44,12 +49,14 @@ NOISE_FLOOR = NOISE_FLOORS[0][1]  # the widest: for a record that does not say h
 SESSION_FLOOR = 0.08
 
 
-def noise_floor(call_s=None):
+def noise_floor(call_s=None, yardstick=False):
     """The run-to-run noise floor (SD of one run's log level) for a benchmark whose one timed
-    call takes `call_s` seconds (NOISE_FLOORS); the widest floor when that is not known."""
+    call takes `call_s` seconds (NOISE_FLOORS, or YARDSTICK_FLOORS for levels held against the
+    yardstick); the widest floor when the call's time is not known."""
+    bands = YARDSTICK_FLOORS if yardstick else NOISE_FLOORS
     if call_s is None or not (call_s > 0 and math.isfinite(call_s)):
-        return NOISE_FLOOR
-    return next(floor for upto, floor in NOISE_FLOORS if call_s <= upto)  # the last band has no end
+        return bands[0][1]
+    return next(floor for upto, floor in bands if call_s <= upto)  # the last band has no end
 
 
 @dataclass(frozen=True)
