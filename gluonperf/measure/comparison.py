@@ -107,12 +107,27 @@ def environment_changes(old_env, new_env):
 
 def _values(records, m):
     """The evidence of one side for metric `m`: per-run values (one per record: the runs in
-    the file) and, when there is one run holding raw per-repeat samples of a time, those."""
+    the file) and, when there is one run holding raw per-repeat samples, those (`per_repeat`)."""
     runs = [float(r.metrics[m]) for r in records if positive(r.metrics.get(m))]
-    samples = None
-    if len(records) == 1 and m in SAMPLED and isinstance(records[0].metrics.get("samples_s"), list):
-        samples = [float(x) for x in records[0].metrics["samples_s"] if _number(x) and x > 0] or None
-    return runs, samples
+    return runs, (per_repeat(records[0], m) if len(records) == 1 else None)
+
+
+def per_repeat(record, m):
+    """Metric `m` of each repeat of one run: its raw times (`samples_s`) for a time per call;
+    for a rate of a batch per call (`samples_per_s` = batch_size / median_s), the batch over
+    each repeat's time; None otherwise."""
+    x = record.metrics
+    times = x.get("samples_s")
+    if not isinstance(times, list):
+        return None
+    times = [float(t) for t in times if positive(t)]
+    if m in SAMPLED:
+        return times or None
+    if m.endswith("_per_s") and positive(x.get(m)) and positive(x.get("median_s")) and positive(x.get("batch_size")):
+        batch = float(x["batch_size"])
+        if abs(float(x[m]) * float(x["median_s"]) - batch) <= 1e-9 * batch:  # the rate is batch / median_s
+            return [batch / t for t in times] or None
+    return None
 
 
 # Metrics a record's raw samples (samples_s, seconds per call) stand for.
@@ -137,20 +152,26 @@ def call_seconds(records, m):
 
 def against_yardstick(records, m):
     """One side's evidence held against the yardstick its runs timed beside the benchmark
-    (harness.yardstick): per run, the time per call over the yardstick's median time; for one
-    run with raw samples, each repeat's time over the yardstick's in the same repeat. (runs,
-    samples) as `_values` gives them, or None when `m` is no time per call or a record has no
-    yardstick."""
-    if m not in SAMPLED or not records:
+    (harness.Yardstick): per run, a time per call over the yardstick's median time (a rate
+    times it); for one run with raw samples, each repeat's value against the yardstick's time in
+    the same repeat. (runs, samples) as `_values` gives them, or None when `m` is neither a time
+    per call nor a batch's rate, or a record has no yardstick."""
+    if not records or not all(positive(r.metrics.get("yardstick_s")) for r in records):
         return None
-    if not all(positive(r.metrics.get("yardstick_s")) for r in records):
+    if m in SAMPLED:
+        def held(value, ruler):
+            return value / ruler
+    elif m.endswith("_per_s") and per_repeat(records[0], m) is not None:
+        def held(value, ruler):
+            return value * ruler
+    else:
         return None
-    runs = [float(r.metrics[m]) / float(r.metrics["yardstick_s"]) for r in records if positive(r.metrics.get(m))]
+    runs = [held(float(r.metrics[m]), float(r.metrics["yardstick_s"])) for r in records if positive(r.metrics.get(m))]
     samples = None
     if len(records) == 1:
-        times, ruler = records[0].metrics.get("samples_s"), records[0].metrics.get("yardstick_samples_s")
-        if isinstance(times, list) and isinstance(ruler, list) and len(times) == len(ruler):
-            samples = [t / y for t, y in zip(times, ruler) if positive(t) and positive(y)] or None
+        values, ruler = per_repeat(records[0], m), records[0].metrics.get("yardstick_samples_s")
+        if values and isinstance(ruler, list) and len(values) == len(ruler):
+            samples = [held(v, y) for v, y in zip(values, ruler) if positive(y)] or None
     return runs, samples
 
 

@@ -41,7 +41,7 @@ NOISE_FLOOR = NOISE_FLOORS[0][1]  # the widest: for a record that does not say h
 # (harness.yardstick: the machine's speed at that moment): the SD of the log of a run's
 # median(time / yardstick) from one fresh process to the next, by the same bands of call time,
 # measured with `benchmarks/verdicts.py --parts floor`.
-YARDSTICK_FLOORS = ((1e-3, 0.12), (10e-3, 0.13), (math.inf, 0.08))
+YARDSTICK_FLOORS = ((1e-3, 0.13), (10e-3, 0.13), (math.inf, 0.08))
 # What several runs saved one after another (--processes N, or files concatenated) still
 # share: the host's speed moves over minutes, so consecutive processes drift together and
 # their spread understates how far the next saved run may lie. The SD of a saved run's mean
