@@ -13,7 +13,7 @@ from gluonperf.experiments import engines
 from gluonperf.runtime.horovod_launcher import available
 from helpers import ROOT, run_leaving_nothing
 
-QUICK = ["--model", "mlp", "--batch-size", "8", "--steps", "2", "--epochs", "2", "--rounds", "2"]
+QUICK = ["--model", "mlp", "--batch-size", "8", "--steps", "1", "--epochs", "2", "--rounds", "2"]
 
 
 def test_each_engine_gets_its_command_line():

@@ -19,13 +19,12 @@ import sys
 import time
 import uuid
 
-import psutil
 import pytest
 
 from gluonperf.runtime import horovod_launcher
 from gluonperf.runtime.ps_launcher import Host
 from gluonperf.training.horovod import device_of
-from helpers import ROOT, clean_env, run_leaving_nothing
+from helpers import ROOT, clean_env, processes_of, run_leaving_nothing
 
 pytestmark = pytest.mark.skipif(not horovod_launcher.available() and os.environ.get("CI") != "true",
                                 reason="Horovod is not installed (bash scripts/install-horovod)")
@@ -106,17 +105,6 @@ def test_ranks_that_train_apart_stop_the_job(tmp_path):
     assert not path.exists()  # nothing reported of a run that trained two models
 
 
-def job_processes(mark):
-    found = []
-    for p in psutil.process_iter():
-        try:
-            if p.environ().get("GLUONPERF_TEST_RUN") == mark and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            pass
-    return found
-
-
 def test_a_dead_rank_stops_the_job_within_seconds_and_leaves_nothing(tmp_path):
     mark = uuid.uuid4().hex
     env = clean_env(GLUONPERF_TEST_RUN=mark)
@@ -127,7 +115,7 @@ def test_a_dead_rank_stops_the_job_within_seconds_and_leaves_nothing(tmp_path):
         end = time.monotonic() + 90
         ranks = []
         while time.monotonic() < end and len(ranks) < 2:  # both ranks started
-            ranks = [p for p in job_processes(mark) if "gluonperf.train" in " ".join(p.cmdline())
+            ranks = [p for p in processes_of(mark) if "gluonperf.train" in " ".join(p.cmdline())
                      and "HOROVOD_RANK" in p.environ()]
             time.sleep(0.2)
         assert len(ranks) == 2, "the two ranks never ran"
@@ -143,9 +131,9 @@ def test_a_dead_rank_stops_the_job_within_seconds_and_leaves_nothing(tmp_path):
     assert proc.returncode != 0 and took < 30, (took, err)
     assert "launch: horovodrun 0 failed" in err and "Traceback" not in err, err
     end = time.monotonic() + 10
-    while job_processes(mark) and time.monotonic() < end:
+    while processes_of(mark) and time.monotonic() < end:
         time.sleep(0.2)
-    assert not job_processes(mark), [p.cmdline() for p in job_processes(mark)]
+    assert not processes_of(mark), [p.cmdline() for p in processes_of(mark)]
 
 
 def test_dry_run_prints_horovodrun_locally_and_for_a_hostfile(tmp_path):
@@ -201,3 +189,19 @@ def test_host_slots_follow_the_launchers_placement():
     hosts = [Host("a"), Host("b"), Host("c")]
     assert horovod_launcher.host_slots(4, hosts) == "a:2,b:1,c:1"
     assert horovod_launcher.host_slots(2, hosts) == "a:1,b:1"
+
+
+def test_horovodrun_as_horovod_users_run_it(tmp_path):
+    """Not through gluonperf.launch: horovodrun (the console script Horovod installs) starts the
+    ranks, and each one's thread default shares the cores among the ranks of the machine
+    (HOROVOD_LOCAL_SIZE), leaving none for the sibling rank that starts beside it."""
+    from gluonperf.runtime.threads import recommended_threads
+    path = tmp_path / "run.json"
+    done = run_leaving_nothing([os.path.join(os.path.dirname(PY), "horovodrun"), "-np", "2", "-H", "localhost:2",
+                                "--gloo", *train("--kvstore", "horovod", "--batch-size", "32", "--epochs", "1",
+                                                 "--json", str(path))])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "in the job's 2 processes on this machine" in done.stdout + done.stderr
+    got = records(path)
+    assert [(r["rank"], r["num_workers"], r["weights_max_rel_diff"]) for r in got] == [(0, 2, 0.0)]
+    assert got[0]["env"]["env"]["OMP_NUM_THREADS"] == str(recommended_threads(2, taken=0))

@@ -5,7 +5,7 @@ from ..cli import common as cli
 from ..training.model_spec import label
 
 NAME = "engines"
-QUICK = ["--model", "mlp", "--batch-size", "16", "--steps", "2", "--epochs", "2", "--rounds", "2"]
+QUICK = ["--model", "mlp", "--batch-size", "16", "--steps", "1", "--epochs", "2", "--rounds", "1"]
 # its runs are gluonperf commands, each with its own thread default: none is set for the bench
 RUNS_COMMANDS = True
 RECORDS = ("engines",)
