@@ -176,7 +176,7 @@ def against_yardstick(records, m):
 
 
 def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR, pairs=None, level=stats.LEVEL,
-          yardstick_floor=None):
+          held=None, yardstick_floor=None):
     """The ratio of NEW to OLD on metric `m` as a change for the better (> 1: better), with its
     interval, how it was made, and a verdict. `old`/`new`: the records of each side (several
     when a file holds several runs). The evidence, best first:
@@ -187,10 +187,10 @@ def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR,
     - one run per side: its raw samples (or its one value) with the `noise_floor`, the
       run-to-run drift that samples from within one run cannot show.
 
-    With `yardstick_floor` (the caller found both runs made with the same settings), a time per
-    call is held against the yardstick each run timed beside it (`against_yardstick`), when
-    both sides have one: the host's speed moving between the runs then cancels, and one run
-    per side is widened by `yardstick_floor` instead of `noise_floor`."""
+    With `held` (each side's evidence held against the yardstick its runs timed beside the
+    benchmark, `against_yardstick`, given when both runs were made with the same settings), that
+    evidence is judged instead: the host's speed moving between the runs then cancels, and one
+    run per side is widened by `yardstick_floor` instead of `noise_floor`."""
     higher = higher_is_better(m)
     words = ("faster", "slower") if m.endswith(("_per_s", "_s")) or m in ("speedup", "ratio") else \
         ("better", "worse")
@@ -198,17 +198,16 @@ def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR,
         ratios = [(b / a if higher else a / b) for a, b in pairs if a and b]
         interval, how, what, settle = stats.ratio_interval(ratios, level), "alternating pairs", "pairs", None
         return interval, how, stats.verdict(interval, threshold, words, what=what, settle=settle)
-    old_runs, old_samples = _values(old, m)
-    new_runs, new_samples = _values(new, m)
     ruled = ""
-    if yardstick_floor is not None:
-        old_ruled, new_ruled = against_yardstick(old, m), against_yardstick(new, m)
-        if old_ruled and new_ruled:
-            (old_runs, old_samples), (new_runs, new_samples) = old_ruled, new_ruled
-            speed = statistics.median(float(r.metrics["yardstick_s"]) for r in old) / \
-                statistics.median(float(r.metrics["yardstick_s"]) for r in new)
-            ruled = " against the yardstick each run timed (the machine ran it at %.2fx OLD's speed in NEW)" % speed
-            noise_floor = yardstick_floor
+    if held:
+        (old_runs, old_samples), (new_runs, new_samples) = held
+        speed = statistics.median(float(r.metrics["yardstick_s"]) for r in old) / \
+            statistics.median(float(r.metrics["yardstick_s"]) for r in new)
+        ruled = " against the yardstick each run timed (the machine ran it at %.2fx OLD's speed in NEW)" % speed
+        noise_floor = yardstick_floor
+    else:
+        old_runs, old_samples = _values(old, m)
+        new_runs, new_samples = _values(new, m)
     if len(old_runs) > 1 and len(new_runs) > 1:
         interval = stats.two_sample_interval(old_runs, new_runs, level, noise_floor=stats.SESSION_FLOOR,
                                              higher_is_better=higher)
@@ -278,11 +277,13 @@ def compare(old_records, new_records, fail_above=None, metric=None, threshold=st
         call = [call_seconds(olds, m), call_seconds(news, m)]
         call = min(call) if None not in call else None
         floor = stats.noise_floor(call) if noise_floor is None else noise_floor
-        ruler_floor = (stats.noise_floor(call, yardstick=True) if noise_floor is None else noise_floor) \
-            if same_settings else None
-        interval, how, v = judge(olds, news, m, threshold, floor, (pairs or {}).get(k), here, ruler_floor)
-        ruled = "against the yardstick" in how
-        if not same_settings and against_yardstick(olds, m) and against_yardstick(news, m):
+        ruler_floor = stats.noise_floor(call, yardstick=True) if noise_floor is None else noise_floor
+        paired = (pairs or {}).get(k)
+        held = None if paired else (against_yardstick(olds, m), against_yardstick(news, m))
+        held = held if held and None not in held else None  # both sides timed a yardstick
+        ruled = held is not None and same_settings
+        interval, how, v = judge(olds, news, m, threshold, floor, paired, here, held if ruled else None, ruler_floor)
+        if held is not None and not same_settings:
             how += "; not against the yardstick: the runs' settings differ"
         floor_fields = {"noise_floor": ruler_floor if ruled else floor, "call_s": call, "yardstick": ruled} \
             if how.startswith("one run each") else {"yardstick": ruled}
