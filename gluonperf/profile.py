@@ -118,14 +118,11 @@ def operators_in_fresh_process(args, trace, desc="operators (fresh process)"):
     """Run this command with --operators-only in a fresh process with bulk execution off;
     return its operator records. The child has its own stall guard (same --stall-timeout);
     while it runs, this process reports progress to its own."""
-    import gluonperf
     from .runtime import guard
     from .records import read_jsonl
     with guard.temp_dir(prefix="gluonperf-profile-") as tmp:
         out = os.path.join(tmp, "operators.jsonl")
-        root = os.path.dirname(os.path.dirname(os.path.abspath(gluonperf.__file__)))
-        env = dict(os.environ, MXNET_EXEC_BULK_EXEC_TRAIN="0",
-                   PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+        env = dict(guard.package_env(), MXNET_EXEC_BULK_EXEC_TRAIN="0")
         proc = guard.popen([sys.executable, "-m", "gluonperf.profile"] + child_argv(args, out, trace),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         with cli.progress_bar(None, desc) as bar:

@@ -115,9 +115,8 @@ def methods_of(args):
             raise UserError("unknown --methods item %r; choose from %s" % (m, ",".join(known)))
     if not methods:
         raise UserError("--methods is empty; choose from %s" % ",".join(known))
-    if HOROVOD in methods and not horovod_launcher.available():
-        raise UserError("--methods %s needs Horovod built with MXNet support, which this Python cannot import; "
-                        "install it with %s" % (HOROVOD, horovod_launcher.INSTALL))
+    if HOROVOD in methods:
+        horovod_launcher.require("--methods %s" % HOROVOD)
     return methods
 
 

@@ -61,17 +61,17 @@ def add_parser(sub, common):
 
 def _devices(ctxs):
     """The devices the engines share out, as names: --ctx's, or cpu0,cpu1 for a single CPU context."""
-    names = [str(c).replace("(", "").replace(")", "") for c in ctxs]
+    from ..runtime.contexts import describe
     if len(ctxs) == 1 and ctxs[0].device_type == "cpu":
         return ["cpu%d" % ctxs[0].device_id, "cpu%d" % (ctxs[0].device_id + 1)]
-    return names
+    return describe(ctxs).split(",")
 
 
 def measure(args):
     """Check the flags, run the rounds: (records, the devices)."""
     from .. import UserError
     from ..experiments.engines import ENGINES, compare_engines
-    from ..runtime.horovod_launcher import INSTALL, available
+    from ..runtime.horovod_launcher import INSTALL, available, require
     cli.resolve_model(args)
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
@@ -87,10 +87,9 @@ def measure(args):
             engines.remove("horovod")
             cli.note("note: Horovod is not installed, so the horovod engine is left out (install it with %s)"
                      % INSTALL)
-    elif "horovod" in engines and not available():
-        raise UserError("--engines horovod needs Horovod built with MXNet support, which is not installed here; "
-                        "install it with %s" % INSTALL)
-    elif "dist_sync" in engines and gpus:
+    elif "horovod" in engines:
+        require("--engines horovod")
+    if "dist_sync" in engines and gpus:
         raise UserError("--engines dist_sync: its workers here all train on --ctx's first context; on GPUs "
                         "leave it out")
     if len(engines) < 2:

@@ -80,9 +80,7 @@ def compare_engines(model, contexts, per_device_batch, engines=ENGINES, steps=8,
         raise ValueError("engines must be distinct names of %s, got %r" % (", ".join(ENGINES), engines))
     if rounds < 1 or steps < 1 or epochs < 2:
         raise ValueError("need rounds >= 1, steps >= 1 and epochs >= 2 (the first epoch is not timed)")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "HOROVOD_"))}
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = guard.package_env(drop=("DMLC_", "HOROVOD_"))  # a job of this process's own is no setting of theirs
     n, global_batch = len(contexts), per_device_batch * len(contexts)
     steps_of = {e: [] for e in engines}
     kvstore = "flat"

@@ -47,6 +47,7 @@ from .. import config
 from ..measure.harness import Benchmark, Measurement, measure_interleaved, sync
 from ..runtime import guard, horovod_launcher
 from ..runtime.blas import check_concurrent_products, matmul
+from ..runtime.contexts import describe
 from ..records import Result, result
 
 # --- the model: the book's LeNet on NDArrays ---------------------------------
@@ -456,11 +457,6 @@ WORKER = "gluonperf.allreduce_worker"  # the command each rank runs: horovod_ran
 PROGRESS = "gluonperf-allreduce: repeat done"  # rank 0's line after each timed repeat
 
 
-def _context_flag(ctxs):
-    """[cpu(0), cpu(1)] -> 'cpu0,cpu1' (runtime.contexts.parse_contexts reads it back)."""
-    return ",".join("%s%d" % (c.device_type, c.device_id) for c in ctxs)
-
-
 def _job_error(lines):
     """The line that says why a Horovod job failed: a rank's one-line error (without
     horovodrun's `[rank]<stderr>:` prefix), else horovodrun's own, else the last line."""
@@ -498,15 +494,13 @@ def horovod_allreduce(ctxs, sizes, repeat=5, warmup=1, number=None, target_s=0.0
     sizes = [4 * max(1, int(b) // 4) for b in sizes]
     with guard.temp_dir(prefix="gluonperf-allreduce-") as tmp:
         out = os.path.join(tmp, "horovod.json")
-        command = [sys.executable, "-m", WORKER, "--ctx", _context_flag(ctxs),
+        command = [sys.executable, "-m", WORKER, "--ctx", describe(ctxs),
                    "--sizes", ",".join(map(str, sizes)), "--repeat", str(repeat), "--warmup", str(warmup),
                    "--target-s", repr(float(target_s)), "--out", out]
         if number is not None:
             command += ["--number", str(number)]
         node, = horovod_launcher.plan(command, k)
-        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = dict(os.environ, **node.env)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
+        env = guard.package_env(dict(os.environ, **node.env))
         proc = guard.popen(node.argv(), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, errors="replace")
         lines = collections.deque(maxlen=200)

@@ -327,10 +327,8 @@ def _job_env():
     """This environment for the validation's training runs: without thread and ps-lite settings
     (each run gets its own OMP_NUM_THREADS) and Horovod's tunables (set per run), with this
     checkout on PYTHONPATH."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_OMP", "DMLC_", "HOROVOD_"))}
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    return env
+    from ..runtime import guard
+    return guard.package_env(drop=("OMP_", "MXNET_OMP", "DMLC_", "HOROVOD_"))
 
 
 def _threads(cores, workers, helpers):
@@ -463,9 +461,7 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
     sample of the step. Nothing is calibrated from a Horovod run: one rank has nothing to reduce."""
     from ..runtime import guard, horovod_launcher
     from ..runtime.threads import physical_cores
-    if not horovod_launcher.available():
-        raise UserError("validating Horovod needs Horovod built with MXNet support, which %s cannot import; "
-                        "install it with %s" % (sys.executable, horovod_launcher.INSTALL))
+    horovod_launcher.require("validating Horovod")
     if any(n < 2 for n in ranks):
         raise UserError("a Horovod validation needs at least 2 ranks a job (got %s)" % ",".join(map(str, ranks)))
     nbytes, keys, _ = gradient_bytes(model)

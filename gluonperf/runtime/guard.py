@@ -107,14 +107,24 @@ def last_line(text, default):
     return lines[-1] if lines else default
 
 
+PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def package_env(env=None, drop=()):
+    """The environment of a child that runs gluonperf: `env` (default this process's) without
+    the variables whose names start with one of `drop`, and with this gluonperf first on
+    PYTHONPATH, so that the child imports the same gluonperf (a checkout or an install)."""
+    drop = tuple(drop)
+    out = {k: v for k, v in (os.environ if env is None else env).items() if not (drop and k.startswith(drop))}
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, out.get("PYTHONPATH")) if p)
+    return out
+
+
 def run_worker(module, argument, timeout=None):
     """`python -m <module> <argument>` in a fresh process (an experiment's internal worker,
     e.g. one memory variant), with this gluonperf first on its path; through `run`, so it
     is stopped with the command. Returns the CompletedProcess."""
-    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    return run([sys.executable, "-m", module, argument], timeout=timeout, env=env)
+    return run([sys.executable, "-m", module, argument], timeout=timeout, env=package_env())
 
 
 @contextlib.contextmanager

@@ -29,6 +29,14 @@ def available():
         return False
 
 
+def require(what):
+    """UserError, one line saying how to install it, when `what` (e.g. '--engine horovod') needs
+    Horovod and this Python cannot find it (`available`)."""
+    if not available():
+        raise UserError("%s needs Horovod built with MXNet support, which %s cannot import; install it with %s"
+                        % (what, sys.executable, INSTALL))
+
+
 def host_slots(num_workers, hosts):
     """horovodrun's -H: worker i on hosts[i % len(hosts)], as `name:slots,...` (the launcher's
     placement for the parameter server, kept here)."""
@@ -42,9 +50,7 @@ def plan(command, num_workers, hosts=None, python=sys.executable, taken=0):
     processes run here and share the cores other processes do not hold (`taken`)."""
     if not command:
         raise UserError("no command to run: put it after --, e.g. -- python -m gluonperf.train --kvstore horovod")
-    if not available():
-        raise UserError("--engine horovod needs Horovod built with MXNet support, which %s cannot import; "
-                        "install it with %s" % (python, INSTALL))
+    require("--engine horovod")
     hosts = list(hosts or [])
     env = {"PYTHONUNBUFFERED": "1"}
     if hosts:

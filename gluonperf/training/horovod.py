@@ -17,10 +17,8 @@ import os
 import numpy as np
 
 from .. import UserError
+from ..runtime.horovod_launcher import INSTALL
 
-INSTALL = ("bash scripts/install-horovod (it builds Horovod 0.28.1 with MXNet and Gloo: "
-           "HOROVOD_WITH_MXNET=1 HOROVOD_WITH_GLOO=1 ... pip install --no-build-isolation horovod==0.28.1; "
-           "docs/engines.md)")
 TOLERANCE = 1e-6  # relative: the ranks apply the same summed gradient, so their weights agree to rounding
 
 
