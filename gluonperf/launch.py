@@ -107,9 +107,7 @@ def main(argv=None):
     if args.engine == "horovod":
         return _horovod(args, command, hosts)
     servers = args.num_servers or (len(hosts) if hosts else 1)
-    from .runtime.threads import cores_taken, threads_chosen
-    # sampled before any node starts: the job's own processes are not "others"
-    taken = cores_taken() if not hosts and not threads_chosen() else 0
+    taken = _cores_taken(hosts)
     nodes = ps_launcher.plan(command, args.num_workers, servers, hosts=hosts, root_uri=args.host_ip,
                              port=args.port, python=args.python, forward=args.env, taken=taken)
     if args.dry_run:
@@ -124,13 +122,25 @@ def main(argv=None):
           % (servers, args.num_workers, where, nodes[0].env["DMLC_PS_ROOT_PORT"],
              "" if not hosts else " (hosts: %s)" % ", ".join(map(str, hosts))),
           file=sys.stderr, flush=True)
-    threads = next((n.env.get("OMP_NUM_THREADS") for n in nodes if n.role == "worker" and n.host is None), None)
+    _note_threads(next((n.env.get("OMP_NUM_THREADS") for n in nodes if n.role == "worker" and n.host is None),
+                       None), args.num_workers, taken)
+    return ps_launcher.run(nodes, timeout=args.timeout)
+
+
+def _cores_taken(hosts):
+    """Cores other processes hold here, sampled before any process of the job starts (its own
+    processes are not "others"); 0 with hosts, or when the user chose the threads."""
+    from .runtime.threads import cores_taken, threads_chosen
+    return cores_taken() if not hosts and not threads_chosen() else 0
+
+
+def _note_threads(threads, workers, taken):
+    """Say on stderr the OpenMP threads the launcher gave the workers on this machine, when it did."""
     if threads and "OMP_NUM_THREADS" not in os.environ:
         print("launch: note: OMP_NUM_THREADS was unset, so the %d workers on this machine get %s each "
-              "(they share its %scores%s)" % (args.num_workers, threads, "free " if taken else "",
+              "(they share its %scores%s)" % (workers, threads, "free " if taken else "",
                                               ", %d being busy with other processes" % taken if taken else ""),
               file=sys.stderr, flush=True)
-    return ps_launcher.run(nodes, timeout=args.timeout)
 
 
 def _horovod(args, command, hosts):
@@ -140,19 +150,14 @@ def _horovod(args, command, hosts):
         if given:
             raise UserError("%s applies to the parameter server (--engine ps); horovodrun picks its own "
                             "rendezvous and passes the whole environment on" % flag)
-    from .runtime.threads import cores_taken, threads_chosen
-    taken = cores_taken() if not hosts and not threads_chosen() else 0
+    taken = _cores_taken(hosts)
     nodes = horovod_launcher.plan(command, args.num_workers, hosts=hosts, python=args.python, taken=taken)
     if args.dry_run:
         print(horovod_launcher.describe(nodes))
         return 0
     print("launch: horovodrun, %d worker(s)%s" % (args.num_workers, "" if not hosts else " (hosts: %s)"
                                                    % ", ".join(map(str, hosts))), file=sys.stderr, flush=True)
-    threads = nodes[0].env.get("OMP_NUM_THREADS")
-    if threads and "OMP_NUM_THREADS" not in os.environ:
-        print("launch: note: OMP_NUM_THREADS was unset, so the %d workers on this machine get %s each "
-              "(they share its %scores)" % (args.num_workers, threads, "free " if taken else ""),
-              file=sys.stderr, flush=True)
+    _note_threads(nodes[0].env.get("OMP_NUM_THREADS"), args.num_workers, taken)
     return ps_launcher.run(nodes, timeout=args.timeout)
 
 

@@ -6,8 +6,7 @@ when one fails. This module plans it as one `ps_launcher.Node`, so that the job 
 timeout, Ctrl-C / SIGTERM handling and tear-down as a parameter-server job
 (`ps_launcher.run`). horovodrun runs as `python -m gluonperf.runtime.horovod_launcher ARGS`
 (`run_horovodrun`), which turns its Python traceback on a failed rank into one line and exits
-with that rank's code. Output lines keep Horovod's own
-prefix, `[rank]<stdout>:`.
+with that rank's code. Output lines keep Horovod's own prefix, `[rank]<stdout>:`.
 
 This module does not import mxnet or horovod: it only plans processes.
 """
@@ -20,6 +19,7 @@ from .. import UserError
 from .ps_launcher import Node, local_thread_defaults
 
 INSTALL = "bash scripts/install-horovod (docs/engines.md)"
+
 
 def available():
     """True when horovodrun and horovod.mxnet can be found by this Python (without importing them)."""
