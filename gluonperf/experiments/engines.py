@@ -83,7 +83,9 @@ def compare_engines(model, contexts, per_device_batch, engines=ENGINES, steps=8,
     env = guard.package_env(drop=("DMLC_", "HOROVOD_"))  # a job of this process's own is no setting of theirs
     n, global_batch = len(contexts), per_device_batch * len(contexts)
     steps_of = {e: [] for e in engines}
-    kvstore = "flat"
+    from ..runtime.contexts import parse_contexts
+    from ..training.loop import default_kvstore
+    kvstore = default_kvstore(parse_contexts(",".join(contexts)))  # what train takes for single, --kvstore unset
     with guard.temp_dir(prefix="gluonperf-engines-") as tmp:
         for r in range(rounds):
             order = engines[r % len(engines):] + engines[:r % len(engines)]
@@ -92,19 +94,17 @@ def compare_engines(model, contexts, per_device_batch, engines=ENGINES, steps=8,
                 argv = engine_argv(engine, model, contexts, per_device_batch, steps, epochs, path, timeout)
                 _run_train(argv, env, timeout + 30, "%s (round %d)" % (engine, r + 1), kind="the run of engine")
                 steps_of[engine].append(_mean_step(_epoch_steps(path, global_batch)))
-                if engine == "single":
-                    kvstore = _kvstore_of(path) or kvstore
                 if progress:
                     progress()
     base = engines[0]
     out = []
     for engine in engines:
         samples = steps_of[engine]
-        step = stats.ratio_interval(samples)
+        step = _mean_step(samples)  # the geometric mean, as the ratios' intervals are made
         fields = dict(engine=engine, setup=describe_engine(engine, n, kvstore), processes=1 if engine == "single" else n,
                       devices=n, per_device_batch=per_device_batch, global_batch=global_batch, model=model,
                       contexts=",".join(contexts), steps=steps, epochs=epochs, rounds=rounds,
-                      step_s=step.estimate, samples_s=samples, images_per_s=global_batch / step.estimate,
+                      step_s=step, samples_s=samples, images_per_s=global_batch / step,
                       baseline=base)
         if engine != base:
             interval = stats.ratio_interval(stats.paired_ratios(steps_of[base], samples))
@@ -114,10 +114,4 @@ def compare_engines(model, contexts, per_device_batch, engines=ENGINES, steps=8,
             fields.update(vs_baseline=1.0)
         out.append(result("engines", engine, **fields))
     return out
-
-
-def _kvstore_of(path):
-    from ..records import read_jsonl
-    rows = [r.metrics for r, _ in read_jsonl(path) if r.bench == "train"]
-    return rows[0].get("kvstore") if rows else None
 
