@@ -92,8 +92,6 @@ def child_environment(tmp, args):
                 "depth": args.depth, "stop": args.stop, "trace": os.path.abspath(args.trace) if args.trace else None}
     env.update({ENV_OUT: tmp, ENV_SETTINGS: json.dumps(settings), "GLUONPERF_SCRIPT_HOOKS": ENTRY,
                 "GLUONPERF_SCRIPT_ROOT": ROOT})
-    if args.split_bulk:  # read by MXNet when the script loads it
-        env.update(BULK_OFF)
     return env
 
 
@@ -161,7 +159,7 @@ def main(argv=None):
     cli.check_output_path(args.trace, "--trace")
     if shutil.which(command[0]) is None:
         raise UserError("cannot run %r: no such program" % command[0])
-    if args.split_bulk:  # here too, so that the records' environment says how the script ran
+    if args.split_bulk:  # for the script (its environment is this one's), and so the records say how it ran
         os.environ.update(BULK_OFF)
     tmp = tempfile.mkdtemp(prefix="gluonperf-script-")
     try:

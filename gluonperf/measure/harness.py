@@ -30,6 +30,8 @@ except ImportError:  # not on Windows
 # A result whose interquartile range exceeds this fraction of its median is flagged noisy.
 NOISY_SPREAD = 0.10
 
+YARDSTICK = "(yardstick)"  # its label among the callables measure_interleaved runs
+
 
 class Yardstick:
     """A fixed piece of MXNet work on `ctx` (default cpu): a chain of six 256 x 256 matrix
@@ -257,8 +259,6 @@ def measure_interleaved(fns, warmup=1, repeat=5, number=1, memory=False, context
         for label in labels if label != YARDSTICK
     }
 
-
-YARDSTICK = "(yardstick)"  # its label among the callables measure_interleaved runs
 
 
 def _gpu_names():
