@@ -429,3 +429,19 @@ def test_launch_beside_a_busy_process_gives_workers_the_free_cores():
     worker = next(l for l in done.stdout.splitlines() if "DMLC_ROLE=worker" in l)
     taken = int(worker.split("GLUONPERF_CORES_TAKEN=")[1].split()[0])
     assert taken >= 1 and "OMP_NUM_THREADS=%d " % max(1, physical_cores() - taken) in worker
+
+
+def test_a_node_that_runs_the_workers_is_waited_for_past_the_helpers_grace(tmp_path):
+    """horovodrun is one node that runs the workers: the grace after which a job's helpers
+    (ps-lite's scheduler and servers) are stopped once the workers are done must not apply to
+    it. Its stand-in sleeps past the grace, then writes a file."""
+    from gluonperf.runtime.ps_launcher import Job, Node
+    done = tmp_path / "done"
+    code = "import time; time.sleep(1.5); open(%r, 'w').write('ok')" % str(done)
+    job = Job([Node("horovodrun", 0, (sys.executable, "-c", code), prefixed=False)])
+    job.start()
+    try:
+        assert job.wait(timeout=60, shutdown_grace=0.2) == 0
+    finally:
+        job.stop()
+    assert done.read_text() == "ok"

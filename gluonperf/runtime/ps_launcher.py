@@ -276,6 +276,9 @@ def status_code(returncode):
     return 128 - returncode if returncode < 0 else returncode
 
 
+HELPERS = ("scheduler", "server")  # ps-lite's processes, which serve the workers and end after them
+
+
 class JobFailed(Exception):
     def __init__(self, message, code):
         super().__init__(message)
@@ -328,7 +331,8 @@ class Job:
 
         A scheduler or server exiting 0 is normal once the workers have shut the kvstore
         down (possibly before a worker process itself has exited); after the workers finish,
-        the scheduler and servers get `shutdown_grace` seconds to exit before being stopped."""
+        the scheduler and servers (HELPERS) get `shutdown_grace` seconds to exit before being
+        stopped. Any other node (a worker, or horovodrun, which runs the workers) is waited for."""
         start = time.monotonic()
         deadline = None if timeout is None else start + timeout
         role = {node.name: node.role for node in self.nodes}
@@ -344,7 +348,7 @@ class Job:
             if not running:
                 break
             now = time.monotonic()
-            if workers_done_at is None and all(role[name] != "worker" for name in running):
+            if workers_done_at is None and all(role[name] in HELPERS for name in running):
                 workers_done_at = now
             if workers_done_at is not None and now - workers_done_at > shutdown_grace:
                 self.stop()
