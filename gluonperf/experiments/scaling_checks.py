@@ -359,7 +359,12 @@ def _epoch_steps(path, images_per_step):
     """The step time of every epoch but the first (graph building, first allocations) of a
     train --json file: images per step / the epoch's training images/s. One sample each."""
     from ..records import read_jsonl
-    rows = [r.metrics for r, _ in read_jsonl(path) if r.bench == "train"]
+    try:
+        rows = [r.metrics for r, _ in read_jsonl(path) if r.bench == "train"]
+    except OSError as e:
+        raise UserError("a training run ended without writing its records (%s)" % (e.strerror or e)) from None
+    if not rows:
+        raise UserError("a training run wrote no epoch records to %s" % path)
     return [images_per_step / r["train_images_per_s"] for r in rows[1:] or rows]
 
 
