@@ -93,7 +93,7 @@ def train(net, train_iter, ctx, batch_size, lr, warmup_steps=0):
 def serve(batch_size=64, warmup_steps=2, contexts=None, lr=0.1, workers=None, seed=0, model="resnet18"):
     """Warm up, then answer `run N` lines on stdin with one JSON line each: the book's
     loop body over the next N batches of an endless DataLoader, ended by nd.waitall()
-    (as gluonperf.steprate --serve does, so tune can interleave them)."""
+    (as gluonperf.workers.steprate --serve does, so tune can interleave them)."""
     ctx = contexts or [mx.cpu()]
     mx.random.seed(seed)
     net = book_model(model)

@@ -11,7 +11,7 @@ same round: the geometric mean of those per-round ratios with its confidence int
 loop (faster / slower / same / inconclusive; sweep.summarize, gluonperf.measure.stats), read as
 docs/suites.md says. The baseline is benchmarks/book_loop.py (the chapter's concise
 ResNet-18 loop, imperative, DataLoader with 4 workers, default environment); the others
-are gluonperf.steprate (the same loop on in-memory batches) with one or more levers
+are gluonperf.workers.steprate (the same loop on in-memory batches) with one or more levers
 changed. See docs/levers.md for what they gave.
 """
 import argparse

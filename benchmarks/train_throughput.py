@@ -20,7 +20,7 @@ For each batch size, in fresh processes, interleaved round by round:
     (float32 runs only).
 Every run is sandwiched between two book-loop runs (gluonperf.experiments.sweep), and its ratio is to
 the mean of those two.
-Until gluonperf.train exists in this checkout, gluonperf.steprate (the same loop
+Until gluonperf.train exists in this checkout, gluonperf.workers.steprate (the same loop
 on in-memory batches) stands in for it, and the records say so (`runner`).
 Each record holds images/s (median over rounds) and its ratio to the book's loop: the
 geometric mean of the per-round ratios (kept in round_ratios) with its 95% confidence

@@ -19,7 +19,7 @@ from .cli import common as cli
 
 # As a command, choose MXNet's thread count before MXNet is loaded (by `main`, after parsing);
 # the operator-table run also turns bulk execution off, which is read only at that moment.
-# `-- COMMAND` (a script of one's own, gluonperf.profile_script) leaves the environment as the user has it.
+# `-- COMMAND` (a script of one's own, gluonperf.cli.profile_script) leaves the environment as the user has it.
 OWN_SETTINGS = __name__ == "__main__" and "--" not in sys.argv[1:]
 THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if OWN_SETTINGS else None
 # --dtype bfloat16: the AMX permission (per process, so the operator-table child asks again)
@@ -202,7 +202,7 @@ def operators_only(args, ctxs, config):
 
 def main(argv=None):
     if "--" in (sys.argv[1:] if argv is None else argv):  # -- python train.py: a script of one's own
-        from .profile_script import main as profile_script
+        from .cli.profile_script import main as profile_script
         return profile_script(argv)
     args = build_parser().parse_args(argv)
     cli.guard_command(args, PROG)

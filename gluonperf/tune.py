@@ -72,7 +72,7 @@ def build_parser():
                         "only; default: train's, sgd)")
     p.add_argument("--runner", choices=("auto", "train", "steprate"), default="auto",
                    help="what runs a candidate: gluonperf.train --dataset synthetic, or the small "
-                        "gluonperf.steprate worker (default: train when it exists)")
+                        "gluonperf.workers.steprate worker (default: train when it exists)")
     p.add_argument("--timeout", type=positive_int, default=900, help="seconds before one run is abandoned "
                                                                      "(default: %(default)s)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON lines, with the environment")

@@ -311,9 +311,9 @@ def test_default_methods_take_horovod_when_it_is_installed():
 
 
 def test_a_failed_horovod_job_is_told_by_its_ranks_error():
-    lines = ["[1]<stderr>:python -m gluonperf.allreduce_worker: error: out of memory",
+    lines = ["[1]<stderr>:python -m gluonperf.workers.allreduce: error: out of memory",
              "horovodrun: Horovod detected that one or more processes exited with non-zero status"]
-    assert dp._job_error(lines) == "python -m gluonperf.allreduce_worker: error: out of memory"
+    assert dp._job_error(lines) == "python -m gluonperf.workers.allreduce: error: out of memory"
     assert dp._job_error(lines[1:]) == lines[1]
     assert dp._job_error(["[0]<stdout>:something"]) == "[0]<stdout>:something" and dp._job_error([]) == "no output"
     with pytest.raises(UserError, match="at least 2 processes"):

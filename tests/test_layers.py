@@ -2,7 +2,8 @@
 
 From the bottom: runtime, then records and config (plain data), measure, training,
 experiments, render, cli, and the commands at the top (gluonperf/<command>.py and the bench
-package). The package root (`gluonperf/__init__.py`: UserError, error_line) imports nothing
+package), beside them the workers package (processes the commands start: tune's steprate
+worker, Horovod's per-rank allreduce). The package root (`gluonperf/__init__.py`: UserError, error_line) imports nothing
 of gluonperf's and sits below everything. A module's `if __name__ == "__main__":` block is
 that module run as a command (an experiment's worker process), so it may use cli/.
 """
@@ -14,7 +15,7 @@ import pytest
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "gluonperf"
 LAYERS = ["runtime worker_site", "records config", "measure", "training", "experiments", "render", "cli"]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names.split()}
-COMMANDS = len(LAYERS)
+COMMANDS = len(LAYERS)  # the commands' layer: gluonperf/<command>.py, bench/, and workers/ beside them
 
 
 def layer(module):
@@ -67,6 +68,23 @@ def upward_imports(root=PACKAGE):
 
 def test_imports_point_down():
     assert upward_imports() == [], "imports that run up a layer (see this test's docstring for the order)"
+
+
+def test_workers_sit_with_the_commands():
+    assert layer("gluonperf.workers.steprate") == layer("gluonperf.tune") == COMMANDS
+    assert layer("gluonperf.cli.profile_script") == RANK["cli"]
+
+
+def test_the_top_level_holds_only_the_commands():
+    """gluonperf/*.py: the commands `python -m gluonperf` lists, the package's __init__ and
+    __main__, and records and config; a worker or half of a command goes in a package."""
+    import gluonperf.__main__ as entry
+    allowed = {name for name, _ in entry.COMMANDS} | {"__init__", "__main__", "records", "config"}
+    modules = {p.stem for p in PACKAGE.glob("*.py")}
+    assert modules - allowed == set(), "top-level modules that are not commands"
+    missing = {name for name, _ in entry.COMMANDS
+               if not (PACKAGE / (name + ".py")).exists() and not (PACKAGE / name / "__main__.py").exists()}
+    assert missing == set(), "commands listed in gluonperf/__main__.py that have no module"
 
 
 @pytest.mark.parametrize("source, upward", [

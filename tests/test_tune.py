@@ -129,7 +129,7 @@ def test_an_on_stop_function_that_fails_is_one_line(monkeypatch):
 def test_candidate_command_line_has_env_and_flags():
     c = Candidate("c").with_env("c", OMP_NUM_THREADS=2).with_flags("c", hybridize="static", batch_size=64)
     line = STEPRATE.command_line(c, steps=5)
-    assert line.startswith("OMP_NUM_THREADS=2 python -m gluonperf.steprate")
+    assert line.startswith("OMP_NUM_THREADS=2 python -m gluonperf.workers.steprate")
     assert "--hybridize static" in line and "--batch-size 64" in line and "--steps 5" in line
 
 
@@ -225,7 +225,7 @@ def test_tune_cli_tiny_model(tmp_path, run):
             "--rounds", "2", "--levers", "engine", "--runner", "steprate", "--json", str(out))
     assert p.returncode == 0, p.stderr
     assert "MXNET_ENGINE_TYPE=ThreadedEngine" in p.stdout and "best at batch 8" in p.stdout
-    assert "python -m gluonperf.steprate" in p.stdout
+    assert "python -m gluonperf.workers.steprate" in p.stdout
     rows = [json.loads(l) for l in out.read_text().splitlines()]
     cands = [r for r in rows if r["name"] != "best"]
     assert len(cands) == 2 and all(r["images_per_s"] > 0 for r in cands), cands
@@ -277,7 +277,7 @@ def test_the_winners_warnings_know_that_train_sets_its_own_threads(monkeypatch):
         best[runner.module] = out[-1].metrics["warnings"]
     assert best["gluonperf.train"] == []  # no "OMP_NUM_THREADS unset" for a command that sets it
     if physical_cores() > 1:  # the steprate worker runs with the environment it is given
-        assert any("OMP_NUM_THREADS unset" in w for w in best["gluonperf.steprate"])
+        assert any("OMP_NUM_THREADS unset" in w for w in best["gluonperf.workers.steprate"])
 
 
 def test_dtype_lever_only_where_bfloat16_can_pay_and_its_winner_is_flagged(monkeypatch):

@@ -25,12 +25,12 @@ import sys
 import tempfile
 import time
 
-from . import UserError
-from .cli import common as cli
+from .. import UserError
+from . import common as cli
 
 PROG = "python -m gluonperf.profile"
-SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime", "script_site")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SITE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime", "script_site")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GRACE = 10.0   # seconds the child gets to end after a signal is passed on, before SIGTERM, then SIGKILL
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 BULK_OFF = {"MXNET_EXEC_BULK_EXEC_TRAIN": "0", "MXNET_EXEC_BULK_EXEC_INFERENCE": "0"}  # --split-bulk
@@ -85,7 +85,7 @@ def split_argv(argv):
 def child_environment(tmp, args):
     """This environment, with gluonperf's hooks first on PYTHONPATH (the user's PYTHONPATH after
     them) and the settings the hooks read."""
-    from .experiments.script_profile import ENTRY, ENV_OUT, ENV_SETTINGS
+    from ..experiments.script_profile import ENTRY, ENV_OUT, ENV_SETTINGS
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (SITE, os.environ.get("PYTHONPATH")) if p)
     settings = {"warmup": args.warmup, "steps": args.steps, "operator_steps": args.operator_steps,
@@ -172,7 +172,7 @@ def main(argv=None):
 
 def report(args, command, tmp, code, stopped, timed_out):
     """Print what the child's processes measured; return the child's exit status."""
-    from .experiments import script_profile as sp
+    from ..experiments import script_profile as sp
     runs, sites = sp.read_runs(tmp)
     why = sp.nothing_measured(runs, sites)
     what = shown(command)
@@ -225,7 +225,7 @@ def _records(summary):
 
 
 def _contexts(run):
-    from .runtime.contexts import parse_contexts
+    from ..runtime.contexts import parse_contexts
     try:
         return parse_contexts((run.get("process") or {}).get("contexts") or "cpu")
     except ValueError:
@@ -236,7 +236,7 @@ def _ceiling(run, size):
     """The peak FLOP/s of one of the script's contexts, measured now (the script has ended),
     with the thread settings the script had (this environment); how many of it the script's
     contexts hold; and a note."""
-    from .measure.ceiling import ceiling_devices, ceiling_flops, measure_ceiling
+    from ..measure.ceiling import ceiling_devices, ceiling_flops, measure_ceiling
     ctxs = _contexts(run)
     with cli.progress_bar(3 * 5, "ceiling") as bar:
         ceiling = measure_ceiling(ctxs[0], size, progress=bar.update)

@@ -26,7 +26,7 @@ lo:hi of the flattened array from context ``src`` to context ``dst`` and either 
 them there (``add``) or overwrite (``copy``). `received_bytes` reads the traffic off
 the same list, and `allreduce_bandwidth` measures it against the kvstore and against
 Horovod's allreduce in one process per context (`horovod_allreduce`, whose ranks run
-`horovod_rank` in `python -m gluonperf.allreduce_worker`).
+`horovod_rank` in `python -m gluonperf.workers.allreduce`).
 """
 import collections
 import json
@@ -453,7 +453,7 @@ def allreduce_bandwidth(ctxs, sizes, counts=(2, 3, 4), methods=None, repeat=5, w
 
 # --- Horovod's allreduce, in one process per context -----------------------------
 
-WORKER = "gluonperf.allreduce_worker"  # the command each rank runs: horovod_rank, results to a file
+WORKER = "gluonperf.workers.allreduce"  # the command each rank runs: horovod_rank, results to a file
 PROGRESS = "gluonperf-allreduce: repeat done"  # rank 0's line after each timed repeat
 
 
@@ -473,7 +473,7 @@ def horovod_allreduce(ctxs, sizes, repeat=5, warmup=1, number=None, target_s=0.0
     """Horovod's allreduce (`hvd.allreduce_`, sum) of one float32 tensor of each size over
     len(ctxs) processes, one per context, started by horovodrun with Gloo on this machine
     (`horovod_launcher.plan`; each process runs `horovod_rank` through `python -m
-    gluonperf.allreduce_worker`). The repeats are timed as `allreduce_bandwidth` times the
+    gluonperf.workers.allreduce`). The repeats are timed as `allreduce_bandwidth` times the
     in-process variants, and each repeat's time is the slowest rank's (see `horovod_rank`).
 
     The job runs in a process group of its own, registered with the guard (a signal or a

@@ -69,7 +69,7 @@ class Runner:
     """How a candidate is run: `python -m <module>` (or `python <script>.py`) with its flags,
     figure read from its output.
 
-    `steprate` (gluonperf.steprate) prints one JSON line with images_per_s;
+    `steprate` (gluonperf.workers.steprate) prints one JSON line with images_per_s;
     `train` (gluonperf.train --dataset synthetic) writes --json records with
     train_images_per_s per epoch (the last epoch counts: the first one pays for
     graph building and first allocations)."""
@@ -103,7 +103,7 @@ class Runner:
         return (env + " " if env else "") + " ".join(shlex.quote(a) for a in argv)
 
 
-STEPRATE = Runner("gluonperf.steprate", ("--warmup", "2"), serves=True)
+STEPRATE = Runner("gluonperf.workers.steprate", ("--warmup", "2"), serves=True)
 TRAIN = Runner("gluonperf.train", ("--dataset", "synthetic", "--epochs", "2"), None)
 
 

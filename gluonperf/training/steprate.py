@@ -2,7 +2,7 @@
 
 `tune` measures each candidate setting in a fresh process (environment variables
 such as OMP_NUM_THREADS or MXNET_ENGINE_TYPE are read once, when MXNet starts):
-`python -m gluonperf.steprate --model resnet18 --batch-size 64 --hybridize static`
+`python -m gluonperf.workers.steprate --model resnet18 --batch-size 64 --hybridize static`
 (the command over this module) trains on synthetic in-memory batches and prints one JSON
 line with images/s.
 

@@ -1,4 +1,4 @@
-"""python -m gluonperf.allreduce_worker: one rank of `bench allreduce --methods horovod`.
+"""python -m gluonperf.workers.allreduce: one rank of `bench allreduce --methods horovod`.
 
 horovodrun starts one such process per context (`experiments.from_scratch.horovod_allreduce`
 plans the job); each times Horovod's allreduce of one float32 tensor per size
@@ -6,14 +6,14 @@ plans the job); each times Horovod's allreduce of one float32 tensor per size
 as one line). After each timed repeat rank 0 prints a progress line, which the bench reads.
 The measuring is the experiment's; this module parses the flags and writes the file.
 
-    horovodrun -np 2 -H localhost:2 --gloo python -m gluonperf.allreduce_worker --sizes 4096,4194304
+    horovodrun -np 2 -H localhost:2 --gloo python -m gluonperf.workers.allreduce --sizes 4096,4194304
 """
 import argparse
 import json
 import sys
 
-from .cli.common import non_negative_int, positive_float, positive_int, run
-from .runtime.contexts import parse_contexts
+from ..cli.common import non_negative_int, positive_float, positive_int, run
+from ..runtime.contexts import parse_contexts
 
 
 def _sizes(text):
@@ -27,7 +27,7 @@ def _sizes(text):
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="python -m gluonperf.allreduce_worker",
+    p = argparse.ArgumentParser(prog="python -m gluonperf.workers.allreduce",
                                 description="One rank of bench allreduce's horovod method (run under horovodrun): "
                                             "time hvd.allreduce_ (sum) of one float32 tensor per size; rank 0 "
                                             "writes the per-repeat times, the slowest rank's, as JSON.")
@@ -45,7 +45,7 @@ def build_parser():
 
 
 def main(argv=None):
-    from .experiments.from_scratch import PROGRESS, horovod_rank
+    from ..experiments.from_scratch import PROGRESS, horovod_rank
     args = build_parser().parse_args(argv)
 
     def progress():
@@ -65,4 +65,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    run(main, "python -m gluonperf.allreduce_worker")
+    run(main, "python -m gluonperf.workers.allreduce")

@@ -1,4 +1,4 @@
-"""python -m gluonperf.steprate: the training images/s of one configuration, as one JSON line.
+"""python -m gluonperf.workers.steprate: the training images/s of one configuration, as one JSON line.
 
 tune's steprate worker (`--runner steprate`): each candidate setting runs in a fresh process,
 since MXNet reads OMP_NUM_THREADS and MXNET_ENGINE_TYPE once, at start. The measuring is
@@ -8,12 +8,12 @@ import argparse
 import json
 import sys
 
-from .cli.common import non_negative_int, positive_int, run
-from .runtime.contexts import parse_contexts
-from .training.steprate import HYBRIDIZE, serve, session, step_rate
+from ..cli.common import non_negative_int, positive_int, run
+from ..runtime.contexts import parse_contexts
+from ..training.steprate import HYBRIDIZE, serve, session, step_rate
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="python -m gluonperf.steprate",
+    p = argparse.ArgumentParser(prog="python -m gluonperf.workers.steprate",
                                 description="Print one JSON line: training images/s of one configuration "
                                             "(synthetic in-memory data, the book's loop).")
     p.add_argument("--model", default="resnet18", help="model name (default: %(default)s)")
@@ -49,4 +49,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    run(main, "python -m gluonperf.steprate")
+    run(main, "python -m gluonperf.workers.steprate")
