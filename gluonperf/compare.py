@@ -12,8 +12,8 @@ import sys
 
 from . import UserError
 from .measure import comparison, stats
-from .cli.common import add_threshold, check_output_path, parse_threshold, percentage, positive_int
-from .records import format_table, write_jsonl
+from .cli.common import add_threshold, add_wide, check_output_path, parse_threshold, percentage, positive_int
+from .records import format_estimate, format_table, write_jsonl
 
 
 def floor_bands():
@@ -57,6 +57,7 @@ def build_parser():
     p.add_argument("--metric", help="compare on this metric (e.g. median_s, images_per_s) instead of the "
                                     "first of %s found in both records" % ", ".join(comparison.PREFERRED))
     p.add_argument("--json", metavar="PATH", help="also write the comparison as JSON lines")
+    add_wide(p)
     return p
 
 
@@ -95,12 +96,21 @@ def main(argv=None):
         if partial:  # written by a run that was stopped (cli.keep_on_stop)
             print("note: %s comes from a run that was stopped: %d record(s) hold only the rounds it had "
                   "finished" % (path, partial), file=sys.stderr)
-    columns = ["name"] + [f for f in comparison.ID_FIELDS if any(f in r.metrics for r in results)] + \
-              ["metric", "better", "old", "new", "change", "ratio", "95% CI", "n", "status"]
+    ids = [f for f in comparison.ID_FIELDS if any(f in r.metrics for r in results)]
+    columns = ["name"] + ids + ["metric", "better", "old", "new", "change", "ratio", "95% CI", "n", "status"]
     title = "%s -> %s: ratio > 1 is better; same within +-%g%%" % (args.old, args.new, 100 * args.threshold)
     if args.fail_above is not None:
         title += "; fail above %.4g%% worse" % (100 * args.fail_above)
-    print(format_table(comparison.display(results), columns=columns, title=title))
+    shown = comparison.display(results)
+    if not args.wide:  # the figures first, the ratio and its interval in one cell; what identifies a record after
+        # them, the first to go when the terminal is narrow (the name holds most of it)
+        for row, r in zip(shown, results):
+            m = r.metrics
+            high = m.get("ratio_ci_high")
+            row.metrics["ratio (95% CI)"] = None if m.get("ratio") is None else format_estimate(
+                "ratio", m["ratio"], m.get("ratio_ci_low"), high if high not in (None, float("inf")) else None)
+        columns = ["name", "metric", "old", "new", "change", "ratio (95% CI)", "status"] + ids + ["better", "n"]
+    print(format_table(shown, columns=columns, title=title, wide=args.wide))
     kinds = sorted({r.metrics["evidence"] for r in results if "evidence" in r.metrics})
     print("evidence: %s" % "; ".join(kinds))
     if any("one run each" in k for k in kinds):

@@ -13,7 +13,7 @@ def _results():
 
 
 def test_table_shows_units_and_all_rows():
-    text = format_table(_results(), title="T")
+    text = format_table(_results(), title="T", wide=True)  # every column (--wide); fitted: tests/test_tables.py
     lines = text.splitlines()
     assert lines[0] == "T" and len(lines) == 5
     assert "2 ms" in text and "1.0 MiB" in text and "12.5/s" in text

@@ -21,14 +21,28 @@ from ..records import format_table, write_csv, write_jsonl
 
 
 def common_parser(ctx_default="cpu"):
-    """Flags shared by every subcommand: --ctx, --json, --csv."""
+    """Flags shared by every subcommand: --ctx, --json, --csv, --wide."""
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument("--ctx", default=ctx_default,
                    help="contexts: cpu, cpu0,cpu1, gpu (all GPUs), gpu0,gpu1 or gpu:0 (default: %(default)s)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON lines, with the environment")
     p.add_argument("--csv", metavar="PATH", help="also write the results as CSV")
+    add_wide(p)
     add_stall_timeout(p)
     return p
+
+
+def add_wide(p):
+    """--wide: the tables with every column, as recorded, however wide (by default a table fits
+    the terminal: records.format_table)."""
+    p.add_argument("--wide", action="store_true",
+                   help="print every column of the tables, however wide, each interval's ends apart (by default "
+                        "a table fits the terminal: COLUMNS, or 100 columns under a pipe)")
+
+
+def table(results, args, columns=None, title=None):
+    """The terminal table of `results`: fitted to the terminal, every column with --wide."""
+    return format_table(results, columns=columns, title=title, wide=bool(getattr(args, "wide", False)))
 
 
 def add_stall_timeout(p):
@@ -226,7 +240,7 @@ def emit(results, args, ctxs=(), title=None, columns=None, out=None, records=Non
     flush_notes()
     records, spread = _with_processes(results if records is None else records, args)
     write_outputs(records, args, ctxs)
-    print(format_table(results, columns=columns, title=title), file=out or sys.stdout)
+    print(table(results, args, columns=columns, title=title), file=out or sys.stdout)
     _print_spread(spread, out)
 
 
@@ -263,10 +277,10 @@ def keep_on_stop(results, args, title, columns=None, ctxs=(), also=None):
         if also:
             also(records)
         partial = sum(1 for r in records if r.metrics.get("partial"))
-        print(format_table(records, columns=columns + ["partial"] if columns and partial else columns,
-                           title="%s [stopped before the end: %d result(s)%s]"
-                                 % (title() if callable(title) else title, len(records),
-                                    ", %d cut short (partial)" % partial if partial else "")))
+        print(table(records, args, columns=columns + ["partial"] if columns and partial else columns,
+                    title="%s [stopped before the end: %d result(s)%s]"
+                          % (title() if callable(title) else title, len(records),
+                             ", %d cut short (partial)" % partial if partial else "")))
         sys.stdout.flush()
         files = [f for f in (getattr(args, "json", None), getattr(args, "csv", None)) if f]
         return "kept the %d results measured so far%s%s" % (
@@ -287,7 +301,7 @@ def emit_sections(sections, args, ctxs=(), records=None, out=None):
     for number, (title, results, columns) in enumerate(sections):
         if number:
             print(file=out or sys.stdout)
-        print(format_table(results, columns=columns, title=title), file=out or sys.stdout)
+        print(table(results, args, columns=columns, title=title), file=out or sys.stdout)
     _print_spread(spread, out)
 
 

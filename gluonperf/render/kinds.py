@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
 from .figures import error_bars, figure, labelled_bars, per_epoch, short_number, svg
-from ..records import Result, format_value
+from ..records import Result, fixed, format_bounds, format_estimate, format_value
 from ..training.model_spec import label as model_label
 
 
@@ -71,11 +71,6 @@ def _rounds_of(m, key):
     return m.get(key + "_n") or m.get("rounds")
 
 
-def fixed(value):
-    """A ratio in an interval's text, as gluonperf.measure.stats writes it: 1.12, 0.95, 1.1e+03."""
-    return "%.2f" % value if 0.1 <= abs(value) < 100 else "%.3g" % value
-
-
 def with_interval(m, key, what="rounds", pct=False):
     """A ratio as it may be stated: '1.12x (95% CI 1.04-1.21, 12 rounds)' (a share with
     `pct`: '70% (95% CI 65%-75%, 5 rounds)'); an old record's min..max with the level it has
@@ -85,7 +80,7 @@ def with_interval(m, key, what="rounds", pct=False):
     if value is None:
         return "-"
     bound = percent if pct else fixed
-    head = percent(value) if pct else fixed(value) + "x"
+    head = percent(value) if pct else format_estimate("ratio", value)  # '1.12x', as the terminal's tables
     iv = interval_of(m, key)
     if iv is not None:
         text = ("%g%% CI unknown" % (100 * iv.level) if not iv.high < float("inf")
@@ -102,15 +97,17 @@ def with_interval(m, key, what="rounds", pct=False):
 
 
 def interval_column(key, pct=False):
-    """A table column: `key`'s interval (or an old record's min..max, labelled with its level)."""
+    """A table column: `key`'s interval (or an old record's min..max, labelled with its level);
+    its ends read as in the terminal's tables (records.format_bounds: '2.51-4.69')."""
     fmt = percent if pct else fixed
 
     def cell(r):
         m = r.metrics
         iv = interval_of(m, key)
         if iv is not None:
-            hi = fmt(iv.high) if iv.high < float("inf") else "inf"
-            return "%s-%s (%g%%, n=%d)" % (fmt(iv.low), hi, 100 * iv.level, iv.n)
+            bounds = ("%s-%s" % (fmt(iv.low), fmt(iv.high) if iv.high < float("inf") else "inf") if pct
+                      else format_bounds(key, iv.low, iv.high, like=iv.estimate))
+            return "%s (%g%%, n=%d)" % (bounds, 100 * iv.level, iv.n)
         if m.get(key + "_min") is not None and m.get(key + "_max") is not None:
             from ..measure.stats import minmax_level
             n = _rounds_of(m, key)
