@@ -110,7 +110,11 @@ def main(argv=None):
             row.metrics["ratio (95% CI)"] = None if m.get("ratio") is None else format_estimate(
                 "ratio", m["ratio"], m.get("ratio_ci_low"), high if high not in (None, float("inf")) else None)
         columns = ["name", "metric", "old", "new", "change", "ratio (95% CI)", "status"] + ids + ["better", "n"]
-    print(format_table(shown, columns=columns, title=title, wide=args.wide))
+    left = []
+    print(format_table(shown, columns=columns, title=title, wide=args.wide, left_out=left.append))
+    if left:  # on stderr, with compare's other notes: stdout stays the table and its evidence line
+        sys.stdout.flush()
+        print("note: " + left[0], file=sys.stderr)
     kinds = sorted({r.metrics["evidence"] for r in results if "evidence" in r.metrics})
     print("evidence: %s" % "; ".join(kinds))
     if any("one run each" in k for k in kinds):

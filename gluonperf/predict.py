@@ -305,10 +305,10 @@ def main(argv=None):
                       else "no overlap: step = t1 + t2 + update", args.lr, args.lr_batch,
                       scaling_model.WARMUP_EPOCHS))
     print()
-    print(cli.table(best, args, columns=BEST_COLUMNS,
+    cli.print_table(best, args, columns=BEST_COLUMNS,
                     title="most devices per machine with efficiency >= %g (comm_bound: t2 > t1; "
                           "global batches above %d lose accuracy even with warm-up, Goyal et al. 2017)"
-                          % (args.min_efficiency, scaling_model.LARGEST_SAFE_BATCH)))
+                          % (args.min_efficiency, scaling_model.LARGEST_SAFE_BATCH))
     return 0
 
 

@@ -91,7 +91,7 @@ SECONDARY = ("iqr_s", "noisy", "max_abs_diff", "max_abs_err", "minor_faults", "m
              "threads", "better")
 NOTE_COLUMNS = ("note", "notes", "error")  # rare per-row text: numbered notes under the table
 PROSE_COLUMNS = ("finding", "reason", "advice")
-KEPT = ("verdict", "status") + NOTE_COLUMNS  # besides the first column: dropped last
+KEPT = ("verdict", "status", "partial") + NOTE_COLUMNS  # besides the first column: dropped last
 
 
 def terminal_width():
@@ -328,10 +328,11 @@ def _lines(columns, width):
     return out
 
 
-def format_table(results, columns=None, title=None, width=None, wide=False):
+def format_table(results, columns=None, title=None, width=None, wide=False, left_out=None):
     """A plain-text table of `results`; `columns` picks and orders the fields, most important
     first. It fits `width` (default: the terminal's, 100 under a pipe); `wide`: every column
-    as recorded, as wide as it takes."""
+    as recorded, as wide as it takes. The line naming the columns left out goes under the
+    table, or to `left_out(line)` (a command's stderr, keeping its stdout the table's rows)."""
     rows = [r.row() for r in results]
     cols = _columns(rows, columns)
     out = [title] if title else []
@@ -347,8 +348,11 @@ def format_table(results, columns=None, title=None, width=None, wide=False):
             mark = "[%d] " % number
             out += textwrap.wrap(text, max(width, 40), initial_indent=mark, subsequent_indent=" " * len(mark))
     if dropped:
-        out += textwrap.wrap("(not shown: %s; --wide shows every column, --json and --csv keep them)"
-                             % ", ".join(c for c in cols if c in dropped), max(width, 40))
+        line = "not shown: %s (--wide shows every column)" % ", ".join(c for c in cols if c in dropped)
+        if left_out is None:
+            out += textwrap.wrap("(%s)" % line, max(width, 40))
+        else:
+            left_out(line)
     return "\n".join(out)
 
 

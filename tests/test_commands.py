@@ -11,6 +11,7 @@ checkpoint save, and the stall guard.
 import json
 from concurrent.futures import ThreadPoolExecutor
 import os
+import re
 import random
 import signal
 import subprocess
@@ -34,11 +35,12 @@ def command(args, tmp_path, timeout=TIMEOUT, **env):
 
 
 def header(stdout):
-    """The column names of the (first) table: the line above the first line of dashes."""
+    """The column names of the (first) table: the line above the first line of dashes (two
+    spaces apart: an interval's column is 'speedup (95% CI)')."""
     lines = stdout.splitlines()
     for i, line in enumerate(lines):
         if line.startswith("---") and i:
-            return lines[i - 1].split()
+            return re.split(r"\s{2,}", lines[i - 1].strip())
     raise AssertionError("no table in:\n" + stdout)
 
 
@@ -91,8 +93,17 @@ def test_readme_command_as_a_user_runs_it(name, argv, columns, benches, ctx, tmp
     out = tmp_path / "out.json"
     p = command(["-m", *argv, *ctx, "--json", str(out)], tmp_path)
     assert p.returncode == 0, p.stderr
-    shown = header(p.stdout)
-    assert (shown == columns if name in bench.BY_NAME else set(columns) <= set(shown)), p.stdout  # bench: its COLUMNS
+    shown = [h.split(" (")[0] for h in header(p.stdout)]  # 'speedup (95% CI)': speedup and its interval
+    rule = next(line for line in p.stdout.splitlines() if line.startswith("---"))
+    assert len(rule) <= 100, p.stdout  # fits a terminal (100 columns under a pipe), what it leaves out named
+    if name in bench.BY_NAME:  # bench: its COLUMNS, in their order, the first always
+        assert shown[0] == columns[0] and shown == [c for c in columns if c in shown], p.stdout
+        assert set(columns) - set(shown) <= set(" ".join(p.stderr.split()).split("not shown: ")[1].split(
+            " (--wide")[0].split(", ")) | {c for c in columns if re.search(r"_ci_(low|high)$|_n$", c)} \
+            if "not shown: " in p.stderr else set(columns) - set(shown) <= {
+                c for c in columns if re.search(r"_ci_(low|high)$|_n$", c)}, p.stderr
+    else:
+        assert set(columns) <= set(shown), p.stdout
     rows = records(out)
     assert {r["bench"] for r in rows} <= benches | {"export"} and rows[0]["bench"] in benches
     assert_user_mode(out)
@@ -206,7 +217,8 @@ def test_bench_memory_plot_json_and_trace(tmp_path):
     from gluonperf.measure.trace import event_names, load_trace
     out, png, trace = tmp_path / "m.json", tmp_path / "m.png", tmp_path / "m-trace.json"
     p = command(["-m", "gluonperf.bench", "memory", "--batches", "6", "--every", "1,2", "--batch-size", "64",
-                 "--features", "64", "--plot", str(png), "--json", str(out), "--trace", str(trace)], tmp_path)
+                 "--features", "64", "--plot", str(png), "--json", str(out), "--trace", str(trace), "--wide"],
+                tmp_path)
     assert p.returncode == 0, p.stderr
     assert {"name", "rss_peak_bytes", "max_in_flight"} <= set(header(p.stdout))
     rows = records(out)

@@ -191,7 +191,11 @@ def test_a_prose_column_at_the_end_wraps_under_itself():
 def test_dropped_columns_are_named_with_the_flag_that_shows_them():
     columns = TABLES["gluonperf.bench.hybridize.COLUMNS"]
     text = format_table(records(columns), columns, width=80)
-    assert "--wide shows every column" in text
+    under = " ".join(text.split("(not shown: ")[1].split())
+    assert under.startswith("iqr_s, noisy,") and under.endswith("(--wide shows every column))")
+    said = []  # a command's stderr (cli.print_table): one line, the table's text without it
+    assert format_table(records(columns), columns, width=80, left_out=said.append) == text.split("\n(not shown")[0]
+    assert said == ["not shown: " + under[:-1]]
     assert "--wide" not in format_table(records(columns), columns, width=80, wide=True)
     shown = re.split(r"\s{2,}", text.splitlines()[0].strip())
     assert shown[0] == "name" and "verdict" in shown and "speedup (95% CI)" in shown

@@ -40,9 +40,15 @@ def add_wide(p):
                         "a table fits the terminal: COLUMNS, or 100 columns under a pipe)")
 
 
-def table(results, args, columns=None, title=None):
-    """The terminal table of `results`: fitted to the terminal, every column with --wide."""
-    return format_table(results, columns=columns, title=title, wide=bool(getattr(args, "wide", False)))
+def print_table(results, args, columns=None, title=None, out=None):
+    """Print the table of `results` (stdout): fitted to the terminal, every column with --wide;
+    the columns it left out named in a note under it (stderr, so stdout stays the table)."""
+    left = []
+    print(format_table(results, columns=columns, title=title, wide=bool(getattr(args, "wide", False)),
+                       left_out=left.append), file=out or sys.stdout)
+    if left:
+        (out or sys.stdout).flush()
+        say("note: " + left[0])
 
 
 def add_stall_timeout(p):
@@ -240,7 +246,7 @@ def emit(results, args, ctxs=(), title=None, columns=None, out=None, records=Non
     flush_notes()
     records, spread = _with_processes(results if records is None else records, args)
     write_outputs(records, args, ctxs)
-    print(table(results, args, columns=columns, title=title), file=out or sys.stdout)
+    print_table(results, args, columns=columns, title=title, out=out)
     _print_spread(spread, out)
 
 
@@ -277,10 +283,10 @@ def keep_on_stop(results, args, title, columns=None, ctxs=(), also=None):
         if also:
             also(records)
         partial = sum(1 for r in records if r.metrics.get("partial"))
-        print(table(records, args, columns=columns + ["partial"] if columns and partial else columns,
+        print_table(records, args, columns=columns + ["partial"] if columns and partial else columns,
                     title="%s [stopped before the end: %d result(s)%s]"
                           % (title() if callable(title) else title, len(records),
-                             ", %d cut short (partial)" % partial if partial else "")))
+                             ", %d cut short (partial)" % partial if partial else ""))
         sys.stdout.flush()
         files = [f for f in (getattr(args, "json", None), getattr(args, "csv", None)) if f]
         return "kept the %d results measured so far%s%s" % (
@@ -301,7 +307,7 @@ def emit_sections(sections, args, ctxs=(), records=None, out=None):
     for number, (title, results, columns) in enumerate(sections):
         if number:
             print(file=out or sys.stdout)
-        print(table(results, args, columns=columns, title=title), file=out or sys.stdout)
+        print_table(results, args, columns=columns, title=title, out=out)
     _print_spread(spread, out)
 
 
