@@ -104,12 +104,15 @@ def main(argv=None):
     shown = comparison.display(results)
     if not args.wide:  # the figures first, the ratio and its interval in one cell; what identifies a record after
         # them, the first to go when the terminal is narrow (the name holds most of it)
+        levels = {r.metrics.get("ratio_level") for r in results} - {None}  # 99% on an unstable machine
+        cell = "ratio (%g%% CI)" % (100 * levels.pop()) if len(levels) == 1 else "ratio (95% CI)" if not levels \
+            else "ratio (CI)"
         for row, r in zip(shown, results):
             m = r.metrics
             high = m.get("ratio_ci_high")
-            row.metrics["ratio (95% CI)"] = None if m.get("ratio") is None else format_estimate(
+            row.metrics[cell] = None if m.get("ratio") is None else format_estimate(
                 "ratio", m["ratio"], m.get("ratio_ci_low"), high if high not in (None, float("inf")) else None)
-        columns = ["name", "metric", "old", "new", "change", "ratio (95% CI)", "status"] + ids + ["better", "n"]
+        columns = ["name", "metric", "old", "new", "change", cell, "status"] + ids + ["better", "n"]
     left = []
     print(format_table(shown, columns=columns, title=title, wide=args.wide, left_out=left.append))
     if left:  # on stderr, with compare's other notes: stdout stays the table and its evidence line
