@@ -45,6 +45,12 @@ class _KeepOutOfMXNet:
 if "mxnet" not in sys.modules:
     sys.meta_path.insert(0, _KeepOutOfMXNet())
 
+# On numpy 1.24 and later (Python 3.12), numpy's aliases that MXNet 1.9.1 still uses (np.bool...)
+# are put back the moment MXNet is first imported: gluonperf/runtime/numpy_aliases.py says why.
+from .runtime import numpy_aliases as _numpy_aliases  # noqa: E402 (standard library and numpy only)
+
+_numpy_aliases.restore_before_mxnet()
+
 
 class UserError(ValueError):
     """Bad input: the CLIs print it as one line and exit non-zero.

@@ -8,6 +8,11 @@ that barrier, so the launcher sees the failure at once and stops the job. A succ
 is untouched; on a failure, files the program left open and unflushed are not flushed. Limits: `raise SystemExit(n)` (not sys.exit) and a sys.exit(n) that the program
 catches and survives are not told apart; the launcher's --timeout still bounds such jobs.
 Any other sitecustomize on the path is loaded afterwards, as if this one were not here.
+
+The workers run the user's command, which may import mxnet without gluonperf: on numpy 1.24 and
+later (Python 3.12) the numpy aliases MXNet 1.9.1 needs to import are put back when it first
+imports mxnet (gluonperf/runtime/numpy_aliases.py, loaded by its path; nothing changes on numpy
+below 1.24, nor in a process that never imports mxnet).
 """
 import atexit
 import importlib.machinery
@@ -40,6 +45,19 @@ def _leave_without_barrier():
                 pass
         os._exit(_failure[0])
 
+
+def _restore_numpy_aliases_before_mxnet():
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime", "numpy_aliases.py")
+    spec = importlib.util.spec_from_file_location("_gluonperf_numpy_aliases", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.restore_before_mxnet()
+
+
+try:
+    _restore_numpy_aliases_before_mxnet()
+except Exception as e:  # noqa: BLE001 (the command runs on; MXNet's own import error says the rest)
+    sys.stderr.write("gluonperf: could not prepare numpy's aliases for MXNet (%s: %s)\n" % (type(e).__name__, e))
 
 if os.environ.get("DMLC_ROLE") == "worker":
     atexit.register(_leave_without_barrier)  # registered first: runs after all other handlers

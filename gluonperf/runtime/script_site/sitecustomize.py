@@ -4,7 +4,11 @@ process the command runs (this folder is put first on the command's PYTHONPATH).
 At start-up it changes nothing the script can see: MXNet is not imported here, no module of
 the script's is shadowed (this folder holds this file alone), and the sitecustomize the
 script would have had without gluonperf (later on the path: the user's PYTHONPATH, or
-site-packages) is loaded right after this one. It adds an import hook that waits for the
+site-packages) is loaded right after this one. One exception, the least MXNet needs to import
+at all: on numpy 1.24 and later (Python 3.12), numpy's aliases that MXNet 1.9.1 still uses
+(`np.bool`...) are put back the moment the script first imports mxnet, in every process that
+does, scheduler and servers included (gluonperf/runtime/numpy_aliases.py, loaded here by its
+path; on numpy below 1.24 it changes nothing). It adds an import hook that waits for the
 script to import MXNet; once MXNet is loaded, the hook takes itself out and calls the
 function GLUONPERF_SCRIPT_HOOKS names (module:function, imported from the gluonperf folder
 GLUONPERF_SCRIPT_ROOT, which is on sys.path for that import only). That function
@@ -92,6 +96,16 @@ def _install():
         sys.meta_path.insert(0, _WhenMXNetLoads())
 
 
+def _restore_numpy_aliases_before_mxnet():
+    """gluonperf/runtime/numpy_aliases.py's restore_before_mxnet, from the file beside this folder
+    (not through the gluonperf package, whose import would change more of the process)."""
+    path = os.path.join(os.path.dirname(_HERE), "numpy_aliases.py")
+    spec = importlib.util.spec_from_file_location("_gluonperf_numpy_aliases", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.restore_before_mxnet()
+
+
 def _chain():
     """Load the sitecustomize that comes after this one on sys.path, as if this one were not here."""
     paths = [os.path.abspath(p or ".") for p in sys.path]
@@ -106,6 +120,10 @@ def _chain():
 
 if _MARK not in sys.modules:  # once per process, however often the chain of sitecustomizes comes back here
     sys.modules[_MARK] = types.ModuleType(_MARK)
+    try:
+        _restore_numpy_aliases_before_mxnet()
+    except Exception as e:  # noqa: BLE001
+        _say("could not prepare numpy's aliases for MXNet (%s: %s)" % (type(e).__name__, e))
     try:
         _install()
     except Exception as e:  # noqa: BLE001
