@@ -45,11 +45,23 @@ class _KeepOutOfMXNet:
 if "mxnet" not in sys.modules:
     sys.meta_path.insert(0, _KeepOutOfMXNet())
 
-# On numpy 1.24 and later (Python 3.12), numpy's aliases that MXNet 1.9.1 still uses (np.bool...)
-# are put back the moment MXNet is first imported: gluonperf/runtime/numpy_aliases.py says why.
-from .runtime import numpy_aliases as _numpy_aliases  # noqa: E402 (standard library and numpy only)
 
-_numpy_aliases.restore_before_mxnet()
+def _restore_numpy_aliases_before_mxnet():
+    """On numpy 1.24 and later (Python 3.12), numpy's aliases that MXNet 1.9.1 still uses
+    (np.bool...) are put back the moment MXNet is first imported: gluonperf/runtime/numpy_aliases.py
+    says why. The package root imports nothing of gluonperf's (tests/test_layers.py), so the file,
+    which needs only the standard library and numpy, is loaded by its path, as the sitecustomize
+    files of profile's scripts and launch's workers load it."""
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime", "numpy_aliases.py")
+    spec = importlib.util.spec_from_file_location("_gluonperf_numpy_aliases", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.restore_before_mxnet()
+
+
+_restore_numpy_aliases_before_mxnet()
 
 
 class UserError(ValueError):

@@ -22,12 +22,13 @@ Where it is applied, before anything imports MXNet:
 - gluonperf/runtime/script_site/sitecustomize.py, in the processes of a user's own script
   under `profile --` and `tune --`, which import mxnet without gluonperf;
 - gluonperf/worker_site/sitecustomize.py, in `launch`'s workers (a user's command too).
-Both sitecustomize files load this file by its path, without importing the gluonperf package.
+All three load this file by its path (the package root imports nothing of gluonperf's, and a
+user's script should not get the package), so it must stay importable on its own.
 
 When to remove: when gluonperf no longer runs MXNet 1.9.1 on numpy 1.24 or later, i.e. when
 Python 3.12 support goes or an MXNet release without these uses is installed. Then delete this
 file, its three callers (search for `numpy_aliases`) and the python_version>='3.12' lines of
-pyproject.toml. It must stay importable on its own: standard library and numpy only.
+pyproject.toml. It imports only the standard library, and numpy when MXNet is imported.
 """
 import sys
 
