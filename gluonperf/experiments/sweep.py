@@ -203,7 +203,10 @@ def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=
     keeps what has finished for a command that is stopped.
     Returns one Result per candidate, best first (see `summarize`)."""
     def measure(c):
-        return measure_candidate(c.runner or runner, c, steps, timeout)
+        r = c.runner or runner
+        if hasattr(r, "measure"):  # a runner that runs candidates its own way (tune --'s ScriptRunner)
+            return r.measure(c, steps, timeout)
+        return measure_candidate(r, c, steps, timeout)
     t = _tables(candidates, runner, steps, lever, sweeps, threshold)
     _sandwich(candidates, measure, rounds, lever, progress, log, t.figures, t.ratios, t.errors, t.loads)
     results = summarize(*t.args)
