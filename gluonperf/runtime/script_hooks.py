@@ -10,7 +10,17 @@ wrappers around what every Gluon training loop calls, which report to a listener
   loader)` for each batch taken, the wall time spent inside `next()` (an iterator inside
   another one counts once, for the outer one);
 - `Block.__call__`, outermost calls only (not the calls of a model's children):
-  `listener.block_called(block, args)`, to find the model the Trainer updates and its input.
+  `listener.block_called(block, args)`, to find the model the Trainer updates and its input;
+- with `install(listener, waits=True)`, the script's own waits for MXNet's engine
+  (`NDArray.asnumpy`, which `asscalar`, `float()` and a metric's `update` call,
+  `NDArray.wait_to_read` and `mx.nd.waitall`): `listener.engine_wait(seconds, what, file,
+  line)` with the line of the script's own code that waited (`script_line`); the fences of
+  gluonperf's own code are not reported;
+- `watch_loaders(True)`: the construction of a `DataLoader`, `listener.loader_arguments(loader,
+  args, kwargs)` before it (which may return other (args, kwargs), e.g. more workers) and
+  `listener.loader_made(loader, file, line)` after it;
+- `watch_construction(True)`: the outermost construction of a Block,
+  `listener.block_made(block, file, line)` (where the script builds its model).
 
 `install(listener)` puts them in (MXNet must be imported) but the Block hook, `remove()`
 takes them out; `watch_blocks(True/False)` puts in and takes out the Block hook alone (it
@@ -20,7 +30,9 @@ traceback that passes through it. A listener that raises is dropped with one lin
 if nothing had been hooked. Nothing here measures: the listener (gluonperf.measure.steps)
 does.
 """
+import os
 import sys
+import sysconfig
 import threading
 import time
 
@@ -115,6 +127,91 @@ def _wrap_dataiter_next(original):
     return __next__
 
 
+def _not_the_script():
+    """Folders whose code is not the script's: MXNet's, the standard library's, installed packages'
+    (GluonCV's metric helpers, say) and this gluonperf's."""
+    import mxnet
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # gluonperf
+    paths = sysconfig.get_paths()
+    folders = {os.path.dirname(os.path.abspath(mxnet.__file__)), here}
+    folders.update(os.path.abspath(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths)
+    return tuple(sorted(f + os.sep for f in folders))
+
+
+_skip = None
+
+
+def script_line(frame):
+    """(file, line) of the innermost frame of the script's own code at or above `frame`; None
+    when gluonperf's own code made the call (a fence of the profiler), or no frame is the script's."""
+    global _skip
+    if _skip is None:
+        _skip = _not_the_script()
+    gluonperf = _skip_gluonperf()
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(gluonperf):
+            return None
+        if not name.startswith(_skip) and not name.startswith("<"):
+            return name, frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
+def _skip_gluonperf():
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _wrap_wait(what):
+    def wrap(original):
+        def wait(*args, **kwargs):
+            if _listener is None or getattr(_local, "waiting", False):
+                return original(*args, **kwargs)
+            where = script_line(sys._getframe(1))
+            if where is None:
+                return original(*args, **kwargs)
+            _local.waiting, start = True, time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                _local.waiting = False
+                _tell("engine_wait", time.perf_counter() - start, what, where[0], where[1])
+        wait.__wrapped__ = original
+        wait.__name__, wait.__doc__ = original.__name__, original.__doc__
+        return wait
+    return wrap
+
+
+def _wrap_loader_init(original):
+    def __init__(self, *args, **kwargs):
+        if _listener is not None:
+            changed = _tell("loader_arguments", self, args, kwargs)
+            if changed is not None:
+                args, kwargs = changed
+        original(self, *args, **kwargs)
+        if _listener is not None:
+            where = script_line(sys._getframe(1)) or ("?", 0)
+            _tell("loader_made", self, where[0], where[1])
+    __init__.__wrapped__ = original
+    return __init__
+
+
+def _wrap_block_init(original):
+    def __init__(self, *args, **kwargs):
+        depth = getattr(_local, "making", 0)
+        _local.making = depth + 1
+        try:
+            original(self, *args, **kwargs)
+        finally:
+            _local.making = depth
+        if depth == 0 and _listener is not None:
+            where = script_line(sys._getframe(1))
+            if where is not None:
+                _tell("block_made", self, where[0], where[1])
+    __init__.__wrapped__ = original
+    return __init__
+
+
 def _wrap_call(original):
     def __call__(self, *args):
         depth = getattr(_local, "block_depth", 0)
@@ -142,25 +239,42 @@ def _unpatch(cls, name):
         setattr(cls, name, original)
 
 
-def _targets():
-    """(class, attribute, wrapper) of every hook."""
-    from mxnet import gluon, io
+def _targets(waits=False):
+    """(class, attribute, wrapper) of every hook `install` puts in."""
+    from mxnet import gluon, io, ndarray
     from mxnet.gluon.data import dataloader
     out = [(gluon.Trainer, "step", _wrap_update), (gluon.Trainer, "update", _wrap_update),
            (io.DataIter, "__next__", _wrap_dataiter_next)]
     for cls in (dataloader.DataLoader, getattr(dataloader, "DataLoaderV1", None)):
         if cls is not None and "__iter__" in cls.__dict__:
             out.append((cls, "__iter__", _wrap_loader_iter))
+    if waits:
+        out += [(ndarray.NDArray, "asnumpy", _wrap_wait("asnumpy")),
+                (ndarray.NDArray, "wait_to_read", _wrap_wait("wait_to_read")),
+                (ndarray, "waitall", _wrap_wait("waitall"))]
     return out
 
 
-def install(listener):
-    """Hook Trainer.step/update and the data loaders' iteration, reporting to `listener` (see the
-    module's docstring); `watch_blocks(True)` adds outermost Block calls. MXNet is imported here."""
+def install(listener, waits=False):
+    """Hook Trainer.step/update and the data loaders' iteration (and with `waits`, the script's
+    waits for the engine), reporting to `listener` (see the module's docstring);
+    `watch_blocks(True)` adds outermost Block calls. MXNet is imported here."""
     global _listener
-    for cls, name, wrap in _targets():
+    for cls, name, wrap in _targets(waits):
         _patch(cls, name, wrap)
     _listener = listener
+
+
+def watch_loaders(on):
+    """Put in (True) or take out (False) the hook on DataLoader's construction."""
+    from mxnet.gluon.data import dataloader
+    (_patch if on else _unpatch)(dataloader.DataLoader, "__init__", *((_wrap_loader_init,) if on else ()))
+
+
+def watch_construction(on):
+    """Put in (True) or take out (False) the hook on Blocks' construction."""
+    from mxnet import gluon
+    (_patch if on else _unpatch)(gluon.Block, "__init__", *((_wrap_block_init,) if on else ()))
 
 
 def watch_blocks(on):
