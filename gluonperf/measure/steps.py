@@ -63,7 +63,9 @@ class StepProfiler:
     After the run: `steps` (a dict per kept step: index, phase, step_s, wait_s, update_s,
     batch_size, batches), `operators` (MXNet's aggregate statistics of the profiled steps),
     `trace` (their Chrome trace, loaded), `memory` (a MemoryUsage of the kept steps),
-    `contexts` (of the Trainer's parameters), `loaders` (what the waits were spent in)."""
+    `contexts` (of the Trainer's parameters), `loaders` (what the waits were spent in), `waits`
+    ((what, file, line) -> [calls, seconds] of the loop's own waits for the engine in the active
+    steps, when the hooks report them)."""
 
     def __init__(self, wait=0, warmup=3, active=20, profiled=5, trace_path=None, trainer_steps=False, on_step=None,
                  on_block=None, on_ready=None, memory=True, hooks=True):
@@ -80,6 +82,7 @@ class StepProfiler:
         self.index = 0                 # the step running now, counted from 0
         self.steps, self.operators, self.trace, self.memory = [], None, None, None
         self.contexts, self.trainer, self.loaders = [], None, {}
+        self.waits = {}                # (what, file, line) -> [calls, seconds]: the loop's waits for the engine
         self.operator_note = None      # why there is no operator table, when there is none
         self.finished = False
         self._last_end = None
@@ -230,6 +233,15 @@ class StepProfiler:
             self.loaders[key] = describe_loader(loader)
         self.loaders[key]["batches"] += 1
         self.loaders[key]["wait_s"] += seconds
+
+    def engine_wait(self, seconds, what, file, line):
+        """A wait of the loop's own code for MXNet's engine (`script_hooks.install(..., waits=True)`),
+        counted in the active steps only (the profiled ones run under MXNet's profiler)."""
+        if self._thread not in (None, threading.get_ident()) or self.phase != "active":
+            return
+        seen = self.waits.setdefault((what, file, line), [0, 0.0])
+        seen[0] += 1
+        seen[1] += seconds
 
     def block_called(self, block, args):
         if self.on_block is not None and self.phase in MEASURED:
