@@ -73,6 +73,7 @@ def build_parser():
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON lines, with the environment")
     p.add_argument("--csv", metavar="PATH", help="also write the results as CSV")
     cli.add_threshold(p)  # the input verdict's
+    cli.add_wide(p)
     return p
 
 
@@ -186,6 +187,7 @@ def report(args, command, tmp, code, stopped, timed_out):
         return code  # a dist_sync worker of rank > 0 (launch ... -- profile -- ...): rank 0 reports
     if ended and not stopped and not timed_out:  # the script failed: its traceback stands; one line of ours
         summary = sp.summarise(run, what, args.threshold)
+        summary["advice"] = sp.advice(summary, what, os.getcwd())
         cli.write_outputs(_records(summary), args, _contexts(run))
         cli.say("%s: the script %s; %s" % (PROG, ended, sp.one_line(run)))
         return code
@@ -193,10 +195,13 @@ def report(args, command, tmp, code, stopped, timed_out):
     if sp.needs_ceiling(run) and args.ceiling != "off" and not stopped:
         peak, devices, ceiling_note = _ceiling(run, args.ceiling)
     summary = sp.summarise(run, what, args.threshold, peak, devices)
+    summary["advice"] = sp.advice(summary, what, os.getcwd())
     sections = sp.sections(summary, args.warmup, "`%s`" % what)
     print()
     cli.emit_sections(sections, args, _contexts(run), records=_records(summary))
     print(summary["input"][0].metrics["finding"])
+    print()
+    print("\n".join(sp.advice_lines(summary["advice"])))
     if args.split_bulk:
         summary["notes"].append("note: --split-bulk: the script ran with MXNet's bulk execution off, so its steps "
                                 "were timed in that setting (a hybridized model's steps often a little slower)")
@@ -221,7 +226,8 @@ def shown(command):
 
 
 def _records(summary):
-    return (summary["steps"] + summary["input"] + summary["operators"] + summary["blocks"] + summary["memory"])
+    return (summary["steps"] + summary["input"] + summary["operators"] + summary["blocks"] + summary["memory"]
+            + summary.get("waits", []) + summary.get("hybridize", []) + summary.get("advice", []))
 
 
 def _contexts(run):

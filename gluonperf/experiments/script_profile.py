@@ -8,17 +8,20 @@ the script has imported MXNet): a `measure.steps.StepProfiler` listens to the ho
 `next()` is waiting for data, outermost Block calls show the model). After --warmup steps it
 times --steps fenced steps, then runs --operator-steps under MXNet's profiler; then, once:
 the model (the Block called in the measured steps whose parameters the Trainer updates), its
-FLOPs (`measure.flops.count_flops` on its input's shape) and its Blocks timed alone
+FLOPs (`measure.flops.count_flops` on its input's shape), its Blocks timed alone
 (`experiments.block_profile`, on the last batch it saw, with its parameters and gradients
-put back afterwards). Everything goes to `$GLUONPERF_SCRIPT_OUT/<pid>.jsonl`, a line at a
-time and flushed, so that a script that raises or is stopped leaves what was measured.
+put back afterwards) and the model alone as the script runs it against hybridized static
+(`hybridize_alone`); the script's own waits for the engine in the measured steps, by line.
+Everything goes to `$GLUONPERF_SCRIPT_OUT/<pid>.jsonl`, a line at a time and flushed, so that a script that raises or is stopped leaves what was measured.
 The script then runs on as it would have (or stops, with `stop`).
 
 In the command (`read_runs`, `choose`, `summarise`): the step's time and images/s, the share
 of it spent waiting for data, in the update and in the rest, each with its 95% interval over
 rounds of consecutive steps (`ROUNDS`), the input verdict (`stats.verdict` on the slowdown
 the waits cause, as profile's input section judges it), the operators per step with their
-GFLOP/s against the ceiling, the Blocks, the peak memory: Results, as every command's.
+GFLOP/s against the ceiling, the Blocks, the peak memory, the waits for the engine, the model
+alone hybridized: Results, as every command's; and `advice`: what to change, each record
+measured (a ratio with its interval) or to try, with the `tune --` command that tries it.
 
 From Python, `report(profiler)` gives the same tables for a `StepProfiler` of one's own loop.
 """
@@ -68,7 +71,7 @@ class _Driver:
                                  profiled=settings.get("operator_steps", 5), trace_path=settings.get("trace"),
                                  trainer_steps=True, on_step=self.step, on_block=self.block, on_ready=self.ready,
                                  hooks=False)
-        script_hooks.install(self.prof)
+        script_hooks.install(self.prof, waits=True)  # the script's own waits for the engine too
         self.prof.start()
         self.write(kind="start", argv=sys.argv)
         atexit.register(self.at_exit)
@@ -85,7 +88,7 @@ class _Driver:
             self.write(kind="process", **_process(self.prof))
             # What `ready` needs, imported now (between two steps, outside their times): a module first
             # imported in an atexit handler after Ctrl-C turns the script's exit status from 130 into 1.
-            from . import block_profile, step_time  # noqa: F401
+            from . import block_profile, script_tune, step_time  # noqa: F401
             from ..measure import flops  # noqa: F401
         self.write(kind="step", **record)
 
@@ -108,6 +111,10 @@ class _Driver:
             return
         done = [s for s in prof.steps if s["phase"] == "active"]
         self.write(kind="loaders", loaders=list(prof.loaders.values()))
+        self.write(kind="waits", steps=len(done), step_s=sum(s["step_s"] for s in done) / max(1, len(done)),
+                   waits=[{"what": w, "file": f, "line": l, "calls": c, "seconds": t,
+                           "calls_per_step": c / max(1, len(done)), "seconds_per_step": t / max(1, len(done))}
+                          for (w, f, l), (c, t) in sorted(prof.waits.items(), key=lambda kv: -kv[1][1])])
         if prof.memory is not None:
             self.write(kind="memory", rss_before_bytes=prof.memory.rss_before, **prof.memory.summary())
         model = _part(lambda: self.model(prof, len(done) + sum(s["phase"] == "profiled" for s in prof.steps)))
@@ -117,6 +124,15 @@ class _Driver:
         if isinstance(model, dict) and model.get("block") is not None and not partial and self.settings.get("depth"):
             blocks = _part(lambda: self.blocks(model))
             self.write(kind="blocks", **(blocks if isinstance(blocks, dict) else {"error": blocks}))
+        if isinstance(model, dict) and model.get("block") is not None:
+            why = ("the script ended before its measured steps were done" if partial
+                   else "--depth 0" if not self.settings.get("depth") else None)
+            if why:
+                self.write(kind="hybridize", skipped=why)
+            else:
+                timed = _part(lambda: hybridize_alone(model["block"], model["args"]))
+                if timed is not None:
+                    self.write(kind="hybridize", **(timed if isinstance(timed, dict) else {"error": timed}))
         self.calls.clear()
         from ..runtime import script_hooks
         script_hooks.remove()  # the script runs on unprofiled
@@ -262,18 +278,93 @@ def _snapshot(block):
         saved.append((data, [d.copy() for d in data], grads, [g.copy() for g in grads]))
     from .block_profile import walk
     active = [(b, b._active) for _, _, b in walk(block, math.inf) if isinstance(b, mx.gluon.HybridBlock)]
-    return saved, active
+    flags = {id(b): list(b._flags) for b, _ in active}
+    return saved, active, flags
+
+
+HYBRIDIZE_ROUNDS = 5       # interleaved rounds of the model alone, as the script runs it against hybridized static
+HYBRIDIZE_REGION_S = 0.05  # each round times enough steps of each to last about this long (1 to 20 steps)
+
+
+def hybridize_alone(block, args, rounds=HYBRIDIZE_ROUNDS):
+    """The model the Trainer updates, timed alone on the input it got in the script (`args`): one
+    training step's forward and backward (under autograd.record, backward from a gradient of ones on
+    its floating-point outputs, as the Blocks table times the model), as the script runs it (not
+    hybridized, or hybridized without static_alloc) against hybridize(static_alloc=True,
+    static_shape=True) (a gluon.nn.Sequential of HybridBlocks turned into a HybridSequential first,
+    as `tune --` does), in `rounds` interleaved rounds (which goes first alternates), each mode
+    re-applied and run once untimed before its timed steps, every step fenced (mx.nd.waitall).
+    Plain data: {'model_kind', 'mode', 'steps_per_round', 'as_is_s', 'static_s' (seconds per step, per
+    round), 'batch_size', 'ctx'}, or {'skipped': why}. The model is put back as it was: its class
+    (a Sequential), its parameters and gradients, and how each of its Blocks is hybridized."""
+    import time
+    import mxnet as mx
+    from .block_profile import _Step, walk
+    from .script_tune import hybrid_kind, hybrid_mode, hybridize
+    kind, mode = hybrid_kind(block), hybrid_mode(block)
+    base = {"model_kind": kind, "mode": mode, "model": type(block).__name__}
+    if kind == "imperative":
+        return dict(base, skipped="%s is neither a HybridBlock nor a gluon.nn.Sequential of HybridBlocks: it cannot "
+                                  "be hybridized as it is" % type(block).__name__)
+    if mode == "static":
+        return dict(base, skipped="the model is already hybridized with static_alloc and static_shape")
+    arrays = _arrays(args)
+    if len(arrays) != len(args or ()):
+        return dict(base, skipped="the model takes arguments that are not arrays")
+    saved = _snapshot(block)
+    sequentials = [(b, set(vars(b))) for _, _, b in walk(block, math.inf) if type(b) is mx.gluon.nn.Sequential]
+    try:
+        step = _Step(block, list(args), None, None)
+        step.check()  # as the script runs it: the heads (ones) of its outputs
+        hybridize(block, "static")  # a Sequential becomes a HybridSequential here, in place
+        found = [(b, was, saved[2][id(b)]) for b, was in saved[1]] + [(b, False, []) for b, _ in sequentials]
+        step.forward_backward()
+        mx.nd.waitall()
+
+        def as_is():
+            for b, was, flags in found:
+                b._active, b._flags = was, list(flags)
+                b._clear_cached_op()
+
+        def static():
+            block.hybridize(static_alloc=True, static_shape=True)
+
+        def timed(setup, n):
+            setup()
+            step.forward_backward()  # untimed: builds the graph of this mode
+            mx.nd.waitall()
+            start = time.perf_counter()
+            for _ in range(n):
+                step.forward_backward()
+                mx.nd.waitall()
+            return (time.perf_counter() - start) / n
+
+        first = timed(as_is, 1)
+        n = max(1, min(20, int(math.ceil(HYBRIDIZE_REGION_S / max(first, 1e-6)))))
+        samples = {"as_is": [], "static": []}
+        for r in range(rounds):
+            order = [("as_is", as_is), ("static", static)]
+            for name, setup in (order if r % 2 == 0 else order[::-1]):
+                samples[name].append(timed(setup, n))
+    finally:
+        for b, keys in sequentials:  # back to the script's own class, without a HybridBlock's attributes
+            for key in set(vars(b)) - keys:
+                del b.__dict__[key]
+            b.__class__ = mx.gluon.nn.Sequential
+        _restore(saved)
+    return dict(base, steps_per_round=n, rounds=rounds, as_is_s=samples["as_is"], static_s=samples["static"],
+                batch_size=arrays[0].shape[0] if arrays and arrays[0].shape else None, ctx=str(arrays[0].context))
 
 
 def _restore(snapshot):
     import mxnet as mx
-    saved, active = snapshot
+    saved, active, flags = snapshot
     for data, copies, grads, grad_copies in saved:
         for target, copy in list(zip(data, copies)) + list(zip(grads, grad_copies)):
             copy.copyto(target)
     for b, was in active:
-        if b._active != was:
-            b._active = was
+        if b._active != was or list(b._flags) != flags[id(b)]:
+            b._active, b._flags = was, list(flags[id(b)])
             b._clear_cached_op()
     mx.nd.waitall()
 
@@ -487,8 +578,181 @@ def summarise(run, command=None, threshold=stats.THRESHOLD, peak_flops=None, cei
         notes.append("note: the measured steps are noisy (IQR %.0f%% of the median): other work competes for the "
                      "cores, or the script's steps differ (an epoch's end); raise --steps or run on a quieter machine"
                      % (100 * per_step.iqr / per_step.median))
+    waits = wait_rows(run, step_s, common)
+    hybrid = hybridize_rows(run, threshold, common)
+    if hybrid and hybrid[0].metrics.get("error"):
+        notes.append("note: the model alone could not be timed hybridized against as it is: %s"
+                     % hybrid[0].metrics["error"])
     return {"steps": rows, "input": [verdict], "operators": operators, "blocks": blocks, "memory": memory,
-            "notes": notes}
+            "waits": waits, "hybridize": hybrid, "notes": notes}
+
+
+WAITS = "script-waits"
+WAIT_SHARE = 0.05  # a wait is advice when Python is blocked there this share of the fenced step, or once a step
+FENCED = ("profile's measured steps are fenced (mx.nd.waitall() at each Trainer.step), so a wait placed after "
+          "trainer.step blocks little here, while in the unfenced script it blocks for the whole step's queued work")
+
+
+def wait_rows(run, step_s, common):
+    """The script's own waits for the engine in the measured steps (asnumpy, which asscalar, float()
+    and a metric's update call; wait_to_read; waitall), one record a line of the script: calls per
+    step and the time Python was blocked there per step, under profile's fences (FENCED)."""
+    line = run.get("waits") or {}
+    out = []
+    for w in line.get("waits") or []:
+        out.append(result(WAITS, "%s:%d %s" % (w["file"], w["line"], w["what"]), what=w["what"], file=w["file"],
+                          line=w["line"], calls=w["calls"], calls_per_step=w["calls_per_step"],
+                          blocked_s_per_step=w["seconds_per_step"],
+                          blocked_share=w["seconds_per_step"] / step_s if step_s else None,
+                          waits_steps=line.get("steps"), caveat=FENCED, **common))
+    return out
+
+
+def hybridize_rows(run, threshold, common):
+    """The model alone (`hybridize_alone`), as the script runs it against hybridized static: the
+    per-round speed ratio (as it is / static, > 1: static is faster) with its interval and verdict;
+    or why it was not timed."""
+    h = run.get("hybridize")
+    if not h:
+        return []
+    fields = {k: h.get(k) for k in ("mode", "skipped", "error", "steps_per_round", "ctx") if h.get(k) is not None}
+    fields["model_batch"] = h.get("batch_size")
+    fields["kind"] = h.get("model_kind")
+    fields.setdefault("model_class", h.get("model"))
+    if h.get("as_is_s") and h.get("static_s"):
+        iv = stats.ratio_interval(stats.paired_ratios(h["as_is_s"], h["static_s"]))
+        judged = stats.verdict(iv, threshold)
+        fields.update(iv.fields("ratio"), **judged.fields(), as_is_s=h["as_is_s"], static_s=h["static_s"],
+                      as_is_step_s=_median(h["as_is_s"]), static_step_s=_median(h["static_s"]))
+    return [result(BENCH, "hybridize alone", part="the model alone, as it is against hybridized static",
+                   **fields, **common)]
+
+
+def _median(values):
+    values = sorted(values)
+    return (values[(len(values) - 1) // 2] + values[len(values) // 2]) / 2
+
+
+# --- what to change ---------------------------------------------------------------------------
+
+ADVICE = "advice"  # the records' bench, as tune --'s recipe
+
+
+def tune_command(command, lever=None):
+    """The `tune --` command line that tries `lever` on the whole script (`command` as shown)."""
+    return "python -m gluonperf.tune %s-- %s" % ("--levers %s " % lever if lever else "", command or "COMMAND")
+
+
+def _where(file, line, cwd):
+    """'train.py:42' (relative to `cwd` when it is below it)."""
+    if not file:
+        return None
+    rel = os.path.relpath(file, cwd)
+    return "%s:%d" % (file if rel.startswith("..") else rel, line)
+
+
+def _code(file, line):
+    import linecache
+    return linecache.getline(file, line).strip() if file else ""
+
+
+def advice(summary, command, cwd):
+    """What to change, from what profile measured in its own run: records of kind `advice` (bench
+    'advice', as tune --'s recipe: lever, change, where, measured, the ratio fields when measured,
+    tune: the `tune --` command that tries it on the whole script).
+
+    - hybridize: the model alone, as the script runs it against hybridized static
+      (`hybridize_alone`): measured=True, with its ratio, interval and verdict; a measurement of the
+      model alone, not of the script, so the change says to try it on the whole script;
+    - each costly wait for the engine (called at least once a step, or blocking Python WAIT_SHARE of
+      the step or more): its calls and the time blocked under profile's fences; measured=False: what
+      removing it gains is not measured (in the unfenced script it blocks for the step's queued
+      work: `tune --` times the waits as the script runs);
+    - the input verdict, when input-bound: measured=False ("to try"): more DataLoader workers can make
+      a script slower where the cores are busy; `tune --levers data` settles it.
+    A change is never stated as a gain it has not measured."""
+    out = []
+    for h in summary.get("hybridize") or []:
+        m = h.metrics
+        if m.get("ratio") is None:
+            continue
+        seq = m.get("kind") == "sequential"
+        code = ("build the model as gluon.nn.HybridSequential() instead of nn.Sequential(), then call "
+                "net.hybridize(static_alloc=True, static_shape=True)" if seq
+                else "call net.hybridize(static_alloc=True, static_shape=True) once the model is built")
+        iv = "%.2fx (%d%% CI %.2f-%.2f, %d rounds)" % (m["ratio"], round(100 * m["ratio_level"]), m["ratio_ci_low"],
+                                                      m["ratio_ci_high"], m["ratio_n"])
+        found = {"faster": "was %s faster hybridized static" % iv,
+                 "slower": "was slower hybridized static: %s" % iv,
+                 "same": "was no faster hybridized static: %s, within +-%g%%" % (iv, 100 * m["threshold"]),
+                 "inconclusive": "was not measurably faster hybridized static: %s" % iv}[m["verdict"]]
+        as_is = "not hybridized" if m.get("mode") == "none" else "hybridized without static_alloc"
+        change = ("%s: the model alone (%s, %s), one step's forward and backward on the script's batch, %s; a "
+                  "measurement of the model alone, not of the script%s" % (
+                      code, m.get("model_class"), as_is, found,
+                      ": try it on the whole script" if m["verdict"] == "faster"
+                      else "; the whole script may still differ"))
+        out.append(result(ADVICE, "hybridize", lever="hybridize", change=change, where=None, measured=True,
+                          measured_on="the model alone", kind=m.get("kind"), mode=m.get("mode"),
+                          **{k: m.get(k) for k in ("ratio", "ratio_ci_low", "ratio_ci_high", "ratio_n", "ratio_level",
+                                                   "verdict", "verdict_text")},
+                          tune=tune_command(command, "hybridize")))
+    for w in summary.get("waits") or []:
+        m = w.metrics
+        share = m.get("blocked_share") or 0.0
+        if m["calls_per_step"] < 0.99 and share < WAIT_SHARE:
+            continue
+        times = "once" if abs(m["calls_per_step"] - 1) < 1e-9 else "%.3g times" % m["calls_per_step"]
+        change = ("to try: Python waits for the engine here (%s) %s a step, blocked %.3g ms a step (%s of the step) "
+                  "under profile's fenced steps, where a wait after trainer.step blocks little; unfenced, as the "
+                  "script runs, it blocks for the whole step's queued work: read the value every N steps, or add it "
+                  "up on the device (total = total + loss.sum()) and read it once an epoch, so that Python queues "
+                  "the next steps while the engine runs"
+                  % (m["what"], times, 1e3 * m["blocked_s_per_step"], _pct(share)))
+        out.append(result(ADVICE, "wait", lever="wait", change=change, where=_where(m["file"], m["line"], cwd),
+                          code=_code(m["file"], m["line"]), measured=False, what=m["what"],
+                          calls_per_step=m["calls_per_step"], blocked_s_per_step=m["blocked_s_per_step"],
+                          blocked_share=share, tune=tune_command(command)))
+    for v in summary.get("input") or []:
+        m = v.metrics
+        if m.get("verdict") != "input-bound":
+            continue
+        loader = m.get("loader") or ""
+        if loader.endswith("DataLoader"):
+            change = ("to try: %s (%s of each step waits for data); not measured here: on a CPU context the workers "
+                      "take cores from the step, and where the cores are busy they can make the script slower"
+                      % ("give the DataLoader num_workers" if not m.get("loader_workers")
+                         else "more DataLoader num_workers than %d" % m["loader_workers"], _pct(m["share"])))
+            tune = tune_command(command, "data")
+        else:
+            change = ("to try: prepare batches ahead (%s); not measured here" % (
+                "more preprocess_threads, or a cheaper decode" if loader in ("MXDataIter", "ImageRecordIter")
+                else "mx.io.PrefetchingIter, or a DataLoader with num_workers"))
+            tune = None
+        out.append(result(ADVICE, "data", lever="data", change=change, where=None, measured=False,
+                          share=m["share"], share_ci_low=m.get("share_ci_low"), share_ci_high=m.get("share_ci_high"),
+                          tune=tune))
+    return out
+
+
+def advice_lines(records):
+    """The section `profile --` ends with: one numbered line a record, with its tune -- command."""
+    if not records:
+        return ["what to change: nothing this run measured calls for a change (no costly wait for the engine, not "
+                "input-bound, no model that hybridize could speed up)"]
+    lines = ["what to change (from this run; each marked measured or to try):"]
+    for i, r in enumerate(records, 1):
+        m = r.metrics
+        mark = ("measured on %s" % m["measured_on"] if m.get("measured_on") else "measured") if m["measured"] \
+            else "to try"
+        where = m.get("where")
+        change = m["change"][len("to try: "):] if m["change"].startswith("to try: ") else m["change"]
+        lines.append("%d. [%s] %s%s%s" % (i, mark, "%s: " % where if where else "",
+                                          "`%s`: " % m["code"] if m.get("code") else "", change))
+        if m.get("tune"):
+            lines.append("   %s: %s" % ("times this wait unfenced, as the script runs" if m["lever"] == "wait"
+                                        else "tries it on the whole script", m["tune"]))
+    return lines
 
 
 def input_verdict(groups, slowdown, share, low, high, threshold, run, batch, common):
@@ -517,16 +781,19 @@ def input_verdict(groups, slowdown, share, low, high, threshold, run, batch, com
         rates.append("the loader (%s in the script's own thread) delivers %s images/s" % (
             main["loader"], _images(loader_rate.estimate)))
     advice = ""
-    if word == "input-bound" and main is not None:
+    tune = tune_command(common.get("command"), "data")
+    if word == "input-bound" and main is not None:  # to try, never a gain: workers take cores from the step
         if main["loader"].endswith("DataLoader") and not main.get("workers"):
-            advice = "; give the DataLoader num_workers, so that batches are prepared while the step runs"
+            advice = ("; to try: give the DataLoader num_workers, so that batches are prepared while the step runs "
+                      "(not measured here: where the cores are busy it can make the script slower; %s measures it)"
+                      % tune)
         elif main["loader"].endswith("DataLoader"):
-            advice = ("; more num_workers (on CPU contexts only while cores are free), or a dataset that costs less "
-                      "per sample (decoded once, RecordIO)")
+            advice = ("; to try: more num_workers (on CPU contexts only while cores are free; %s measures it), or a "
+                      "dataset that costs less per sample (decoded once, RecordIO)" % tune)
         elif main["loader"] in ("MXDataIter", "ImageRecordIter"):
-            advice = "; more preprocess_threads, or a cheaper decode (smaller images stored)"
+            advice = "; to try: more preprocess_threads, or a cheaper decode (smaller images stored)"
         else:
-            advice = "; prepare batches ahead (mx.io.PrefetchingIter, or a DataLoader with num_workers)"
+            advice = "; to try: prepare batches ahead (mx.io.PrefetchingIter, or a DataLoader with num_workers)"
     if word == "input-bound":
         finding = "input-bound: %s of each step waits for data (%s); %s%s" % (_pct(share), ci, "; ".join(rates), advice)
     elif word == "not input-bound":
