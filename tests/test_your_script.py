@@ -78,6 +78,24 @@ def test_a_slow_dataset_is_input_bound_and_the_same_data_in_memory_is_not(slow_a
     assert all("env" in r for r in rows)
 
 
+def test_the_input_verdicts_num_workers_is_to_try_with_the_tune_command(slow_and_memory):
+    """A change is never stated as a gain it has not measured: num_workers can make a script slower
+    where the cores are busy, so the input-bound verdict gives it as to try, with tune -- that settles it."""
+    done, rows, _ = slow_and_memory["slow"]
+    found = named(rows, "script", "input verdict")
+    assert "to try: give the DataLoader num_workers" in found["finding"]
+    assert "python -m gluonperf.tune --levers data -- " in found["finding"]
+    data = next(r for r in rows if r["bench"] == "advice" and r["lever"] == "data")
+    assert data["measured"] is False and data["tune"].startswith("python -m gluonperf.tune --levers data -- python")
+    assert data["tune"] in done.stdout and "[to try] give the DataLoader num_workers" in done.stdout
+    # the script reads its loss with asscalar each step: that line is named too
+    wait = next(r for r in rows if r["bench"] == "advice" and r["lever"] == "wait")
+    assert wait["where"].startswith(os.path.join("tests", "user_scripts", "train_script.py:"))
+    assert "asscalar()" in wait["code"] and wait["calls_per_step"] == 1
+    memory = slow_and_memory["memory"][1]
+    assert not any(r["bench"] == "advice" and r["lever"] == "data" for r in memory)
+
+
 def test_compare_and_report_read_two_runs_of_a_script(slow_and_memory, tmp_path):
     """Before and after a change (the data moved into memory): compare judges the step faster."""
     old, new = slow_and_memory["slow"][2], slow_and_memory["memory"][2]
