@@ -1,4 +1,4 @@
-"""What settings make my model train fastest on this machine?
+"""What settings make my model train fastest on this machine? What do I change in my script?
 
 `python -m gluonperf.tune --model resnet18 --ctx cpu0,cpu1 --batch-sizes 64,128`
 sweeps the levers one at a time, keeping the best of each before trying the next
@@ -6,9 +6,17 @@ sweeps the levers one at a time, keeping the best of each before trying the next
 and more, every candidate in a fresh process, interleaved with its lever's baseline and
 scored by its images/s ratio to it (gluonperf.experiments.sweep, the engine).
 
-This command only parses, checks, calls `sweep.tune` and prints.
+`python -m gluonperf.tune [--levers ...] -- python train.py` does the same for a training script
+gluonperf has never seen: the script, unmodified, run again and again, each run under one
+candidate change (environment variables, or changes made from outside through the hooks of
+`profile --`: hybridize the model, DataLoader workers, bfloat16 AMP), and prints a recipe:
+what to change, where in the script, and how much faster it was here, with its interval
+(gluonperf.experiments.script_tune).
+
+This command only parses, checks, calls `sweep.tune` (or `script_tune`) and prints.
 """
 import argparse
+import sys
 
 from . import UserError
 from .experiments import sweep
@@ -76,6 +84,7 @@ def build_parser():
     p.add_argument("--timeout", type=positive_int, default=900, help="seconds before one run is abandoned "
                                                                      "(default: %(default)s)")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON lines, with the environment")
+    cli_common.add_wide(p)
     return p
 
 
@@ -131,7 +140,136 @@ def parse_args(argv):
     return args
 
 
+SCRIPT_USAGE = "%(prog)s [--levers L,...] [--rounds N|auto] [--steps N] [--warmup K] [--json PATH] -- COMMAND..."
+
+
+def build_script_parser():
+    from .cli import common as cli_common
+    from .experiments import script_tune
+    p = argparse.ArgumentParser(
+        prog="python -m gluonperf.tune", usage=SCRIPT_USAGE,
+        description="What to change in a training script, measured on it: the unmodified command (python train.py "
+                    "ARGS) is run once as it is (a probe: its Trainer, model, DataLoaders and waits for the engine), "
+                    "then again and again under each candidate change, interleaved with runs as it is; each run is "
+                    "a fresh process stopped after its timed steps (Trainer.step calls). Prints each candidate's "
+                    "speed against the script as it is (a ratio with its interval and verdict) and a recipe: what "
+                    "to change, where in the script, how much faster; only changes judged faster are in it.")
+    p.add_argument("--levers", help="only these levers, comma-separated: %s (default: all that can change "
+                                    "something in this script here)" % ",".join(script_tune.LEVER_NAMES))
+    p.add_argument("--steps", type=cli_common.positive_int, default=20,
+                   help="timed steps per run, after --warmup (default: %(default)s)")
+    p.add_argument("--min-time", type=cli_common.positive_float, default=1.0, metavar="SEC",
+                   help="time at least --steps steps and SEC seconds in the first run, and as many steps in every "
+                        "run after it (default: %(default)s)")
+    p.add_argument("--warmup", type=cli_common.positive_int, default=5,
+                   help="steps run before the timed ones in every run, at least 2: a change to the model is made "
+                        "in the second (default: %(default)s)")
+    p.add_argument("--rounds", type=_rounds, default="auto",
+                   help="interleaved rounds per lever: a number, or auto: at least 5, then until every candidate's "
+                        "95%% interval is within +-5%% or --budget is spent (at most 30) (default: %(default)s)")
+    p.add_argument("--budget", type=cli_common.positive_int, default=300, metavar="SEC",
+                   help="with --rounds auto: seconds per lever after which no new round starts (default: "
+                        "%(default)s)")
+    cli_common.add_threshold(p)
+    p.add_argument("--timeout", type=cli_common.positive_int, default=600,
+                   help="seconds before one run of the script is abandoned (default: %(default)s)")
+    p.add_argument("--json", metavar="PATH", help="also write the results and the recipe as JSON lines")
+    p.add_argument("--csv", metavar="PATH", help="also write the results and the recipe as CSV")
+    cli_common.add_wide(p)
+    return p
+
+
+def main_script(argv):
+    """`tune -- COMMAND`: the levers tried on the user's script, and the recipe."""
+    import os
+    import shutil
+    from .cli.common import emit, guard_command, keep_on_stop, note, progress_bar, say
+    from .cli.profile_script import shown, split_argv
+    from .experiments import script_tune
+    from .measure.harness import cpu_model
+    from .runtime.threads import physical_cores
+    ours, command = split_argv(argv)
+    args = build_script_parser().parse_args(ours)
+    if not command:
+        raise UserError("no command after --: give the training command, e.g. -- python train.py")
+    if shutil.which(command[0]) is None:
+        raise UserError("cannot run %r: no such program" % command[0])
+    if args.warmup < 2:
+        raise UserError("--warmup %d: at least 2 steps (a change to the model is made in the second)" % args.warmup)
+    only = None
+    if args.levers:
+        only = [l.strip() for l in args.levers.split(",") if l.strip()]
+        bad = [l for l in only if l not in script_tune.LEVER_NAMES]
+        if bad or not only:
+            raise UserError("--levers %s: unknown lever(s) %s; choose from %s"
+                            % (args.levers, ",".join(bad), ",".join(script_tune.LEVER_NAMES)))
+    from .cli.common import check_outputs
+    check_outputs(args)
+    what = shown(command)
+    guard_command(args, "python -m gluonperf.tune", stall_timeout=args.timeout + 120)
+    note("tune: a first run of `%s` as it is (a probe: its Trainer, model, DataLoaders and waits)" % what)
+    runner, found, done, error = script_tune.probe(command, args.warmup, args.steps, args.timeout,
+                                                       min_seconds=args.min_time)
+    if error:
+        if done is not None and done.returncode != 0 and "rate" not in found:  # the script's own failure
+            sys.stderr.write(done.stderr)
+            say("python -m gluonperf.tune: the script failed as it is (%s); nothing was tuned" % error)
+            return done.returncode
+        if not found or found.get("exit", {}).get("steps_seen") == 0:
+            raise UserError("`%s` never called gluon.Trainer.step: tune counts a script's steps there, so it needs a "
+                            "script that trains with a gluon.Trainer" % what)
+        raise UserError("`%s`: %s; give the script more steps, or lower --warmup/--steps" % (what, error))
+    probe = found.get("probe", {})
+    if probe.get("error"):
+        note("note: the probe could not describe the script (%s)" % probe["error"])
+    cores = physical_cores()
+    stages, idle = script_tune.script_levers(probe, cores, only)
+    note("tune: %s" % script_tune.found_text(probe, found["rate"], os.getcwd()))
+    left = script_tune.left_alone(probe)
+    if left:
+        note("note: " + left)
+    for lever, why in idle.items():
+        note("note: nothing to try for %s: %s" % (lever, why))
+    rounds = sweep.Rounds(budget=args.budget) if args.rounds == "auto" else sweep.Rounds(fixed=args.rounds)
+    total = sum((2 * len(sweep._unique(make(sweep.Candidate("as it is")))) - 1) * rounds.planned
+                for _, make in stages if len(sweep._unique(make(sweep.Candidate("as it is")))) > 1)
+    title = ("tune: `%s` on %s (%d cores), images/s per candidate (Trainer.step's batch_size over %d timed steps after "
+             "%d), ratio to the lever's baseline, geometric mean of %s interleaved rounds, 95%% interval corrected "
+             "for the candidates tried" % (what, cpu_model(), cores, runner.steps, args.warmup, args.rounds))
+    columns = ["lever", "name", "images_per_s", "ratio", "ratio_ci_low", "ratio_ci_high", "rounds", "verdict",
+               "error"]
+    sweeps = sweep.Sweeps()
+    if total:
+        note("tune: at least %d runs of the script, each a fresh process" % total)
+    bar = progress_bar(total, "tune")
+    try:
+        with keep_on_stop(sweeps.results, args, title, columns):
+            results, confirm, best, kept = script_tune.tune_script(runner, stages, rounds, bar.update, args.timeout,
+                                                                    sweeps, args.threshold)
+    finally:
+        bar.close()
+    waits = [runner.runs.get(name, []) for name in ("as it is",)] + [[found["rate"]]]
+    advice = script_tune.recipe(results, confirm, best, kept, probe, waits, os.getcwd(),
+                                script_tune.tried_text(results, idle))
+    table = [r for r in results if r.metrics.get("lever") != "confirm"]
+    if table:
+        emit(table, args, title=title, columns=columns, records=results + advice)
+    else:
+        from .cli.common import write_outputs
+        write_outputs(advice, args)
+    print()
+    print("\n".join(script_tune.recipe_lines(advice)))
+    return 0
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--" in argv:
+        return main_script(argv)
+    return main_model(argv)
+
+
+def main_model(argv=None):
     from .cli.common import advise, emit, guard_command, keep_on_stop, note, progress_bar
     args = parse_args(argv)
     # each run is bounded by --timeout; the guard catches a hang of tune itself between runs

@@ -222,7 +222,7 @@ def test_baseline_is_named_for_what_it_runs(monkeypatch):
 def test_tune_cli_tiny_model(tmp_path, run):
     out = tmp_path / "tune.json"
     p = run("gluonperf.tune", "--model", "mlp", "--ctx", "cpu", "--batch-sizes", "8", "--steps", "2",
-            "--rounds", "2", "--levers", "engine", "--runner", "steprate", "--json", str(out))
+            "--rounds", "2", "--levers", "engine", "--runner", "steprate", "--json", str(out), "--wide")
     assert p.returncode == 0, p.stderr
     assert "MXNET_ENGINE_TYPE=ThreadedEngine" in p.stdout and "best at batch 8" in p.stdout
     assert "python -m gluonperf.workers.steprate" in p.stdout

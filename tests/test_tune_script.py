@@ -1,0 +1,158 @@
+"""`python -m gluonperf.tune -- python train.py`: a newcomer's script (tests/user_scripts/
+newcomer_mlp.py, plain Gluon, knowing nothing of gluonperf) tuned from outside, as a user
+runs it; no process is left after any run.
+
+What is timed is never asserted against a figure. Where a test needs a change to pay or to
+cost, it is made so by construction: the model is 24 Dense layers of 16 units at batch 16,
+where Python's dispatch is most of an imperative step (hybridized static it is several times
+faster on any machine); the DataLoader's workers sleep in every sample, the script's own
+thread does not.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import ROOT, marked_env, processes_of, run_leaving_nothing
+
+PY = sys.executable
+SCRIPT = os.path.join("tests", "user_scripts", "newcomer_mlp.py")
+QUICK = ["--min-time", "0.2", "--warmup", "3"]
+
+
+def tune(*flags, command, timeout=300):
+    return run_leaving_nothing(["-m", "gluonperf.tune", *QUICK, *flags, "--", *command], timeout=timeout)
+
+
+def records(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def advice(rows):
+    return [r for r in rows if r["bench"] == "advice"]
+
+
+@pytest.mark.alone  # its verdict is a measurement: nothing may run beside it
+def test_hybridize_is_found_measured_and_said_where(tmp_path):
+    out = tmp_path / "tune.json"
+    done = tune("--levers", "hybridize", "--rounds", "5", "--json", str(out), command=[PY, SCRIPT])
+    assert done.returncode == 0, done.stderr
+    assert "a Sequential of HybridBlocks, not hybridized, built at %s:" % SCRIPT in done.stderr
+    rows = records(out)
+    tried = {r["name"]: r for r in rows if r["bench"] == "tune" and r["lever"] == "hybridize"}
+    assert set(tried) == {"as it is", "hybridize=hybrid", "hybridize=static"}
+    static = tried["hybridize=static"]
+    assert static["rounds"] == 5 and static["ratio_ci_low"] <= static["ratio"] <= static["ratio_ci_high"]
+    recipe = advice(rows)
+    assert [r["lever"] for r in recipe] == ["hybridize"], recipe
+    r = recipe[0]
+    assert r["verdict"] == "faster" and r["ratio_ci_low"] > 1 and r["measured"]
+    assert r["where"] == "%s:%d" % (SCRIPT, 1 + open(os.path.join(ROOT, SCRIPT)).read().splitlines().index(
+        "net = nn.HybridSequential() if args.hybridize else nn.Sequential()"))
+    assert "HybridSequential()" in r["change"] and "hybridize(" in r["change"]
+    assert "what to change (each measured on this script" in done.stdout and r["where"] in done.stdout
+
+
+def test_a_wait_for_the_engine_every_step_is_named_with_its_cost(tmp_path):
+    """The already-hybridized model, 512 wide, reads its loss every step: Python waits there for
+    the step's work. Nothing to try for hybridize (static already) nor data (no DataLoader): the
+    probe alone runs, and no change is recommended."""
+    out = tmp_path / "tune.json"
+    done = tune("--levers", "hybridize,data", "--json", str(out),
+                command=[PY, SCRIPT, "--hybridize", "--read-loss", "--wide", "512", "--layers", "4"])
+    assert done.returncode == 0, done.stderr
+    assert "nothing to try for hybridize: the model is hybridized with static_alloc and static_shape" in done.stderr
+    assert "nothing to try for data: no gluon DataLoader" in done.stderr
+    recipe = advice(records(out))
+    waits = [r for r in recipe if r["lever"] == "wait"]
+    line = 1 + open(os.path.join(ROOT, SCRIPT)).read().splitlines().index(
+        '            print("loss %.4f" % loss.mean().asscalar())')
+    assert [w["where"] for w in waits] == ["%s:%d" % (SCRIPT, line)], recipe
+    w = waits[0]
+    assert w["calls_per_step"] == 1 and 0 < w["blocked_s_per_step"] < w["step_s"] and w["what"] == "asnumpy"
+    assert not w["measured"]  # its cost is measured, not what removing it gains
+    assert "asscalar()" in w["code"] and "read the value every N steps" in w["change"]
+    assert [r["lever"] for r in recipe if r["lever"] != "wait"] == ["none"]
+    assert "no change pays here" in done.stdout and w["where"] in done.stdout
+
+
+def test_an_already_tuned_script_gets_no_change(tmp_path):
+    out = tmp_path / "tune.json"
+    done = tune("--levers", "hybridize,data", "--json", str(out), command=[PY, SCRIPT, "--hybridize"])
+    assert done.returncode == 0, done.stderr
+    recipe = advice(records(out))
+    assert [r["lever"] for r in recipe] == ["none"], recipe
+    assert recipe[0]["change"].startswith("no change pays here: hybridize not tried: the model is hybridized")
+    assert "no change pays here" in done.stdout
+
+
+@pytest.mark.alone
+def test_dataloader_workers_that_slow_the_script_are_not_recommended(tmp_path):
+    out = tmp_path / "tune.json"
+    done = tune("--levers", "data", "--rounds", "2", "--json", str(out),
+                command=[PY, SCRIPT, "--loader", "--slow-in-workers", "0.002"])
+    assert done.returncode == 0, done.stderr
+    rows = records(out)
+    tried = {r["name"]: r for r in rows if r["bench"] == "tune" and r["lever"] == "data"}
+    assert set(tried) == {"as it is", "num_workers=1", "num_workers=2", "num_workers=2 thread_pool"} or \
+        os.cpu_count() != 2
+    assert all(r["ratio"] < 1 for name, r in tried.items() if name != "as it is"), tried
+    assert [r["lever"] for r in advice(rows)] == ["none"]
+    assert "num_workers=1" in advice(rows)[0]["change"]  # what was tried, with its interval
+
+
+def test_a_failing_script_stops_tune_with_its_own_error_and_status():
+    done = tune(command=[PY, SCRIPT, "--fail"])
+    assert done.returncode == 1
+    assert "RuntimeError: the script's own failure at step 3" in done.stderr
+    assert "the script failed as it is" in done.stderr and "Traceback" in done.stderr
+    assert done.stdout == ""
+
+
+def test_a_script_without_a_trainer_is_one_line():
+    done = tune(command=[PY, SCRIPT, "--no-trainer", "--epochs", "1"])
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("python -m gluonperf.tune: error: ")
+    assert "never called gluon.Trainer.step" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_bad_input_is_one_line():
+    for flags, message in ((["--levers", "nope"], "unknown lever(s) nope"), (["--warmup", "1"], "at least 2 steps"),
+                           ([], "no command after --")):
+        done = run_leaving_nothing(["-m", "gluonperf.tune", *flags, "--"] + ([] if not flags else [PY, SCRIPT]))
+        assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_ctrl_c_keeps_what_was_measured_and_leaves_nothing_running(tmp_path):
+    out = tmp_path / "tune.json"
+    env, mark = marked_env()
+    proc = subprocess.Popen([PY, "-m", "gluonperf.tune", *QUICK, "--levers", "hybridize", "--rounds", "30",
+                             "--json", str(out), "--", PY, SCRIPT], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:  # a few runs of the sweep have finished
+            if out.exists() or proc.poll() is not None:
+                break
+            time.sleep(0.5)
+            if len([p for p in processes_of(mark)]) > 1 and time.time() > deadline - 100:
+                break
+        time.sleep(8)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "stopped before the end" in stdout and "hybridize" in stdout, stdout + stderr
+    kept = records(out)
+    assert kept and all(r["bench"] == "tune" for r in kept)
+    deadline = time.time() + 10
+    while processes_of(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not processes_of(mark), [p.cmdline() for p in processes_of(mark)]
