@@ -47,8 +47,11 @@ BENCH = "tune-script"
 ADVICE = "advice"
 # the levers tune -- tries, in the order it tries them (names for --levers)
 LEVER_NAMES = ("threads", "hybridize", "data", "dtype", "engine", "allocator", "bulk", "openmp")
-# a wait is worth a line of the recipe when Python is blocked there this share of a step or more
+# a wait is worth a line of the recipe when Python is blocked there this share of a step or more, at
+# least every other step: a read once an epoch is where the epoch's queued work drains, which is the
+# pattern the advice asks for, not a cost
 WAIT_SHARE = 0.05
+WAIT_EVERY = 0.5
 
 
 # --- inside the script ------------------------------------------------------------------
@@ -513,8 +516,10 @@ def recipe(results, confirm, best, kept, found, waits, cwd, tried):
         cand = sweep.Candidate(r.name, tuple(sorted(r.metrics["env_vars"].items())),
                                tuple(sorted(r.metrics["flags"].items())))
         # the lever's own part of the candidate: its flags or its environment beside the ones kept before
-        change, where = change_of(lever, _own(cand, lever), found, cwd)
+        own = _own(cand, lever)
+        change, where = change_of(lever, own, found, cwd)
         out.append(result(ADVICE, lever, lever=lever, change=change, where=where, measured=True,
+                          env_vars=dict(own.env), hooks=dict(own.flags),
                           **{k: r.metrics.get(k) for k in ("ratio", "ratio_ci_low", "ratio_ci_high", "ratio_n",
                                                            "ratio_level", "verdict", "rounds")}))
     step_s = None
@@ -523,7 +528,7 @@ def recipe(results, confirm, best, kept, found, waits, cwd, tried):
         step_s = statistics.median(l["seconds"] / l["steps"] for l in rates)
     for w in merge_waits(rates):
         share = w["seconds_per_step"] / step_s if step_s else None
-        if share is None or share < WAIT_SHARE:
+        if share is None or share < WAIT_SHARE or w["calls_per_step"] < WAIT_EVERY:
             continue
         code = _code(w["file"], w["line"])
         out.append(result(ADVICE, "wait", lever="wait", where=_where(w["file"], w["line"], cwd), code=code,
@@ -532,7 +537,7 @@ def recipe(results, confirm, best, kept, found, waits, cwd, tried):
                           change=("Python waits here for the engine %.3g ms of each %.3g ms step (%.0f%%), %s a step: "
                                   "read the value every N steps, or add it up on the device (total = total + "
                                   "loss.sum()) and read it once an epoch, so that Python queues the next steps "
-                                  "while the engine runs" % (1e3 * w["seconds_per_step"], 1e3 * step_s, 100 * share,
+                                  "while the engine runs (the wait is the most it can save)" % (1e3 * w["seconds_per_step"], 1e3 * step_s, 100 * share,
                                                              _times(w["calls_per_step"])))))
     if confirm is not None:
         m = confirm.metrics
