@@ -643,6 +643,25 @@ def tune_command(command, lever=None):
     return "python -m gluonperf.tune %s-- %s" % ("--levers %s " % lever if lever else "", command or "COMMAND")
 
 
+# what to do about a wait for the engine every step (profile's and tune --'s advice)
+READ_LESS = ("read the value every N steps, or add it up on the device (total = total + loss.sum()) and read it "
+             "once an epoch, so that Python queues the next steps while the engine runs")
+
+
+def hybridize_code(kind, static=True):
+    """The hybridize change in code, for a model of `kind` (script_tune.hybrid_kind: a
+    'sequential' is built as a HybridSequential first)."""
+    call = "hybridize(static_alloc=True, static_shape=True)" if static else "hybridize()"
+    if kind == "sequential":
+        return "build the model as gluon.nn.HybridSequential() instead of nn.Sequential(), then call net.%s" % call
+    return "call net.%s once the model is built" % call
+
+
+def times(n):
+    """'once' or '2 times' (a step)."""
+    return "once" if abs(n - 1) < 1e-9 else "%.3g times" % n
+
+
 def _where(file, line, cwd):
     """'train.py:42' (relative to `cwd` when it is below it)."""
     if not file:
@@ -676,10 +695,7 @@ def advice(summary, command, cwd):
         m = h.metrics
         if m.get("ratio") is None:
             continue
-        seq = m.get("kind") == "sequential"
-        code = ("build the model as gluon.nn.HybridSequential() instead of nn.Sequential(), then call "
-                "net.hybridize(static_alloc=True, static_shape=True)" if seq
-                else "call net.hybridize(static_alloc=True, static_shape=True) once the model is built")
+        code = hybridize_code(m.get("kind"))
         iv = "%.2fx (%d%% CI %.2f-%.2f, %d rounds)" % (m["ratio"], round(100 * m["ratio_level"]), m["ratio_ci_low"],
                                                       m["ratio_ci_high"], m["ratio_n"])
         found = {"faster": "was %s faster hybridized static" % iv,
@@ -702,13 +718,10 @@ def advice(summary, command, cwd):
         share = m.get("blocked_share") or 0.0
         if m["calls_per_step"] < 0.99 and share < WAIT_SHARE:
             continue
-        times = "once" if abs(m["calls_per_step"] - 1) < 1e-9 else "%.3g times" % m["calls_per_step"]
         change = ("to try: Python waits for the engine here (%s) %s a step, blocked %.3g ms a step (%s of the step) "
                   "under profile's fenced steps, where a wait after trainer.step blocks little; unfenced, as the "
-                  "script runs, it blocks for the whole step's queued work: read the value every N steps, or add it "
-                  "up on the device (total = total + loss.sum()) and read it once an epoch, so that Python queues "
-                  "the next steps while the engine runs"
-                  % (m["what"], times, 1e3 * m["blocked_s_per_step"], _pct(share)))
+                  "script runs, it blocks for the whole step's queued work: %s"
+                  % (m["what"], times(m["calls_per_step"]), 1e3 * m["blocked_s_per_step"], _pct(share), READ_LESS))
         out.append(result(ADVICE, "wait", lever="wait", change=change, where=_where(m["file"], m["line"], cwd),
                           code=_code(m["file"], m["line"]), measured=False, what=m["what"],
                           calls_per_step=m["calls_per_step"], blocked_s_per_step=m["blocked_s_per_step"],

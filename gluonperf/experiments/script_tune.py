@@ -37,14 +37,13 @@ from ..records import result
 from ..measure import stats
 from ..runtime import guard
 from . import sweep
-from .script_profile import ENV_OUT, find_model
+from .script_profile import (ADVICE, ENV_OUT, READ_LESS, _code, _images, _where, find_model, hybridize_code,
+                             times)
 
 ENV_SETTINGS = "GLUONPERF_TUNE_SETTINGS"  # JSON: warmup, steps, probe, levers
 ENTRY = "gluonperf.experiments.script_tune:install"
 SITE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime", "script_site")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BENCH = "tune-script"
-ADVICE = "advice"
 # the levers tune -- tries, in the order it tries them (names for --levers)
 LEVER_NAMES = ("threads", "hybridize", "data", "dtype", "engine", "allocator", "bulk", "openmp")
 # a wait is worth a line of the recipe when Python is blocked there this share of a step or more, at
@@ -463,16 +462,8 @@ def tune_script(runner, stages, rounds, progress=None, timeout=900, sweeps=None,
     return out, confirm, best, kept
 
 
-def _where(file, line, cwd):
-    """'train.py:42' (relative to where the command ran, when it is below it)."""
-    if not file:
-        return None
-    rel = os.path.relpath(file, cwd)
-    return "%s:%d" % (file if rel.startswith("..") else rel, line)
 
 
-def _code(file, line):
-    return linecache.getline(file, line).strip() if file else ""
 
 
 def change_of(lever, candidate, found, cwd):
@@ -480,13 +471,8 @@ def change_of(lever, candidate, found, cwd):
     flags = dict(candidate.flags)
     if lever == "hybridize":
         model = found.get("model") or {}
-        static = flags.get("hybridize") == "static"
-        call = "hybridize(static_alloc=True, static_shape=True)" if static else "hybridize()"
-        where = _where(model.get("file"), model.get("line") or 0, cwd)
-        if model.get("kind") == "sequential":
-            return ("build the model as gluon.nn.HybridSequential() instead of nn.Sequential(), then call net.%s "
-                    "once it is built" % call), where
-        return "call net.%s once the model is built" % call, where
+        return (hybridize_code(model.get("kind"), flags.get("hybridize") == "static"),
+                _where(model.get("file"), model.get("line") or 0, cwd))
     if lever == "data":
         loader = max(found.get("loaders") or [{}], key=lambda l: l.get("num_workers") or 0)
         change = "DataLoader(..., num_workers=%s%s)" % (flags["num_workers"],
@@ -531,14 +517,15 @@ def recipe(results, confirm, best, kept, found, waits, cwd, tried):
         if share is None or share < WAIT_SHARE or w["calls_per_step"] < WAIT_EVERY:
             continue
         code = _code(w["file"], w["line"])
+        # its cost is measured; what removing it gains is not (measured=False)
         out.append(result(ADVICE, "wait", lever="wait", where=_where(w["file"], w["line"], cwd), code=code,
-                          measured=False, what=w["what"],  # its cost is measured; the gain of removing it is not calls_per_step=w["calls_per_step"],
+                          measured=False, what=w["what"], calls_per_step=w["calls_per_step"],
                           blocked_s_per_step=w["seconds_per_step"], blocked_share=share, step_s=step_s,
                           change=("Python waits here for the engine %.3g ms of each %.3g ms step (%.0f%%), %s a step: "
-                                  "read the value every N steps, or add it up on the device (total = total + "
-                                  "loss.sum()) and read it once an epoch, so that Python queues the next steps "
-                                  "while the engine runs (the wait is the most it can save)" % (1e3 * w["seconds_per_step"], 1e3 * step_s, 100 * share,
-                                                             _times(w["calls_per_step"])))))
+                                  "%s (to try: what it saves is not measured; at most the time blocked here, and "
+                                  "nothing where the step's other work also waits for the engine)" % (
+                                      1e3 * w["seconds_per_step"], 1e3 * step_s, 100 * share,
+                                      times(w["calls_per_step"]), READ_LESS))))
     if confirm is not None:
         m = confirm.metrics
         out.append(result(ADVICE, "together", lever="together", change="all of the above",
@@ -567,8 +554,6 @@ def _env_lever(name):
             "DNNL_MAX_CPU_ISA": "dtype"}.get(name)
 
 
-def _times(n):
-    return "once" if abs(n - 1) < 1e-9 else "%.3g times" % n
 
 
 def merge_waits(rates):
@@ -620,8 +605,6 @@ def found_text(found, rate, cwd):
     return "; ".join(parts)
 
 
-def _images(rate):
-    return "{:,.0f}".format(rate) if rate and rate >= 1e4 else "%.4g" % (rate or 0)
 
 
 def left_alone(found):
