@@ -156,3 +156,64 @@ def test_ctrl_c_keeps_what_was_measured_and_leaves_nothing_running(tmp_path):
     while processes_of(mark) and time.time() < deadline:
         time.sleep(0.2)
     assert not processes_of(mark), [p.cmdline() for p in processes_of(mark)]
+
+
+def test_a_sequential_of_hybrid_blocks_becomes_a_hybrid_sequential_with_the_same_weights():
+    import mxnet as mx
+    from mxnet.gluon import nn
+    from gluonperf.experiments.script_tune import as_hybrid_sequential, hybrid_kind, hybrid_mode, hybridize
+    net = nn.Sequential()
+    inner = nn.Sequential()
+    inner.add(nn.Dense(8, activation="relu"))
+    net.add(inner, nn.Dense(3))
+    net.initialize(mx.init.Xavier())
+    x = mx.nd.random.uniform(shape=(4, 5))
+    before = net(x).asnumpy()
+    assert hybrid_kind(net) == "sequential" and hybrid_mode(net) == "none"
+    assert hybridize(net, "static").startswith("HybridSequential, ")
+    assert isinstance(net, nn.HybridSequential) and isinstance(inner, nn.HybridSequential)
+    assert hybrid_mode(net) == "static"
+    np_after = net(x).asnumpy()
+    assert abs(np_after - before).max() < 1e-6
+    assert net._cached_op is not None  # it ran as one graph
+    lstm = nn.Sequential()
+    lstm.add(nn.Dense(2), _Imperative())
+    assert hybrid_kind(lstm) == "imperative"
+    try:
+        as_hybrid_sequential(lstm)
+        raise AssertionError("an imperative Block was turned into a HybridSequential")
+    except ValueError as e:
+        assert "not a Sequential of HybridBlocks" in str(e)
+
+
+class _Imperative(__import__("mxnet").gluon.Block):
+    def forward(self, x):
+        return x * 2
+
+
+def test_the_recipe_keeps_only_faster_and_names_what_was_tried():
+    from gluonperf.experiments import script_tune, sweep
+    from gluonperf.records import Result
+
+    def tried(lever, name, ratio, low, high, verdict, env=(), flags=()):
+        return Result("tune", name, {"lever": lever, "ratio": ratio, "ratio_ci_low": low, "ratio_ci_high": high,
+                                     "verdict": verdict, "rounds": 5, "ratio_n": 5, "ratio_level": 0.975,
+                                     "env_vars": dict(env), "flags": dict(flags)})
+    results = [tried("threads", "as it is", 1.0, None, None, "baseline"),
+               tried("threads", "OMP_NUM_THREADS=2", 0.5, 0.4, 0.6, "slower", env={"OMP_NUM_THREADS": "2"}),
+               tried("hybridize", "hybridize=static", 1.5, 1.3, 1.7, "faster", flags={"hybridize": "static"}),
+               tried("hybridize", "hybridize=hybrid", 1.2, 1.1, 1.3, "faster", flags={"hybridize": "hybrid"}),
+               tried("data", "num_workers=1", 1.1, 0.9, 1.3, "inconclusive",
+                     flags={"hybridize": "static", "num_workers": "1"})]
+    found = {"model": {"kind": "sequential", "file": "/x/train.py", "line": 7}, "loaders": []}
+    best = sweep.Candidate("hybridize=static", (), (("hybridize", "static"),))
+    out = script_tune.recipe(results, None, best, ["hybridize"], found, [], "/x", "")
+    assert [r.metrics["lever"] for r in out] == ["hybridize"]
+    m = out[0].metrics
+    assert m["where"] == "train.py:7" and m["ratio"] == 1.5 and m["hooks"] == {"hybridize": "static"}
+    assert "HybridSequential()" in m["change"] and "static_alloc=True" in m["change"]
+    text = script_tune.tried_text(results, {"dtype": "no bfloat16 here"})
+    assert "OMP_NUM_THREADS=2 0.50x (0.40-0.60, slower)" in text and "dtype not tried: no bfloat16 here" in text
+    nothing = script_tune.recipe(results[:2], None, sweep.Candidate("as it is"), [], found, [], "/x", text)
+    assert [r.metrics["lever"] for r in nothing] == ["none"]
+    assert nothing[0].metrics["change"] == "no change pays here: " + text
