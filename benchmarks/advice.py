@@ -38,18 +38,28 @@ SCRIPTS = ("tabular_mlp", "cifar_resnet20")
 READ_EVERY = 50  # what "read the value every N steps" becomes when applied
 
 
+# (vendor word, cpu family, models) -> the machine names of benchmarks/results (docs/results_tables.py)
+GENERATIONS = [("epyc", 26, range(0, 256), "zen5"), ("epyc", 25, list(range(0x10, 0x20)) + list(range(0x60, 0x80))
+                + list(range(0xa0, 0xb0)), "zen4"), ("epyc", 25, range(0, 256), "zen3"),
+               ("xeon", 6, (143,), "spr"), ("xeon", 6, (207,), "emr")]
+
+
 def machine_tag():
-    """'epyc-f26m2': the CPU's vendor word and family/model numbers (for the results' file name)."""
-    family = model = "?"
+    """'epyc-zen5', 'xeon-spr', ...: the machine's name in the results' file names (its CPU's
+    generation from /proc/cpuinfo's family and model; 'epyc-f26m2' for one not in GENERATIONS)."""
+    family = model = -1
     with open("/proc/cpuinfo") as f:
         for line in f:
             key, _, value = line.partition(":")
             if key.strip() == "cpu family":
-                family = value.strip()
+                family = int(value)
             elif key.strip() == "model":
-                model = value.strip()
+                model = int(value)
     word = "epyc" if "EPYC" in cpu_model() else "xeon" if "Xeon" in cpu_model() else "cpu"
-    return "%s-f%sm%s" % (word, family, model)
+    for vendor, fam, models, name in GENERATIONS:
+        if vendor == word and fam == family and model in models:
+            return "%s-%s" % (word, name)
+    return "%s-f%dm%d" % (word, family, model)
 
 
 def tune_recipe(script, rounds, log):
@@ -57,7 +67,7 @@ def tune_recipe(script, rounds, log):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "tune.json")
         argv = [sys.executable, "-m", "gluonperf.tune", "--rounds", str(rounds), "--json", out, "--",
-                "python", os.path.join("benchmarks", "scripts", script + ".py")]
+                sys.executable, os.path.join("benchmarks", "scripts", script + ".py")]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_", "GLUONPERF_"))}
         done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
         log.write("$ %s\n%s%s\n" % (" ".join(argv[1:]), done.stderr, done.stdout))
@@ -97,7 +107,7 @@ def applied(advice):
 
 def compare(script, flags, env, rounds, warmup=5, steps=None):
     """The script as written against the recipe applied, interleaved: the applied side's Result."""
-    command = ["python", os.path.join("benchmarks", "scripts", script + ".py")]
+    command = [sys.executable, os.path.join("benchmarks", "scripts", script + ".py")]
     written = script_tune.ScriptRunner(command, warmup, steps or 20, cwd=ROOT)
     # as many steps as tune's probe would time: at least 20 and 1 s, on the script as written
     probe_runner, lines, _, error = script_tune.probe(command, warmup, steps or 20, 600, cwd=ROOT)

@@ -142,6 +142,9 @@ EXAMPLES = [
      ["python -m gluonperf.profile --json results/script.json -- python train_script.py",
       "python -m gluonperf.profile --depth 0 --operator-steps 0 --ceiling off --json results/script_slow.json "
       "-- python train_script.py --slow-data"]),
+    ("faster_script", "tune -- on a newcomer's script: the recipe, each change measured on it",
+     ["python -m gluonperf.tune --levers threads,hybridize,data --json results/tune_script.json -- "
+      "python tabular_mlp.py"]),
     ("your_model_errors", "a model spec that does not fit: each one line, nothing run",
      ["! python -m gluonperf.train --model mynet.py:build",
       "! python -m gluonperf.train --model mynet.py:build --input-shape 32,32",
@@ -152,7 +155,8 @@ EXAMPLES = [
      ["python -m gluonperf.bench optimizers --model resnet18 --batch-size 16 --repeat 5 --steps 3"]),
 ]
 NAMES = [name for name, _, _ in EXAMPLES]
-FILES = [os.path.join(HERE, "your_model", "mynet.py"), os.path.join(HERE, "your_script", "train_script.py")]
+FILES = [os.path.join(HERE, "your_model", "mynet.py"), os.path.join(HERE, "your_script", "train_script.py"),
+         os.path.join(ROOT, "benchmarks", "scripts", "tabular_mlp.py")]
 
 
 def machine():
@@ -177,7 +181,7 @@ def clean_env():
     """The user's environment without the settings that change the commands' defaults."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_", "KMP_", "GOMP_", "DNNL_"))}
     env["PYTHONUNBUFFERED"] = "1"  # stderr's notes and stdout's table in the order written
-    env["COLUMNS"] = "200"
+    env["COLUMNS"] = "100"  # the tables as a 100-column terminal shows them (issue 55)
     return env
 
 

@@ -1,7 +1,8 @@
 """Render benchmarks/results/ as the tables of docs/measurements.md.
 
 The page's block between `<!-- results:latest -->` and `<!-- /results:latest -->` is
-written from the files themselves: the training-throughput suite's latest run on each
+written from the files themselves (and docs/faster_script.md's `<!-- advice:latest -->` block,
+from benchmarks/advice.py's files): the training-throughput suite's latest run on each
 machine (one table per machine), then every result file by suite and machine, linked. So
 the page cannot say what the files do not.
 
@@ -95,25 +96,70 @@ def render():
     return "\n".join(out)
 
 
+ADVICE_PAGE = os.path.join(HERE, "faster_script.md")
+
+
+def advice_tables():
+    """The latest benchmarks/advice.py run on each machine: each script's recipe, what was applied
+    by hand, and the script as written against the recipe applied."""
+    named, _ = files()
+    out = []
+    for cpu, fs in sorted(named.get("advice", {}).items()):
+        path = [f for f in fs if f.endswith(".jsonl")][-1:]
+        if not path:
+            continue
+        rows = [json.loads(l) for l in open(os.path.join(RESULTS, path[0])) if l.strip()]
+        checks = [r for r in rows if r.get("bench") == "advice-check"]
+        out += ["#### %s, %s" % (MACHINES.get(cpu, cpu), NAME.match(path[0])["date"]), "",
+                "[%s](%s%s): `python benchmarks/advice.py`; the ratio is the recipe applied against the script "
+                "as written, interleaved, over %s rounds" % (path[0], LINK, path[0],
+                                                            "/".join(sorted({str(r["rounds"]) for r in checks}))), "",
+                "| script | tune's recipe | applied by hand | as written -> applied (interval) | verdict |",
+                "| --- | --- | --- | --- | --- |"]
+        for r in checks:
+            recipe = [_advice_cell(a) for a in rows if a.get("bench") == "advice-of-" + r["script"]]
+            out.append("| `%s` | %s | %s | %.2fx (%.3g%% CI %.2f-%.2f) | %s |" % (
+                r["script"], "<br>".join(recipe) or "-", ", ".join(r["applied"]) or "nothing", r["ratio"],
+                100 * r["ratio_level"], r["ratio_ci_low"], r["ratio_ci_high"], r["verdict"]))
+        out.append("")
+    return "\n".join(out)
+
+
+def _advice_cell(a):
+    """One advice record of tune's recipe, short: the lever and its measured ratio, or a wait's cost."""
+    if a["lever"] == "wait":
+        return "wait at `%s`: %.0f%% of the step, to try" % (a["where"].rsplit("/", 1)[-1], 100 * a["blocked_share"])
+    if a["lever"] == "none":
+        return "no change pays here"
+    return "%s: %.2fx (%.2f-%.2f), %s" % (a["lever"], a["ratio"], a["ratio_ci_low"], a["ratio_ci_high"], a["verdict"])
+
+
+def _rewrite(page_path, marker, text, check):
+    """Put `text` between the page's `<!-- marker -->` and `<!-- /marker -->`; with `check`, only
+    say whether it is there already. Returns 0, 1 (out of date) or 2 (no such block)."""
+    page = open(page_path).read()
+    block = re.compile(r"(<!-- %s -->\n).*?(<!-- /%s -->)" % (marker, marker), re.S)
+    if not block.search(page):
+        print("docs/results_tables.py: %s has no <!-- %s --> block" % (page_path, marker), file=sys.stderr)
+        return 2
+    new = block.sub(lambda m: m.group(1) + text + "\n" + m.group(2), page)
+    if check:
+        if new != page:
+            print("%s is out of date: run python docs/results_tables.py" % page_path, file=sys.stderr)
+            return 1
+        return 0
+    with open(page_path + ".tmp", "w") as f:
+        f.write(new)
+    os.replace(page_path + ".tmp", page_path)
+    return 0
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python docs/results_tables.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="exit 1 if the page's block is not up to date")
     args = p.parse_args(argv)
-    page = open(PAGE).read()
-    block = re.compile(r"(<!-- results:latest -->\n).*?(<!-- /results:latest -->)", re.S)
-    if not block.search(page):
-        print("docs/results_tables.py: %s has no <!-- results:latest --> block" % PAGE, file=sys.stderr)
-        return 2
-    new = block.sub(lambda m: m.group(1) + render() + "\n" + m.group(2), page)
-    if args.check:
-        if new != page:
-            print("docs/measurements.md is out of date: run python docs/results_tables.py", file=sys.stderr)
-            return 1
-        return 0
-    with open(PAGE + ".tmp", "w") as f:
-        f.write(new)
-    os.replace(PAGE + ".tmp", PAGE)
-    return 0
+    return max(_rewrite(PAGE, "results:latest", render(), args.check),
+               _rewrite(ADVICE_PAGE, "advice:latest", advice_tables(), args.check))
 
 
 if __name__ == "__main__":
