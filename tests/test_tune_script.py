@@ -161,7 +161,7 @@ def test_ctrl_c_keeps_what_was_measured_and_leaves_nothing_running(tmp_path):
 def test_a_sequential_of_hybrid_blocks_becomes_a_hybrid_sequential_with_the_same_weights():
     import mxnet as mx
     from mxnet.gluon import nn
-    from gluonperf.experiments.script_tune import as_hybrid_sequential, hybrid_kind, hybrid_mode, hybridize
+    from gluonperf.training.hybrid_blocks import as_hybrid_sequential, hybrid_kind, hybrid_mode, hybridize
     net = nn.Sequential()
     inner = nn.Sequential()
     inner.add(nn.Dense(8, activation="relu"))

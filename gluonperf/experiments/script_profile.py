@@ -88,7 +88,8 @@ class _Driver:
             self.write(kind="process", **_process(self.prof))
             # What `ready` needs, imported now (between two steps, outside their times): a module first
             # imported in an atexit handler after Ctrl-C turns the script's exit status from 130 into 1.
-            from . import block_profile, script_tune, step_time  # noqa: F401
+            from . import block_profile, step_time  # noqa: F401
+            from ..training import hybrid_blocks  # noqa: F401
             from ..measure import flops  # noqa: F401
         self.write(kind="step", **record)
 
@@ -300,7 +301,7 @@ def hybridize_alone(block, args, rounds=HYBRIDIZE_ROUNDS):
     import time
     import mxnet as mx
     from .block_profile import _Step, walk
-    from .script_tune import hybrid_kind, hybrid_mode, hybridize
+    from ..training.hybrid_blocks import hybrid_kind, hybrid_mode, hybridize
     kind, mode = hybrid_kind(block), hybrid_mode(block)
     base = {"model_kind": kind, "mode": mode, "model": type(block).__name__}
     if kind == "imperative":
@@ -649,7 +650,7 @@ READ_LESS = ("read the value every N steps, or add it up on the device (total = 
 
 
 def hybridize_code(kind, static=True):
-    """The hybridize change in code, for a model of `kind` (script_tune.hybrid_kind: a
+    """The hybridize change in code, for a model of `kind` (training.hybrid_blocks.hybrid_kind: a
     'sequential' is built as a HybridSequential first)."""
     call = "hybridize(static_alloc=True, static_shape=True)" if static else "hybridize()"
     if kind == "sequential":

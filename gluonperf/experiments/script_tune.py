@@ -37,6 +37,7 @@ from ..records import result
 from ..measure import stats
 from ..runtime import guard
 from . import sweep
+from ..training.hybrid_blocks import hybrid_kind, hybrid_mode, hybridize
 from .script_profile import (ADVICE, ENV_OUT, READ_LESS, _code, _images, _where, find_model, hybridize_code,
                              times)
 
@@ -214,55 +215,6 @@ def _part(fn, as_dict=False):
     except Exception as e:  # noqa: BLE001 (the script must run on)
         text = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
         return {"error": text} if as_dict else "error: " + text
-
-
-def hybrid_kind(block):
-    """'hybrid' for a HybridBlock, 'sequential' for a gluon.nn.Sequential whose Blocks are all
-    HybridBlocks (or such Sequentials), which can be a HybridSequential; else 'imperative'."""
-    from mxnet import gluon
-    if isinstance(block, gluon.HybridBlock):
-        return "hybrid"
-    if type(block) is gluon.nn.Sequential and all(hybrid_kind(c) != "imperative" for c in block._children.values()):
-        return "sequential"
-    return "imperative"
-
-
-def hybrid_mode(block):
-    """'none', 'hybrid' or 'static' (static_alloc and static_shape): how a Block runs now."""
-    if not getattr(block, "_active", False):
-        return "none"
-    flags = dict(getattr(block, "_flags", ()))
-    return "static" if flags.get("static_alloc") and flags.get("static_shape") else "hybrid"
-
-
-def as_hybrid_sequential(block):
-    """Turn a gluon.nn.Sequential of HybridBlocks (nested Sequentials too) into a HybridSequential,
-    in place, with its Blocks and parameters as they are: what writing `nn.HybridSequential()`
-    instead of `nn.Sequential()` in the script does. ValueError for any other Block."""
-    from mxnet import gluon
-    if isinstance(block, gluon.HybridBlock):
-        return block
-    if hybrid_kind(block) != "sequential":
-        raise ValueError("%s is not a Sequential of HybridBlocks: it cannot be hybridized" % type(block).__name__)
-    for child in block._children.values():
-        as_hybrid_sequential(child)
-    fresh = gluon.nn.HybridSequential(prefix=block.prefix)  # the attributes a HybridBlock has, and no Blocks
-    for key, value in vars(fresh).items():
-        if key not in vars(block):
-            object.__setattr__(block, key, value)
-    block.__class__ = gluon.nn.HybridSequential
-    return block
-
-
-def hybridize(block, mode):
-    """The hybridize lever on the model: `hybrid` or `static`; a Sequential becomes a
-    HybridSequential first. Returns what was done, in words."""
-    kind = hybrid_kind(block)
-    as_hybrid_sequential(block)
-    static = mode == "static"
-    block.hybridize(static_alloc=static, static_shape=static)
-    return "%s%s.hybridize(%s)" % ("HybridSequential, " if kind == "sequential" else "", type(block).__name__,
-                                   "static_alloc=True, static_shape=True" if static else "")
 
 
 # --- in the command ---------------------------------------------------------------------------
