@@ -128,6 +128,14 @@ def test_bad_input_is_one_line():
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
+def _cmdline(process):
+    import psutil
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return ""
+
+
 def test_ctrl_c_keeps_what_was_measured_and_leaves_nothing_running(tmp_path):
     out = tmp_path / "tune.json"
     env, mark = marked_env()
@@ -135,14 +143,10 @@ def test_ctrl_c_keeps_what_was_measured_and_leaves_nothing_running(tmp_path):
                              "--json", str(out), "--", PY, SCRIPT], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.time() + 120
-        while time.time() < deadline:  # a few runs of the sweep have finished
-            if out.exists() or proc.poll() is not None:
-                break
-            time.sleep(0.5)
-            if len([p for p in processes_of(mark)]) > 1 and time.time() > deadline - 100:
-                break
-        time.sleep(8)
+        deadline, runs = time.time() + 120, set()
+        while time.time() < deadline and len(runs) < 3 and proc.poll() is None:  # the probe and two runs began
+            runs.update(p.pid for p in processes_of(mark) if p.pid != proc.pid and SCRIPT in _cmdline(p))
+            time.sleep(0.2)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
     finally:

@@ -233,7 +233,8 @@ class ScriptRunner:
         self.runs = {}
 
     def environment(self, candidate, out_dir, probe=False):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GLUONPERF_")}
+        env = {k: v for k, v in os.environ.items() if k not in (ENV_OUT, ENV_SETTINGS, "GLUONPERF_SCRIPT_HOOKS",
+                                                               "GLUONPERF_SCRIPT_ROOT")}
         env.update(dict(candidate.env))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (SITE, os.environ.get("PYTHONPATH")) if p)
         levers = {k: _value(v) for k, v in candidate.flags}
