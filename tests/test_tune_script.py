@@ -91,8 +91,8 @@ def test_an_already_tuned_script_gets_no_change(tmp_path):
     assert "no change pays here" in done.stdout
 
 
-@pytest.mark.alone
 def test_dataloader_workers_that_slow_the_script_are_not_recommended(tmp_path):
+    """Not `alone`: the workers sleep 32 ms a batch against a step of a few ms, slower beside any load."""
     out = tmp_path / "tune.json"
     done = tune("--levers", "data", "--rounds", "2", "--json", str(out),
                 command=[PY, SCRIPT, "--loader", "--slow-in-workers", "0.002"])

@@ -5,7 +5,9 @@ from ..cli import common as cli
 from ..training.model_spec import label
 
 NAME = "engines"
-QUICK = ["--model", "mlp", "--batch-size", "16", "--steps", "1", "--epochs", "2", "--rounds", "1"]
+# (the quick run leaves Horovod's engine to tests/test_engines.py and tests/test_horovod.py, which run it)
+QUICK = ["--model", "mlp", "--batch-size", "16", "--steps", "1", "--epochs", "2", "--rounds", "1",
+         "--engines", "single,dist_sync"]
 # its runs are gluonperf commands, each with its own thread default: none is set for the bench
 RUNS_COMMANDS = True
 RECORDS = ("engines",)
