@@ -1,13 +1,17 @@
 """One result record type, and the writers: a table for people, JSON lines and CSV for machines.
 
-Units: fields ending in `_s` are seconds, `_bytes` bytes, `_per_s` a rate; the
-table shows them in readable units, the files keep the raw numbers.
+Units: fields ending in `_s` are seconds, `_bytes` bytes, `_per_s` a rate, `share` a
+fraction; the files keep the raw numbers. The table says a column's unit once, in its header
+(`images/s`, `median (us)`, `rss_peak (MiB)`), and its cells are plain numbers (22,410,
+660.3, 12.3); a ratio keeps its 'x' (3.43x) and a share its '%' (12.5%). --wide prints the
+records' own column names, so there each cell carries its unit (22,410/s, 660.3 us, 12.3 MiB).
 """
 import csv
 import io
 import json
 import math
 import shutil
+import statistics
 import textwrap
 from dataclasses import dataclass, field
 from typing import Any, Dict
@@ -33,13 +37,41 @@ def result(bench, name, measurement=None, **metrics):
     return Result(bench, name, fields)
 
 
-def _format_seconds(value):
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-        if abs(value) >= scale or unit == "ns":
-            return "%.4g %s" % (value / scale, unit)
+SECONDS = (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9))
+
+
+def figures(value, n=4):
+    """`value` as a person reads it: `n` significant figures, thousands separated from 10,000
+    up, no exponent between 1e-4 and 1e12: 22,410, 6432, 439.2, 1.514, 0.01235 (n=3: 439)."""
+    rounded = float("%.*g" % (n, value))
+    if rounded != 0 and not 1e-4 <= abs(rounded) < 1e12:
+        return "%.*g" % (n, value)
+    if abs(rounded) >= 10000:
+        return "{:,.0f}".format(value)
+    if abs(rounded) >= 1000:
+        return "%.0f" % value
+    return "%.*g" % (n, value)
+
+
+def is_share(key):
+    """A fraction shown as a percentage."""
+    return key == "share" or key.endswith("_share")
+
+
+def _mib(value):
+    """Bytes in MiB: 12.3, 1024.0, 20,480 (thousands separated from 10,000 up)."""
+    mib = value / 2 ** 20
+    return "%.1f" % mib if abs(mib) < 9999.95 else "{:,.0f}".format(mib)
+
+
+def _seconds_unit(value):
+    """(unit, scale) of a time: the largest unit it is at least one of (ns below)."""
+    return next((u, s) for u, s in SECONDS if abs(value) >= s or u == "ns")
 
 
 def format_value(key, value):
+    """One value of `key` as text with its unit, read alone (--wide, the HTML report, a cell
+    whose unit changes from row to row): '22,410/s', '660.3 us', '12.3 MiB', '12.5%'."""
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -47,16 +79,17 @@ def format_value(key, value):
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return str(value)
     if isinstance(value, (int, float)):
-        if key == "share" or key.endswith("_share"):  # a fraction, shown as a percentage
+        if is_share(key):
             return "%.1f%%" % (100 * value)
         if key.endswith("_per_s"):
-            return "%.4g/s" % value
+            return figures(value) + "/s"
         if key.endswith("_s"):
-            return _format_seconds(value)
+            unit, scale = _seconds_unit(value)
+            return "%s %s" % (figures(value / scale), unit)
         if "bytes" in key:
-            return "%.1f MiB" % (value / 2 ** 20)
+            return _mib(value) + " MiB"
         if isinstance(value, float):
-            return "%.4g" % value
+            return figures(value)
     return str(value)
 
 
@@ -78,7 +111,10 @@ def _columns(rows, columns):
 # column becomes numbered notes under the table, over-long names are cut in the middle, a
 # prose column at the right end wraps, and the columns a person reads last go first (the
 # order a command gives is the order of importance: the first column and its verdict stay).
-# `wide=True` (--wide) prints every column as recorded; --json and --csv keep everything.
+# A column says its unit once, in its header (`images/s`, `median (us)`, `rss_peak (MiB)`),
+# its cells plain numbers (column_unit, format_cell); a ratio's keep their 'x', a share's '%'.
+# `wide=True` (--wide) prints every column under its recorded name, each cell with its unit
+# (format_value); --json and --csv keep everything, raw.
 
 DEFAULT_WIDTH = 100
 NAME_CAP = 40        # a name longer than this is cut in the middle when the table is too wide
@@ -122,52 +158,146 @@ def fixed(value):
     return "%.2f" % value if 0.1 <= abs(value) < 100 else "%.3g" % value
 
 
-def _short(value):
-    """A number in three figures, without an exponent below a million: 439, 42.2, 0.0123, 25040."""
-    return "%.0f" % value if 1000 <= abs(value) < 1e6 else "%.3g" % value
+@dataclass(frozen=True)
+class Unit:
+    """How the numbers of one table column read, its unit said once in the header: `label`
+    is the header's unit ('us', 'MiB'; none for a rate, whose name says it: images/s),
+    `scale` divides the numbers, `suffix` follows each of them ('x' for a ratio, '%' for a
+    share: a percentage reads as one with its sign, and costs the column no width)."""
+    kind: str = ""  # 'share', 'rate', 'seconds', 'bytes', 'ratio' or '' (a plain number)
+    label: str = ""
+    scale: float = 1.0
+    suffix: str = ""
+
+    def number(self, value, n=4):
+        """`value` in this unit, without it: '22,410', '660.3', '12.3', '3.43' (n: significant
+        figures of a rate, a time or a plain float; an int is written as it is)."""
+        if self.kind == "ratio":
+            return fixed(value)
+        if self.kind == "share":
+            return "%.1f" % (100 * value)
+        if self.kind == "bytes":
+            return _mib(value)
+        if not self.kind and isinstance(value, int):
+            return str(value)
+        return figures(value / self.scale, n)
+
+    @property
+    def alone(self):
+        """What follows a number read alone, outside a column that names its unit: '/s', ' us'."""
+        return {"rate": "/s", "seconds": " " + self.label, "bytes": " " + self.label}.get(self.kind, self.suffix)
 
 
-def _scaled(key, value):
-    """(how `key`'s numbers read in one cell: a function of a number, the unit after it)."""
-    if key == "share" or key.endswith("_share"):
-        return (lambda v: "%.1f" % (100 * v)), "%"
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _kind(key):
+    """What `key`'s numbers are, as format_value reads them (a ratio besides)."""
+    if is_share(key):
+        return "share"
     if key.endswith("_per_s"):
-        return _short, "/s"
+        return "rate"
     if key.endswith("_s"):
-        for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)):
-            if abs(value) >= scale or unit == "ns":
-                return (lambda v, scale=scale: _short(v / scale)), " " + unit
+        return "seconds"
     if "bytes" in key:
-        return (lambda v: "%.1f" % (v / 2 ** 20)), " MiB"
+        return "bytes"
     if is_ratio(key):
-        return fixed, "x"
-    return _short, ""
+        return "ratio"
+    return ""
+
+
+def column_unit(key, values=(), n=4):
+    """The one unit of a column of `key` holding `values`. Times: the unit of s, ms, us, ns
+    that writes every value in the fewest characters, the unit of their median on a tie
+    (660.3 and 188.8 us; 0.6603 and 12.3 ms rather than 660.3 and 12,300 us)."""
+    kind = _kind(key)
+    if kind == "share":  # the % stays with the number, as a change's '+12.3%' does: 'share' is no wider
+        return Unit(kind, suffix="%")
+    if kind == "bytes":
+        return Unit(kind, "MiB")
+    if kind == "ratio":
+        return Unit(kind, suffix="x")
+    if kind != "seconds":
+        return Unit(kind)
+    magnitudes = [abs(v) for v in values if _is_number(v) and math.isfinite(v) and v != 0]
+    if not magnitudes:
+        return Unit(kind, "s")
+    home = SECONDS.index(_seconds_unit(statistics.median(magnitudes)))
+
+    def cost(i):
+        return max(len(figures(v / SECONDS[i][1], n)) for v in magnitudes), abs(i - home)
+    label, scale = SECONDS[min(range(len(SECONDS)), key=cost)]
+    return Unit(kind, label, scale)
+
+
+def header_name(key):
+    """`key` as a header names it, its unit left out (the header gives it once):
+    images_per_s -> images/s, median_s -> median, rss_peak_bytes -> rss_peak."""
+    kind = _kind(key)
+    for cut, tail in (("rate", "_per_s"), ("seconds", "_s"), ("bytes", "_bytes")):
+        if kind == cut and key.endswith(tail) and len(key) > len(tail):
+            return key[:-len(tail)] + ("/s" if kind == "rate" else "")
+    return key
+
+
+def column_header(key, unit, level=None):
+    """A column's header with its unit once: 'images/s', 'median (us)', 'rss_peak (MiB)',
+    'speedup (95% CI)', 'step (ms, 95% CI)'; a share's and a ratio's cells keep their '%' and
+    'x', their header its name ('share')."""
+    inside = ", ".join(x for x in (unit.label, level) if x)
+    name = header_name(key) if unit.kind else key
+    return "%s (%s)" % (name, inside) if inside else name
+
+
+def format_cell(key, value, unit, low=None, high=None, n=4):
+    """A cell of a column whose header says its `unit`: the plain number ('22,410', '660.3';
+    a ratio keeps its 'x': '3.43x', a share its '%': '12.5%'), an interval after it:
+    '439 (425-454)'; None is
+    '-', a text or a flag as format_value writes it."""
+    if not _is_number(value):
+        return format_value(key, value)
+    if not math.isfinite(value):
+        return str(value)
+    head = unit.number(value, n) + unit.suffix
+    if low is None or high is None:
+        return head
+    return "%s (%s)" % (head, _bounds(unit, low, high, n))
+
+
+def _bounds(unit, low, high, n):
+    hi = unit.number(high, n) if math.isfinite(high) else "inf"
+    lo = unit.number(low, n) if math.isfinite(low) else "-inf"
+    return "%s%s%s" % (lo, " to " if lo.startswith("-") or hi.startswith("-") else "-", hi)
+
+
+# An estimate beside its interval is written in three figures: the interval says how many count.
+ESTIMATE_FIGURES = 3
 
 
 def format_bounds(key, low, high, like=None):
     """An interval of `key` as text, in the unit of `like` (its estimate; default `low`) and
-    without it: '2.51-4.69', '425-454', '4.40-4.71' (ms); an unbounded end is 'inf'."""
+    without it: '2.51-4.69', '425-454', '4.4-4.71' (ms); an unbounded end is 'inf'."""
     if low is None or high is None:
         return "-"
-    number, _ = _scaled(key, like if like is not None else low)
-    hi = number(high) if math.isfinite(high) else "inf"
-    lo = number(low) if math.isfinite(low) else "-inf"
-    return "%s%s%s" % (lo, " to " if lo.startswith("-") or hi.startswith("-") else "-", hi)
+    unit = column_unit(key, [like if like is not None else low], ESTIMATE_FIGURES)
+    return _bounds(unit, low, high, ESTIMATE_FIGURES)
 
 
 def format_estimate(key, value, low=None, high=None):
-    """An estimate and its interval in one cell, as the terminal and the report show it:
-    '3.43x (2.51-4.69)', '439/s (425-454)', '4.52 ms (4.40-4.71)', '70.0% (65.0-75.0)';
-    the estimate alone without an interval ('1.00x')."""
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+    """An estimate and its interval in one cell read alone, its unit in it (the HTML report,
+    compare's ratio): '3.43x (2.51-4.69)', '439/s (425-454)', '4.52 ms (4.4-4.71)',
+    '70.0% (65.0-75.0)'; the estimate alone without an interval ('1.00x'). In a table's
+    column the unit goes to the header instead (format_cell)."""
+    if not _is_number(value):
         return format_value(key, value)
     if not math.isfinite(value):
         return str(value)
-    number, unit = _scaled(key, value)
-    head = number(value) + unit
+    unit = column_unit(key, [value], ESTIMATE_FIGURES)
+    head = unit.number(value, ESTIMATE_FIGURES) + unit.alone
     if low is None or high is None:
         return head
-    return "%s (%s)" % (head, format_bounds(key, low, high, like=value))
+    return "%s (%s)" % (head, _bounds(unit, low, high, ESTIMATE_FIGURES))
 
 
 def interval_pairs(columns):
@@ -182,13 +312,14 @@ def interval_pairs(columns):
     return pairs
 
 
-def _level_header(key, rows):
+def _level(key, rows):
+    """The interval's level as a header says it: '95% CI', '99% CI', 'CI' (levels differ)."""
     levels = {row.get(key + "_level") for row in rows} - {None}
     if not levels:
-        return "%s (95%% CI)" % key
+        return "95% CI"
     if len(levels) == 1:
-        return "%s (%g%% CI)" % (key, 100 * levels.pop())
-    return "%s (CI)" % key
+        return "%g%% CI" % (100 * levels.pop())
+    return "CI"
 
 
 class _Column:
@@ -214,8 +345,10 @@ def _shown_columns(rows, cols):
             continue
         if c in pairs:
             low, high = pairs[c]
-            cells = [format_estimate(c, row.get(c), row.get(low), row.get(high)) for row in rows]
-            out.append(_Column(c, _level_header(c, rows), cells, interval=True))
+            unit = column_unit(c, [row.get(c) for row in rows], ESTIMATE_FIGURES)
+            cells = [format_cell(c, row.get(c), unit, row.get(low), row.get(high), ESTIMATE_FIGURES)
+                     for row in rows]
+            out.append(_Column(c, column_header(c, unit, _level(c, rows)), cells, interval=True))
         elif c in NOTE_COLUMNS:
             cells = []
             for row in rows:
@@ -230,7 +363,9 @@ def _shown_columns(rows, cols):
             out.append(_Column(c, c, cells))
         else:
             values = [row.get(c) for row in rows]
-            out.append(_Column(c, c, [format_value(c, v) for v in values],
+            unit = column_unit(c, values)
+            header = column_header(c, unit) if any(_is_number(v) for v in values) else c
+            out.append(_Column(c, header, [format_cell(c, v, unit) for v in values],
                                text=any(isinstance(v, str) for v in values)))
     return out, notes
 
@@ -330,8 +465,9 @@ def _lines(columns, width):
 
 def format_table(results, columns=None, title=None, width=None, wide=False, left_out=None):
     """A plain-text table of `results`; `columns` picks and orders the fields, most important
-    first. It fits `width` (default: the terminal's, 100 under a pipe); `wide`: every column
-    as recorded, as wide as it takes. The line naming the columns left out goes under the
+    first. It fits `width` (default: the terminal's, 100 under a pipe), each column's unit in
+    its header; `wide`: every column under its recorded name, each cell with its unit, as
+    wide as it takes. The line naming the columns left out goes under the
     table, or to `left_out(line)` (a command's stderr, keeping its stdout the table's rows)."""
     rows = [r.row() for r in results]
     cols = _columns(rows, columns)

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from gluonperf.cli import common as cli
-from gluonperf.records import (cut_middle, format_bounds, format_estimate, format_table, interval_pairs,
-                               result)
+from gluonperf.records import (column_header, column_unit, cut_middle, figures, format_bounds, format_cell, format_estimate,
+                               format_table, format_value, header_name, interval_pairs, result)
 from gluonperf.render import kinds
 
 # Every module whose tables the commands print, with the columns each gives format_table.
@@ -131,6 +131,10 @@ def test_an_interval_is_one_cell_with_its_estimate():
     assert format_estimate("share", 0.7, 0.65, 0.75) == "70.0% (65.0-75.0)"
     assert format_estimate("speedup", 1.0) == "1.00x" and format_estimate("speedup", None) == "-"
     assert format_bounds("ratio", 1.04, float("inf")) == "1.04-inf"
+    # in a table's column the unit is in the header, the cell the number and its interval
+    assert format_cell("images_per_s", 439.2, column_unit("images_per_s"), 425.1, 454.3, n=3) == "439 (425-454)"
+    assert format_cell("step_s", 0.004521, column_unit("step_s", [0.004521], n=3), 0.0044, 0.00471, n=3) \
+        == "4.52 (4.4-4.71)"
     columns = ["name", "speedup", "speedup_ci_low", "speedup_ci_high", "speedup_n", "verdict"]
     rows = [result("b", "static", speedup=3.4321, speedup_ci_low=2.51, speedup_ci_high=4.69, speedup_n=12,
                    verdict="faster")]
@@ -205,3 +209,89 @@ def test_every_command_has_the_wide_flag():
     assert cli.common_parser().parse_args(["--wide"]).wide
     from gluonperf import compare
     assert compare.build_parser().parse_args(["a", "b", "--wide"]).wide
+
+
+def header_cells(text):
+    """{header: [cells]} of a table (columns two spaces apart or more)."""
+    lines = text.splitlines()
+    at = lines.index(rule(text))
+    heads = re.split(r"\s{2,}", lines[at - 1].strip())
+    rows = [re.split(r"\s{2,}", l.strip()) for l in lines[at + 1:] if l.strip() and not l.startswith(("(", "[1]"))]
+    assert all(len(r) == len(heads) for r in rows), text
+    return {h: [r[i] for r in rows] for i, h in enumerate(heads)}
+
+
+def test_numbers_read_in_four_figures_with_thousands_separated_from_ten_thousand():
+    assert [figures(v) for v in (22410.3, 6432.4, 439.2, 439.0, 1.5137, 0.012345, 0)] == \
+        ["22,410", "6432", "439.2", "439", "1.514", "0.01235", "0"]
+    assert figures(9999.7) == "10,000" and figures(999.96) == "1000" and figures(1234567.8) == "1,234,568"
+    assert figures(439.2, 3) == "439" and figures(999.6, 3) == "1000"  # no '1e+03' when rounding up
+    assert format_value("rss_peak_bytes", 2 ** 30) == "1024.0 MiB" and format_value("x_bytes", 2 ** 34) == "16,384 MiB"
+
+
+def test_units_are_in_the_header_once_and_the_cells_plain_numbers():
+    columns = ["name", "median_s", "iqr_s", "speedup", "speedup_ci_low", "speedup_ci_high", "images_per_s",
+               "rss_peak_bytes", "share", "verdict"]
+    rows = [result("b", "imperative", median_s=660.3e-6, iqr_s=12e-6, speedup=1.0, images_per_s=22410.3,
+                   rss_peak_bytes=12.3 * 2 ** 20, share=0.125, verdict="baseline"),
+            result("b", "static", median_s=188.8e-6, iqr_s=3.1e-6, speedup=3.4321, speedup_ci_low=2.51,
+                   speedup_ci_high=4.69, images_per_s=439.2, rss_peak_bytes=14.1 * 2 ** 20, share=0.5,
+                   verdict="faster"),
+            result("b", "tiny", median_s=95e-6, iqr_s=1e-6, speedup=0.8, images_per_s=1.5137,
+                   rss_peak_bytes=2 ** 20, share=0.375, verdict="slower")]
+    text = format_table(rows, columns, width=100)
+    assert "not shown" not in text
+    table = header_cells(text)
+    assert list(table) == ["name", "median (us)", "iqr (us)", "speedup (95% CI)", "images/s", "rss_peak (MiB)",
+                           "share", "verdict"], text
+    assert table["median (us)"] == ["660.3", "188.8", "95"] and table["iqr (us)"] == ["12", "3.1", "1"]
+    assert table["speedup (95% CI)"] == ["1.00x", "3.43x (2.51-4.69)", "0.80x"]  # a ratio keeps its x
+    assert table["images/s"] == ["22,410", "439.2", "1.514"]
+    assert table["rss_peak (MiB)"] == ["12.3", "14.1", "1.0"]
+    assert table["share"] == ["12.5%", "50.0%", "37.5%"]  # a percentage keeps its sign: the header is no wider
+    assert not re.search(r"[0-9](/s| us| ms| MiB)", text.split(rule(text))[1]), text  # no other unit in a cell
+    # --wide: the recorded names, each cell with its unit
+    wide = header_cells(format_table(rows, columns, wide=True))
+    assert list(wide) == columns
+    assert wide["median_s"] == ["660.3 us", "188.8 us", "95 us"] and wide["images_per_s"][0] == "22,410/s"
+    assert wide["rss_peak_bytes"][0] == "12.3 MiB" and wide["share"][0] == "12.5%"
+
+
+def test_a_time_column_has_one_unit_chosen_from_its_values():
+    def column(*seconds, interval=False):
+        columns = ["name", "step_s"] + (["step_low_s", "step_high_s"] if interval else [])
+        rows = [result("b", str(i), step_s=s, **({"step_low_s": 0.9 * s, "step_high_s": 1.2 * s} if interval else {}))
+                for i, s in enumerate(seconds)]
+        (header, cells), = [(h, c) for h, c in header_cells(format_table(rows, columns, width=100)).items()
+                            if h != "name"]
+        return header, cells
+    assert column(660.3e-6, 188.8e-6) == ("step (us)", ["660.3", "188.8"])
+    assert column(0.0045, 0.012, 0.9) == ("step (ms)", ["4.5", "12", "900"])
+    assert column(1.5, 42.0) == ("step (s)", ["1.5", "42"])
+    assert column(3e-9, 8e-9) == ("step (ns)", ["3", "8"])
+    # mixed magnitudes: still one unit, the one that writes every cell shortest
+    header, cells = column(660e-6, 0.5, 0.012)
+    assert header == "step (ms)" and cells == ["0.66", "500", "12"]
+    assert all(len(c) <= 6 for c in column(1.2e-6, 3e-3, 80e-3, 660e-6)[1])
+    header, cells = column(0.004521, 0.0123, interval=True)
+    assert header == "step (ms, 95% CI)" and cells == ["4.52 (4.07-5.43)", "12.3 (11.1-14.8)"]
+    assert column(None, 0.002) == ("step (ms)", ["-", "2"])
+
+
+def test_headers_name_the_unit_and_keep_columns_apart():
+    assert [header_name(k) for k in ("images_per_s", "median_s", "rss_peak_bytes", "share", "speedup", "epoch",
+                                     "bytes_per_sample")] == \
+        ["images/s", "median", "rss_peak", "share", "speedup", "epoch", "bytes_per_sample"]
+    for table, columns in TABLES.items():  # no two columns of a table read alike (epoch, epoch (ms))
+        names = [column_header(c, column_unit(c, [0.001])) for c in columns]
+        assert len(set(names)) == len(names), (table, names)
+    assert column_header("epoch_s", column_unit("epoch_s", [0.5])) == "epoch (ms)"
+    rows = [result("b", "x", images_per_s=1234.5, images_per_s_ci_low=1200.0, images_per_s_ci_high=1300.0,
+                   images_per_s_level=0.99, error="boom")]
+    table = header_cells(format_table(rows, ["name", "images_per_s", "images_per_s_ci_low", "images_per_s_ci_high",
+                                             "error"], width=100))
+    assert table == {"name": ["x"], "images/s (99% CI)": ["1234 (1200-1300)"], "error": ["[1]"]}
+    # a column without a number keeps its name; the report's and compare's cells keep their units
+    assert list(header_cells(format_table([result("b", "x", step_s=None)], ["name", "step_s"], width=100))) == \
+        ["name", "step_s"]
+    assert format_value("median_s", 660.3e-6) == "660.3 us" and format_value("images_per_s", 22410.3) == "22,410/s"

@@ -33,11 +33,14 @@ def common_parser(ctx_default="cpu"):
 
 
 def add_wide(p):
-    """--wide: the tables with every column, as recorded, however wide (by default a table fits
-    the terminal: records.format_table)."""
+    """--wide: the tables with every column under its recorded name, each cell with its unit,
+    however wide (by default a table fits the terminal, each column's unit once in its header:
+    records.format_table)."""
     p.add_argument("--wide", action="store_true",
-                   help="print every column of the tables, however wide, each interval's ends apart (by default "
-                        "a table fits the terminal: COLUMNS, or 100 columns under a pipe)")
+                   help="print every column of the tables, however wide, under its recorded name, each cell with "
+                        "its unit (median_s: 660.3 us) and each interval's ends apart (by default a table fits the "
+                        "terminal: COLUMNS, or 100 columns under a pipe, and says a column's unit once, in its "
+                        "header: median (us): 660.3)")
 
 
 def print_table(results, args, columns=None, title=None, out=None):
