@@ -23,6 +23,7 @@ import pytest
 
 from helpers import HANGING_MXNET, ROOT, marked_env, processes_of, run_leaving_nothing
 from gluonperf import bench
+from gluonperf.records import header_name
 
 PY = sys.executable
 TIMEOUT = 240
@@ -42,6 +43,21 @@ def header(stdout):
         if line.startswith("---") and i:
             return re.split(r"\s{2,}", lines[i - 1].strip())
     raise AssertionError("no table in:\n" + stdout)
+
+
+def fields(headers, columns):
+    """The record fields (among `columns`) that table `headers` show, their units said once:
+    'speedup (95% CI)' is speedup, 'images/s' images_per_s, 'median (us)' median_s, 'epoch (s)'
+    epoch_s beside 'epoch', 'rss_peak (MiB)' rss_peak_bytes (records.header_name)."""
+    out = []
+    for h in headers:
+        name, _, inside = h.partition(" (")
+        unit = inside.rstrip(")").split(", ")[0] in ("s", "ms", "us", "ns", "MiB")  # not an interval's level
+        if name in columns and not unit:
+            out.append(name)
+        else:
+            out.append(next((c for c in columns if c != name and header_name(c) == name), name))
+    return out
 
 
 def records(path):
@@ -93,7 +109,7 @@ def test_readme_command_as_a_user_runs_it(name, argv, columns, benches, ctx, tmp
     out = tmp_path / "out.json"
     p = command(["-m", *argv, *ctx, "--json", str(out)], tmp_path)
     assert p.returncode == 0, p.stderr
-    shown = [h.split(" (")[0] for h in header(p.stdout)]  # 'speedup (95% CI)': speedup and its interval
+    shown = fields(header(p.stdout), columns)  # 'speedup (95% CI)': speedup and its interval; 'median (us)': median_s
     rule = next(line for line in p.stdout.splitlines() if line.startswith("---"))
     assert len(rule) <= 100, p.stdout  # fits a terminal (100 columns under a pipe), what it leaves out named
     if name in bench.BY_NAME:  # bench: its COLUMNS, in their order, the first always

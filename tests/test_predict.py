@@ -248,7 +248,7 @@ def test_validate_devices(run, tmp_path):
         assert 0.25 < r["predicted_step_s"] / r["measured_step_s"] < 4, r
     assert rows[0]["t2_s"] == 0  # one device exchanges nothing
     assert 0.25 < rows[1]["t2_s"] / rows[1]["measured_t2_s"] < 4, rows[1]
-    assert "predicted_step_s" in done.stdout
+    assert re.search(r"  predicted_step \((s|ms|us|ns)\)", done.stdout), done.stdout  # predicted_step_s, its unit once
     # every check carries the measured step's interval over the timed steps, measured/predicted
     # with its interval, and the judgement (tests/test_predict_validate.py); the title counts them
     for r in rows:

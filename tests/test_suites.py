@@ -59,7 +59,7 @@ def test_throughput_suite_tiny(tmp_path):
     p = command(["benchmarks/train_throughput.py", "--model", "lenet", "--batch-sizes", "16", "--rounds", "1",
                  "--steps", "2", "--no-compile", "--json", str(out)], tmp_path)
     assert p.returncode == 0, p.stderr
-    assert {"batch_size", "name", "images_per_s", "ratio (95% CI)", "verdict",  # an interval: one cell
+    assert {"batch_size", "name", "images/s", "ratio (95% CI)", "verdict",  # an interval: one cell
             "of_ceiling (95% CI)"} <= set(header(p.stdout)), p.stdout
     assert not [h for h in header(p.stdout) if h.startswith("ratio_")]
     rows = {r["name"]: r for r in records(out)}

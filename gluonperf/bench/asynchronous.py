@@ -91,8 +91,8 @@ def show(args, records, ctxs):
     cli.emit_sections([
         ("y = nd.dot(x, x).sum() with x %dx%d on %s: queued vs finished (median of %d)"
          % (args.demo_size, args.demo_size, ctx, args.repeat), demo, COLUMNS),
-        ("which calls block: queue y = nd.dot(x, x) and make the call (median_s), then time "
-         "nd.waitall() (left_s); blocks: does the call wait while y's input is held back", calls, CALLS_COLUMNS),
+        ("which calls block: queue y = nd.dot(x, x) and make the call (median), then time "
+         "nd.waitall() (left); blocks: does the call wait while y's input is held back", calls, CALLS_COLUMNS),
         ("%s per iteration on %s: wait_to_read() every iteration (sync) vs waitall() once "
          "(async); t1 front end, t2 back end, t3 return, per iteration" % (cross.metrics["op"], ctx), rows,
          SWEEP_COLUMNS),
