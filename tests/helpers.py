@@ -15,10 +15,13 @@ HANGING_MXNET = {"PYTHONPATH": os.pathsep.join([os.path.join(ROOT, "tests", "han
 
 def clean_env(**extra):
     """This environment without OMP_*/MXNET_*/GOMP_*/KMP_*/DNNL_*/ONEDNN_* settings, as a user's shell
-    has it, so that a command's own thread defaults apply; plus PYTHONPATH and `extra`."""
+    has it, so that a command's own thread defaults apply; plus PYTHONPATH, COLUMNS=100 and `extra`."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OMP_", "MXNET_", "GOMP_", "KMP_", "DNNL_", "ONEDNN_", "MALLOC_", "GLUONPERF_"))}
     env["PYTHONPATH"] = ROOT
+    # the tables' width as under a pipe (100 columns, records.format_table): pytest's workers hand their
+    # children a COLUMNS of 80 from the terminal they started in, which left columns out
+    env["COLUMNS"] = "100"
     env.update(extra)
     return env
 

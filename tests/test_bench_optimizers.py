@@ -74,7 +74,7 @@ def test_the_agreement_check_catches_a_wrong_momentum(lenet, monkeypatch):
 def test_bench_optimizers_from_the_command_line(run, tmp_path):
     out = tmp_path / "opt.jsonl"
     p = run("gluonperf.bench", "optimizers", "--optimizers", "sgd,adam,rmsprop", "--repeat", "3", "--steps", "2",
-            "--batch-size", "16", "--json", str(out))
+            "--batch-size", "16", "--json", str(out), "--wide")
     assert p.returncode == 0, p.stderr
     records = {r.name: r.metrics for r, _ in read_jsonl(str(out))}
     assert set(records) == {"forward-backward", "sgd scratch", "sgd fused", "sgd multi", "adam scratch",

@@ -265,7 +265,7 @@ def test_walk_and_ceiling():
 def test_profile_prints_and_writes_the_blocks(run, tmp_path):
     out = tmp_path / "p.jsonl"
     p = run("gluonperf.profile", "--model", "lenet", "--batch-size", "16", "--ceiling", "quick", "--steps", "2",
-            "--warmup", "1", "--dataset", "digits", "--depth", "2", "--json", str(out), timeout=240)
+            "--warmup", "1", "--dataset", "digits", "--depth", "2", "--json", str(out), "--wide", timeout=240)
     assert p.returncode == 0, p.stderr
     text = p.stdout
     assert "Blocks [run 1" in text and "Blocks sum to" in text

@@ -205,6 +205,7 @@ def test_bfloat16_below_avx512_is_one_line_before_anything_runs(argv, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.alone  # beside other tests MXNet 1.9.1 once aborted (free(): invalid next size) as the two errors raced
 def test_an_mxnet_error_on_two_contexts_leaves_no_traceback_at_exit(tmp_path):
     """An operator that fails on each of two contexts: the command reports the first in one
     line, and MXNet's exit hook raised the other again, with a traceback (before cli.run

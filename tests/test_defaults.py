@@ -183,7 +183,7 @@ def test_compare_and_report_read_what_the_image_runs_wrote(ran, tmp_path):
     page = str(tmp_path / "report.html")
     with ThreadPoolExecutor(max_workers=2) as pool:
         compared, reported = pool.map(lambda argv: run_leaving_nothing(["-m", *argv], TIMEOUT), [
-            ["gluonperf.compare", old, new],
+            ["gluonperf.compare", old, new, "--wide"],
             # -o: the default, report.html in the working directory, would be the project's root here
             ["gluonperf.report", str(results), "-o", page]])
     lines = ok(compared)

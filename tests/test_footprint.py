@@ -15,7 +15,7 @@ MiB = 2 ** 20
 def test_footprint_end_to_end_with_checkpointing_budget_and_plot(run, tmp_path):
     out, png = tmp_path / "fp.jsonl", tmp_path / "fp.png"
     p = run("gluonperf.bench", "footprint", "--model", "lenet", "--batch-sizes", "8", "--hybridize", "static",
-            "--checkpoint", "2", "--steps", "2", "--budget", "24M", "--json", str(out), "--plot", str(png),
+            "--checkpoint", "2", "--steps", "2", "--budget", "24M", "--json", str(out), "--plot", str(png), "--wide",
             timeout=180)
     assert p.returncode == 0, p.stderr
     assert "static runs as hybrid" in p.stderr

@@ -3,6 +3,7 @@ unwritable --json refused before the first run, and a stopped run that keeps wha
 (Split from test_commands.py, whose helpers they share, so that pytest-xdist can give the two
 files, each one unit of work, to different workers.)"""
 import json
+import re
 import math
 import os
 import signal
@@ -59,8 +60,9 @@ def test_throughput_suite_tiny(tmp_path):
     p = command(["benchmarks/train_throughput.py", "--model", "lenet", "--batch-sizes", "16", "--rounds", "1",
                  "--steps", "2", "--no-compile", "--json", str(out)], tmp_path)
     assert p.returncode == 0, p.stderr
-    assert {"batch_size", "name", "images/s", "ratio (95% CI)", "verdict",  # an interval: one cell
-            "of_ceiling (95% CI)"} <= set(header(p.stdout)), p.stdout
+    shown = header(p.stdout)  # within 100 columns: what is read last may be left out
+    assert {"batch_size", "name", "verdict"} <= set(shown), p.stdout
+    assert any(re.match(r"(ratio|of_ceiling) \([0-9.]+% CI\)$", h) for h in shown), p.stdout  # an interval: one cell
     assert not [h for h in header(p.stdout) if h.startswith("ratio_")]
     rows = {r["name"]: r for r in records(out)}
     assert set(rows) >= {"book loop", "gluonperf.train", CEILING}
