@@ -22,8 +22,9 @@ from .cli.training_flags import (add_training_flags, check_kvstore, check_optimi
 
 PROG = "python -m gluonperf.train"
 
-EPOCH_COLUMNS = ["epoch", "loss", "train_top1", "train_top5", "test_top1", "test_top5", "lr",
-                 "epoch_s", "train_images_per_s"]
+# in the order a person reads them: a table narrower than all of them leaves out the last first
+EPOCH_COLUMNS = ["epoch", "loss", "train_top1", "test_top1", "epoch_s", "train_images_per_s", "train_top5", "test_top5",
+                 "lr"]
 SCALING_COLUMNS = ["devices", "batch_size", "step_s", "iqr_s", "t1_s", "t2_s", "update_s",
                    "overlap_model_s", "serial_model_s", "images_per_s", "speedup", "speedup_ci_low",
                    "speedup_ci_high", "efficiency", "noisy"]
