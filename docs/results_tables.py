@@ -110,7 +110,7 @@ def advice_tables():
             continue
         rows = [json.loads(l) for l in open(os.path.join(RESULTS, path[0])) if l.strip()]
         checks = [r for r in rows if r.get("bench") == "advice-check"]
-        out += ["#### %s, %s" % (MACHINES.get(cpu, cpu), NAME.match(path[0])["date"]), "",
+        out += ["### %s, %s" % (MACHINES.get(cpu, cpu), NAME.match(path[0])["date"]), "",
                 "[%s](%s%s): `python benchmarks/advice.py`; the ratio is the recipe applied against the script "
                 "as written, interleaved, over %s rounds" % (path[0], LINK, path[0],
                                                             "/".join(sorted({str(r["rounds"]) for r in checks}))), "",
