@@ -259,6 +259,8 @@ def main_script(argv):
         write_outputs(advice, args)
     print()
     print("\n".join(script_tune.recipe_lines(advice)))
+    for line in script_tune.failure_notes(results):
+        note(line)
     return 0
 
 

@@ -218,6 +218,10 @@ def test_the_recipe_keeps_only_faster_and_names_what_was_tried():
     assert "HybridSequential()" in m["change"] and "static_alloc=True" in m["change"]
     text = script_tune.tried_text(results, {"dtype": "no bfloat16 here"})
     assert "OMP_NUM_THREADS=2 0.50x (0.40-0.60, slower)" in text and "dtype not tried: no bfloat16 here" in text
+    assert script_tune.failure_notes(results) == []
+    shared = Result("tune", "num_workers=2", {"lever": "data", "error": "exit 1: MXNetError: ... data is on "
+                                                                         "cpu_shared(0) while dense0_weight is on cpu(0)"})
+    assert "as_in_context" in script_tune.failure_notes(results + [shared])[0]
     nothing = script_tune.recipe(results[:2], None, sweep.Candidate("as it is"), [], found, [], "/x", text)
     assert [r.metrics["lever"] for r in nothing] == ["none"]
     assert nothing[0].metrics["change"] == "no change pays here: " + text

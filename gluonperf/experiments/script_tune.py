@@ -524,6 +524,18 @@ def merge_waits(rates):
     return sorted(out, key=lambda w: -w["seconds_per_step"])
 
 
+def failure_notes(results):
+    """What a candidate's failure means for the user, where gluonperf knows: a DataLoader's workers
+    hand batches over in shared memory (cpu_shared), which a model hybridized with static_alloc
+    refuses (MXNet's CachedOp wants every input on the model's context)."""
+    out = []
+    if any("cpu_shared" in str(r.metrics.get("error", "")) for r in results if r.metrics.get("lever") == "data"):
+        out.append("note: DataLoader workers hand batches over in shared memory (cpu_shared), which a model "
+                   "hybridized with static_alloc refuses: copy each batch to the model's context first "
+                   "(data = data.as_in_context(mx.cpu())), then try the workers again (tune --levers data)")
+    return out
+
+
 def tried_text(results, idle):
     """What was tried and how each came out, for "no change pays here"."""
     parts = []
