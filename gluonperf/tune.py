@@ -231,8 +231,7 @@ def main_script(argv):
     for lever, why in idle.items():
         note("note: nothing to try for %s: %s" % (lever, why))
     rounds = sweep.Rounds(budget=args.budget) if args.rounds == "auto" else sweep.Rounds(fixed=args.rounds)
-    total = sum((2 * len(sweep._unique(make(sweep.Candidate("as it is")))) - 1) * rounds.planned
-                for _, make in stages if len(sweep._unique(make(sweep.Candidate("as it is")))) > 1)
+    total = script_tune.count_runs(stages, rounds)
     title = ("tune: `%s` on %s (%d cores), images/s per candidate (Trainer.step's batch_size over %d timed steps after "
              "%d), ratio to the lever's baseline, geometric mean of %s interleaved rounds, 95%% interval corrected "
              "for the candidates tried" % (what, cpu_model(), cores, runner.steps, args.warmup, args.rounds))
@@ -244,13 +243,12 @@ def main_script(argv):
     bar = progress_bar(total, "tune")
     try:
         with keep_on_stop(sweeps.results, args, title, columns):
-            results, confirm, best, kept = script_tune.tune_script(runner, stages, rounds, bar.update, args.timeout,
+            results, confirm, _, kept = script_tune.tune_script(runner, stages, rounds, bar.update, args.timeout,
                                                                     sweeps, args.threshold)
     finally:
         bar.close()
-    waits = [runner.runs.get(name, []) for name in ("as it is",)] + [[found["rate"]]]
-    advice = script_tune.recipe(results, confirm, best, kept, probe, waits, os.getcwd(),
-                                script_tune.tried_text(results, idle))
+    advice = script_tune.recipe(results, confirm, kept, probe, runner.runs.get("as it is", []) + [found["rate"]],
+                                os.getcwd(), script_tune.tried_text(results, idle))
     table = [r for r in results if r.metrics.get("lever") != "confirm"]
     if table:
         emit(table, args, title=title, columns=columns, records=results + advice)

@@ -196,7 +196,7 @@ class _Imperative(__import__("mxnet").gluon.Block):
 
 
 def test_the_recipe_keeps_only_faster_and_names_what_was_tried():
-    from gluonperf.experiments import script_tune, sweep
+    from gluonperf.experiments import script_tune
     from gluonperf.records import Result
 
     def tried(lever, name, ratio, low, high, verdict, env=(), flags=()):
@@ -210,8 +210,7 @@ def test_the_recipe_keeps_only_faster_and_names_what_was_tried():
                tried("data", "num_workers=1", 1.1, 0.9, 1.3, "inconclusive",
                      flags={"hybridize": "static", "num_workers": "1"})]
     found = {"model": {"kind": "sequential", "file": "/x/train.py", "line": 7}, "loaders": []}
-    best = sweep.Candidate("hybridize=static", (), (("hybridize", "static"),))
-    out = script_tune.recipe(results, None, best, ["hybridize"], found, [], "/x", "")
+    out = script_tune.recipe(results, None, ["hybridize"], found, [], "/x", "")
     assert [r.metrics["lever"] for r in out] == ["hybridize"]
     m = out[0].metrics
     assert m["where"] == "train.py:7" and m["ratio"] == 1.5 and m["hooks"] == {"hybridize": "static"}
@@ -222,6 +221,6 @@ def test_the_recipe_keeps_only_faster_and_names_what_was_tried():
     shared = Result("tune", "num_workers=2", {"lever": "data", "error": "exit 1: MXNetError: ... data is on "
                                                                          "cpu_shared(0) while dense0_weight is on cpu(0)"})
     assert "as_in_context" in script_tune.failure_notes(results + [shared])[0]
-    nothing = script_tune.recipe(results[:2], None, sweep.Candidate("as it is"), [], found, [], "/x", text)
+    nothing = script_tune.recipe(results[:2], None, [], found, [], "/x", text)
     assert [r.metrics["lever"] for r in nothing] == ["none"]
     assert nothing[0].metrics["change"] == "no change pays here: " + text

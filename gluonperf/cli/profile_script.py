@@ -221,8 +221,8 @@ def report(args, command, tmp, code, stopped, timed_out):
 def shown(command):
     """The command as a user would type it: a Python interpreter given by its path shown by its
     name (`/venv/bin/python train.py` -> `python train.py`)."""
-    first = os.path.basename(command[0]) if os.path.basename(command[0]).startswith("python") else command[0]
-    return " ".join(shlex.quote(c) for c in [first] + list(command[1:]))
+    from ..experiments.script_profile import shown as argv_shown
+    return " ".join(shlex.quote(c) for c in argv_shown(command))
 
 
 def _records(summary):

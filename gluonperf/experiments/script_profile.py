@@ -183,6 +183,13 @@ def _plain(value):
     return value.item() if hasattr(value, "item") else str(value)
 
 
+def shown(command):
+    """The command as a user would type it, as a list: a Python interpreter given by its path shown by
+    its name (`/venv/bin/python train.py` -> `python train.py`)."""
+    first = os.path.basename(command[0])
+    return [first if first.startswith("python") else command[0]] + list(command[1:])
+
+
 def _part(fn):
     """fn()'s value, or the one line of what it raised (a part of the report that failed)."""
     from .. import error_line

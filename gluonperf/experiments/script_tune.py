@@ -38,8 +38,8 @@ from ..measure import stats
 from ..runtime import guard
 from . import sweep
 from ..training.hybrid_blocks import hybrid_kind, hybrid_mode, hybridize
-from .script_profile import (ADVICE, ENV_OUT, READ_LESS, _code, _images, _where, find_model, hybridize_code,
-                             times)
+from .script_profile import (ADVICE, ENV_OUT, READ_LESS, _code, _images, _part, _where, find_model,
+                             hybridize_code, shown, times)
 
 ENV_SETTINGS = "GLUONPERF_TUNE_SETTINGS"  # JSON: warmup, steps, probe, levers
 ENTRY = "gluonperf.experiments.script_tune:install"
@@ -179,7 +179,8 @@ class _Run:
                    waits=[{"what": w, "file": f, "line": l, "calls_per_step": c / steps, "seconds_per_step": s / steps}
                           for (w, f, l), (c, s) in sorted(self.waits.items(), key=lambda kv: -kv[1][1])])
         if self.probe:
-            self.write(kind="probe", **_part(self.describe, as_dict=True))
+            found = _part(self.describe)
+            self.write(kind="probe", **(found if isinstance(found, dict) else {"error": found}))
         self.out.flush()
 
     def describe(self):
@@ -206,15 +207,6 @@ class _Run:
             mx.nd.waitall()
             self.finish(time.perf_counter() - self.start, at_exit=True)
         self.write(kind="exit", steps_seen=self.index)
-
-
-def _part(fn, as_dict=False):
-    """fn()'s value, or what it raised in one line (as {"error": ...} with `as_dict`)."""
-    try:
-        return fn()
-    except Exception as e:  # noqa: BLE001 (the script must run on)
-        text = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
-        return {"error": text} if as_dict else "error: " + text
 
 
 # --- in the command ---------------------------------------------------------------------------
@@ -307,12 +299,6 @@ def _read(out_dir):
     return best
 
 
-def shown(command):
-    """The command as a user would type it (an interpreter given by its path shown by its name)."""
-    first = os.path.basename(command[0])
-    return [first if first.startswith("python") else command[0]] + list(command[1:])
-
-
 def probe(command, warmup, steps, timeout, cwd=None, min_seconds=1.0):
     """One run of the script as it is, describing it and timing at least `steps` steps and
     `min_seconds` seconds (or every step the script has, if fewer): (runner, the probe's records,
@@ -326,7 +312,7 @@ def probe(command, warmup, steps, timeout, cwd=None, min_seconds=1.0):
     return runner, lines, done, error
 
 
-def script_levers(found, cores, only=None, flags=None, environ=None):
+def script_levers(found, cores, only=None, environ=None):
     """The lever stages for a script (name, function best_candidate -> [candidates]), from what
     the probe `found`: only what can change something here (a model that can be hybridized and
     is not yet static, a DataLoader, bfloat16 where the CPU has it). Returns (stages, {lever:
@@ -386,12 +372,19 @@ def script_levers(found, cores, only=None, flags=None, environ=None):
     return stages, idle
 
 
+def count_runs(stages, rounds):
+    """How many runs of the script `tune_script` makes at least (the baseline runs between the
+    candidates: B c1 B c2 B per round), for the progress bar."""
+    sizes = [len(sweep._unique(make(sweep.Candidate("as it is")))) for _, make in stages]
+    return sum((2 * n - 1) * rounds.planned for n in sizes if n > 1)
+
+
 def tune_script(runner, stages, rounds, progress=None, timeout=900, sweeps=None, threshold=stats.THRESHOLD):
     """Each lever's candidates against the best so far (the script as it is to start with),
     in fresh runs of the script interleaved with that baseline; a lever's candidate is kept
     only when judged `faster`; the kept set confirmed against the script as it is in one
     interleaved run. Returns (every candidate's Result, the confirmation's Result or None,
-    the kept Candidate)."""
+    the kept Candidate, the kept levers' names)."""
     base = best = sweep.Candidate("as it is")
     out, kept = [], []
     for lever, make in stages:
@@ -415,10 +408,6 @@ def tune_script(runner, stages, rounds, progress=None, timeout=900, sweeps=None,
     return out, confirm, best, kept
 
 
-
-
-
-
 def change_of(lever, candidate, found, cwd):
     """(the change in words or code, where it goes in the script) of a kept candidate's lever."""
     flags = dict(candidate.flags)
@@ -439,10 +428,11 @@ def change_of(lever, candidate, found, cwd):
     return "run with %s in the environment" % env, "the environment"
 
 
-def recipe(results, confirm, best, kept, found, waits, cwd, tried):
+def recipe(results, confirm, kept, found, rates, cwd, tried):
     """The advice records: one per kept change (its lever's measured ratio, interval and
-    verdict), one per costly wait for the engine (its measured cost), and the combination's
-    confirmed speedup, or "no change pays here" with what was tried."""
+    verdict), one per costly wait for the engine (its measured cost, from `rates`: the `rate`
+    records of the runs of the script as it is), and the combination's confirmed speedup, or "no
+    change pays here" with what was tried."""
     out = []
     by_lever = {}
     for r in results:
@@ -462,7 +452,6 @@ def recipe(results, confirm, best, kept, found, waits, cwd, tried):
                           **{k: r.metrics.get(k) for k in ("ratio", "ratio_ci_low", "ratio_ci_high", "ratio_n",
                                                            "ratio_level", "verdict", "rounds")}))
     step_s = None
-    rates = [l for runs in waits for l in runs]
     if rates:
         step_s = statistics.median(l["seconds"] / l["steps"] for l in rates)
     for w in merge_waits(rates):
@@ -505,8 +494,6 @@ def _env_lever(name):
             "GLIBC_TUNABLES": "allocator", "MXNET_EXEC_BULK_EXEC_TRAIN": "bulk",
             "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN": "bulk", "OMP_PROC_BIND": "openmp", "OMP_PLACES": "openmp",
             "DNNL_MAX_CPU_ISA": "dtype"}.get(name)
-
-
 
 
 def merge_waits(rates):
@@ -568,8 +555,6 @@ def found_text(found, rate, cwd):
         parts.append("a DataLoader at %s (num_workers=%s%s)" % (_where(l["file"], l["line"], cwd), l["num_workers"],
                                                                  ", thread_pool" if l.get("thread_pool") else ""))
     return "; ".join(parts)
-
-
 
 
 def left_alone(found):

@@ -127,13 +127,15 @@ def _wrap_dataiter_next(original):
     return __next__
 
 
+_GLUONPERF = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # this gluonperf's folder
+
+
 def _not_the_script():
     """Folders whose code is not the script's: MXNet's, the standard library's, installed packages'
     (GluonCV's metric helpers, say) and this gluonperf's."""
     import mxnet
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # gluonperf
     paths = sysconfig.get_paths()
-    folders = {os.path.dirname(os.path.abspath(mxnet.__file__)), here}
+    folders = {os.path.dirname(os.path.abspath(mxnet.__file__)), _GLUONPERF.rstrip(os.sep)}
     folders.update(os.path.abspath(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths)
     return tuple(sorted(f + os.sep for f in folders))
 
@@ -147,19 +149,14 @@ def script_line(frame):
     global _skip
     if _skip is None:
         _skip = _not_the_script()
-    gluonperf = _skip_gluonperf()
     while frame is not None:
         name = frame.f_code.co_filename
-        if name.startswith(gluonperf):
+        if name.startswith(_GLUONPERF):
             return None
         if not name.startswith(_skip) and not name.startswith("<"):
             return name, frame.f_lineno
         frame = frame.f_back
     return None
-
-
-def _skip_gluonperf():
-    return os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _wrap_wait(what):
