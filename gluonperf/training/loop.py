@@ -578,7 +578,7 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
         train_data.sampler.set_epoch(epoch)
         stats = EpochStats()
         sync()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         for i, n, losses, outputs, labels in train_steps(net, trainer, loss_fn, train_data, contexts,
                                                           num_workers, step):
             batch_loss = stats.add(n, losses, outputs, labels)
@@ -594,7 +594,7 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
                     % (epoch + 1, i + 1, batches, stats.loss, stats.top1,
                        stats.images * num_workers / (time.perf_counter() - start)))
         sync()
-        train_s = time.perf_counter() - start
+        train_s, train_cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
         test_top1, test_top5 = evaluate(net, test_data, contexts)
         epoch_s = time.perf_counter() - start
         every, weights = param_checksums(net, contexts[0])
@@ -603,7 +603,7 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
             checked["weights_max_rel_diff"] = job.check_equal(net, contexts[0], "after epoch %d" % (epoch + 1))
         record = result("train", "epoch %d" % (epoch + 1), epoch=epoch + 1, loss=stats.loss,
                         train_top1=stats.top1, train_top5=stats.top5,
-                        test_top1=test_top1, test_top5=test_top5, epoch_s=epoch_s, train_s=train_s,
+                        test_top1=test_top1, test_top5=test_top5, epoch_s=epoch_s, train_s=train_s, train_cpu_s=train_cpu_s,
                         train_images_per_s=stats.images * num_workers / train_s, lr=trainer.learning_rate,
                         images=stats.images * num_workers, param_checksum=every, weights_checksum=weights, **common, **checked)
         if hasattr(train_set, "skipped"):  # image data with --bad-images skip
@@ -685,10 +685,12 @@ def scaling(config, contexts, steps=None, progress=None):
             trainer.step(batch)
         for _ in range(2):  # warm-up: deferred init, graph building, kvstore init
             step()
-        samples = {"step": [], "t1": [], "t2": [], "update": []}
+        samples = {"step": [], "t1": [], "t2": [], "update": [], "cpu": []}
         for _ in range(steps):
+            cpu = time.process_time()
             with Benchmark() as b:
                 step()
+            samples["cpu"].append(time.process_time() - cpu)  # every thread of this process, to the sync
             samples["step"].append(b.seconds)
             with Benchmark() as b:
                 forward_backward(net, loss_fn, xs, ys)
@@ -715,7 +717,7 @@ def scaling(config, contexts, steps=None, progress=None):
             "scaling", "%d device%s" % (n, "s" if n > 1 else ""), m["step"],
             devices=n, contexts=describe(ctxs), per_device_batch=per_device, batch_size=batch,
             model=config.model, kvstore=config.kvstore, steps=steps,
-            step_s=m["step"].median, t1_s=t1, t2_s=t2, update_s=upd,
+            step_s=m["step"].median, t1_s=t1, t2_s=t2, update_s=upd, cpu_s=m["cpu"].median,
             overlap_model_s=max(t1, t2) + upd, serial_model_s=t1 + t2 + upd,
             images_per_s=rate, efficiency=speedup["speedup"] / n, **speedup))
     return results
