@@ -86,6 +86,10 @@ def build_parser():
                           "(needs --per-device-batch)")
     src.add_argument("--update", type=cli.non_negative_float, default=0.0, metavar="SEC",
                      help="with --t1: the optimizer update's time per step (default: 0)")
+    src.add_argument("--cpu", type=cli.positive_float, metavar="SEC",
+                     help="with --t1 and --cores: one device's worker CPU seconds per step, every thread of the "
+                          "process (MXNet's engine threads and the Python thread that feeds them), measured alone; "
+                          "train's records carry it (train_cpu_s per epoch, cpu_s in --scaling rows)")
     src.add_argument("--optimizer", choices=OPTIMIZERS, default="sgd",
                      help="with --measure: the optimizer whose update is measured, once per device and step "
                           "(default: %(default)s)")
@@ -124,6 +128,12 @@ def build_parser():
                    help="--engine horovod and --validate horovod: Horovod's cycle time (horovodrun "
                         "--cycle-time-ms, HOROVOD_CYCLE_TIME); a step's allreduce waits half a cycle on average "
                         "(default: Horovod's, %(default)g)")
+    p.add_argument("--cores", type=cli.positive_int, metavar="N",
+                   help="CPU cores per machine that its processes share (processes with devices of their own "
+                        "still feed them from the CPU): the compute then lasts at least the devices' worker CPU "
+                        "time per step (from --scaling, --measure or --cpu) over the cores; --validate also counts "
+                        "the servers' and Horovod's background threads, which it measures (default: cores to "
+                        "spare, no bound)")
     p.add_argument("--servers", type=cli.positive_int,
                    help="dist_sync parameter servers (default: one per machine; --engine ps only)")
     p.add_argument("--placement", choices=PLACEMENTS, default="colocated",
@@ -209,8 +219,9 @@ def validate(args, ctxs):
                    "in %d, outside in %d, inconclusive in %d%s"
                    % (label(args.validate_model), args.validate_batch, args.validate_steps, load, counts["within"],
                       counts["outside"], counts["inconclusive"],
-                      "; %d of %d measured oversubscribed (more threads wanting a core than the %d cores: not in "
-                      "the model)" % (len(over), len(results), over[0]["cores"]) if over else ""))
+                      "; %d of %d measured oversubscribed (more threads wanting a core than the %d cores: the "
+                      "compute is bounded by their CPU time over the cores)" % (len(over), len(results), over[0]["cores"])
+                      if over else ""))
     for r in results:
         print("  %s: %s" % (r.name, r.metrics["judgement"]))
     return 0
@@ -239,6 +250,8 @@ def main(argv=None):
                         "(with --per-device-batch) or --measure")
     if args.t1 is not None and not args.per_device_batch:
         raise UserError("--t1 needs --per-device-batch: the images one device computes in that time")
+    if args.cpu is not None and args.t1 is None:
+        raise UserError("--cpu goes with --t1; --scaling and --measure carry the worker's CPU time themselves")
     intra = scaling_model.link(args.link)
     if intra.scope != "machine":
         raise UserError("--link %s is a network; give the link between devices of a machine (pcie3, pcie4, "
@@ -272,13 +285,18 @@ def main(argv=None):
                              optimizer=args.optimizer)
         with cli.progress_bar(10, "measure"):
             step = scaling_checks.measure_step(config, ctxs[0], steps=10)
+    if args.t1 is not None:
+        step["cpu_s"] = args.cpu
+    if args.cores and step.get("cpu_s") is None:
+        raise UserError("--cores needs the worker's CPU time per step: give --cpu SEC with --t1, or a --scaling "
+                        "file written by this version of gluonperf (its rows carry cpu_s), or --measure")
     nbytes, keys, _ = scaling_checks.gradient_bytes(args.model)
     fusion = int(args.fusion_threshold_mb * 2 ** 20)
     results = scaling_checks.prediction_results(
         args.model, step, nbytes, args.devices, args.machines, intra, inter, args.servers,
         overlap=args.overlap == "yes", placement=args.placement, base_lr=args.lr, base_batch=args.lr_batch,
         per_device_batch=args.per_device_batch, keys=keys, engine=args.engine, fusion_threshold=fusion,
-        cycle_time_s=args.cycle_time_ms / 1e3)
+        cycle_time_s=args.cycle_time_ms / 1e3, cores=args.cores)
     results = [type(r)(r.bench, r.name, dict(r.metrics, efficient=r.metrics["efficiency"] >= args.min_efficiency))
                for r in results]
     best = scaling_checks.best_results(results, args.min_efficiency)
@@ -297,12 +315,14 @@ def main(argv=None):
     columns = COLUMNS + ["buffers"] if args.engine == "horovod" else COLUMNS
     cli.emit(results, args, ctxs, columns=columns, records=results + best,
              title="%s: %.1f MiB of gradients in %d arrays, %d images per device, t1 %.4g ms, update %.4g ms; "
-                   "%s; %s; lr %g per %d images, scaled linearly with %d warm-up epochs"
+                   "%s; %s%s; lr %g per %d images, scaled linearly with %d warm-up epochs"
                    % (label(args.model), nbytes / 2 ** 20, keys, m["per_device_batch"], 1e3 * step["t1_s"]
                       * m["per_device_batch"] / step["per_device_batch"], 1e3 * step["update_s"]
                       * m["per_device_batch"] / step["per_device_batch"], scheme,
                       "overlap assumed: step = max(t1,t2) + update" if args.overlap == "yes"
-                      else "no overlap: step = t1 + t2 + update", args.lr, args.lr_batch,
+                      else "no overlap: step = t1 + t2 + update",
+                      "; %d cores a machine, shared: t1 at least the devices' worker CPU time (%.4g ms each) over "
+                      "them" % (args.cores, 1e3 * m["worker_cpu_s"]) if args.cores else "", args.lr, args.lr_batch,
                       scaling_model.WARMUP_EPOCHS))
     print()
     cli.print_table(best, args, columns=BEST_COLUMNS,

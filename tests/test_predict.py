@@ -88,6 +88,35 @@ def test_oversubscribed_when_threads_outnumber_cores():
         sm.oversubscribed(0, 2)
 
 
+def test_the_cores_bound_the_compute_of_processes_that_share_them():
+    """Issue 54: a worker alone keeps more than its compute threads busy (its Python thread feeds
+    MXNet's engine), and helpers run beside the workers; on a machine whose cores are all taken,
+    a step's compute lasts at least all that CPU time over the cores."""
+    # 2 workers of 14 ms CPU per step (12 ms of compute) and 4 ms of background threads, on 2 cores
+    assert sm.cores_bound_s(0.014, 2, 2, 0.004) == pytest.approx(0.016)
+    crowded = sm.predict(0.012, 64, 0, 2, 1, GBPS1, compute_units=2, cores=2, worker_cpu_s=0.014, helper_cpu_s=0.004)
+    assert crowded["t1_s"] == pytest.approx(0.016) and crowded["cores_bound_s"] == pytest.approx(0.016)
+    # with cores to spare the devices' compute is the larger, and nothing changes
+    roomy = sm.predict(0.012, 64, 0, 2, 1, GBPS1, cores=16, worker_cpu_s=0.014, helper_cpu_s=0.004)
+    assert roomy["t1_s"] == pytest.approx(0.012) and roomy["cores_bound_s"] == pytest.approx(0.032 / 16)
+    # the worker's CPU time is a whole step's: the update in it is not counted twice
+    upd = sm.predict(0.010, 64, 0, 2, 1, GBPS1, update_s=0.002, compute_units=2, cores=2, worker_cpu_s=0.014,
+                     overlap=False)
+    assert upd["step_s"] == pytest.approx(0.014)
+    # the helpers' CPU time is the exchange's: it falls in the compute as far as the backward covers the exchange
+    assert sm.helpers_in_compute_s(0.004, 0.008, 0.004) == 0.004
+    assert sm.helpers_in_compute_s(0.004, 0.001, 0.004) == pytest.approx(0.001)
+    assert sm.helpers_in_compute_s(0.004, 0.001, 0.0) == 0.004
+    with pytest.raises(UserError):
+        sm.helpers_in_compute_s(-1, 0.001, 0.001)
+    # without the cores or a worker's CPU time, no bound
+    assert sm.predict(0.012, 64, 0, 2, 1, GBPS1)["cores_bound_s"] is None
+    with pytest.raises(UserError):
+        sm.cores_bound_s(0.01, 2, 0)
+    with pytest.raises(UserError):
+        sm.cores_bound_s(-0.01, 2, 2)
+
+
 def test_parameter_server_bytes():
     B = 1e9
     # one server per machine: the ring's 2(M-1)/M
@@ -211,6 +240,24 @@ def test_cli_horovod_by_hand(run, tmp_path):
     assert four["buffers"] == 6 and four["t2_s"] == pytest.approx(30e-6 + 6 * 30e-6 + 31.53e-6, rel=1e-3)
 
 
+def test_cli_cores_shared_by_the_processes(run, tmp_path):
+    """--cores: 2 Horovod ranks a machine on 2 cores, each rank's worker 14 ms of CPU a step (12 ms of
+    compute): t1 is the 14 ms the cores need for both, 4 ranks take twice that; without --cores, 12 ms."""
+    out = tmp_path / "p.json"
+    flags = ["--model", "mlp", "--t1", "0.012", "--per-device-batch", "32", "--devices", "1,2,4", "--machines", "1",
+             "--engine", "horovod", "--json", str(out)]
+    done = run("gluonperf.predict", *flags, "--cpu", "0.014", "--cores", "2", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "2 cores a machine, shared: t1 at least the devices' worker CPU time (14 ms each)" in done.stdout
+    rows = [r for r in read(out) if r["bench"] == "predict"]
+    assert [r["t1_s"] for r in rows] == pytest.approx([0.012, 0.014, 0.028])
+    assert [r["cores_bound_s"] for r in rows] == pytest.approx([0.007, 0.014, 0.028])
+    assert all(r["cores"] == 2 and r["worker_cpu_s"] == 0.014 for r in rows)
+    done = run("gluonperf.predict", *flags, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [r["t1_s"] for r in read(out) if r["bench"] == "predict"] == pytest.approx([0.012] * 3)
+
+
 @pytest.mark.parametrize("args, words", [
     (["--t1", "0.1", "--per-device-batch", "8", "--link", "infiniband"], "unknown link"),
     (["--per-device-batch", "8"], "exactly one of"),
@@ -220,6 +267,8 @@ def test_cli_horovod_by_hand(run, tmp_path):
      "--servers applies to the parameter server"),
     (["--t1", "0.1", "--per-device-batch", "8", "--engine", "horovod", "--cycle-time-ms", "-1"], "0 or more"),
     (["--validate", "horovod", "--validate-ranks", "1"], "at least 2 ranks"),
+    (["--t1", "0.1", "--per-device-batch", "8", "--cores", "2"], "--cores needs the worker's CPU time per step"),
+    (["--measure", "--cpu", "0.1"], "--cpu goes with --t1"),
 ])
 def test_cli_bad_input(run, tmp_path, args, words):
     out = tmp_path / "p.json"
@@ -248,6 +297,10 @@ def test_validate_devices(run, tmp_path):
         assert r["error"] == pytest.approx((r["predicted_step_s"] - r["measured_step_s"]) / r["measured_step_s"])
         assert 0.25 < r["predicted_step_s"] / r["measured_step_s"] < 4, r
     assert rows[0]["t2_s"] == 0  # one device exchanges nothing
+    # the cores bound the compute: each context's CPU time (one context's step takes it) over the cores
+    assert rows[0]["worker_cpu_s"] > 0
+    assert rows[1]["cores_bound_s"] == pytest.approx(2 * rows[0]["worker_cpu_s"] / rows[1]["cores"])
+    assert rows[1]["t1_s"] == pytest.approx(max(rows[1]["t1_s"], rows[1]["cores_bound_s"] - rows[1]["update_s"]))
     assert 0.25 < rows[1]["t2_s"] / rows[1]["measured_t2_s"] < 4, rows[1]
     # measured_step_s with its interval in one cell, its unit once (predicted_step_s is read after it: left out
     # within 100 columns)

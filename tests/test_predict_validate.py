@@ -78,7 +78,9 @@ def test_validate_dist_judges_each_configuration_by_its_epochs(monkeypatch):
         wiggle = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98][:epochs]
         with open(path, "w") as f:
             for e, w in enumerate(wiggle, 1):
-                f.write(json.dumps({"bench": "train", "name": "epoch %d" % e, "epoch": e,
+                images = batch * max(workers, 1) * 10
+                f.write(json.dumps({"bench": "train", "name": "epoch %d" % e, "epoch": e, "images": images,
+                                    "train_cpu_s": 0.5 * step * 10,  # a worker alone keeps half a core busy
                                     "train_images_per_s": batch * max(workers, 1) / (step * w * (3 if e == 1 else 1))})
                         + "\n")
     monkeypatch.setattr(scaling_checks, "_run_train", fake_run)
@@ -91,11 +93,16 @@ def test_validate_dist_judges_each_configuration_by_its_epochs(monkeypatch):
         low, high = m["measured_over_predicted_ci_low"], m["measured_over_predicted_ci_high"]
         assert low <= m["measured_over_predicted"] <= high
         assert m["within_25pct"] in (True, False, None) and m["judgement"]
+        # a worker alone (the single run, 1 thread): 10 steps of 10 ms in 50 ms of CPU
+        assert m["worker_cpu_s"] == pytest.approx(0.005) and m["helper_cpu_s"] == 0.0
+        assert m["cores_bound_s"] == pytest.approx(m["workers"] * 0.005 / m["cores"])
+        assert m["t1_s"] == pytest.approx(max(m["cores_bound_s"],
+                                                m["measured_single_s"] * m["workers"] / m["compute_units"]))
 
 
 def test_an_oversubscribed_job_says_so_beside_its_verdict():
     """2 dist_sync workers at 1 thread, 2 servers and the scheduler on 2 cores: 5 threads want a
-    core at once, which the model does not cover; the record and the judgement say so."""
+    core at once; the record and the judgement say so (the prediction's cores_bound_s counts it)."""
     crowd = scaling_checks.crowding(2, 1, {"servers": 2, "scheduler": 1}, 2)
     assert (crowd["runnable"], crowd["cores"], crowd["oversubscribed"]) == (5, 2, True)
     r = scaling_checks._check("dist_sync", 0.025, [0.036, 0.035, 0.037, 0.036], 128, what="epochs", devices=1,
@@ -105,7 +112,7 @@ def test_an_oversubscribed_job_says_so_beside_its_verdict():
     assert m["within_25pct"] is False  # the verdict stands; the note says what it measured
     assert m["judgement"].startswith("outside 25%: measured/predicted 1.44x (95% CI ")
     assert m["judgement"].endswith("; oversubscribed: 5 threads want a core at once on 2 cores (2 compute threads, "
-                                   "2 servers, 1 scheduler); the model does not cover the wait for one")
+                                   "2 servers, 1 scheduler)")
     # the cores the helpers leave: none here, so 1 thread a worker all the same; 8 cores leave room
     assert scaling_checks._threads(2, 2, 3) == 1 and scaling_checks._threads(8, 2, 2) == 3
     room = scaling_checks.crowding(2, 3, {"Horovod background threads": 2}, 8)
@@ -129,9 +136,15 @@ def test_validate_horovod_launches_horovod_jobs_and_judges_their_epochs(monkeypa
         step = 0.010 if ranks == 1 else 0.014
         with open(path, "w") as f:
             for e, w in enumerate([3.0, 1.0, 1.01, 0.99, 1.02][:epochs], 1):
-                f.write(json.dumps({"bench": "train", "name": "epoch %d" % e, "epoch": e,
-                                    "train_images_per_s": batch * ranks / (step * w)}) + "\n")
+                f.write(json.dumps({"bench": "train", "name": "epoch %d" % e, "epoch": e, "images": batch * 10,
+                                    "train_cpu_s": 0.12, "train_images_per_s": batch * ranks / (step * w)}) + "\n")
+    exchanges = []
+
+    def fake_exchange(shapes, ranks, compute_s, env, tmp, timeout):
+        exchanges.append((shapes, ranks, compute_s, env["OMP_NUM_THREADS"]))
+        return 0.003, 0.004  # the exchange alone: 3 ms a step; the ranks' background threads: 4 ms of CPU
     monkeypatch.setattr(scaling_checks, "_run_train", fake_run)
+    monkeypatch.setattr(scaling_checks, "horovod_exchange", fake_exchange)
     monkeypatch.setattr(horovod_launcher, "available", lambda: True)
     monkeypatch.setattr(scaling_checks, "loopback_link",
                         lambda nbytes: scaling_checks.scaling_model.measured_link(4.0, 1e-5, shared=True))
@@ -147,7 +160,17 @@ def test_validate_horovod_launches_horovod_jobs_and_judges_their_epochs(monkeypa
     assert m["measured_n"] == 4 and m["measured_step_s"] == pytest.approx(0.014, rel=0.02)
     assert m["measured_over_predicted_ci_low"] <= m["measured_over_predicted"] <= m["measured_over_predicted_ci_high"]
     assert m["cycle_time_s"] == 2e-3 and m["buffers"] >= 1 and m["processes"] == 2
-    assert m["predicted_step_s"] == pytest.approx(m["t1_s"] + m["t2_s"]) and m["t2_s"] > 1e-3  # half a cycle at least
+    # the exchange is calibrated with each rank computing the single step first; the model's is kept beside it
+    (shapes, ranks, compute_s, threads), = exchanges
+    assert ranks == 2 and compute_s == m["measured_single_s"] == pytest.approx(0.010, rel=0.02) and threads == str(m["threads"])
+    assert len(shapes) == m["keys"] and m["t2_s"] == 0.003 and m["modelled_t2_s"] > 1e-3  # half a cycle at least
+    # each rank alone: 10 steps in 120 ms of CPU; with the background threads' 4 ms, over the cores
+    assert m["worker_cpu_s"] == pytest.approx(0.012) and m["helper_cpu_s"] == 0.004
+    # the backward (2/3 of the 10 ms step) is longer than the 3 ms exchange: all of the helpers' time is in the compute
+    assert m["helper_cpu_in_compute_s"] == 0.004
+    assert m["cores_bound_s"] == pytest.approx((2 * 0.012 + 0.004) / m["cores"])
+    assert m["t1_s"] == pytest.approx(max(m["cores_bound_s"], m["measured_single_s"] * 2 / m["compute_units"]))
+    assert m["predicted_step_s"] == pytest.approx(m["t1_s"] + m["t2_s"])
     assert m["oversubscribed"] == (m["runnable"] > m["cores"])
 
 

@@ -42,6 +42,9 @@ def test_digits_on_two_contexts_learns(run, tmp_path):
     assert last.metrics["test_top5"] >= last.metrics["test_top1"]
     assert last.metrics["contexts"] == "cpu0,cpu1" and last.metrics["devices"] == 2
     assert all(r.metrics["train_images_per_s"] > 0 for r, _ in records)
+    # the process's CPU time in the epoch's training: every thread's, so it can pass the wall time, but no
+    # more than every core busy throughout
+    assert all(0 < r.metrics["train_cpu_s"] <= (os.cpu_count() + 0.5) * r.metrics["train_s"] for r, _ in records)
     assert records[0][0].metrics["loss"] > last.metrics["loss"]
     assert env["contexts"] == ["cpu(0)", "cpu(1)"]
     assert [line.split()[0] for line in p.stdout.splitlines()[3:]] == ["1", "2", "3"]  # the table
@@ -311,6 +314,7 @@ def test_scaling_reports_t1_t2_speedup_and_efficiency():
         assert m["t1_s"] > 0 and m["t2_s"] >= 0 and m["step_s"] > 0
         assert m["overlap_model_s"] <= m["serial_model_s"]
         assert m["images_per_s"] == pytest.approx(m["batch_size"] / m["step_s"])
+        assert 0 < m["cpu_s"] <= 4 * m["step_s"]  # the step's CPU time, every thread of the process
     timed = sum(2 * (m["step_s"] + m["t1_s"] + m["t2_s"] + m["update_s"]) for m in (one, two))
     assert timed < wall, (timed, wall)
     assert two["t2_s"] > 5 * one["t2_s"], (one["t2_s"], two["t2_s"])

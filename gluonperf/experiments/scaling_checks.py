@@ -14,7 +14,10 @@
   measured / predicted and the judgement (`judge`: within 25%, outside, or inconclusive)
   (bench 'predict-check'). A job's check says how many processes it ran and how many threads
   wanted a core at once on how many cores; when they outnumbered the cores
-  (`scaling_model.oversubscribed`: the model does not cover it) its judgement says so.
+  (`scaling_model.oversubscribed`) its judgement says so; the prediction then counts the CPU
+  time of the workers and their helpers against the cores (`scaling_model.cores_bound_s`).
+- `horovod_exchange_rank(...)` / `horovod_exchange(...)`: Horovod's exchange of a model's
+  gradients measured alone on this machine's ranks, the t2 of `validate_horovod`.
 
 Nothing here parses arguments or prints.
 """
@@ -40,8 +43,9 @@ WITHIN = 0.25  # a prediction is judged within 25% of the measured step
 
 # --- measured parts --------------------------------------------------------------
 
-def gradient_bytes(model):
-    """(bytes, arrays, parameters) of the gradients of `model` (a gluonperf.training.models name)."""
+def gradient_shapes(model):
+    """The shapes of the gradient arrays of `model` (a gluonperf.training.models name), in the
+    order of its parameters: the trainable ones (BatchNorm's running statistics are not summed)."""
     import mxnet as mx
 
     from ..training.data import CLASSES
@@ -49,9 +53,15 @@ def gradient_bytes(model):
     net = get_model(model, CLASSES)
     net.initialize(mx.init.Xavier(), ctx=mx.cpu())
     net(mx.nd.zeros((1,) + tuple(input_shape(model)), ctx=mx.cpu()))
-    trainable = [p for p in net.collect_params().values() if p.grad_req != "null"]
-    count = sum(int(p.data().size) for p in trainable)
-    return 4 * count, len(trainable), count
+    return [tuple(p.shape) for p in net.collect_params().values() if p.grad_req != "null"]
+
+
+def gradient_bytes(model):
+    """(bytes, arrays, parameters) of the gradients of `model` (a gluonperf.training.models name)."""
+    import math
+    shapes = gradient_shapes(model)
+    count = sum(math.prod(shape) for shape in shapes)
+    return 4 * count, len(shapes), count
 
 
 def read_records(path, bench):
@@ -83,8 +93,10 @@ def step_from_scaling(records):
     for key in ("t1_s", "update_s", "per_device_batch"):
         if not isinstance(r.get(key), (int, float)):
             raise UserError("the scaling record lacks %s; write it with python -m gluonperf.train --scaling --json" % key)
+    cpu = r.get("cpu_s")
     return dict(t1_s=float(r["t1_s"]), update_s=float(r["update_s"]), per_device_batch=int(r["per_device_batch"]),
-                model=r.get("model"), contexts=r.get("contexts"), step_s=r.get("step_s"))
+                model=r.get("model"), contexts=r.get("contexts"), step_s=r.get("step_s"),
+                cpu_s=float(cpu) if isinstance(cpu, (int, float)) else None)
 
 
 def measure_step(config, ctx, steps=5):
@@ -197,19 +209,25 @@ def prediction_results(model, step, nbytes, devices, machines, intra, inter, ser
                        placement="colocated", base_lr=0.1, base_batch=256, per_device_batch=None,
                        compute_units=None, keys=1, engine="ps",
                        fusion_threshold=scaling_model.HOROVOD_FUSION_THRESHOLD,
-                       cycle_time_s=scaling_model.HOROVOD_CYCLE_TIME_S):
+                       cycle_time_s=scaling_model.HOROVOD_CYCLE_TIME_S, cores=None):
     """Results (bench 'predict') for every N x M. With a `per_device_batch` other than the
     measured one, t1 is scaled linearly with it (an assumption: small batches run below the
     device's peak, so this overestimates their speed). The update is not: every device updates
     all the weights (Trainer with update_on_kvstore=False), whatever its batch, in the time of
     the optimizer measured (an Adam update costs more than SGD's: bench optimizers). `engine`
-    'horovod' predicts Horovod's flat ring with `fusion_threshold` and `cycle_time_s`."""
+    'horovod' predicts Horovod's flat ring with `fusion_threshold` and `cycle_time_s`. With
+    `cores` (per machine) and the step's `cpu_s` (a worker's CPU seconds per step, scaled with the
+    batch as t1 is), the compute lasts at least the devices' CPU time over the cores
+    (`scaling_model.cores_bound_s`)."""
     batch = per_device_batch or step["per_device_batch"]
     factor = batch / step["per_device_batch"]
+    cpu = step.get("cpu_s")
+    bound = dict(cores=cores, worker_cpu_s=cpu * factor) if cores and cpu is not None else {}
     rows = scaling_model.sweep(step["t1_s"] * factor, batch, nbytes, devices, machines, intra, inter, servers,
                                update_s=step["update_s"], overlap=overlap, placement=placement,
                                base_lr=base_lr, base_batch=base_batch, compute_units=compute_units, keys=keys,
-                               engine=engine, fusion_threshold=fusion_threshold, cycle_time_s=cycle_time_s)
+                               engine=engine, fusion_threshold=fusion_threshold, cycle_time_s=cycle_time_s,
+                               **bound)
     horovod = engine == "horovod"
     out = []
     for r in rows:
@@ -262,13 +280,14 @@ def crowding(workers, threads, helpers, cores):
     OpenMP threads) and `helpers`, the processes or threads that must run at every exchange
     beside them ({'servers': 2, 'scheduler': 1}, {'Horovod background threads': 2}). Returns
     the fields of a check: runnable (all of them), cores, oversubscribed
-    (`scaling_model.oversubscribed`) and `crowding_note`, the words its judgement adds when so."""
+    (`scaling_model.oversubscribed`: then the cores bound the compute, `scaling_model.cores_bound_s`)
+    and `crowding_note`, the words its judgement adds when so."""
     runnable = workers * threads + sum(helpers.values())
     over = scaling_model.oversubscribed(runnable, cores)
     parts = ["%d compute thread%s" % (workers * threads, "s" * (workers * threads != 1))] + \
         ["%d %s" % (n, what) for what, n in helpers.items() if n]
-    note = ("oversubscribed: %d threads want a core at once on %d cores (%s); the model does not cover the wait "
-            "for one" % (runnable, cores, ", ".join(parts))) if over else None
+    note = ("oversubscribed: %d threads want a core at once on %d cores (%s)" % (runnable, cores, ", ".join(parts))
+            if over else None)
     return dict(runnable=runnable, cores=cores, oversubscribed=over, crowding_note=note)
 
 
@@ -294,8 +313,10 @@ def validate_devices(model, per_device_batch, max_devices, steps=5, dataset="syn
     """Predict 1..max_devices CPU contexts from the measured 1-context step, the model's
     gradient bytes and the measured copy link; then measure them (training.scaling,
     kvstore device) and compare step times. The contexts share this machine's cores:
-    compute_units = cores // OMP threads contexts compute at full speed at once, and
-    compute and copies do not overlap (they run on the same cores)."""
+    compute_units = cores // OMP threads contexts compute at full speed at once, the compute
+    lasts at least every context's CPU time (as one context's step takes it, the Python thread
+    that feeds it included) over the cores (`scaling_model.cores_bound_s`), and compute and
+    copies do not overlap (they run on the same cores)."""
     import mxnet as mx
 
     from ..runtime.threads import omp_threads, physical_cores
@@ -309,17 +330,19 @@ def validate_devices(model, per_device_batch, max_devices, steps=5, dataset="syn
     step = step_from_scaling(measured)
     threads, cores = omp_threads(), physical_cores()
     units = max(1, cores // threads)
+    cpu = measured[0]["cpu_s"]
     out = []
     for m in measured:
         n = m["devices"]
         p = scaling_model.predict(step["t1_s"], per_device_batch, nbytes, n, 1, lnk, update_s=step["update_s"],
-                                  overlap=False, compute_units=units, keys=keys)
+                                  overlap=False, compute_units=units, keys=keys, cores=cores, worker_cpu_s=cpu)
         out.append(_check("device", p["step_s"], m.get("samples_s") or [m["step_s"]], per_device_batch * n,
                           devices=n, workers=1,
                           servers=None, threads=threads, per_device_batch=per_device_batch, t1_s=p["t1_s"],
                           t2_s=p["t2_s"], measured_t1_s=m["t1_s"], measured_t2_s=m["t2_s"],
                           link_GBps=lnk.GBps, link_latency_s=lnk.latency_s, compute_units=units, keys=keys,
-                          processes=1, cores=cores, load=os.getloadavg()[0], model=model))
+                          worker_cpu_s=cpu, cores_bound_s=p["cores_bound_s"], update_s=p["update_s"], processes=1,
+                          cores=cores, load=os.getloadavg()[0], model=model))
     return out
 
 
@@ -368,6 +391,17 @@ def _epoch_steps(path, images_per_step):
     return [images_per_step / r["train_images_per_s"] for r in rows[1:] or rows]
 
 
+def _epoch_cpu(path, images_per_step):
+    """The CPU seconds per step of every epoch but the first of a train --json file: the
+    epoch's train_cpu_s (this process, all its threads) over its steps. One sample each."""
+    from ..records import read_jsonl
+    rows = [r.metrics for r, _ in read_jsonl(path) if r.bench == "train"]
+    rows = rows[1:] or rows
+    if not all(isinstance(r.get("train_cpu_s"), (int, float)) and r.get("images") for r in rows):
+        raise UserError("a training run's epoch records at %s carry no train_cpu_s; is this gluonperf's train?" % path)
+    return [r["train_cpu_s"] * images_per_step / r["images"] for r in rows]
+
+
 def _mean_step(samples):
     """The geometric mean of step samples (what stats.ratio_interval estimates)."""
     import math
@@ -375,13 +409,14 @@ def _mean_step(samples):
 
 
 def _single_step(model, batch, steps, env, tmp, timeout, threads, repeats=1):
-    """The one-worker step (kvstore device, cpu0) at `threads` OpenMP threads: the geometric
-    mean over `repeats` timed epochs (after one untimed)."""
+    """The one-worker step (kvstore device, cpu0) at `threads` OpenMP threads, alone on the
+    machine: (step, CPU seconds per step of the worker's process, all its threads), each the
+    geometric mean over `repeats` timed epochs (after one untimed)."""
     path = os.path.join(tmp, "single-%d.json" % threads)
     _run_train(_train_argv(model, batch, batch * steps, repeats + 1,
                            ["--ctx", "cpu0", "--kvstore", "device", "--json", path]),
                dict(env, OMP_NUM_THREADS=str(threads)), timeout, "1 worker, %d thread(s)" % threads)
-    return _mean_step(_epoch_steps(path, batch))
+    return _mean_step(_epoch_steps(path, batch)), _mean_step(_epoch_cpu(path, batch))
 
 
 def _ps_link(model, batch, steps, nbytes, keys, lnk, env, tmp, timeout, singles, repeats=1):
@@ -395,7 +430,7 @@ def _ps_link(model, batch, steps, nbytes, keys, lnk, env, tmp, timeout, singles,
         _train_argv(model, batch, batch * steps, repeats + 1,
                     ["--ctx", "cpu0", "--kvstore", "dist_sync", "--json", path])
     _run_train(argv, dict(env, OMP_NUM_THREADS="1"), timeout + 30, "dist_sync 1 worker 1 server")
-    extra = _mean_step(_epoch_steps(path, batch)) - singles[1] - 2.0 * nbytes / lnk.Bps
+    extra = _mean_step(_epoch_steps(path, batch)) - singles[1][0] - 2.0 * nbytes / lnk.Bps
     per_message = max(lnk.latency_s, extra / (2 * keys))
     return scaling_model.measured_link(lnk.GBps, per_message, name="loopback via ps-lite", scope="network",
                                        shared=True, source="%s; per-message cost %.3g us from a 1-worker "
@@ -407,8 +442,13 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
     a one-worker run of the same training command (kvstore device, same threads per worker),
     the model's gradient bytes and the measured loopback link, then run it through
     gluonperf.launch and compare. Every process shares this machine's cores: workers get the
-    cores the servers and the scheduler leave (`_threads`), and compute_units = cores // threads
-    (`crowding` says when they are oversubscribed all the same). Every run
+    cores the servers and the scheduler leave (`_threads`), and compute_units = cores // threads;
+    the compute lasts at least the workers' CPU time (each as measured alone, every thread of
+    it) over the cores (`scaling_model.cores_bound_s`; `crowding` says when the threads
+    outnumber the cores). The servers' and the scheduler's work is the exchange's, in t2
+    (calibrated from a 1-worker run, `_ps_link`); the servers answer side by side only on the
+    cores the workers' compute threads leave (on 2 cores, 2 servers measured no faster than 1
+    here). Every run
     trains `repeats` timed epochs of `steps` steps after an untimed one: each epoch's step is
     one sample of the measured step, whose interval the prediction is judged against (`judge`)."""
     from ..runtime import guard
@@ -426,7 +466,7 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
             if threads not in singles:  # the measured per-worker step at this thread count
                 singles[threads] = _single_step(model, per_worker_batch, steps, base_env, tmp, timeout, threads,
                                                 repeats)
-            single = singles[threads]
+            single, cpu = singles[threads]
             path = os.path.join(tmp, "dist-%d-%d.json" % (workers, servers))
             argv = [sys.executable, "-m", "gluonperf.launch", "-n", str(workers), "-s", str(servers),
                     "--timeout", str(timeout), "--"] + _train_argv(
@@ -436,12 +476,16 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
             measured = _epoch_steps(path, per_worker_batch * workers)
             units = max(1, cores // threads)
             # every worker process shares the cores: compute_units counts all `workers` of them
-            t1 = scaling_model.compute_s(single, workers, units)
-            t2 = scaling_model.ps_sync_s(nbytes, workers, servers, lnk, keys=keys, compute_units=units)
+            bound = scaling_model.cores_bound_s(cpu, workers, cores)
+            t1 = max(scaling_model.compute_s(single, workers, units), bound)
+            # the servers answer side by side only on cores the workers' compute threads leave
+            t2 = scaling_model.ps_sync_s(nbytes, workers, servers, lnk, keys=keys,
+                                         compute_units=max(1, cores - workers * threads))
             predicted = scaling_model.step_s(t1, t2, 0.0, overlap=False)
             out.append(_check("dist_sync", predicted, measured, per_worker_batch * workers, what="epochs",
                               devices=1, workers=workers, servers=servers, threads=threads,
                               per_device_batch=per_worker_batch, t1_s=t1, t2_s=t2, measured_single_s=single,
+                              worker_cpu_s=cpu, helper_cpu_s=0.0, cores_bound_s=bound,
                               link_GBps=lnk.GBps, link_latency_s=lnk.latency_s, compute_units=units,
                               processes=workers + servers + 1,  # + ps-lite's scheduler
                               **crowding(workers, threads, {"servers": servers, "scheduler": 1}, cores),
@@ -451,24 +495,103 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
     return out
 
 
+def _busy(cpu_s):
+    """Keep this thread computing for `cpu_s` seconds of its own CPU time (longer in wall time
+    when the kernel gives its core to another thread meanwhile, as it would the compute)."""
+    end = time.thread_time() + cpu_s
+    while time.thread_time() < end:
+        sum(range(1000))
+
+
+def horovod_exchange_rank(shapes, compute_s, steps=20, repeats=5, warmup=3):
+    """One rank's part of `horovod_exchange` (under horovodrun; hvd.init here, hvd.shutdown at
+    the end): every step this thread computes for `compute_s` seconds of CPU time (`_busy`: a
+    stand-in for the forward and backward, which keep a core busy), then sums one array of each
+    shape in `shapes` with `hvd.allreduce_`, in the order and priorities Horovod's
+    DistributedTrainer gives a model's gradients, and waits for them (`mx.nd.waitall`). Each of
+    `repeats` repeats times `steps` steps after `warmup` untimed ones: the exchange's wall time
+    per step (from the end of the compute to the sums; the slowest rank's) and the CPU time per
+    step of this process's other threads (Horovod's background thread, Gloo's, MXNet's engine),
+    summed over the ranks. Returns on rank 0 {"ranks", "exchange_s": [per repeat],
+    "helper_cpu_s": [per repeat]}; None on the other ranks."""
+    import mxnet as mx
+
+    from ..training.horovod import load
+    hvd = load()
+    hvd.init()
+    try:
+        grads = [mx.nd.zeros(shape) for shape in shapes]
+        names = ["gluonperf.exchange.%d" % i for i in range(len(grads))]
+
+        def step():
+            _busy(compute_s)
+            start = time.perf_counter()
+            for i, g in enumerate(grads):
+                hvd.allreduce_(g, op=hvd.Sum, name=names[i], priority=-i)
+            mx.nd.waitall()
+            return time.perf_counter() - start
+
+        for _ in range(warmup):
+            step()
+        exchange, helpers = [], []
+        for _ in range(repeats):
+            cpu, own = time.process_time(), time.thread_time()
+            exchange.append(sum(step() for _ in range(steps)) / steps)
+            helpers.append(((time.process_time() - cpu) - (time.thread_time() - own)) / steps)
+        every = hvd.allgather_object((exchange, helpers))
+        if hvd.rank() != 0:
+            return None
+        return dict(ranks=hvd.size(), exchange_s=[max(e[i] for e, _ in every) for i in range(repeats)],
+                    helper_cpu_s=[sum(h[i] for _, h in every) for i in range(repeats)])
+    finally:
+        hvd.shutdown()
+
+
+def horovod_exchange(shapes, ranks, compute_s, env, tmp, timeout, steps=20, repeats=5):
+    """The exchange of a model's gradients (arrays of `shapes`) by Horovod over `ranks`
+    processes of this machine, measured alone: `gluonperf.launch --engine horovod` over
+    `gluonperf.workers.exchange` (`horovod_exchange_rank`, each rank computing `compute_s` of
+    CPU time before each exchange, as in training). Returns (exchange seconds per step, the
+    helpers' CPU seconds per step, all ranks), each the geometric mean over the repeats."""
+    import json
+    plan, out = os.path.join(tmp, "exchange-%d.plan.json" % ranks), os.path.join(tmp, "exchange-%d.json" % ranks)
+    with open(plan, "w") as f:
+        json.dump(dict(shapes=[list(s) for s in shapes], compute_s=compute_s, steps=steps, repeats=repeats), f)
+    argv = [sys.executable, "-m", "gluonperf.launch", "--engine", "horovod", "-n", str(ranks), "--timeout",
+            str(timeout), "--", sys.executable, "-m", "gluonperf.workers.exchange", "--plan", plan, "--out", out]
+    _run_train(argv, env, timeout + 30, "horovod exchange %d ranks" % ranks, kind="calibration run")
+    try:
+        with open(out) as f:
+            found = json.load(f)
+    except (OSError, ValueError) as e:
+        raise UserError("the Horovod calibration run wrote no timings to %s (%s)" % (out, e)) from None
+    helpers = [max(h, 1e-9) for h in found["helper_cpu_s"]]  # geometric mean: no zeros
+    return _mean_step(found["exchange_s"]), _mean_step(helpers)
+
+
 def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, progress=None, repeats=5,
                      fusion_threshold=scaling_model.HOROVOD_FUSION_THRESHOLD,
                      cycle_time_s=scaling_model.HOROVOD_CYCLE_TIME_S):
     """Horovod on this machine: for each number of ranks in `ranks`, predict the step from a
-    one-worker run of the same training command (kvstore device, the same threads per rank), the
-    model's gradient bytes and the measured loopback link (Gloo's ring between processes of one
-    machine runs over TCP on loopback: a shared link), with `scaling_model.horovod_allreduce_s`
-    at the `fusion_threshold` and `cycle_time_s` the runs are given (HOROVOD_FUSION_THRESHOLD,
+    one-worker run of the same training command (kvstore device, the same threads per rank) and
+    Horovod's exchange of the model's gradients measured alone (`horovod_exchange`, at the
+    `fusion_threshold` and `cycle_time_s` the runs are given: HOROVOD_FUSION_THRESHOLD,
     HOROVOD_CYCLE_TIME); then run `gluonperf.launch --engine horovod -n N` over `gluonperf.train
     --kvstore horovod --ctx cpu0` and compare. As in `validate_dist`: ranks get the cores their
-    background threads leave (`_threads`), they share the cores (compute_units), compute and the
-    allreduce do not overlap, and each of `repeats` timed epochs (after an untimed one) is one
-    sample of the step. Nothing is calibrated from a Horovod run: one rank has nothing to reduce."""
+    background threads leave (`_threads`), they share the cores (compute_units), the compute
+    lasts at least the CPU time of the ranks (each as measured alone) and of their background
+    threads (as measured in the exchange, the part that falls in the compute:
+    `scaling_model.helpers_in_compute_s`) over the cores (`scaling_model.cores_bound_s`), compute
+    and the exchange do not overlap, and each of `repeats` timed epochs (after an untimed one)
+    is one sample of the step. The record keeps `modelled_t2_s`, the exchange as
+    `scaling_model.horovod_allreduce_s` models it on the measured loopback link (Gloo's ring
+    runs over TCP on loopback), beside the measured t2 it predicts with."""
     from ..runtime import guard, horovod_launcher
     from ..runtime.threads import physical_cores
     horovod_launcher.require("validating Horovod")
     if any(n < 2 for n in ranks):
         raise UserError("a Horovod validation needs at least 2 ranks a job (got %s)" % ",".join(map(str, ranks)))
+    shapes = gradient_shapes(model)
     nbytes, keys, _ = gradient_bytes(model)
     lnk = loopback_link(nbytes)
     cores = physical_cores()
@@ -481,7 +604,9 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
             if threads not in singles:  # the measured per-rank step at this thread count
                 singles[threads] = _single_step(model, per_worker_batch, steps, base_env, tmp, timeout, threads,
                                                 repeats)
-            single = singles[threads]
+            single, cpu = singles[threads]
+            t2, helpers = horovod_exchange(shapes, n, single, dict(base_env, OMP_NUM_THREADS=str(threads)), tmp,
+                                           timeout)
             path = os.path.join(tmp, "horovod-%d.json" % n)
             argv = [sys.executable, "-m", "gluonperf.launch", "--engine", "horovod", "-n", str(n),
                     "--timeout", str(timeout), "--"] + _train_argv(
@@ -490,14 +615,20 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
             _run_train(argv, dict(base_env, OMP_NUM_THREADS=str(threads)), timeout + 30, "horovod %d ranks" % n)
             measured = _epoch_steps(path, per_worker_batch * n)
             units = max(1, cores // threads)
-            t1 = scaling_model.compute_s(single, n, units)
+            alone = scaling_model.compute_s(single, n, units)
+            in_compute = scaling_model.helpers_in_compute_s(helpers, scaling_model.BACKWARD_SHARE * alone, t2)
+            bound = scaling_model.cores_bound_s(cpu, n, cores, in_compute)
+            t1 = max(alone, bound)
             backward = scaling_model.BACKWARD_SHARE * t1
-            t2 = scaling_model.horovod_allreduce_s(nbytes, n, lnk, keys, fusion_threshold, cycle_time_s, backward)
+            modelled = scaling_model.horovod_allreduce_s(nbytes, n, lnk, keys, fusion_threshold, cycle_time_s,
+                                                         backward)
             buffers = scaling_model.fused_buffers(nbytes, keys, fusion_threshold, backward, cycle_time_s)
             predicted = scaling_model.step_s(t1, t2, 0.0, overlap=False)
             out.append(_check("horovod", predicted, measured, per_worker_batch * n, what="epochs",
                               devices=1, workers=n, servers=None, threads=threads,
-                              per_device_batch=per_worker_batch, t1_s=t1, t2_s=t2, measured_single_s=single,
+                              per_device_batch=per_worker_batch, t1_s=t1, t2_s=t2, modelled_t2_s=modelled,
+                              measured_single_s=single, worker_cpu_s=cpu, helper_cpu_s=helpers,
+                              helper_cpu_in_compute_s=in_compute, cores_bound_s=bound,
                               link_GBps=lnk.GBps, link_latency_s=lnk.latency_s, compute_units=units, keys=keys,
                               buffers=buffers, fusion_threshold_bytes=int(fusion_threshold),
                               cycle_time_s=cycle_time_s, processes=n,

@@ -53,8 +53,19 @@ Communication (B = gradient bytes, float32 = 4 bytes per trainable parameter):
 
 Processes and cores: the model gives every device compute of its own, except where
 `compute_units` says how many can compute at once (CPU contexts or processes sharing one
-machine's cores). It has no term for the servers, schedulers and background threads that
-must also run at every exchange when the cores are all computing: see `oversubscribed`.
+machine's cores), and where `cores` says how many cores the processes of a machine share
+(`cores_bound_s`). A worker process is more than its compute threads: MXNet's engine
+computes on its threads while the Python thread feeds it the next operators, so one worker
+alone at one OpenMP thread keeps more than one core busy (1.14 cores for LeNet on a 2-core
+Zen 5); beside it run the helpers, which wake while the workers compute (Horovod's background
+thread every cycle; parameter servers and ps-lite's scheduler answer pushes). When the cores
+are all taken, their CPU time is taken from the compute: a step's compute lasts at least all
+the CPU time the machine's processes spend in it divided by its cores,
+    compute = max(t1 * devices / compute_units, (devices * worker_cpu + helper_cpu) / cores),
+with worker_cpu a worker's CPU seconds per step measured alone and helper_cpu the part of the
+helpers' that falls while the workers compute (`helpers_in_compute_s`; measured where it can
+be: `scaling_checks`). On a machine with cores to spare the first
+term is the larger and nothing changes; `oversubscribed` says when the threads outnumber them.
 
 Learning rate: the global batch is N*M times the per-device batch; the linear scaling
 rule (Goyal et al. 2017, "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour",
@@ -264,17 +275,9 @@ def oversubscribed(runnable, cores):
     """True when more threads want a core at once than the machine has: `runnable` counts the
     workers' compute threads (workers x OpenMP threads) and every process or thread that must
     run at each exchange beside them (a parameter server, ps-lite's scheduler, a Horovod rank's
-    background thread, which wakes every cycle).
-
-    The model shares the cores among the workers' compute (`compute_s`'s compute_units), but
-    has no term for the rest: on a machine whose cores are all computing, each of those helpers
-    waits for the kernel to give it a core at every message (a push, a pull, a cycle's
-    agreement), and the peers wait for it. That wait is a cost of the machine's scheduler, its
-    load and its virtualisation, not of the engine or the link; no link measurement captures it,
-    a term fitted to one machine would not carry to another, and the machines predictions are
-    for (a core or a device per process, servers with cores of their own) do not pay it. So a
-    validation on an oversubscribed machine (2 cores here: 2 dist_sync workers with 2 servers and
-    the scheduler are 5 on 2) says so beside its verdict instead."""
+    background thread, which wakes every cycle). Then the cores, not the devices, bound the
+    compute: `cores_bound_s` counts the CPU time of all of them (2 dist_sync workers with 2
+    servers and the scheduler are 5 threads on 2 cores here)."""
     if runnable < 1 or cores < 1:
         raise UserError("need at least 1 runnable thread and 1 core (got %r, %r)" % (runnable, cores))
     return runnable > cores
@@ -293,6 +296,31 @@ def compute_s(t1, devices, compute_units=None):
     return t1 * max(1.0, devices / compute_units)
 
 
+def cores_bound_s(worker_cpu_s, processes, cores, helper_cpu_s=0.0):
+    """The shortest a step's compute can be when `processes` workers (or devices, each with a
+    worker's threads) share `cores` cores: the CPU time all of them spend in the step divided by
+    the cores. `worker_cpu_s` is one worker's CPU seconds per step measured alone, every thread
+    of it (MXNet's engine threads and the Python thread that feeds them); `helper_cpu_s` what the
+    threads and processes beside the workers spend in the step (Horovod's background threads,
+    which cycle through all of it)."""
+    if worker_cpu_s < 0 or helper_cpu_s < 0 or processes < 1 or cores < 1:
+        raise UserError("need CPU times of 0 or more, at least 1 process and 1 core (got worker %r s, helpers "
+                        "%r s, %r processes, %r cores)" % (worker_cpu_s, helper_cpu_s, processes, cores))
+    return (processes * worker_cpu_s + helper_cpu_s) / cores
+
+
+def helpers_in_compute_s(helper_cpu_s, backward_s, exchange_s):
+    """The part of the helpers' CPU time per step that falls while the workers compute. The
+    helpers' work is the exchange's (`exchange_s` long when measured alone), and the exchange
+    begins with the first gradient: the arrays become ready at an even pace over the backward
+    (`backward_s`, BACKWARD_SHARE of t1, as `fused_buffers` assumes), so the exchange's work
+    spreads over as much of it as the backward lasts: min(1, backward / exchange) of it."""
+    if helper_cpu_s < 0 or backward_s < 0 or exchange_s < 0:
+        raise UserError("need a helpers' CPU time, a backward and an exchange of 0 or more (got %r, %r, %r)"
+                        % (helper_cpu_s, backward_s, exchange_s))
+    return helper_cpu_s if exchange_s <= backward_s else helper_cpu_s * backward_s / exchange_s
+
+
 def linear_scaled_lr(base_lr, base_batch, global_batch):
     """The linear scaling rule: base_lr for base_batch, scaled by global_batch / base_batch."""
     return base_lr * global_batch / base_batch
@@ -308,12 +336,15 @@ def warmup_epochs(base_batch, global_batch):
 def predict(t1, per_device_batch, grad_bytes, devices, machines, intra, inter=None, servers=None,
             update_s=0.0, overlap=True, placement="colocated", compute_units=None,
             base_lr=0.1, base_batch=256, keys=1, engine="ps", fusion_threshold=HOROVOD_FUSION_THRESHOLD,
-            cycle_time_s=HOROVOD_CYCLE_TIME_S):
+            cycle_time_s=HOROVOD_CYCLE_TIME_S, cores=None, worker_cpu_s=None, helper_cpu_s=0.0):
     """One configuration: N devices per machine x M machines, on `engine` 'ps' (a ring within
     a machine, dist_sync parameter servers across) or 'horovod' (one flat ring over every
-    device, Horovod's cycle and fusion buffers). Returns a dict of step time, images/s, speedup
-    and efficiency against one device (t1 + update), whether communication exceeds compute,
-    and the batch and learning rate it implies."""
+    device, Horovod's cycle and fusion buffers). With `cores` (the CPU cores a machine's
+    processes share) and `worker_cpu_s` (one device's worker CPU seconds per step, measured
+    alone), the compute lasts at least `cores_bound_s` of the N workers and the machine's
+    `helper_cpu_s` per step (colocated servers, Horovod's background threads). Returns a dict
+    of step time, images/s, speedup and efficiency against one device (t1 + update), whether
+    communication exceeds compute, and the batch and learning rate it implies."""
     if t1 <= 0 or per_device_batch < 1 or grad_bytes < 0 or devices < 1 or machines < 1:
         raise UserError("need t1 > 0, a per-device batch, gradient bytes, devices and machines of at "
                         "least 1 (got t1=%r, batch=%r, bytes=%r, N=%r, M=%r)"
@@ -322,6 +353,10 @@ def predict(t1, per_device_batch, grad_bytes, devices, machines, intra, inter=No
         raise UserError("unknown engine %r; choose one of %s" % (engine, ", ".join(ENGINES)))
     share = compute_s(1.0, devices, compute_units)
     t1_n, upd = t1 * share, update_s * share
+    bound = None
+    if cores is not None and worker_cpu_s is not None:
+        bound = cores_bound_s(worker_cpu_s, devices, cores, helper_cpu_s)
+        t1_n = max(t1_n, bound - upd)  # worker_cpu_s is a whole step's, the update's included
     backward = BACKWARD_SHARE * t1_n
     if engine == "horovod":
         servers = None
@@ -342,7 +377,7 @@ def predict(t1, per_device_batch, grad_bytes, devices, machines, intra, inter=No
                 buffers=(fused_buffers(grad_bytes, keys, fusion_threshold, backward, cycle_time_s)
                          if horovod and total > 1 else None),
                 total_devices=total, per_device_batch=per_device_batch, global_batch=global_batch,
-                t1_s=t1_n, t2_s=t2, t2_machine_s=t_intra, t2_network_s=t_inter, update_s=upd,
+                cores=cores, worker_cpu_s=worker_cpu_s, cores_bound_s=bound, t1_s=t1_n, t2_s=t2, t2_machine_s=t_intra, t2_network_s=t_inter, update_s=upd,
                 step_s=step, overlap=overlap, images_per_s=rate, speedup=speedup,
                 efficiency=speedup / total, comm_bound=t2 > t1_n,
                 lr=linear_scaled_lr(base_lr, base_batch, global_batch),
