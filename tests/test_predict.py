@@ -103,12 +103,6 @@ def test_the_cores_bound_the_compute_of_processes_that_share_them():
     upd = sm.predict(0.010, 64, 0, 2, 1, GBPS1, update_s=0.002, compute_units=2, cores=2, worker_cpu_s=0.014,
                      overlap=False)
     assert upd["step_s"] == pytest.approx(0.014)
-    # the helpers' CPU time is the exchange's: it falls in the compute as far as the backward covers the exchange
-    assert sm.helpers_in_compute_s(0.004, 0.008, 0.004) == 0.004
-    assert sm.helpers_in_compute_s(0.004, 0.001, 0.004) == pytest.approx(0.001)
-    assert sm.helpers_in_compute_s(0.004, 0.001, 0.0) == 0.004
-    with pytest.raises(UserError):
-        sm.helpers_in_compute_s(-1, 0.001, 0.001)
     # without the cores or a worker's CPU time, no bound
     assert sm.predict(0.012, 64, 0, 2, 1, GBPS1)["cores_bound_s"] is None
     with pytest.raises(UserError):

@@ -142,7 +142,7 @@ def test_validate_horovod_launches_horovod_jobs_and_judges_their_epochs(monkeypa
 
     def fake_exchange(shapes, ranks, compute_s, env, tmp, timeout):
         exchanges.append((shapes, ranks, compute_s, env["OMP_NUM_THREADS"]))
-        return 0.003, 0.004  # the exchange alone: 3 ms a step; the ranks' background threads: 4 ms of CPU
+        return 0.003, 0.004  # the wait after the compute: 3 ms a step; the background threads: 4 ms of CPU in it
     monkeypatch.setattr(scaling_checks, "_run_train", fake_run)
     monkeypatch.setattr(scaling_checks, "horovod_exchange", fake_exchange)
     monkeypatch.setattr(horovod_launcher, "available", lambda: True)
@@ -166,8 +166,6 @@ def test_validate_horovod_launches_horovod_jobs_and_judges_their_epochs(monkeypa
     assert len(shapes) == m["keys"] and m["t2_s"] == 0.003 and m["modelled_t2_s"] > 1e-3  # half a cycle at least
     # each rank alone: 10 steps in 120 ms of CPU; with the background threads' 4 ms, over the cores
     assert m["worker_cpu_s"] == pytest.approx(0.012) and m["helper_cpu_s"] == 0.004
-    # the backward (2/3 of the 10 ms step) is longer than the 3 ms exchange: all of the helpers' time is in the compute
-    assert m["helper_cpu_in_compute_s"] == 0.004
     assert m["cores_bound_s"] == pytest.approx((2 * 0.012 + 0.004) / m["cores"])
     assert m["t1_s"] == pytest.approx(max(m["cores_bound_s"], m["measured_single_s"] * 2 / m["compute_units"]))
     assert m["predicted_step_s"] == pytest.approx(m["t1_s"] + m["t2_s"])

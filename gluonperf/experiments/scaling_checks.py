@@ -17,7 +17,8 @@
   (`scaling_model.oversubscribed`) its judgement says so; the prediction then counts the CPU
   time of the workers and their helpers against the cores (`scaling_model.cores_bound_s`).
 - `horovod_exchange_rank(...)` / `horovod_exchange(...)`: Horovod's exchange of a model's
-  gradients measured alone on this machine's ranks, the t2 of `validate_horovod`.
+  gradients on this machine's ranks, with a stand-in for the compute: the t2 of
+  `validate_horovod`, and its background threads' CPU time while the ranks compute.
 
 Nothing here parses arguments or prints.
 """
@@ -505,39 +506,45 @@ def _busy(cpu_s):
 
 def horovod_exchange_rank(shapes, compute_s, steps=20, repeats=5, warmup=3):
     """One rank's part of `horovod_exchange` (under horovodrun; hvd.init here, hvd.shutdown at
-    the end): every step this thread computes for `compute_s` seconds of CPU time (`_busy`: a
-    stand-in for the forward and backward, which keep a core busy), then sums one array of each
-    shape in `shapes` with `hvd.allreduce_`, in the order and priorities Horovod's
-    DistributedTrainer gives a model's gradients, and waits for them (`mx.nd.waitall`). Each of
-    `repeats` repeats times `steps` steps after `warmup` untimed ones: the exchange's wall time
-    per step (from the end of the compute to the sums; the slowest rank's) and the CPU time per
-    step of this process's other threads (Horovod's background thread, Gloo's, MXNet's engine),
-    summed over the ranks. Returns on rank 0 {"ranks", "exchange_s": [per repeat],
+    the end), a step as training takes it with a stand-in for the compute: this thread computes
+    for `compute_s` seconds of CPU time (`_busy`), the first 1 - BACKWARD_SHARE of it the
+    forward, then the backward, which hands one array of each shape in `shapes` to
+    `hvd.allreduce_` at an even pace, the last layer's first, with the priorities Horovod's
+    DistributedTrainer gives them; then it waits for the sums (`mx.nd.waitall`). Each of
+    `repeats` repeats times `steps` steps after `warmup` untimed ones: `exchange_s`, the wait
+    after the compute (the slowest rank's), and `helper_cpu_s`, the CPU time of this process's
+    other threads (Horovod's background thread, Gloo's, MXNet's engine) while the compute ran,
+    summed over the ranks; both per step. Returns on rank 0 {"ranks", "exchange_s": [per repeat],
     "helper_cpu_s": [per repeat]}; None on the other ranks."""
     import mxnet as mx
 
     from ..training.horovod import load
+    from .scaling_model import BACKWARD_SHARE
     hvd = load()
     hvd.init()
     try:
         grads = [mx.nd.zeros(shape) for shape in shapes]
         names = ["gluonperf.exchange.%d" % i for i in range(len(grads))]
+        piece = compute_s * BACKWARD_SHARE / len(grads)
 
         def step():
-            _busy(compute_s)
+            cpu, own = time.process_time(), time.thread_time()
+            _busy(compute_s * (1 - BACKWARD_SHARE))
+            for i in reversed(range(len(grads))):  # backward: the last layer's gradient first
+                _busy(piece)
+                hvd.allreduce_(grads[i], op=hvd.Sum, name=names[i], priority=-i)
+            helpers = (time.process_time() - cpu) - (time.thread_time() - own)
             start = time.perf_counter()
-            for i, g in enumerate(grads):
-                hvd.allreduce_(g, op=hvd.Sum, name=names[i], priority=-i)
             mx.nd.waitall()
-            return time.perf_counter() - start
+            return time.perf_counter() - start, helpers
 
         for _ in range(warmup):
             step()
         exchange, helpers = [], []
         for _ in range(repeats):
-            cpu, own = time.process_time(), time.thread_time()
-            exchange.append(sum(step() for _ in range(steps)) / steps)
-            helpers.append(((time.process_time() - cpu) - (time.thread_time() - own)) / steps)
+            timed = [step() for _ in range(steps)]
+            exchange.append(sum(t for t, _ in timed) / steps)
+            helpers.append(sum(h for _, h in timed) / steps)
         every = hvd.allgather_object((exchange, helpers))
         if hvd.rank() != 0:
             return None
@@ -549,10 +556,11 @@ def horovod_exchange_rank(shapes, compute_s, steps=20, repeats=5, warmup=3):
 
 def horovod_exchange(shapes, ranks, compute_s, env, tmp, timeout, steps=20, repeats=5):
     """The exchange of a model's gradients (arrays of `shapes`) by Horovod over `ranks`
-    processes of this machine, measured alone: `gluonperf.launch --engine horovod` over
-    `gluonperf.workers.exchange` (`horovod_exchange_rank`, each rank computing `compute_s` of
-    CPU time before each exchange, as in training). Returns (exchange seconds per step, the
-    helpers' CPU seconds per step, all ranks), each the geometric mean over the repeats."""
+    processes of this machine, measured with a stand-in for the compute: `gluonperf.launch
+    --engine horovod` over `gluonperf.workers.exchange` (`horovod_exchange_rank`: each rank
+    computes `compute_s` of CPU time a step, handing the arrays to Horovod over its backward).
+    Returns (the wait for the sums after the compute, and the helpers' CPU time while the
+    compute ran, all ranks', both seconds per step), each the geometric mean over the repeats."""
     import json
     plan, out = os.path.join(tmp, "exchange-%d.plan.json" % ranks), os.path.join(tmp, "exchange-%d.json" % ranks)
     with open(plan, "w") as f:
@@ -574,14 +582,14 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
                      cycle_time_s=scaling_model.HOROVOD_CYCLE_TIME_S):
     """Horovod on this machine: for each number of ranks in `ranks`, predict the step from a
     one-worker run of the same training command (kvstore device, the same threads per rank) and
-    Horovod's exchange of the model's gradients measured alone (`horovod_exchange`, at the
+    Horovod's exchange of the model's gradients measured with a stand-in for the compute
+    (`horovod_exchange`: the arrays handed over during the backward, as in training; at the
     `fusion_threshold` and `cycle_time_s` the runs are given: HOROVOD_FUSION_THRESHOLD,
-    HOROVOD_CYCLE_TIME); then run `gluonperf.launch --engine horovod -n N` over `gluonperf.train
+    HOROVOD_CYCLE_TIME): t2 is the wait for the sums after the compute; then run `gluonperf.launch --engine horovod -n N` over `gluonperf.train
     --kvstore horovod --ctx cpu0` and compare. As in `validate_dist`: ranks get the cores their
     background threads leave (`_threads`), they share the cores (compute_units), the compute
     lasts at least the CPU time of the ranks (each as measured alone) and of their background
-    threads (as measured in the exchange, the part that falls in the compute:
-    `scaling_model.helpers_in_compute_s`) over the cores (`scaling_model.cores_bound_s`), compute
+    threads (while the stand-in computed) over the cores (`scaling_model.cores_bound_s`), compute
     and the exchange do not overlap, and each of `repeats` timed epochs (after an untimed one)
     is one sample of the step. The record keeps `modelled_t2_s`, the exchange as
     `scaling_model.horovod_allreduce_s` models it on the measured loopback link (Gloo's ring
@@ -615,10 +623,8 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
             _run_train(argv, dict(base_env, OMP_NUM_THREADS=str(threads)), timeout + 30, "horovod %d ranks" % n)
             measured = _epoch_steps(path, per_worker_batch * n)
             units = max(1, cores // threads)
-            alone = scaling_model.compute_s(single, n, units)
-            in_compute = scaling_model.helpers_in_compute_s(helpers, scaling_model.BACKWARD_SHARE * alone, t2)
-            bound = scaling_model.cores_bound_s(cpu, n, cores, in_compute)
-            t1 = max(alone, bound)
+            bound = scaling_model.cores_bound_s(cpu, n, cores, helpers)
+            t1 = max(scaling_model.compute_s(single, n, units), bound)
             backward = scaling_model.BACKWARD_SHARE * t1
             modelled = scaling_model.horovod_allreduce_s(nbytes, n, lnk, keys, fusion_threshold, cycle_time_s,
                                                          backward)
@@ -628,7 +634,7 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
                               devices=1, workers=n, servers=None, threads=threads,
                               per_device_batch=per_worker_batch, t1_s=t1, t2_s=t2, modelled_t2_s=modelled,
                               measured_single_s=single, worker_cpu_s=cpu, helper_cpu_s=helpers,
-                              helper_cpu_in_compute_s=in_compute, cores_bound_s=bound,
+                              cores_bound_s=bound,
                               link_GBps=lnk.GBps, link_latency_s=lnk.latency_s, compute_units=units, keys=keys,
                               buffers=buffers, fusion_threshold_bytes=int(fusion_threshold),
                               cycle_time_s=cycle_time_s, processes=n,

@@ -62,9 +62,8 @@ thread every cycle; parameter servers and ps-lite's scheduler answer pushes). Wh
 are all taken, their CPU time is taken from the compute: a step's compute lasts at least all
 the CPU time the machine's processes spend in it divided by its cores,
     compute = max(t1 * devices / compute_units, (devices * worker_cpu + helper_cpu) / cores),
-with worker_cpu a worker's CPU seconds per step measured alone and helper_cpu the part of the
-helpers' that falls while the workers compute (`helpers_in_compute_s`; measured where it can
-be: `scaling_checks`). On a machine with cores to spare the first
+with worker_cpu a worker's CPU seconds per step measured alone and helper_cpu the helpers'
+CPU time while the workers compute (measured where it can be: `scaling_checks`). On a machine with cores to spare the first
 term is the larger and nothing changes; `oversubscribed` says when the threads outnumber them.
 
 Learning rate: the global batch is N*M times the per-device batch; the linear scaling
@@ -307,18 +306,6 @@ def cores_bound_s(worker_cpu_s, processes, cores, helper_cpu_s=0.0):
         raise UserError("need CPU times of 0 or more, at least 1 process and 1 core (got worker %r s, helpers "
                         "%r s, %r processes, %r cores)" % (worker_cpu_s, helper_cpu_s, processes, cores))
     return (processes * worker_cpu_s + helper_cpu_s) / cores
-
-
-def helpers_in_compute_s(helper_cpu_s, backward_s, exchange_s):
-    """The part of the helpers' CPU time per step that falls while the workers compute. The
-    helpers' work is the exchange's (`exchange_s` long when measured alone), and the exchange
-    begins with the first gradient: the arrays become ready at an even pace over the backward
-    (`backward_s`, BACKWARD_SHARE of t1, as `fused_buffers` assumes), so the exchange's work
-    spreads over as much of it as the backward lasts: min(1, backward / exchange) of it."""
-    if helper_cpu_s < 0 or backward_s < 0 or exchange_s < 0:
-        raise UserError("need a helpers' CPU time, a backward and an exchange of 0 or more (got %r, %r, %r)"
-                        % (helper_cpu_s, backward_s, exchange_s))
-    return helper_cpu_s if exchange_s <= backward_s else helper_cpu_s * backward_s / exchange_s
 
 
 def linear_scaled_lr(base_lr, base_batch, global_batch):
