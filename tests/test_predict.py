@@ -206,6 +206,17 @@ def test_cli_from_scaling_json(run, tmp_path):
     assert eight["t1_s"] == pytest.approx(0.05) and eight["t2_s"] == pytest.approx(456.78e-6, rel=1e-4)
     assert eight["step_s"] == pytest.approx(0.055 + 456.78e-6, rel=1e-5)
     assert eight["images_per_s"] == pytest.approx(256 / (0.055 + 456.78e-6), rel=1e-5)
+    # a scaling file that carries the worker's CPU time (train --scaling writes cpu_s) bounds the compute by
+    # the cores: 8 devices of 60 ms of CPU a step (the update's 5 ms in it) on 16 cores: 30 ms, 25 ms + update
+    scaling.write_text(json.dumps({"bench": "scaling", "name": "1 device", "devices": 1, "t1_s": 0.02,
+                                   "update_s": 0.005, "per_device_batch": 32, "model": "mlp", "cpu_s": 0.06}) + "\n")
+    done = run("gluonperf.predict", "--model", "mlp", "--scaling", str(scaling), "--devices", "1,8",
+               "--machines", "1", "--link", "pcie4", "--overlap", "no", "--cores", "16", "--json", str(out),
+               timeout=120)
+    assert done.returncode == 0, done.stderr
+    one, eight = [r for r in read(out) if r["bench"] == "predict"]
+    assert one["t1_s"] == pytest.approx(0.02) and eight["t1_s"] == pytest.approx(0.025)
+    assert eight["cores_bound_s"] == pytest.approx(0.03) and eight["worker_cpu_s"] == pytest.approx(0.06)
 
 
 def test_cli_horovod_by_hand(run, tmp_path):
