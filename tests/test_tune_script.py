@@ -94,9 +94,11 @@ def test_an_already_tuned_script_gets_no_change(tmp_path):
 
 
 def test_dataloader_workers_that_slow_the_script_are_not_recommended(tmp_path):
-    """Not `alone`: the workers sleep 32 ms a batch against a step of a few ms, slower beside any load."""
+    """Not `alone`: the workers sleep 32 ms a batch against a step of a few ms, slower beside any load.
+    --min-time 0.05 (after QUICK's 0.2): every run times the probe's 20 steps (--steps), not the ~70
+    that 0.2 s of this fast step takes, each of which the runs with workers wait 16-32 ms for."""
     out = tmp_path / "tune.json"
-    done = tune("--levers", "data", "--rounds", "2", "--json", str(out),
+    done = tune("--min-time", "0.05", "--levers", "data", "--rounds", "2", "--json", str(out),
                 command=[PY, SCRIPT, "--loader", "--slow-in-workers", "0.002"])
     assert done.returncode == 0, done.stderr
     rows = records(out)
