@@ -45,6 +45,14 @@ def test_bad_arguments_are_refused(kwargs, says):
         engines.compare_engines(**args)
 
 
+def _write_epochs(argv, step, epochs):
+    """What a run of `argv` leaves in its --json file: `epochs` train records of 16 images a `step`."""
+    with open(argv[argv.index("--json") + 1], "w") as f:
+        for epoch in range(1, epochs + 1):
+            f.write(json.dumps({"bench": "train", "name": "epoch %d" % epoch, "train_images_per_s": 16 / step,
+                                "kvstore": "flat"}) + "\n")
+
+
 def test_rounds_rotate_and_each_ratio_has_its_interval(tmp_path, monkeypatch):
     """The runs replaced by a stand-in that records the order and writes train records."""
     ran = []
@@ -52,11 +60,7 @@ def test_rounds_rotate_and_each_ratio_has_its_interval(tmp_path, monkeypatch):
     def fake_run(argv, env, timeout, what, kind=None):
         engine = "horovod" if "horovod" in argv else "dist_sync" if "dist_sync" in argv else "single"
         ran.append(engine)
-        step = {"single": 0.010, "horovod": 0.020, "dist_sync": 0.040}[engine] * (1 + 0.01 * len(ran))
-        with open(argv[argv.index("--json") + 1], "w") as f:
-            for epoch in (1, 2, 3):
-                f.write(json.dumps({"bench": "train", "name": "epoch %d" % epoch, "train_images_per_s": 16 / step,
-                                    "kvstore": "flat"}) + "\n")
+        _write_epochs(argv, {"single": 0.010, "horovod": 0.020, "dist_sync": 0.040}[engine] * (1 + 0.01 * len(ran)), 3)
     monkeypatch.setattr(engines, "_run_train", fake_run)
     out = engines.compare_engines("mlp", ["cpu0", "cpu1"], 8, epochs=3, rounds=3)
     assert ran == ["single", "horovod", "dist_sync", "horovod", "dist_sync", "single",
@@ -67,15 +71,6 @@ def test_rounds_rotate_and_each_ratio_has_its_interval(tmp_path, monkeypatch):
     assert by["horovod"]["vs_baseline"] == pytest.approx(0.5, rel=0.05) and by["horovod"]["verdict"] == "slower"
     assert by["dist_sync"]["vs_baseline"] == pytest.approx(0.25, rel=0.05)
     assert by["single"]["setup"] == "1 process, 2 contexts (kvstore flat)"
-
-
-def _fake_train(argv, env, timeout, what, kind=None):
-    """A stand-in for one engine's run: writes the train records a run writes (2 epochs)."""
-    step = 0.020 if "dist_sync" in argv else 0.010
-    with open(argv[argv.index("--json") + 1], "w") as f:
-        for epoch in (1, 2):
-            f.write(json.dumps({"bench": "train", "name": "epoch %d" % epoch, "train_images_per_s": 16 / step,
-                                "kvstore": "flat"}) + "\n")
 
 
 def test_bench_engines_without_horovod_leaves_it_out_or_refuses_it(tmp_path, monkeypatch, capsys):
@@ -92,7 +87,9 @@ def test_bench_engines_without_horovod_leaves_it_out_or_refuses_it(tmp_path, mon
         monkeypatch.delitem(sys.modules, name)
     assert not available()
     ran = []
-    monkeypatch.setattr(engines, "_run_train", lambda argv, *a, **k: ran.append(argv) or _fake_train(argv, *a, **k))
+    monkeypatch.setattr(engines, "_run_train",  # a stand-in for each run: the train records of 2 epochs
+                        lambda argv, *a, **k: ran.append(argv) or _write_epochs(argv, 0.020 if "dist_sync" in argv
+                                                                                else 0.010, 2))
     out = tmp_path / "out.json"
     assert bench.main(["engines", *QUICK, "--json", str(out)]) == 0
     stdout, stderr = capsys.readouterr()
