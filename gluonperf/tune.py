@@ -243,8 +243,8 @@ def main_script(argv):
     bar = progress_bar(total, "tune")
     try:
         with keep_on_stop(sweeps.results, args, title, columns):
-            results, confirm, _, kept = script_tune.tune_script(runner, stages, rounds, bar.update, args.timeout,
-                                                                    sweeps, args.threshold)
+            results, confirm, kept = script_tune.tune_script(runner, stages, rounds, bar.update, args.timeout,
+                                                             sweeps, args.threshold)
     finally:
         bar.close()
     advice = script_tune.recipe(results, confirm, kept, probe, runner.runs.get("as it is", []) + [found["rate"]],

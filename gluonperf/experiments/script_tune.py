@@ -384,7 +384,7 @@ def tune_script(runner, stages, rounds, progress=None, timeout=900, sweeps=None,
     in fresh runs of the script interleaved with that baseline; a lever's candidate is kept
     only when judged `faster`; the kept set confirmed against the script as it is in one
     interleaved run. Returns (every candidate's Result, the confirmation's Result or None,
-    the kept Candidate, the kept levers' names)."""
+    the kept levers' names)."""
     base = best = sweep.Candidate("as it is")
     out, kept = [], []
     for lever, make in stages:
@@ -405,7 +405,7 @@ def tune_script(runner, stages, rounds, progress=None, timeout=900, sweeps=None,
                               sweeps=sweeps, threshold=threshold)
         out.extend(results)
         confirm = next(r for r in results if r.name == "together")
-    return out, confirm, best, kept
+    return out, confirm, kept
 
 
 def change_of(lever, candidate, found, cwd):
