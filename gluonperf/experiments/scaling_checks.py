@@ -585,8 +585,8 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
     Horovod's exchange of the model's gradients measured with a stand-in for the compute
     (`horovod_exchange`: the arrays handed over during the backward, as in training; at the
     `fusion_threshold` and `cycle_time_s` the runs are given: HOROVOD_FUSION_THRESHOLD,
-    HOROVOD_CYCLE_TIME): t2 is the wait for the sums after the compute; then run `gluonperf.launch --engine horovod -n N` over `gluonperf.train
-    --kvstore horovod --ctx cpu0` and compare. As in `validate_dist`: ranks get the cores their
+    HOROVOD_CYCLE_TIME): t2 is the wait for the sums after the compute; then run `gluonperf.launch
+    --engine horovod -n N` over `gluonperf.train --kvstore horovod --ctx cpu0` and compare. As in `validate_dist`: ranks get the cores their
     background threads leave (`_threads`), they share the cores (compute_units), the compute
     lasts at least the CPU time of the ranks (each as measured alone) and of their background
     threads (while the stand-in computed) over the cores (`scaling_model.cores_bound_s`), compute

@@ -364,7 +364,8 @@ def predict(t1, per_device_batch, grad_bytes, devices, machines, intra, inter=No
                 buffers=(fused_buffers(grad_bytes, keys, fusion_threshold, backward, cycle_time_s)
                          if horovod and total > 1 else None),
                 total_devices=total, per_device_batch=per_device_batch, global_batch=global_batch,
-                cores=cores, worker_cpu_s=worker_cpu_s, cores_bound_s=bound, t1_s=t1_n, t2_s=t2, t2_machine_s=t_intra, t2_network_s=t_inter, update_s=upd,
+                cores=cores, worker_cpu_s=worker_cpu_s, cores_bound_s=bound, t1_s=t1_n, t2_s=t2,
+                t2_machine_s=t_intra, t2_network_s=t_inter, update_s=upd,
                 step_s=step, overlap=overlap, images_per_s=rate, speedup=speedup,
                 efficiency=speedup / total, comm_bound=t2 > t1_n,
                 lr=linear_scaled_lr(base_lr, base_batch, global_batch),
