@@ -448,8 +448,8 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
     it) over the cores (`scaling_model.cores_bound_s`; `crowding` says when the threads
     outnumber the cores). The servers' and the scheduler's work is the exchange's, in t2
     (calibrated from a 1-worker run, `_ps_link`); the servers answer side by side only on the
-    cores the workers' compute threads leave (on 2 cores, 2 servers measured no faster than 1
-    here). Every run
+    cores the workers' compute threads leave (on a 2-core Zen 5, 2 servers were no faster than 1
+    in any of four pairs of jobs: docs/commands/predict.md). Every run
     trains `repeats` timed epochs of `steps` steps after an untimed one: each epoch's step is
     one sample of the measured step, whose interval the prediction is judged against (`judge`)."""
     from ..runtime import guard

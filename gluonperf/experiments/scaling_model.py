@@ -56,7 +56,7 @@ Processes and cores: the model gives every device compute of its own, except whe
 machine's cores), and where `cores` says how many cores the processes of a machine share
 (`cores_bound_s`). A worker process is more than its compute threads: MXNet's engine
 computes on its threads while the Python thread feeds it the next operators, so one worker
-alone at one OpenMP thread keeps more than one core busy (1.14 cores for LeNet on a 2-core
+alone at one OpenMP thread keeps more than one core busy (1.12-1.14 for LeNet on a 2-core
 Zen 5); beside it run the helpers, which wake while the workers compute (Horovod's background
 thread every cycle; parameter servers and ps-lite's scheduler answer pushes). When the cores
 are all taken, their CPU time is taken from the compute: a step's compute lasts at least all
