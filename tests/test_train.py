@@ -2,6 +2,7 @@
 import math
 import os
 import re
+import time
 
 import mxnet as mx
 import numpy as np
@@ -32,6 +33,7 @@ def params_of(directory):
 
 def test_digits_on_two_contexts_learns(run, tmp_path):
     out = tmp_path / "train.jsonl"
+    began = time.time()
     p = run("gluonperf.train", "--dataset", "digits", "--ctx", "cpu0,cpu1", "--model", "lenet",
             "--epochs", "3", "--batch-size", "64", "--json", str(out), "--log-interval", "5")
     assert p.returncode == 0, p.stderr
@@ -45,6 +47,10 @@ def test_digits_on_two_contexts_learns(run, tmp_path):
     # the process's CPU time in the epoch's training: every thread's, so it can pass the wall time, but no
     # more than every core busy throughout
     assert all(0 < r.metrics["train_cpu_s"] <= (os.cpu_count() + 0.5) * r.metrics["train_s"] for r, _ in records)
+    # when each epoch's training began, by the system clock: during this run, one after the other
+    starts = [r.metrics["train_started_at"] for r, _ in records]
+    assert began < starts[0] and all(a + r.metrics["train_s"] <= b for (r, _), a, b in zip(records, starts, starts[1:]))
+    assert starts[-1] + last.metrics["train_s"] < time.time()
     assert records[0][0].metrics["loss"] > last.metrics["loss"]
     assert env["contexts"] == ["cpu(0)", "cpu(1)"]
     assert [line.split()[0] for line in p.stdout.splitlines()[3:]] == ["1", "2", "3"]  # the table

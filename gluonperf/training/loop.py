@@ -578,7 +578,7 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
         train_data.sampler.set_epoch(epoch)
         stats = EpochStats()
         sync()
-        start, cpu_start = time.perf_counter(), time.process_time()
+        started_at, start, cpu_start = time.time(), time.perf_counter(), time.process_time()
         for i, n, losses, outputs, labels in train_steps(net, trainer, loss_fn, train_data, contexts,
                                                           num_workers, step):
             batch_loss = stats.add(n, losses, outputs, labels)
@@ -604,6 +604,7 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
         record = result("train", "epoch %d" % (epoch + 1), epoch=epoch + 1, loss=stats.loss,
                         train_top1=stats.top1, train_top5=stats.top5,
                         test_top1=test_top1, test_top5=test_top5, epoch_s=epoch_s, train_s=train_s, train_cpu_s=train_cpu_s,
+                        train_started_at=started_at,
                         train_images_per_s=stats.images * num_workers / train_s, lr=trainer.learning_rate,
                         images=stats.images * num_workers, param_checksum=every, weights_checksum=weights, **common, **checked)
         if hasattr(train_set, "skipped"):  # image data with --bad-images skip
