@@ -5,7 +5,7 @@
   command stops with one line naming what it was waiting on (the progress label and
   where the main thread is blocked) and the thread settings in force, exit code 3.
   A thread is needed because a hung MXNet call (`nd.waitall()`) never returns to Python.
-- `popen` / `run`: child processes in their own session (process group), registered, so
+- `popen` / `run` / `run_all`: child processes in their own session (process group), registered, so
   that `cleanup` can stop them and their children.
 - `temp_dir` / `temp_path`: temporary paths registered for removal.
 - `install_signal_handlers`: SIGINT, SIGTERM and SIGHUP are handled by a thread woken
@@ -98,6 +98,40 @@ def run(argv, timeout=None, **kwargs):
     except (ProcessLookupError, PermissionError):
         pass
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def run_all(argvs, timeout=None, **kwargs):
+    """`run` for several children started at once (to run side by side): each in its own
+    process group, its stderr kept (in a temporary file, so that no child waits on a full pipe
+    while another is read) and its stdout dropped. Waits for all of them; on a timeout (all of
+    them share `timeout`), an error or a signal, kills every group left and raises
+    (subprocess.TimeoutExpired on a timeout). Returns a CompletedProcess per child, in order."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    procs, errs = [], []
+    try:
+        for argv in argvs:
+            errs.append(tempfile.TemporaryFile(mode="w+"))
+            procs.append(popen(argv, stdout=subprocess.DEVNULL, stderr=errs[-1], text=True, **kwargs))
+        for proc in procs:
+            proc.wait(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+        done = []
+        for argv, proc, err in zip(argvs, procs, errs):
+            err.seek(0)
+            done.append(subprocess.CompletedProcess(argv, proc.returncode, None, err.read()))
+        return done
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                kill_group(proc)
+            else:  # a child may have left processes of its own in the group
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            with _lock:
+                _children.discard(proc)
+        for err in errs:
+            err.close()
 
 
 def last_line(text, default):
