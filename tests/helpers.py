@@ -62,6 +62,31 @@ def run_leaving_nothing(argv, timeout=240, **env):
     return done
 
 
+def shared_run(tmp_path_factory, argv, timeout=240):
+    """`python -m <argv> --json OUT` through run_leaving_nothing, run once per test session for
+    every test that asks with the same argv, on any xdist worker: test_commands checks a quick
+    run's table and records, test_report draws the same records, and each run's CPU time (up to
+    18 s) is spent once. Returns (CompletedProcess, OUT)."""
+    import fcntl
+    import hashlib
+    import json
+    base = tmp_path_factory.getbasetemp()
+    # xdist gives each worker a folder in the session's: the runs go beside them, where both look
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-runs"
+    root.mkdir(exist_ok=True)
+    key = hashlib.sha1("\0".join(argv).encode()).hexdigest()[:16]
+    out, saved = root / key / "out.json", root / (key + ".done.json")
+    with open(root / (key + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a run under way on the other worker: wait for it, then read it
+        if not saved.exists():  # a run that failed here (a timeout, a process left) left nothing saved
+            out.parent.mkdir(exist_ok=True)
+            if out.exists():  # a failed run's partial output, not to be read as this run's
+                out.unlink()
+            done = run_leaving_nothing(["-m", *argv, "--json", str(out)], timeout)
+            saved.write_text(json.dumps([done.args, done.returncode, done.stdout, done.stderr]))
+        return subprocess.CompletedProcess(*json.loads(saved.read_text())), out
+
+
 def run_module(*args, timeout=300, env=None):
     """Run `python -m <args>` from the project root in a clean environment (see
     `clean_env`); returns CompletedProcess (text). A timeout fails the test."""

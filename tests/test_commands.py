@@ -21,7 +21,7 @@ import time
 import psutil
 import pytest
 
-from helpers import HANGING_MXNET, ROOT, marked_env, processes_of, run_leaving_nothing
+from helpers import HANGING_MXNET, ROOT, marked_env, processes_of, run_leaving_nothing, shared_run
 from gluonperf import bench
 from gluonperf.records import header_name
 
@@ -105,9 +105,9 @@ ON_TWO = ("allreduce", "train")
     (*case, ctx) for case in BENCH for ctx in ([[], TWO] if case[0] in ON_TWO else [[]])],
     ids=["%s-%s" % (case[0], label) for case in BENCH
          for label in (["cpu", "cpu0,cpu1"] if case[0] in ON_TWO else ["cpu"])])
-def test_readme_command_as_a_user_runs_it(name, argv, columns, benches, ctx, tmp_path):
-    out = tmp_path / "out.json"
-    p = command(["-m", *argv, *ctx, "--json", str(out)], tmp_path)
+def test_readme_command_as_a_user_runs_it(name, argv, columns, benches, ctx, tmp_path_factory):
+    # run once in the session: tests/test_report.py draws the same runs' records
+    p, out = shared_run(tmp_path_factory, [*argv, *ctx])
     assert p.returncode == 0, p.stderr
     shown = fields(header(p.stdout), columns)  # 'speedup (95% CI)': speedup and its interval; 'median (us)': median_s
     rule = next(line for line in p.stdout.splitlines() if line.startswith("---"))

@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from helpers import ROOT, clean_env, run_module
+from helpers import ROOT, clean_env, run_module, shared_run
 from gluonperf.cli import common as cli
 from gluonperf import bench, report
 from gluonperf.render import kinds
@@ -23,7 +23,8 @@ from gluonperf.records import Result, read_jsonl, write_jsonl
 # other commands whose kinds it draws.
 COMMANDS = {m.NAME: ["gluonperf.bench", m.NAME, *m.QUICK] for m in bench.SUBCOMMANDS if hasattr(m, "section")}
 COMMANDS.update({
-    "train": ["gluonperf.train", "--dataset", "digits", "--model", "lenet", "--epochs", "1", "--limit", "256"],
+    "train": ["gluonperf.train", "--dataset", "digits", "--model", "lenet", "--epochs", "1", "--limit", "256",
+              "--batch-size", "32"],
     "scaling": ["gluonperf.train", "--scaling", "--dataset", "digits", "--model", "lenet", "--ctx", "cpu0,cpu1",
                 "--steps", "2", "--batch-size", "32", "--limit", "256"],
     "profile": ["gluonperf.profile", "--model", "mlp", "--batch-size", "16", "--steps", "2", "--warmup", "1",
@@ -31,6 +32,9 @@ COMMANDS.update({
     "predict": ["gluonperf.predict", "--model", "lenet", "--t1", "0.01", "--per-device-batch", "32", "--devices", "1,2",
                 "--machines", "1,2", "--link", "pcie3", "--network", "25gbe"],
 })
+# The runs tests/test_commands.py makes with the same argv (here parallel's also writes a trace,
+# and scaling runs on cpu0,cpu1)
+SHARED = [name for name in COMMANDS if name not in ("parallel", "scaling", "profile", "predict")]
 KINDS = report.kinds()  # what the report command draws with: every command's kinds
 # Real suite and tune outputs of this machine, as saved in the repository.
 SAVED = ["train-throughput-b64-b128_epyc_2026-11-21.jsonl", "train-throughput-b64-b128_xeon-spr_2026-11-22.jsonl",
@@ -42,12 +46,17 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    """A results folder: every command's --json output (three commands at a time), the
-    parallel run's profiler trace (which the report must skip), and two saved suites."""
+    """A results folder: every command's --json output (four commands at a time), the
+    parallel run's profiler trace (which the report must skip), and two saved suites. The runs
+    tests/test_commands.py makes too (the same argv) are made once in the session (shared_run)."""
     folder = tmp_path_factory.mktemp("results")
 
     def run(item):
         name, argv = item
+        if name in SHARED:
+            p, out = shared_run(tmp_path_factory, argv)
+            shutil.copy(out, folder / (name + ".json"))
+            return name, p
         extra = ["--trace", str(folder / "trace.json")] if name == "parallel" else []
         return name, run_module(*argv, "--json", str(folder / (name + ".json")), *extra, timeout=240)
 
