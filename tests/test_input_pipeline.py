@@ -45,10 +45,10 @@ def test_bench_input_records_carry_intervals_and_n(images, tmp_path):
     assert step["images_per_s_ci_low"] <= step["images_per_s"] <= step["images_per_s_ci_high"]
 
 
-def _input_verdict(path, tmp_path, **env):
+def _input_verdict(path, tmp_path, steps=2, **env):
     out = str(tmp_path / "profile.json")
     p = run_marked(["gluonperf.profile", "--dataset", path, "--model", "resnet18", "--batch-size", "1", "--workers",
-                    "1", "--input-only", "--steps", "2", "--rounds", "4", "--warmup", "1",
+                    "1", "--input-only", "--steps", str(steps), "--rounds", "4", "--warmup", "1",
                     "--threshold", "25%", "--json", out], **env)
     assert p.returncode == 0, p.stderr
     return next(r for r in records(out) if r["name"] == "verdict")
@@ -63,7 +63,10 @@ def test_the_input_verdict_flips_when_the_loader_is_slow(images, tmp_path):
     assert quick["share"] < 0.5, quick["finding"]
     # 0.5 s per image from one worker: a few times the book's ResNet-18 step on one 28x28 image (0.03-0.25 s
     # on these 2 cores, idle or busy), where the real loader takes a few ms
-    slow = _input_verdict(images, tmp_path, GLUONPERF_LOADER_DELAY_S="0.5")
+    # one step a round: after the drained prefetch every step of the real loader waits for a fresh image, the
+    # same 0.5 s each time, so one step measures it as two do; the 4 rounds (the interval's n) stay. Each step
+    # less is 1 s of sleep a round (the real loader's and the loader alone's)
+    slow = _input_verdict(images, tmp_path, steps=1, GLUONPERF_LOADER_DELAY_S="0.5")
     assert slow["verdict"] == "input-bound", slow["finding"]
     assert slow["share"] > 0.3 and slow["share_ci_low"] > 0 and slow["finding"].startswith("input-bound: ")
     assert slow["share_ci_low"] > quick["share_ci_high"], (quick["finding"], slow["finding"])
