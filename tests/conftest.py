@@ -11,7 +11,8 @@ one after the other, with nothing else from the suite running: it starts only af
 has ended.
 
 Adding a test: write it in a tests/test_*.py file (helpers.run_leaving_nothing or the `run`
-fixture start a command as a user does). Mark it `@pytest.mark.alone` when another test
+fixture start a command as a user does; helpers.shared_run makes a run that tests in two files
+check once in the session, on either worker). Mark it `@pytest.mark.alone` when another test
 running beside it could change its result: it times work and compares the times, reads the
 machine's load or its free cores, or makes load itself. Run it alone with
 `python -m pytest -n 0 tests/test_x.py` (`-n 0`: one test at a time; with workers, an `alone`
