@@ -111,6 +111,16 @@ def test_the_cores_bound_the_compute_of_processes_that_share_them():
         sm.cores_bound_s(-0.01, 2, 2)
 
 
+def test_helpers_leave_the_compute_the_cores_they_do_not_keep_busy():
+    """Issue 54: Horovod's background threads keep a share of the cores busy for as long as the
+    compute lasts, so a compute that needs both cores of 2 gets 2 - 0.5 of them."""
+    assert sm.helpers_share_s(0.015, 0.5, 2) == pytest.approx(0.020)
+    assert sm.helpers_share_s(0.015, 0.0, 2) == pytest.approx(0.015)
+    for bad in ((0.015, 2.0, 2), (0.015, -0.1, 2), (-0.015, 0.5, 2), (0.015, 0.5, 0)):
+        with pytest.raises(UserError):
+            sm.helpers_share_s(*bad)
+
+
 def test_parameter_server_bytes():
     B = 1e9
     # one server per machine: the ring's 2(M-1)/M

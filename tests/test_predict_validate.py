@@ -5,6 +5,7 @@ measured side is several samples (the timed steps, or timed epochs of a dist_syn
 predict are in test_predict.py.)"""
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -83,8 +84,15 @@ def test_validate_dist_judges_each_configuration_by_its_epochs(monkeypatch):
                                     "train_cpu_s": 0.5 * step * 10,  # a worker alone keeps half a core busy
                                     "train_images_per_s": batch * max(workers, 1) / (step * w * (3 if e == 1 else 1))})
                         + "\n")
+    coruns = []
+
+    def fake_corun(model, batch, steps, env, tmp, timeout, threads, workers, repeats):
+        coruns.append((threads, workers, repeats))
+        return 0.006 * workers, 0.0055  # side by side: each worker a little slower than alone
     monkeypatch.setattr(scaling_checks, "_run_train", fake_run)
+    monkeypatch.setattr(scaling_checks, "_corun_step", fake_corun)
     out = scaling_checks.validate_dist("lenet", 16, ((2, 1), (4, 1)), steps=2, repeats=4)
+    assert sorted(coruns) == [(1, 2, 4), (1, 4, 4)]  # the workers of each job, at its threads
     assert all(epochs == 5 for _, epochs, _ in seen), seen
     assert [r.metrics["measured_n"] for r in out] == [4, 4]
     for r in out:
@@ -96,8 +104,54 @@ def test_validate_dist_judges_each_configuration_by_its_epochs(monkeypatch):
         # a worker alone (the single run, 1 thread): 10 steps of 10 ms in 50 ms of CPU
         assert m["worker_cpu_s"] == pytest.approx(0.005) and m["helper_cpu_s"] == 0.0
         assert m["cores_bound_s"] == pytest.approx(m["workers"] * 0.005 / m["cores"])
-        assert m["t1_s"] == pytest.approx(max(m["cores_bound_s"],
+        # the compute of the workers side by side, when it is longer than the CPU time says
+        assert m["corun_step_s"] == pytest.approx(0.006 * m["workers"]) and m["corun_cpu_s"] == 0.0055
+        assert m["t1_s"] == pytest.approx(max(m["cores_bound_s"], m["corun_step_s"],
                                                 m["measured_single_s"] * m["workers"] / m["compute_units"]))
+        assert m["t1_s"] == pytest.approx(m["corun_step_s"])
+
+
+def test_only_the_epochs_that_ran_beside_every_other_run_count(tmp_path):
+    """The co-run's runs start a moment apart: an epoch counts only when every run was training
+    all through it (by train_started_at and train_s); each run's first epoch never does."""
+    def write(path, starts):
+        path.write_text("".join(json.dumps({"bench": "train", "name": "epoch %d" % e, "epoch": e,
+                                            "train_started_at": t, "train_s": 1.0}) + "\n"
+                                for e, t in enumerate(starts, 1)))
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    write(a, [100.0, 101.0, 102.0, 103.0, 104.0])  # trains 101-105 after its first epoch
+    write(b, [101.5, 102.5, 103.5, 104.5, 105.5])  # 102.5-106.5
+    inside = scaling_checks._side_by_side([str(a), str(b)], "2 workers")
+    assert sorted(r["train_started_at"] for r in inside) == [102.5, 103.0, 103.5, 104.0]
+    write(b, [101.5])  # a run with no epoch after its first
+    with pytest.raises(scaling_checks.UserError, match="no epoch records"):
+        scaling_checks._side_by_side([str(a), str(b)], "2 workers")
+
+
+def test_runs_too_short_to_overlap_run_again_longer(monkeypatch, tmp_path):
+    """The co-run's runs start 3 s apart here and train 1-second epochs: 5 epochs overlap by one
+    epoch each, fewer than the 2 repeats asked, so they run again with 4 times the epochs; the
+    step and CPU time come from the epochs that overlapped."""
+    from gluonperf.runtime import guard
+    calls = []
+
+    def fake_run_all(argvs, timeout=None, env=None):
+        calls.append([int(a[a.index("--epochs") + 1]) for a in argvs])
+        for i, argv in enumerate(argvs):
+            epochs, path = int(argv[argv.index("--epochs") + 1]), argv[argv.index("--json") + 1]
+            with open(path, "w") as f:
+                for e in range(epochs):
+                    f.write(json.dumps({"bench": "train", "name": "epoch %d" % (e + 1), "epoch": e + 1,
+                                        "train_started_at": 3.0 * i + e, "train_s": 1.0, "images": 640,
+                                        "train_cpu_s": 1.2, "train_images_per_s": 640.0}) + "\n")
+        return [subprocess.CompletedProcess(a, 0, None, "") for a in argvs]
+    monkeypatch.setattr(guard, "run_all", fake_run_all)
+    step, cpu = scaling_checks._corun_step("lenet", 64, 10, {}, str(tmp_path), 60, 1, 2, repeats=2)
+    assert calls == [[5, 5], [20, 20]]
+    assert step == pytest.approx(0.1) and cpu == pytest.approx(0.12)  # 64 images at 640/s; 1.2 s of CPU / 10 steps
+    calls.clear()
+    with pytest.raises(scaling_checks.UserError, match="ran together for only 1 of one run's epochs .need 2; 1 tries."):
+        scaling_checks._corun_step("lenet", 64, 10, {}, str(tmp_path), 60, 1, 2, repeats=2, tries=1)
 
 
 def test_an_oversubscribed_job_says_so_beside_its_verdict():
@@ -142,8 +196,13 @@ def test_validate_horovod_launches_horovod_jobs_and_judges_their_epochs(monkeypa
 
     def fake_exchange(shapes, ranks, compute_s, env, tmp, timeout):
         exchanges.append((shapes, ranks, compute_s, env["OMP_NUM_THREADS"]))
-        return 0.003, 0.004  # the wait after the compute: 3 ms a step; the background threads: 4 ms of CPU in it
+        # the wait after the compute: 3 ms a step; the background threads: 4 ms of CPU in the 16 ms it lasted
+        return 0.003, 0.004, 0.016
+
+    def fake_corun(model, batch, steps, env, tmp, timeout, threads, workers, repeats):
+        return 0.0135, 0.0125  # 2 workers side by side, no exchange: 13.5 ms a step, 12.5 ms of CPU each
     monkeypatch.setattr(scaling_checks, "_run_train", fake_run)
+    monkeypatch.setattr(scaling_checks, "_corun_step", fake_corun)
     monkeypatch.setattr(scaling_checks, "horovod_exchange", fake_exchange)
     monkeypatch.setattr(horovod_launcher, "available", lambda: True)
     monkeypatch.setattr(scaling_checks, "loopback_link",
@@ -167,7 +226,12 @@ def test_validate_horovod_launches_horovod_jobs_and_judges_their_epochs(monkeypa
     # each rank alone: 10 steps in 120 ms of CPU; with the background threads' 4 ms, over the cores
     assert m["worker_cpu_s"] == pytest.approx(0.012) and m["helper_cpu_s"] == 0.004
     assert m["cores_bound_s"] == pytest.approx((2 * 0.012 + 0.004) / m["cores"])
-    assert m["t1_s"] == pytest.approx(max(m["cores_bound_s"], m["measured_single_s"] * 2 / m["compute_units"]))
+    # the background threads kept 4 / 16 of a core busy while the stand-in computed: the workers'
+    # compute side by side gets the rest of the cores
+    assert m["corun_step_s"] == 0.0135 and m["helper_cores"] == pytest.approx(0.25)
+    assert m["shared_compute_s"] == pytest.approx(0.0135 * m["cores"] / (m["cores"] - 0.25))
+    assert m["t1_s"] == pytest.approx(max(m["cores_bound_s"], m["shared_compute_s"],
+                                          m["measured_single_s"] * 2 / m["compute_units"]))
     assert m["predicted_step_s"] == pytest.approx(m["t1_s"] + m["t2_s"])
     assert m["oversubscribed"] == (m["runnable"] > m["cores"])
 

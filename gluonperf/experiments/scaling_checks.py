@@ -420,6 +420,56 @@ def _single_step(model, batch, steps, env, tmp, timeout, threads, repeats=1):
     return _mean_step(_epoch_steps(path, batch)), _mean_step(_epoch_cpu(path, batch))
 
 
+def _corun_step(model, batch, steps, env, tmp, timeout, threads, workers, repeats=1, tries=3):
+    """The per-worker step of `workers` one-worker runs (kvstore device, cpu0, `threads` OpenMP
+    threads each) started at once, with nothing exchanged: the compute of a job whose workers
+    share this machine's cores, with whatever their threads cost each other beyond their CPU
+    time (switches between them, caches). The runs start a moment apart (each loads MXNet
+    first), so only the epochs that lay wholly within the time every run was training count
+    (`_side_by_side`, by the epochs' `train_started_at`). The runs train 2 x `repeats` + 1
+    epochs; when fewer than `repeats` of each run's fall in that time (epochs short beside the
+    start-up), they run again with 4 times the epochs, `tries` times in all. Returns (step, CPU
+    seconds per step of a worker's process), each the geometric mean over those epochs of every
+    run."""
+    from ..runtime import guard
+    paths = [os.path.join(tmp, "corun-%d-%d-%d.json" % (workers, threads, i)) for i in range(workers)]
+    what = "%d workers side by side, %d thread(s) each" % (workers, threads)
+    epochs = 2 * repeats + 1
+    for _ in range(tries):
+        argvs = [_train_argv(model, batch, batch * steps, epochs,
+                             ["--ctx", "cpu0", "--kvstore", "device", "--json", path]) for path in paths]
+        try:
+            done = guard.run_all(argvs, timeout=timeout, env=dict(env, OMP_NUM_THREADS=str(threads)))
+        except Exception as e:  # subprocess.TimeoutExpired: every child group was killed
+            raise UserError("validation run %s did not finish: %s" % (what, e))
+        for d in done:
+            if d.returncode != 0:
+                tail = (d.stderr.strip().splitlines() or ["(no output)"])[-1]
+                raise UserError("validation run %s failed (exit %d): %s" % (what, d.returncode, tail))
+        inside = _side_by_side(paths, what)
+        fewest = min(sum(r["path"] == path for r in inside) for path in paths)
+        if fewest >= repeats:
+            return (_mean_step([batch / r["train_images_per_s"] for r in inside]),
+                    _mean_step([r["train_cpu_s"] * batch / r["images"] for r in inside]))
+        epochs *= 4
+    raise UserError("validation runs %s ran together for only %d of one run's epochs (need %d; %d tries); is "
+                    "the machine busy?" % (what, fewest, repeats, tries))
+
+
+def _side_by_side(paths, what):
+    """The epoch records (each run's first left out, each with its file as `path`) of train
+    --json files `paths` whose training lay wholly within the time every run was training
+    (`train_started_at` and `train_s`): the epochs that ran side by side with all the others."""
+    from ..records import read_jsonl
+    runs = [[dict(r.metrics, path=path) for r, _ in read_jsonl(path) if r.bench == "train"][1:] for path in paths]
+    if not all(runs) or not all("train_started_at" in r for run in runs for r in run):
+        raise UserError("a run of %s wrote no epoch records with train_started_at" % what)
+    begin = max(run[0]["train_started_at"] for run in runs)
+    end = min(run[-1]["train_started_at"] + run[-1]["train_s"] for run in runs)
+    return [r for run in runs for r in run
+            if begin <= r["train_started_at"] and r["train_started_at"] + r["train_s"] <= end]
+
+
 def _ps_link(model, batch, steps, nbytes, keys, lnk, env, tmp, timeout, singles, repeats=1):
     """The loopback link as ps-lite sees it: bandwidth from the socket measurement, the
     per-message cost from one worker and one server (dist_sync step - plain step, 2 messages
@@ -458,7 +508,7 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
     lnk = loopback_link(nbytes)
     cores = physical_cores()
     base_env = _job_env()
-    out, singles = [], {}
+    out, singles, coruns = [], {}, {}
     with guard.temp_dir(prefix="gluonperf-predict-") as tmp:
         lnk = _ps_link(model, per_worker_batch, steps, nbytes, keys, lnk, base_env, tmp, timeout, singles, repeats)
         for workers, servers in configs:
@@ -468,6 +518,10 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
                 singles[threads] = _single_step(model, per_worker_batch, steps, base_env, tmp, timeout, threads,
                                                 repeats)
             single, cpu = singles[threads]
+            if (threads, workers) not in coruns:
+                coruns[threads, workers] = _corun_step(model, per_worker_batch, steps, base_env, tmp, timeout, threads,
+                                                       workers, repeats)
+            corun, corun_cpu = coruns[threads, workers]
             path = os.path.join(tmp, "dist-%d-%d.json" % (workers, servers))
             argv = [sys.executable, "-m", "gluonperf.launch", "-n", str(workers), "-s", str(servers),
                     "--timeout", str(timeout), "--"] + _train_argv(
@@ -478,7 +532,7 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
             units = max(1, cores // threads)
             # every worker process shares the cores: compute_units counts all `workers` of them
             bound = scaling_model.cores_bound_s(cpu, workers, cores)
-            t1 = max(scaling_model.compute_s(single, workers, units), bound)
+            t1 = max(scaling_model.compute_s(single, workers, units), bound, corun)
             # the servers answer side by side only on cores the workers' compute threads leave
             t2 = scaling_model.ps_sync_s(nbytes, workers, servers, lnk, keys=keys,
                                          compute_units=max(1, cores - workers * threads))
@@ -486,7 +540,8 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
             out.append(_check("dist_sync", predicted, measured, per_worker_batch * workers, what="epochs",
                               devices=1, workers=workers, servers=servers, threads=threads,
                               per_device_batch=per_worker_batch, t1_s=t1, t2_s=t2, measured_single_s=single,
-                              worker_cpu_s=cpu, helper_cpu_s=0.0, cores_bound_s=bound,
+                              worker_cpu_s=cpu, helper_cpu_s=0.0, cores_bound_s=bound, corun_step_s=corun,
+                              corun_cpu_s=corun_cpu,
                               link_GBps=lnk.GBps, link_latency_s=lnk.latency_s, compute_units=units,
                               processes=workers + servers + 1,  # + ps-lite's scheduler
                               **crowding(workers, threads, {"servers": servers, "scheduler": 1}, cores),
@@ -514,8 +569,9 @@ def horovod_exchange_rank(shapes, compute_s, steps=20, repeats=5, warmup=3):
     `repeats` repeats times `steps` steps after `warmup` untimed ones: `exchange_s`, the wait
     after the compute (the slowest rank's), and `helper_cpu_s`, the CPU time of this process's
     other threads (Horovod's background thread, Gloo's, MXNet's engine) while the compute ran,
-    summed over the ranks; both per step. Returns on rank 0 {"ranks", "exchange_s": [per repeat],
-    "helper_cpu_s": [per repeat]}; None on the other ranks."""
+    summed over the ranks, and `compute_s`, how long the compute lasted (the ranks' mean); all
+    per step. Returns on rank 0 {"ranks", "exchange_s", "helper_cpu_s", "compute_s"}, each a
+    list with one value per repeat; None on the other ranks."""
     import mxnet as mx
 
     from ..training.horovod import load
@@ -528,7 +584,7 @@ def horovod_exchange_rank(shapes, compute_s, steps=20, repeats=5, warmup=3):
         piece = compute_s * BACKWARD_SHARE / len(grads)
 
         def step():
-            cpu, own = time.process_time(), time.thread_time()
+            began, cpu, own = time.perf_counter(), time.process_time(), time.thread_time()
             _busy(compute_s * (1 - BACKWARD_SHARE))
             for i in reversed(range(len(grads))):  # backward: the last layer's gradient first
                 _busy(piece)
@@ -536,20 +592,22 @@ def horovod_exchange_rank(shapes, compute_s, steps=20, repeats=5, warmup=3):
             helpers = (time.process_time() - cpu) - (time.thread_time() - own)
             start = time.perf_counter()
             mx.nd.waitall()
-            return time.perf_counter() - start, helpers
+            return time.perf_counter() - start, helpers, start - began
 
         for _ in range(warmup):
             step()
-        exchange, helpers = [], []
+        exchange, helpers, computes = [], [], []
         for _ in range(repeats):
             timed = [step() for _ in range(steps)]
-            exchange.append(sum(t for t, _ in timed) / steps)
-            helpers.append(sum(h for _, h in timed) / steps)
-        every = hvd.allgather_object((exchange, helpers))
+            exchange.append(sum(t for t, _, _ in timed) / steps)
+            helpers.append(sum(h for _, h, _ in timed) / steps)
+            computes.append(sum(c for _, _, c in timed) / steps)
+        every = hvd.allgather_object((exchange, helpers, computes))
         if hvd.rank() != 0:
             return None
-        return dict(ranks=hvd.size(), exchange_s=[max(e[i] for e, _ in every) for i in range(repeats)],
-                    helper_cpu_s=[sum(h[i] for _, h in every) for i in range(repeats)])
+        return dict(ranks=hvd.size(), exchange_s=[max(e[i] for e, _, _ in every) for i in range(repeats)],
+                    helper_cpu_s=[sum(h[i] for _, h, _ in every) for i in range(repeats)],
+                    compute_s=[sum(c[i] for _, _, c in every) / len(every) for i in range(repeats)])
     finally:
         hvd.shutdown()
 
@@ -559,8 +617,9 @@ def horovod_exchange(shapes, ranks, compute_s, env, tmp, timeout, steps=20, repe
     processes of this machine, measured with a stand-in for the compute: `gluonperf.launch
     --engine horovod` over `gluonperf.workers.exchange` (`horovod_exchange_rank`: each rank
     computes `compute_s` of CPU time a step, handing the arrays to Horovod over its backward).
-    Returns (the wait for the sums after the compute, and the helpers' CPU time while the
-    compute ran, all ranks', both seconds per step), each the geometric mean over the repeats."""
+    Returns (the wait for the sums after the compute, the helpers' CPU time while the compute
+    ran, all ranks', and how long the compute lasted; seconds per step), each the geometric
+    mean over the repeats."""
     import json
     plan, out = os.path.join(tmp, "exchange-%d.plan.json" % ranks), os.path.join(tmp, "exchange-%d.json" % ranks)
     with open(plan, "w") as f:
@@ -574,7 +633,7 @@ def horovod_exchange(shapes, ranks, compute_s, env, tmp, timeout, steps=20, repe
     except (OSError, ValueError) as e:
         raise UserError("the Horovod calibration run wrote no timings to %s (%s)" % (out, e)) from None
     helpers = [max(h, 1e-9) for h in found["helper_cpu_s"]]  # geometric mean: no zeros
-    return _mean_step(found["exchange_s"]), _mean_step(helpers)
+    return _mean_step(found["exchange_s"]), _mean_step(helpers), _mean_step(found["compute_s"])
 
 
 def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, progress=None, repeats=5,
@@ -605,7 +664,7 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
     cores = physical_cores()
     base_env = dict(_job_env(), HOROVOD_FUSION_THRESHOLD=str(int(fusion_threshold)),
                     HOROVOD_CYCLE_TIME="%g" % (cycle_time_s * 1e3))
-    out, singles = [], {}
+    out, singles, coruns = [], {}, {}
     with guard.temp_dir(prefix="gluonperf-predict-") as tmp:
         for n in ranks:
             threads = _threads(cores, n, n)
@@ -613,8 +672,13 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
                 singles[threads] = _single_step(model, per_worker_batch, steps, base_env, tmp, timeout, threads,
                                                 repeats)
             single, cpu = singles[threads]
-            t2, helpers = horovod_exchange(shapes, n, single, dict(base_env, OMP_NUM_THREADS=str(threads)), tmp,
-                                           timeout)
+            if (threads, n) not in coruns:
+                coruns[threads, n] = _corun_step(model, per_worker_batch, steps, base_env, tmp, timeout, threads, n,
+                                                 repeats)
+            corun, corun_cpu = coruns[threads, n]
+            t2, helpers, calibrated = horovod_exchange(shapes, n, single, dict(base_env, OMP_NUM_THREADS=str(threads)),
+                                                       tmp, timeout)
+            helper_cores = helpers / calibrated  # cores the background threads kept busy meanwhile
             path = os.path.join(tmp, "horovod-%d.json" % n)
             argv = [sys.executable, "-m", "gluonperf.launch", "--engine", "horovod", "-n", str(n),
                     "--timeout", str(timeout), "--"] + _train_argv(
@@ -624,7 +688,8 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
             measured = _epoch_steps(path, per_worker_batch * n)
             units = max(1, cores // threads)
             bound = scaling_model.cores_bound_s(cpu, n, cores, helpers)
-            t1 = max(scaling_model.compute_s(single, n, units), bound)
+            shared = scaling_model.helpers_share_s(corun, helper_cores, cores)
+            t1 = max(scaling_model.compute_s(single, n, units), bound, shared)
             backward = scaling_model.BACKWARD_SHARE * t1
             modelled = scaling_model.horovod_allreduce_s(nbytes, n, lnk, keys, fusion_threshold, cycle_time_s,
                                                          backward)
@@ -634,7 +699,8 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
                               devices=1, workers=n, servers=None, threads=threads,
                               per_device_batch=per_worker_batch, t1_s=t1, t2_s=t2, modelled_t2_s=modelled,
                               measured_single_s=single, worker_cpu_s=cpu, helper_cpu_s=helpers,
-                              cores_bound_s=bound,
+                              cores_bound_s=bound, corun_step_s=corun, corun_cpu_s=corun_cpu,
+                              helper_cores=helper_cores, shared_compute_s=shared,
                               link_GBps=lnk.GBps, link_latency_s=lnk.latency_s, compute_units=units, keys=keys,
                               buffers=buffers, fusion_threshold_bytes=int(fusion_threshold),
                               cycle_time_s=cycle_time_s, processes=n,

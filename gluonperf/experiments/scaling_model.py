@@ -308,6 +308,17 @@ def cores_bound_s(worker_cpu_s, processes, cores, helper_cpu_s=0.0):
     return (processes * worker_cpu_s + helper_cpu_s) / cores
 
 
+def helpers_share_s(compute_s, helper_cores, cores):
+    """How long a compute that keeps all `cores` cores busy (`compute_s`, measured with nothing
+    beside it) lasts when helper threads keep `helper_cores` cores busy on average while it runs
+    (Horovod's background threads, busy for as long as the step lasts: docs/commands/predict.md,
+    "Processes that share the cores"): the compute gets the cores the helpers leave."""
+    if compute_s < 0 or helper_cores < 0 or cores < 1 or helper_cores >= cores:
+        raise UserError("need a compute of 0 s or more and helpers that leave some of the cores (got %r s, helpers "
+                        "%r of %r cores)" % (compute_s, helper_cores, cores))
+    return compute_s * cores / (cores - helper_cores)
+
+
 def linear_scaled_lr(base_lr, base_batch, global_batch):
     """The linear scaling rule: base_lr for base_batch, scaled by global_batch / base_batch."""
     return base_lr * global_batch / base_batch
