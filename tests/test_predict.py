@@ -316,6 +316,10 @@ def test_validate_devices(run, tmp_path):
     assert rows[0]["worker_cpu_s"] > 0
     assert rows[1]["cores_bound_s"] == pytest.approx(2 * rows[0]["worker_cpu_s"] / rows[1]["cores"])
     assert rows[1]["t1_s"] == pytest.approx(max(rows[1]["t1_s"], rows[1]["cores_bound_s"] - rows[1]["update_s"]))
+    # and the contexts' compute side by side, as the run timed it at 2 contexts, bounds it too
+    assert rows[1]["t1_s"] >= rows[1]["measured_t1_s"]
+    for r in rows:
+        assert r["predicted_step_s"] == pytest.approx(r["t1_s"] + r["t2_s"] + r["update_s"])
     assert 0.25 < rows[1]["t2_s"] / rows[1]["measured_t2_s"] < 4, rows[1]
     # measured_step_s with its interval in one cell, its unit once (predicted_step_s is read after it: left out
     # within 100 columns)

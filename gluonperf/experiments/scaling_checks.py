@@ -316,8 +316,10 @@ def validate_devices(model, per_device_batch, max_devices, steps=5, dataset="syn
     kvstore device) and compare step times. The contexts share this machine's cores:
     compute_units = cores // OMP threads contexts compute at full speed at once, the compute
     lasts at least every context's CPU time (as one context's step takes it, the Python thread
-    that feeds it included) over the cores (`scaling_model.cores_bound_s`), and compute and
-    copies do not overlap (they run on the same cores)."""
+    that feeds it included) over the cores (`scaling_model.cores_bound_s`) and at least the
+    contexts' compute side by side (the run's own t1 at that many contexts, forward and backward
+    to a sync with nothing exchanged), and compute and copies do not overlap (they run on the
+    same cores)."""
     import mxnet as mx
 
     from ..runtime.threads import omp_threads, physical_cores
@@ -337,9 +339,13 @@ def validate_devices(model, per_device_batch, max_devices, steps=5, dataset="syn
         n = m["devices"]
         p = scaling_model.predict(step["t1_s"], per_device_batch, nbytes, n, 1, lnk, update_s=step["update_s"],
                                   overlap=False, compute_units=units, keys=keys, cores=cores, worker_cpu_s=cpu)
-        out.append(_check("device", p["step_s"], m.get("samples_s") or [m["step_s"]], per_device_batch * n,
+        # the contexts' compute side by side, nothing exchanged (the run's t1 at n contexts), as
+        # validate_dist's workers side by side: it costs more than the contexts' CPU time
+        t1 = max(p["t1_s"], m["t1_s"])
+        predicted = scaling_model.step_s(t1, p["t2_s"], p["update_s"], overlap=False)
+        out.append(_check("device", predicted, m.get("samples_s") or [m["step_s"]], per_device_batch * n,
                           devices=n, workers=1,
-                          servers=None, threads=threads, per_device_batch=per_device_batch, t1_s=p["t1_s"],
+                          servers=None, threads=threads, per_device_batch=per_device_batch, t1_s=t1,
                           t2_s=p["t2_s"], measured_t1_s=m["t1_s"], measured_t2_s=m["t2_s"],
                           link_GBps=lnk.GBps, link_latency_s=lnk.latency_s, compute_units=units, keys=keys,
                           worker_cpu_s=cpu, cores_bound_s=p["cores_bound_s"], update_s=p["update_s"], processes=1,
