@@ -10,6 +10,7 @@ import sys
 
 from . import UserError
 from .cli import common as cli
+from .experiments.scaling_checks import VALIDATE_LAUNCHES
 from .training.model_spec import label
 
 
@@ -165,6 +166,9 @@ def build_parser():
     v.add_argument("--validate-repeats", type=cli.positive_int, default=5,
                    help="timed epochs (of --validate-steps steps) per dist_sync or Horovod run, each a sample "
                         "of the measured step, after an untimed one (default: %(default)s)")
+    v.add_argument("--validate-launches", type=cli.positive_int, default=VALIDATE_LAUNCHES,
+                   help="runs of each dist_sync or Horovod job (Horovod's calibration too), their epochs pooled: "
+                        "runs of the same job differ by more than their epochs do (default: %(default)s)")
     v.add_argument("--validate-jobs", type=jobs, default=DIST_CONFIGS, metavar="WxS,...",
                    help="the dist_sync jobs of --validate dist, as WORKERSxSERVERS (default: %s)"
                         % ",".join("%dx%d" % c for c in DIST_CONFIGS))
@@ -203,10 +207,12 @@ def validate(args, ctxs):
                                         args.validate_steps, progress=bar.update)
         if "dist" in kinds:
             results += validate_dist(args.validate_model, args.validate_batch, args.validate_jobs, args.validate_steps,
-                                     progress=bar.update, repeats=args.validate_repeats)
+                                     progress=bar.update, repeats=args.validate_repeats,
+                                     launches=args.validate_launches)
         if "horovod" in kinds:
             results += validate_horovod(args.validate_model, args.validate_batch, args.validate_ranks,
                                         args.validate_steps, progress=bar.update, repeats=args.validate_repeats,
+                                        launches=args.validate_launches,
                                         fusion_threshold=int(args.fusion_threshold_mb * 2 ** 20),
                                         cycle_time_s=args.cycle_time_ms / 1e3)
     counts = {w: sum(1 for r in results if r.metrics["within_25pct"] is v)

@@ -100,14 +100,15 @@ def test_predict_validate_dist_compares_launched_jobs_with_their_prediction(tmp_
     """--validate dist: every job of --validate-jobs (two of the default four, which differ in
     their servers and share one thread count, so one single-worker run serves both) runs as a
     real dist_sync job through the launcher on loopback and is set against its prediction,
-    each measured over --validate-repeats epochs."""
+    each measured over --validate-repeats epochs of --validate-launches runs."""
     out = tmp_path / "vd.json"
     ok(command("-m", "gluonperf.predict", "--validate", "dist", "--validate-model", "mlp",
                "--validate-batch", "16", "--validate-steps", "2", "--validate-jobs", "2x1,2x2",
-               "--validate-repeats", "2", "--json", str(out), timeout=600))
+               "--validate-repeats", "2", "--validate-launches", "1", "--json", str(out), timeout=600))
     rows = records(out, "predict-check")
     assert [(r["workers"], r["servers"]) for r in rows] == [(2, 1), (2, 2)]
-    assert all(r["measured_n"] == 2 and len(r["measured_samples_s"]) == 2 for r in rows)
+    # one run of each job (tests/test_predict_validate.py pools several), 2 timed epochs
+    assert all(r["launches"] == 1 and r["measured_n"] == 2 and len(r["measured_samples_s"]) == 2 for r in rows)
     for r in rows:
         assert r["scheme"] == "dist_sync" and r["measured_step_s"] > 0 and r["predicted_step_s"] > 0
         assert 0.1 < r["predicted_step_s"] / r["measured_step_s"] < 10, r

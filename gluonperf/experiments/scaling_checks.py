@@ -476,17 +476,13 @@ def _side_by_side(paths, what):
             if begin <= r["train_started_at"] and r["train_started_at"] + r["train_s"] <= end]
 
 
-PS_CALIBRATION_PAIRS = 3  # pairs of runs the per-message cost is the median of
-
-
-def _ps_link(model, batch, steps, nbytes, keys, lnk, env, tmp, timeout, singles, repeats=1,
-             pairs=PS_CALIBRATION_PAIRS):
+def _ps_link(model, batch, steps, nbytes, keys, lnk, env, tmp, timeout, singles, repeats=1, pairs=1):
     """The loopback link as ps-lite sees it: bandwidth from the socket measurement, the
     per-message cost from one worker and one server (dist_sync step - plain step, 2 messages
     per key), both at one thread (the setting every worker runs with on 2 cores). A difference
     of two runs' steps, each run's own noise in it: on a 2-core Zen 5 one pair gave half the
-    cost the others did, so `pairs` pairs (the plain run, then the dist_sync one) are run and
-    the median taken. The plain runs also give `singles[1]` (the geometric mean of theirs)."""
+    cost the others did, so `pairs` pairs (the plain run, then the dist_sync one; a validation
+    runs as many as it runs each job) are run and the median taken. The plain runs also give `singles[1]` (the geometric mean of theirs)."""
     extras, plain = [], []
     for _ in range(pairs):
         plain.append(_single_step(model, batch, steps, env, tmp, timeout, 1, repeats))
@@ -497,14 +493,22 @@ def _ps_link(model, batch, steps, nbytes, keys, lnk, env, tmp, timeout, singles,
         _run_train(argv, dict(env, OMP_NUM_THREADS="1"), timeout + 30, "dist_sync 1 worker 1 server")
         extras.append(_mean_step(_epoch_steps(path, batch)) - plain[-1][0] - 2.0 * nbytes / lnk.Bps)
     singles[1] = (_mean_step([s for s, _ in plain]), _mean_step([c for _, c in plain]))
-    per_message = max(lnk.latency_s, sorted(extras)[len(extras) // 2] / (2 * keys))
+    per_message = max(lnk.latency_s, statistics.median(extras) / (2 * keys))
     return scaling_model.measured_link(lnk.GBps, per_message, name="loopback via ps-lite", scope="network",
                                        shared=True, source="%s; per-message cost %.3g us, the median of %d "
                                        "pairs of 1-worker runs with and without dist_sync"
                                        % (lnk.source, per_message * 1e6, pairs))
 
 
-def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progress=None, repeats=5):
+VALIDATE_LAUNCHES = 3  # runs of each job (and of Horovod's calibration) in a validation
+
+
+def _launch_note(launches):
+    return "epochs of %d runs" % launches if launches > 1 else "epochs"
+
+
+def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progress=None, repeats=5,
+                  launches=VALIDATE_LAUNCHES):
     """dist_sync on loopback: for each (workers, servers) in `configs`, predict the step from
     a one-worker run of the same training command (kvstore device, same threads per worker),
     the model's gradient bytes and the measured loopback link, then run it through
@@ -516,8 +520,10 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
     (calibrated from a 1-worker run, `_ps_link`); the servers answer side by side only on the
     cores the workers' compute threads leave (on a 2-core Zen 5, 2 servers were no faster than 1
     in any of four pairs of jobs: docs/commands/predict.md). Every run
-    trains `repeats` timed epochs of `steps` steps after an untimed one: each epoch's step is
-    one sample of the measured step, whose interval the prediction is judged against (`judge`)."""
+    trains `repeats` timed epochs of `steps` steps after an untimed one, and each job runs
+    `launches` times: each epoch's step is one sample of the measured step, whose interval the
+    prediction is judged against (`judge`). One run of a job is not enough: on a 2-core Zen 5
+    runs of the same job differed by more than their epochs did (docs/commands/predict.md)."""
     from ..runtime import guard
     from ..runtime.threads import physical_cores
     nbytes, keys, _ = gradient_bytes(model)
@@ -526,7 +532,8 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
     base_env = _job_env()
     out, singles, coruns = [], {}, {}
     with guard.temp_dir(prefix="gluonperf-predict-") as tmp:
-        lnk = _ps_link(model, per_worker_batch, steps, nbytes, keys, lnk, base_env, tmp, timeout, singles, repeats)
+        lnk = _ps_link(model, per_worker_batch, steps, nbytes, keys, lnk, base_env, tmp, timeout, singles, repeats,
+                       pairs=launches)
         for workers, servers in configs:
             threads = _threads(cores, workers, servers + 1)
             env = dict(base_env, OMP_NUM_THREADS=str(threads))
@@ -538,13 +545,15 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
                 coruns[threads, workers] = _corun_step(model, per_worker_batch, steps, base_env, tmp, timeout, threads,
                                                        workers, repeats)
             corun, corun_cpu = coruns[threads, workers]
-            path = os.path.join(tmp, "dist-%d-%d.json" % (workers, servers))
-            argv = [sys.executable, "-m", "gluonperf.launch", "-n", str(workers), "-s", str(servers),
-                    "--timeout", str(timeout), "--"] + _train_argv(
-                model, per_worker_batch, per_worker_batch * steps * workers, repeats + 1,
-                ["--ctx", "cpu0", "--kvstore", "dist_sync", "--json", path])
-            _run_train(argv, env, timeout + 30, "dist_sync %d workers %d servers" % (workers, servers))
-            measured = _epoch_steps(path, per_worker_batch * workers)
+            measured = []
+            for launch in range(launches):
+                path = os.path.join(tmp, "dist-%d-%d-%d.json" % (workers, servers, launch))
+                argv = [sys.executable, "-m", "gluonperf.launch", "-n", str(workers), "-s", str(servers),
+                        "--timeout", str(timeout), "--"] + _train_argv(
+                    model, per_worker_batch, per_worker_batch * steps * workers, repeats + 1,
+                    ["--ctx", "cpu0", "--kvstore", "dist_sync", "--json", path])
+                _run_train(argv, env, timeout + 30, "dist_sync %d workers %d servers" % (workers, servers))
+                measured += _epoch_steps(path, per_worker_batch * workers)
             units = max(1, cores // threads)
             # every worker process shares the cores: compute_units counts all `workers` of them
             bound = scaling_model.cores_bound_s(cpu, workers, cores)
@@ -553,7 +562,8 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
             t2 = scaling_model.ps_sync_s(nbytes, workers, servers, lnk, keys=keys,
                                          compute_units=max(1, cores - workers * threads))
             predicted = scaling_model.step_s(t1, t2, 0.0, overlap=False)
-            out.append(_check("dist_sync", predicted, measured, per_worker_batch * workers, what="epochs",
+            out.append(_check("dist_sync", predicted, measured, per_worker_batch * workers, what=_launch_note(launches),
+                              launches=launches,
                               devices=1, workers=workers, servers=servers, threads=threads,
                               per_device_batch=per_worker_batch, t1_s=t1, t2_s=t2, measured_single_s=single,
                               worker_cpu_s=cpu, helper_cpu_s=0.0, cores_bound_s=bound, corun_step_s=corun,
@@ -653,7 +663,7 @@ def horovod_exchange(shapes, ranks, compute_s, env, tmp, timeout, steps=20, repe
 
 
 def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, progress=None, repeats=5,
-                     fusion_threshold=scaling_model.HOROVOD_FUSION_THRESHOLD,
+                     launches=VALIDATE_LAUNCHES, fusion_threshold=scaling_model.HOROVOD_FUSION_THRESHOLD,
                      cycle_time_s=scaling_model.HOROVOD_CYCLE_TIME_S):
     """Horovod on this machine: for each number of ranks in `ranks`, predict the step from a
     one-worker run of the same training command (kvstore device, the same threads per rank) and
@@ -666,7 +676,9 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
     lasts at least the CPU time of the ranks (each as measured alone) and of their background
     threads (while the stand-in computed) over the cores (`scaling_model.cores_bound_s`), compute
     and the exchange do not overlap, and each of `repeats` timed epochs (after an untimed one)
-    is one sample of the step. The record keeps `modelled_t2_s`, the exchange as
+    of each of `launches` runs of the job is one sample of the step; every run follows a
+    calibration of its own, and t2 and the helpers' share are the geometric means of those. The
+    record keeps `modelled_t2_s`, the exchange as
     `scaling_model.horovod_allreduce_s` models it on the measured loopback link (Gloo's ring
     runs over TCP on loopback), beside the measured t2 it predicts with."""
     from ..runtime import guard, horovod_launcher
@@ -692,16 +704,19 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
                 coruns[threads, n] = _corun_step(model, per_worker_batch, steps, base_env, tmp, timeout, threads, n,
                                                  repeats)
             corun, corun_cpu = coruns[threads, n]
-            t2, helpers, calibrated = horovod_exchange(shapes, n, single, dict(base_env, OMP_NUM_THREADS=str(threads)),
-                                                       tmp, timeout)
+            measured, calibrations = [], []
+            for launch in range(launches):  # each run of the job after a calibration of its own
+                calibrations.append(horovod_exchange(shapes, n, single, dict(base_env, OMP_NUM_THREADS=str(threads)),
+                                                     tmp, timeout))
+                path = os.path.join(tmp, "horovod-%d-%d.json" % (n, launch))
+                argv = [sys.executable, "-m", "gluonperf.launch", "--engine", "horovod", "-n", str(n),
+                        "--timeout", str(timeout), "--"] + _train_argv(
+                    model, per_worker_batch, per_worker_batch * steps * n, repeats + 1,
+                    ["--ctx", "cpu0", "--kvstore", "horovod", "--json", path])
+                _run_train(argv, dict(base_env, OMP_NUM_THREADS=str(threads)), timeout + 30, "horovod %d ranks" % n)
+                measured += _epoch_steps(path, per_worker_batch * n)
+            t2, helpers, calibrated = (_mean_step([c[i] for c in calibrations]) for i in range(3))
             helper_cores = helpers / calibrated  # cores the background threads kept busy meanwhile
-            path = os.path.join(tmp, "horovod-%d.json" % n)
-            argv = [sys.executable, "-m", "gluonperf.launch", "--engine", "horovod", "-n", str(n),
-                    "--timeout", str(timeout), "--"] + _train_argv(
-                model, per_worker_batch, per_worker_batch * steps * n, repeats + 1,
-                ["--ctx", "cpu0", "--kvstore", "horovod", "--json", path])
-            _run_train(argv, dict(base_env, OMP_NUM_THREADS=str(threads)), timeout + 30, "horovod %d ranks" % n)
-            measured = _epoch_steps(path, per_worker_batch * n)
             units = max(1, cores // threads)
             bound = scaling_model.cores_bound_s(cpu, n, cores, helpers)
             shared = scaling_model.helpers_share_s(corun, helper_cores, cores)
@@ -711,7 +726,8 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
                                                          backward)
             buffers = scaling_model.fused_buffers(nbytes, keys, fusion_threshold, backward, cycle_time_s)
             predicted = scaling_model.step_s(t1, t2, 0.0, overlap=False)
-            out.append(_check("horovod", predicted, measured, per_worker_batch * n, what="epochs",
+            out.append(_check("horovod", predicted, measured, per_worker_batch * n, what=_launch_note(launches),
+                              launches=launches,
                               devices=1, workers=n, servers=None, threads=threads,
                               per_device_batch=per_worker_batch, t1_s=t1, t2_s=t2, modelled_t2_s=modelled,
                               measured_single_s=single, worker_cpu_s=cpu, helper_cpu_s=helpers,
