@@ -105,7 +105,7 @@ EXAMPLES = [
      ["python -m gluonperf.predict --model resnet18_v1 --t1 0.366 --per-device-batch 256 --devices 8 "
       "--machines 1,8,64 --link pcie3 --network 10gbe --overlap no"]),
     ("predict_validate", "predict --validate: predicted against measured on this machine, LeNet",
-     ["python -m gluonperf.predict --validate --model lenet --validate-repeats 3 --validate-launches 1"]),
+     ["python -m gluonperf.predict --validate --model lenet"]),
     ("tune", "tune LeNet's thread and hybridize levers",
      ["python -m gluonperf.tune --model lenet --levers threads,hybridize --rounds 2 --steps 20 "
       "--json results/tune.json"]),
