@@ -199,8 +199,8 @@ def validate(args, ctxs):
         raise UserError("--validate-ranks: a Horovod job needs at least 2 ranks to exchange anything (got %s)"
                         % ",".join(map(str, args.validate_ranks)))
     total = (args.validate_devices * args.validate_steps if "devices" in kinds else 0) + \
-            (len(args.validate_jobs) if "dist" in kinds else 0) + \
-            (len(args.validate_ranks) if "horovod" in kinds else 0)
+            (len(args.validate_jobs) * args.validate_launches if "dist" in kinds else 0) + \
+            (len(args.validate_ranks) * args.validate_launches if "horovod" in kinds else 0)
     with cli.progress_bar(total, "validate") as bar:
         if "devices" in kinds:
             results += validate_devices(args.validate_model, args.validate_batch, args.validate_devices,

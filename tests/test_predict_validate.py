@@ -91,7 +91,10 @@ def test_validate_dist_judges_each_configuration_by_its_epochs(monkeypatch):
         return 0.006 * workers, 0.0055  # side by side: each worker a little slower than alone
     monkeypatch.setattr(scaling_checks, "_run_train", fake_run)
     monkeypatch.setattr(scaling_checks, "_corun_step", fake_corun)
-    out = scaling_checks.validate_dist("lenet", 16, ((2, 1), (4, 1)), steps=2, repeats=4, launches=2)
+    ticks = []
+    out = scaling_checks.validate_dist("lenet", 16, ((2, 1), (4, 1)), steps=2, repeats=4, launches=2,
+                                       progress=lambda: ticks.append(1))
+    assert len(ticks) == 4  # the progress bar moves at every run of a job
     assert sorted(coruns) == [(1, 2, 4), (1, 4, 4)]  # the workers of each job, at its threads
     # each job runs twice, its epochs pooled; as many pairs of 1-worker runs calibrate the messages
     jobs = [what for what, _, _ in seen if what.startswith("dist_sync") and "1 worker" not in what]
@@ -212,7 +215,10 @@ def test_validate_horovod_launches_horovod_jobs_and_judges_their_epochs(monkeypa
     monkeypatch.setattr(horovod_launcher, "available", lambda: True)
     monkeypatch.setattr(scaling_checks, "loopback_link",
                         lambda nbytes: scaling_checks.scaling_model.measured_link(4.0, 1e-5, shared=True))
-    (r,) = scaling_checks.validate_horovod("mlp", 16, (2,), steps=2, repeats=4, launches=2, cycle_time_s=2e-3)
+    ticks = []
+    (r,) = scaling_checks.validate_horovod("mlp", 16, (2,), steps=2, repeats=4, launches=2, cycle_time_s=2e-3,
+                                           progress=lambda: ticks.append(1))
+    assert len(ticks) == 2  # the progress bar moves at every run of the job
     single, job, again = seen  # the job runs twice, each run after a calibration of its own
     assert len(exchanges) == 2 and again[0][again[0].index("--json") + 1] != job[0][job[0].index("--json") + 1]
     assert single[0][single[0].index("--kvstore") + 1] == "device"

@@ -554,6 +554,8 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
                     ["--ctx", "cpu0", "--kvstore", "dist_sync", "--json", path])
                 _run_train(argv, env, timeout + 30, "dist_sync %d workers %d servers" % (workers, servers))
                 measured += _epoch_steps(path, per_worker_batch * workers)
+                if progress:  # one tick a run of a job
+                    progress()
             units = max(1, cores // threads)
             # every worker process shares the cores: compute_units counts all `workers` of them
             bound = scaling_model.cores_bound_s(cpu, workers, cores)
@@ -572,8 +574,6 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
                               processes=workers + servers + 1,  # + ps-lite's scheduler
                               **crowding(workers, threads, {"servers": servers, "scheduler": 1}, cores),
                               load=os.getloadavg()[0], model=model))
-            if progress:
-                progress()
     return out
 
 
@@ -715,6 +715,8 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
                     ["--ctx", "cpu0", "--kvstore", "horovod", "--json", path])
                 _run_train(argv, dict(base_env, OMP_NUM_THREADS=str(threads)), timeout + 30, "horovod %d ranks" % n)
                 measured += _epoch_steps(path, per_worker_batch * n)
+                if progress:  # one tick a run of a job
+                    progress()
             t2, helpers, calibrated = (_mean_step([c[i] for c in calibrations]) for i in range(3))
             helper_cores = helpers / calibrated  # cores the background threads kept busy meanwhile
             units = max(1, cores // threads)
@@ -738,6 +740,4 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
                               cycle_time_s=cycle_time_s, processes=n,
                               **crowding(n, threads, {"Horovod background threads": n}, cores),
                               load=os.getloadavg()[0], model=model))
-            if progress:
-                progress()
     return out
