@@ -380,9 +380,26 @@ def _run_train(argv, env, timeout, what, kind="validation run"):
         done = guard.run(argv, timeout=timeout, env=env)
     except Exception as e:  # subprocess.TimeoutExpired: the child group was killed
         raise UserError("%s %s did not finish: %s" % (kind, what, e))
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise UserError("%s %s failed (exit %d): %s" % (kind, what, done.returncode, tail))
+    _raise_if_failed([done], what, kind)
+
+
+def _raise_if_failed(done, what, kind="validation run"):
+    """One line for the first of the finished runs `done` that exited non-zero: its last line."""
+    from ..runtime import guard
+    for d in done:
+        if d.returncode != 0:
+            raise UserError("%s %s failed (exit %d): %s" % (kind, what, d.returncode,
+                                                             guard.last_line(d.stderr, "(no output)")))
+
+
+def _run_job(launcher, model, batch, steps, workers, repeats, kvstore, env, path, timeout, what):
+    """One run of a job of `workers` processes through `gluonperf.launch` (its flags
+    `launcher`) over this validation's training command with `kvstore`: the step of each timed
+    epoch (`_epoch_steps`)."""
+    argv = [sys.executable, "-m", "gluonperf.launch", *launcher, "--timeout", str(timeout), "--"] + _train_argv(
+        model, batch, batch * steps * workers, repeats + 1, ["--ctx", "cpu0", "--kvstore", kvstore, "--json", path])
+    _run_train(argv, env, timeout + 30, what)
+    return _epoch_steps(path, batch * workers)
 
 
 def _epoch_steps(path, images_per_step):
@@ -448,13 +465,11 @@ def _corun_step(model, batch, steps, env, tmp, timeout, threads, workers, repeat
             done = guard.run_all(argvs, timeout=timeout, env=dict(env, OMP_NUM_THREADS=str(threads)))
         except Exception as e:  # subprocess.TimeoutExpired: every child group was killed
             raise UserError("validation run %s did not finish: %s" % (what, e))
-        for d in done:
-            if d.returncode != 0:
-                tail = (d.stderr.strip().splitlines() or ["(no output)"])[-1]
-                raise UserError("validation run %s failed (exit %d): %s" % (what, d.returncode, tail))
-        inside = _side_by_side(paths, what)
-        fewest = min(sum(r["path"] == path for r in inside) for path in paths)
+        _raise_if_failed(done, what)
+        runs = _side_by_side(paths, what)
+        fewest = min(len(run) for run in runs)
         if fewest >= repeats:
+            inside = [r for run in runs for r in run]
             return (_mean_step([batch / r["train_images_per_s"] for r in inside]),
                     _mean_step([r["train_cpu_s"] * batch / r["images"] for r in inside]))
         epochs *= 4
@@ -463,17 +478,17 @@ def _corun_step(model, batch, steps, env, tmp, timeout, threads, workers, repeat
 
 
 def _side_by_side(paths, what):
-    """The epoch records (each run's first left out, each with its file as `path`) of train
-    --json files `paths` whose training lay wholly within the time every run was training
-    (`train_started_at` and `train_s`): the epochs that ran side by side with all the others."""
+    """Per train --json file of `paths`, its epoch records (the run's first left out) whose
+    training lay wholly within the time every run was training (`train_started_at` and
+    `train_s`): the epochs that ran side by side with all the others."""
     from ..records import read_jsonl
-    runs = [[dict(r.metrics, path=path) for r, _ in read_jsonl(path) if r.bench == "train"][1:] for path in paths]
+    runs = [[r.metrics for r, _ in read_jsonl(path) if r.bench == "train"][1:] for path in paths]
     if not all(runs) or not all("train_started_at" in r for run in runs for r in run):
         raise UserError("a run of %s wrote no epoch records with train_started_at" % what)
     begin = max(run[0]["train_started_at"] for run in runs)
     end = min(run[-1]["train_started_at"] + run[-1]["train_s"] for run in runs)
-    return [r for run in runs for r in run
-            if begin <= r["train_started_at"] and r["train_started_at"] + r["train_s"] <= end]
+    return [[r for r in run if begin <= r["train_started_at"] and r["train_started_at"] + r["train_s"] <= end]
+            for run in runs]
 
 
 def _ps_link(model, batch, steps, nbytes, keys, lnk, env, tmp, timeout, singles, repeats=1, pairs=1):
@@ -482,16 +497,15 @@ def _ps_link(model, batch, steps, nbytes, keys, lnk, env, tmp, timeout, singles,
     per key), both at one thread (the setting every worker runs with on 2 cores). A difference
     of two runs' steps, each run's own noise in it: on a 2-core Zen 5 one pair gave half the
     cost the others did, so `pairs` pairs (the plain run, then the dist_sync one; a validation
-    runs as many as it runs each job) are run and the median taken. The plain runs also give `singles[1]` (the geometric mean of theirs)."""
+    runs as many as it runs each job) are run and the median taken. The plain runs also give
+    `singles[1]` (the geometric mean of theirs)."""
     extras, plain = [], []
     for _ in range(pairs):
         plain.append(_single_step(model, batch, steps, env, tmp, timeout, 1, repeats))
-        path = os.path.join(tmp, "dist-1-1.json")
-        argv = [sys.executable, "-m", "gluonperf.launch", "-n", "1", "-s", "1", "--timeout", str(timeout), "--"] + \
-            _train_argv(model, batch, batch * steps, repeats + 1,
-                        ["--ctx", "cpu0", "--kvstore", "dist_sync", "--json", path])
-        _run_train(argv, dict(env, OMP_NUM_THREADS="1"), timeout + 30, "dist_sync 1 worker 1 server")
-        extras.append(_mean_step(_epoch_steps(path, batch)) - plain[-1][0] - 2.0 * nbytes / lnk.Bps)
+        dist = _run_job(["-n", "1", "-s", "1"], model, batch, steps, 1, repeats, "dist_sync",
+                        dict(env, OMP_NUM_THREADS="1"), os.path.join(tmp, "dist-1-1.json"), timeout,
+                        "dist_sync 1 worker 1 server")
+        extras.append(_mean_step(dist) - plain[-1][0] - 2.0 * nbytes / lnk.Bps)
     singles[1] = (_mean_step([s for s, _ in plain]), _mean_step([c for _, c in plain]))
     per_message = max(lnk.latency_s, statistics.median(extras) / (2 * keys))
     return scaling_model.measured_link(lnk.GBps, per_message, name="loopback via ps-lite", scope="network",
@@ -547,13 +561,10 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
             corun, corun_cpu = coruns[threads, workers]
             measured = []
             for launch in range(launches):
-                path = os.path.join(tmp, "dist-%d-%d-%d.json" % (workers, servers, launch))
-                argv = [sys.executable, "-m", "gluonperf.launch", "-n", str(workers), "-s", str(servers),
-                        "--timeout", str(timeout), "--"] + _train_argv(
-                    model, per_worker_batch, per_worker_batch * steps * workers, repeats + 1,
-                    ["--ctx", "cpu0", "--kvstore", "dist_sync", "--json", path])
-                _run_train(argv, env, timeout + 30, "dist_sync %d workers %d servers" % (workers, servers))
-                measured += _epoch_steps(path, per_worker_batch * workers)
+                measured += _run_job(["-n", str(workers), "-s", str(servers)], model, per_worker_batch, steps,
+                                     workers, repeats, "dist_sync", env,
+                                     os.path.join(tmp, "dist-%d-%d-%d.json" % (workers, servers, launch)), timeout,
+                                     "dist_sync %d workers %d servers" % (workers, servers))
                 if progress:  # one tick a run of a job
                     progress()
             units = max(1, cores // threads)
@@ -671,15 +682,17 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
     (`horovod_exchange`: the arrays handed over during the backward, as in training; at the
     `fusion_threshold` and `cycle_time_s` the runs are given: HOROVOD_FUSION_THRESHOLD,
     HOROVOD_CYCLE_TIME): t2 is the wait for the sums after the compute; then run `gluonperf.launch
-    --engine horovod -n N` over `gluonperf.train --kvstore horovod --ctx cpu0` and compare. As in `validate_dist`: ranks get the cores their
-    background threads leave (`_threads`), they share the cores (compute_units), the compute
-    lasts at least the CPU time of the ranks (each as measured alone) and of their background
-    threads (while the stand-in computed) over the cores (`scaling_model.cores_bound_s`), compute
-    and the exchange do not overlap, and each of `repeats` timed epochs (after an untimed one)
-    of each of `launches` runs of the job is one sample of the step; every run follows a
-    calibration of its own, and t2 and the helpers' share are the geometric means of those. The
-    record keeps `modelled_t2_s`, the exchange as
-    `scaling_model.horovod_allreduce_s` models it on the measured loopback link (Gloo's ring
+    --engine horovod -n N` over `gluonperf.train --kvstore horovod --ctx cpu0` and compare. As
+    in `validate_dist`: ranks get the cores their background threads leave (`_threads`), they
+    share the cores (compute_units), the compute lasts at least the CPU time of the ranks (each
+    as measured alone) and of their background threads (while the stand-in computed) over the
+    cores (`scaling_model.cores_bound_s`), and at least the ranks' compute side by side
+    (`_corun_step`) on the cores the background threads leave (`scaling_model.helpers_share_s`,
+    their share measured while the stand-in computed), compute and the exchange do not overlap,
+    and each of `repeats` timed epochs (after an untimed one) of each of `launches` runs of the
+    job is one sample of the step; every run follows a calibration of its own, and t2 and the
+    helpers' share are the geometric means of those. The record keeps `modelled_t2_s`, the
+    exchange as `scaling_model.horovod_allreduce_s` models it on the measured loopback link (Gloo's ring
     runs over TCP on loopback), beside the measured t2 it predicts with."""
     from ..runtime import guard, horovod_launcher
     from ..runtime.threads import physical_cores
@@ -708,13 +721,10 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
             for launch in range(launches):  # each run of the job after a calibration of its own
                 calibrations.append(horovod_exchange(shapes, n, single, dict(base_env, OMP_NUM_THREADS=str(threads)),
                                                      tmp, timeout))
-                path = os.path.join(tmp, "horovod-%d-%d.json" % (n, launch))
-                argv = [sys.executable, "-m", "gluonperf.launch", "--engine", "horovod", "-n", str(n),
-                        "--timeout", str(timeout), "--"] + _train_argv(
-                    model, per_worker_batch, per_worker_batch * steps * n, repeats + 1,
-                    ["--ctx", "cpu0", "--kvstore", "horovod", "--json", path])
-                _run_train(argv, dict(base_env, OMP_NUM_THREADS=str(threads)), timeout + 30, "horovod %d ranks" % n)
-                measured += _epoch_steps(path, per_worker_batch * n)
+                measured += _run_job(["--engine", "horovod", "-n", str(n)], model, per_worker_batch, steps, n,
+                                     repeats, "horovod", dict(base_env, OMP_NUM_THREADS=str(threads)),
+                                     os.path.join(tmp, "horovod-%d-%d.json" % (n, launch)), timeout,
+                                     "horovod %d ranks" % n)
                 if progress:  # one tick a run of a job
                     progress()
             t2, helpers, calibrated = (_mean_step([c[i] for c in calibrations]) for i in range(3))

@@ -63,8 +63,11 @@ are all taken, their CPU time is taken from the compute: a step's compute lasts 
 the CPU time the machine's processes spend in it divided by its cores,
     compute = max(t1 * devices / compute_units, (devices * worker_cpu + helper_cpu) / cores),
 with worker_cpu a worker's CPU seconds per step measured alone and helper_cpu the helpers'
-CPU time while the workers compute (measured where it can be: `scaling_checks`). On a machine with cores to spare the first
-term is the larger and nothing changes; `oversubscribed` says when the threads outnumber them.
+CPU time while the workers compute (measured where it can be: `scaling_checks`). On a machine
+with cores to spare the first term is the larger and nothing changes; `oversubscribed` says
+when the threads outnumber them. Where the workers' compute side by side can be measured
+(`predict --validate`), helpers that stay busy for as long as it lasts leave it the rest of the
+cores (`helpers_share_s`).
 
 Learning rate: the global batch is N*M times the per-device batch; the linear scaling
 rule (Goyal et al. 2017, "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour",

@@ -92,12 +92,16 @@ def run(argv, timeout=None, **kwargs):
     finally:
         with _lock:
             _children.discard(proc)
-    # a child may have left processes of its own in the group
+    _kill_what_is_left(proc)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def _kill_what_is_left(proc):
+    """A finished child may have left processes of its own in its group: kill them."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def run_all(argvs, timeout=None, **kwargs):
@@ -123,11 +127,8 @@ def run_all(argvs, timeout=None, **kwargs):
         for proc in procs:
             if proc.poll() is None:
                 kill_group(proc)
-            else:  # a child may have left processes of its own in the group
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            else:
+                _kill_what_is_left(proc)
             with _lock:
                 _children.discard(proc)
         for err in errs:
