@@ -4,10 +4,10 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 
 from gluonperf.runtime import guard
+from helpers import marked_env, processes_of
 
 # each child announces itself with a file, then waits (up to 60 s) for the other's: both can
 # end only if they ran at the same time
@@ -30,12 +30,18 @@ def test_children_run_side_by_side_and_keep_their_stderr(tmp_path):
 
 
 def test_a_timeout_kills_every_child_and_its_group(tmp_path):
+    """Every process of the children's groups is gone (killed, not only signalled) within the
+    10 s the suite gives any run (helpers.run_leaving_nothing): a kill lands asynchronously."""
     sleeper = [sys.executable, "-c", "import subprocess, sys, time; "
                "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); time.sleep(600)"]
+    env, mark = marked_env()
     before = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired):
-        guard.run_all([sleeper, sleeper], timeout=2)
+        guard.run_all([sleeper, sleeper], timeout=2, env=env)
     assert time.monotonic() - before < 60
-    left = [p for p in psutil.process_iter(["cmdline"]) if "time.sleep(600)" in " ".join(p.info["cmdline"] or [])]
-    assert not left, left
+    deadline = time.monotonic() + 10
+    while processes_of(mark) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = processes_of(mark)
+    assert not left, "left running: %s" % [p.cmdline() for p in left]
     assert not guard._children
