@@ -24,6 +24,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+from ..records import READABLE_SPAN
+
 LEVEL = 0.95
 UNSTABLE_LEVEL = 0.99       # an unstable machine gets wider intervals (see `level_for`)
 THRESHOLD = 0.05            # default: changes within +-5% are "the same"
@@ -138,6 +140,34 @@ def ratio_interval(ratios, level=LEVEL):
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1))
     half = t_quantile(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
     return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, level, "t", sd)
+
+
+READABLE = READABLE_SPAN  # an interval wider than this factor tells a reader nothing (records.READABLE_SPAN)
+
+
+def readable(interval):
+    """Whether an interval is worth printing: finite ends within a factor READABLE of each other (a
+    t interval of 2 rounds at a Bonferroni-corrected level can span 1e-12 to 1e11)."""
+    low, high = interval.low, interval.high
+    return low > 0 and math.isfinite(high) and high / low <= READABLE
+
+
+def rounds_for_readable(ratios, level=LEVEL):
+    """About how many rounds in all would give a `readable` interval at `level`, with the spread of
+    these per-round `ratios` (None entries left out); None with fewer than 2 or no spread."""
+    logs = _logs(ratios)
+    if len(logs) < 2:
+        return None
+    mean = math.fsum(logs) / len(logs)
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+    if sd == 0:
+        return None
+    n = len(logs)
+    while n <= MAX_ROUNDS:
+        if 2 * t_quantile(0.5 + level / 2, n - 1) * sd / math.sqrt(n) <= math.log(READABLE):
+            return n
+        n += 1
+    return None
 
 
 def median_interval(ratios, level=LEVEL):
