@@ -13,7 +13,7 @@ import pathlib
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "gluonperf"
-LAYERS = ["runtime worker_site", "records config", "measure", "training", "experiments", "render", "cli"]
+LAYERS = ["runtime worker_site", "records config", "measure", "training", "tuning", "experiments", "render", "cli"]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names.split()}
 COMMANDS = len(LAYERS)  # the commands' layer: gluonperf/<command>.py, bench/, and workers/ beside them
 
