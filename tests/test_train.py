@@ -111,6 +111,10 @@ def test_help_explains_every_flag(run):
     (["--dtype", "float16"], "invalid choice: 'float16'"),
     (["--momentum", "1"], "'1' must be at least 0 and below 1"),
     (["--dtype", "bfloat16", "--checkpoint-segments", "2"], "--checkpoint-segments does not work with --dtype"),
+    (["--scaling", "--export", "out/lenet"], "--scaling only times steps"),
+    (["--model", os.path.join(os.path.dirname(__file__), "user_models", "nets.py") + ":gated", "--input-shape",
+      "1,28,28", "--export", "out/gated"], "cannot be hybridized"),
+    (["--export", "/proc/gluonperf/lenet"], "--export /proc/gluonperf/lenet-symbol.json cannot be written"),
 ])
 def test_errors_are_one_line(args, words, capsys, monkeypatch):
     """Run in this process (cli.run, as `python -m gluonperf.train` does) to keep it fast."""
@@ -185,6 +189,28 @@ def test_save_resume_and_plot_from_the_command_line(run, tmp_path):
     assert [r.name for r, _ in read_jsonl(str(out))] == ["epoch 1", "epoch 2"]
     assert (ckpt / "latest").read_text().strip() == "epoch-0002"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_export_writes_the_trained_model_as_deployed(run, tmp_path):
+    """train --export PREFIX: the two files HybridBlock.export names, nothing else, and
+    SymbolBlock.imports of them gives what the trained weights (the checkpoint of the same run)
+    give in the model as written."""
+    from mxnet import gluon
+    from gluonperf.training.data import digits
+    from gluonperf.training.models import get_model
+    out, ckpt = tmp_path / "deploy", tmp_path / "ckpt"
+    p = run("gluonperf.train", "--dataset", "digits", "--model", "lenet", "--limit", "256", "--epochs", "1",
+            "--batch-size", "32", "--save", str(ckpt), "--export", str(out / "lenet"))
+    assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(out)) == ["lenet-0000.params", "lenet-symbol.json"]
+    assert "exported %s" % (out / "lenet-symbol.json") in p.stdout
+    _, (x, _) = digits()
+    x = mx.nd.array(x[:16])
+    imported = gluon.SymbolBlock.imports(str(out / "lenet-symbol.json"), ["data"], str(out / "lenet-0000.params"))
+    written = get_model("lenet", 10)
+    written.load_parameters(os.path.join(read_checkpoint(str(ckpt))[0], "params"))
+    want = written(x).asnumpy()
+    assert np.abs(imported(x).asnumpy() - want).max() <= 1e-5 * np.abs(want).max()
 
 
 def test_scaling_from_the_command_line(run):
