@@ -70,10 +70,13 @@ def newcombe_paired(both, only_first, only_second, neither, level=0.95):
 
 
 def paired_accuracy(labels, reference_pred, pred, level=0.95):
-    """Accuracy of both on the same held-out samples and the change with its paired interval:
-    {'accuracy', 'accuracy_ref', 'accuracy_change', 'accuracy_change_ci_low', 'accuracy_change_ci_high',
-     'accuracy_n', 'accuracy_level', 'accuracy_method'}. Predictions are class indices (n,) or
-    outputs (n, classes), whose top-1 is taken."""
+    """Accuracy of both on the same held-out samples and the change with its paired interval
+    (Newcombe's, the module docstring says why). Predictions are class indices (n,) or outputs
+    (n, classes), whose top-1 is taken. Returns
+
+        {'accuracy', 'accuracy_ref', 'accuracy_change', 'accuracy_change_ci_low',
+         'accuracy_change_ci_high', 'accuracy_n', 'accuracy_level', 'accuracy_method'}
+    """
     labels = np.asarray(labels).astype(np.int64).ravel()
     ref, new = _top1(reference_pred), _top1(pred)
     if not len(labels) or ref.shape != labels.shape or new.shape != labels.shape:

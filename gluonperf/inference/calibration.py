@@ -33,6 +33,7 @@ DIGITS_SHAPE = (1, 28, 28)
 
 @dataclass(frozen=True)
 class Samples:
+    """Samples of the model's input, with their labels when the data has them."""
     data: np.ndarray                    # (n,) + input_shape, float32
     labels: Optional[np.ndarray]        # (n,) ints, or None when the data has no labels
     source: str                         # "digits", a folder, a .rec path, or "the model's own input"

@@ -80,9 +80,10 @@ def model_source(model, params=None, input_shape=None):
         shape, classes = exported.input_shape_of(model, params, given=shape)
         return ModelSource(symbol=os.path.abspath(model), params=os.path.abspath(params), input_shape=shape,
                            classes=classes)
-    from ..training.model_spec import parse_spec, spec_text
+    from ..training.model_spec import absolute, parse_spec, spec_text
     from ..training.models import input_shape as default_shape
-    text = spec_text(parse_spec(model))
+    spec = parse_spec(model)  # a file.py:factory made absolute: worker processes start elsewhere
+    text = spec_text(replace(spec, model=absolute(spec.model)))
     if params is None:
         _build_spec(text, DEFAULT_CLASSES)  # an unknown name fails here, in one line
         return ModelSource(spec=text, input_shape=shape or tuple(default_shape(text)), classes=DEFAULT_CLASSES)
