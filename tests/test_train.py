@@ -62,9 +62,10 @@ def test_bfloat16_mixed_precision_learns_on_two_contexts(run, tmp_path):
     """--dtype bfloat16 (MXNet's AMP): learns as float32 does, reports its top-5 in float32,
     keeps float32 weights, and says on stderr what it set for the CPU."""
     from gluonperf.runtime.precision import cpu_flags
-    out, save = tmp_path / "bf16.jsonl", tmp_path / "ckpt"
+    out, save, deploy = tmp_path / "bf16.jsonl", tmp_path / "ckpt", tmp_path / "deploy" / "lenet"
     p = run("gluonperf.train", "--dataset", "digits", "--ctx", "cpu0,cpu1", "--model", "lenet", "--epochs", "3",
-            "--batch-size", "64", "--dtype", "bfloat16", "--json", str(out), "--save", str(save))
+            "--batch-size", "64", "--dtype", "bfloat16", "--json", str(out), "--save", str(save),
+            "--export", str(deploy))
     assert p.returncode == 0, p.stderr
     records = read_jsonl(str(out))
     last, env = records[-1]
@@ -76,6 +77,11 @@ def test_bfloat16_mixed_precision_learns_on_two_contexts(run, tmp_path):
     params, meta = params_of(str(save))
     assert meta["config"]["dtype"] == "bfloat16"
     assert {v.dtype for v in params.values()} == {np.float32}  # checkpoints as float32 runs write them
+    # --export: a float32 graph (export() drops AMP's casts) and float32 weights
+    from gluonperf.inference.exported import graph_ops
+    assert "amp_cast" not in graph_ops(str(deploy) + "-symbol.json") and "Convolution" in graph_ops(
+        str(deploy) + "-symbol.json")
+    assert {v.dtype for v in mx.nd.load(str(deploy) + "-0000.params").values()} == {np.float32}
 
 
 def test_synthetic_runs_with_limit(run):
@@ -191,6 +197,7 @@ def test_save_resume_and_plot_from_the_command_line(run, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.filterwarnings("ignore:Cannot decide type")  # SymbolBlock.imports cannot tell the input's dtype
 def test_export_writes_the_trained_model_as_deployed(run, tmp_path):
     """train --export PREFIX: the two files HybridBlock.export names, nothing else, and
     SymbolBlock.imports of them gives what the trained weights (the checkpoint of the same run)

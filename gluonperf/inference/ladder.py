@@ -91,9 +91,9 @@ def model_source(model, params=None, input_shape=None):
     return ModelSource(spec=text, params=os.path.abspath(params), input_shape=shape, classes=classes)
 
 
-def _build_spec(text, classes):
+def _build_spec(text, classes, ctx=None):
     from ..training.models import get_model
-    return get_model(text, classes, [mx.cpu()])
+    return get_model(text, classes, [ctx or mx.cpu()])
 
 
 def _shapes_built(text, classes, shape):
@@ -210,6 +210,7 @@ def prepare(source, rungs, ctx, workdir, calibration=None):
     Returns [Rung], in RUNGS order."""
     asked = [r for r in RUNGS if r in rungs]
     why_not = available(rungs)
+    workdir = os.path.abspath(workdir)  # the files' paths travel to processes that start elsewhere
     os.makedirs(workdir, exist_ok=True)
     base = Rung(REFERENCE, spec=source.spec, input_shape=tuple(source.input_shape), classes=source.classes)
     out = {}
@@ -248,7 +249,7 @@ def _from_spec(source, base, ctx, workdir):
     from ..training.model_spec import parse_spec
     start = time.perf_counter()
     mx.random.seed(0)
-    net = _build_spec(source.spec, source.classes or DEFAULT_CLASSES)
+    net = _build_spec(source.spec, source.classes or DEFAULT_CLASSES, ctx)
     x = mx.nd.zeros((1,) + tuple(source.input_shape), ctx=ctx, dtype=input_dtype(source.spec))
     if source.params:
         net.load_parameters(source.params, ctx=ctx)
@@ -256,7 +257,7 @@ def _from_spec(source, base, ctx, workdir):
     else:
         net.initialize(mx.init.Xavier(), ctx=ctx)
         net(x)
-        params = os.path.join(os.path.abspath(workdir), "fp32.params")
+        params = os.path.join(workdir, "fp32.params")
         net.save_parameters(params)
     fp32 = replace(base, name="fp32", kind="spec", params=params, hybridize="none",
                    build_s=time.perf_counter() - start, note="the Block as written, run imperatively")
@@ -267,7 +268,7 @@ def _from_spec(source, base, ctx, workdir):
     def build():
         net.hybridize(**STATIC)
         net(x)
-        symbol, params = exported.export(net, os.path.join(os.path.abspath(workdir), "static"))
+        symbol, params = exported.export(net, os.path.join(workdir, "static"))
         return {"kind": "symbol", "symbol": symbol, "params": params,
                 "note": "hybridize(static_alloc=True, static_shape=True), exported"}
     return fp32, _timed("static", base, build)
@@ -363,7 +364,7 @@ def load(rung, ctx):
     if rung.error:
         raise ValueError("%s: %s" % (rung.name, rung.error))
     if rung.kind == "spec":
-        net = _build_spec(rung.spec, rung.classes or DEFAULT_CLASSES)
+        net = _build_spec(rung.spec, rung.classes or DEFAULT_CLASSES, ctx)
         net.load_parameters(rung.params, ctx=ctx)
         if rung.hybridize == "static":
             net.hybridize(**STATIC)
