@@ -322,6 +322,20 @@ def test_cold_start_in_a_fresh_process_has_every_part(trained, tmp_path):
         coldstart.measure(rung, CTX, batch_sizes=(1,))
 
 
+def test_a_cold_start_that_never_answers_is_stopped_with_everything_it_started(trained, tmp_path, monkeypatch):
+    """A stall the test makes (MXNet that never finishes, tests/hang): the timeout ends it, in
+    one line, and no process of it is left."""
+    from helpers import HANGING_MXNET, processes_of
+    rung = ladder.prepare(ladder.model_source(trained["symbol"]), ["static"], CTX, str(tmp_path))[0]
+    mark = "coldstart-hang-%d" % os.getpid()
+    monkeypatch.setenv("PYTHONPATH", HANGING_MXNET["PYTHONPATH"])
+    monkeypatch.setenv("GLUONPERF_TEST_RUN", mark)
+    with pytest.raises(RuntimeError) as e:
+        coldstart.measure(rung, CTX, timeout=2)
+    assert "gave no answer in 2 s" in one_line(e.value)
+    assert processes_of(mark) == []
+
+
 def test_the_cold_start_worker_run_by_hand_says_what_to_run_instead():
     p = subprocess.run([sys.executable, "-m", "gluonperf.inference.coldstart"], cwd=ROOT, env=clean_env(),
                        capture_output=True, text=True, timeout=60)
