@@ -210,6 +210,9 @@ def prepare(source, rungs, ctx, workdir, calibration=None):
     Returns [Rung], in RUNGS order."""
     asked = [r for r in RUNGS if r in rungs]
     why_not = available(rungs)
+    # the files do not depend on the context; quantize_net_v2 applies oneDNN's passes only when
+    # ctx == mx.cpu() and probes the network with arrays on the default context, so cpu(i) builds on cpu(0)
+    ctx = mx.cpu() if ctx.device_type == "cpu" else ctx
     workdir = os.path.abspath(workdir)  # the files' paths travel to processes that start elsewhere
     os.makedirs(workdir, exist_ok=True)
     base = Rung(REFERENCE, spec=source.spec, input_shape=tuple(source.input_shape), classes=source.classes)
