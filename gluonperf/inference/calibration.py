@@ -45,7 +45,9 @@ class Samples:
 
 def load(what, input_shape, count, seed=0):
     """`what`: "digits", an image folder (class subfolders), a .rec file, or None (random samples
-    of the model's input). ValueError, one line, for data of the wrong shape or a missing path."""
+    of the model's input). ValueError, one line, for data of the wrong shape or a missing path.
+    `count` samples in a random order seeded by `seed`, or all there are when fewer (digits' test
+    split holds 360)."""
     shape = tuple(int(n) for n in input_shape)
     if count < 1:
         raise ValueError("count %d: ask for at least one sample" % count)
