@@ -1,0 +1,1 @@
+"""Inference as users deploy it: `python -m gluonperf.infer` (issue 61)."""
