@@ -251,8 +251,8 @@ def main_script(argv):
     what = shown(command)
     guard_command(args, "python -m gluonperf.tune", stall_timeout=args.timeout + 120)
     note("tune: a first run of `%s` as it is (a probe: its Trainer, model, DataLoaders, waits and operators)"
-         % " ".join(what))
-    runner, found = _probe(args, command, " ".join(what))
+         % what)
+    runner, found = _probe(args, command, what)
     if runner is None:
         return found
     probe = found.get("probe", {})
@@ -297,7 +297,7 @@ def _script_title(what, runner, args, cores):
            else "%s interleaved rounds, 95%% interval corrected for the candidates tried" % args.rounds)
     return ("tune: `%s` on %s (%d cores), images/s per candidate (Trainer.step's batch_size over %d timed steps after "
             "%d), ratio to the lever's baseline, geometric mean of its rounds; %s"
-            % (" ".join(what), cpu_model(), cores, runner.steps, args.warmup, how))
+            % (what, cpu_model(), cores, runner.steps, args.warmup, how))
 
 
 def _run_levers(args, runner, stages, rounds, idle, what, cores):

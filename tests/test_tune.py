@@ -461,8 +461,10 @@ def test_interleave_runs_each_candidate_until_it_leaves():
     assert by["fast"]["verdict"] == "faster" and by["fast"]["stopped"] == "faster"
     assert by["same"]["verdict"] in ("same", "inconclusive") and by["same"]["stopped"] in ("cannot pay",
                                                                                              "cannot be shown faster")
+    # the baseline runs only while a candidate is in
     assert runs.count("fast") == by["fast"]["rounds"] and runs.count("b") == max(by["fast"]["rounds"],
                                                                                   by["same"]["rounds"])
+    assert by["b"]["rounds"] == runs.count("b") < sweep.Rounds().maximum
     assert runs[:3] == ["b", "fast", "same"] and runs[3:6] == ["fast", "same", "b"]  # the order rotates
 
 

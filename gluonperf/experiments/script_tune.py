@@ -571,7 +571,7 @@ def recipe(results, confirm, kept, found, rates, cwd, tried, took=None):
         out.append(result(ADVICE, lever, lever=lever, change=change, where=where, measured=True,
                           env_vars=dict(own.env), hooks=dict(own.flags),
                           **{k: r.metrics.get(k) for k in ("ratio", "ratio_ci_low", "ratio_ci_high", "ratio_n",
-                                                           "ratio_level", "verdict", "rounds")}))
+                                                           "ratio_level", "ratio_joint_level", "verdict", "rounds")}))
     step_s = None
     if rates:
         step_s = statistics.median(l["seconds"] / l["steps"] for l in rates)
@@ -593,7 +593,7 @@ def recipe(results, confirm, kept, found, rates, cwd, tried, took=None):
         m = confirm.metrics
         out.append(result(ADVICE, "together", lever="together", change="all of the above",
                           where=None, measured=True, **{k: m.get(k) for k in (
-                              "ratio", "ratio_ci_low", "ratio_ci_high", "ratio_n", "ratio_level", "verdict",
+                              "ratio", "ratio_ci_low", "ratio_ci_high", "ratio_n", "ratio_level", "ratio_joint_level", "verdict",
                               "verdict_text", "rounds")}))
     elif not kept:
         out.append(result(ADVICE, "nothing", lever="none", measured=True, tried=tried,

@@ -93,7 +93,7 @@ def interleave(table, measure, progress=None, left=None, log=None, stopping=lamb
             progress()
         return value
 
-    active, r = others, 0
+    active, r = list(others), 0
     while (active or not others) and rounds.more(r, {c.name: table.ratios[c.name] for c in active}, time.monotonic() - began):
         figures = {c.name: one(c, r) for c in _rotated([base] + active, r)}
         b = figures[base.name]
