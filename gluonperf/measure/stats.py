@@ -1,8 +1,8 @@
 """Intervals and verdicts: is a change real, or noise?
 
 The unit of evidence is what gluonperf measures well: a ratio per round, where each round
-sets a variant against a baseline measured next to it (interleaved repeats, or a sandwich
-B c B whose two baselines are averaged). Per-round ratios cancel the machine's slow drift;
+sets a variant against a baseline measured next to it (interleaved repeats, or tune's rounds
+of fresh processes in rotating order). Per-round ratios cancel the machine's slow drift;
 their spread is the noise that is left.
 
 - `ratio_interval`: a Student t interval on the mean of the log ratios, turned back into a

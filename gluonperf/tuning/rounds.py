@@ -1,7 +1,7 @@
 """How many rounds each candidate gets, and when it leaves them.
 
-A round runs every candidate still in, each between two runs of the baseline (B c1 B c2 B);
-its ratio is the candidate's figure over the mean of the two around it. Three policies:
+A round runs the baseline and every candidate still in once, in a rotating order; a
+candidate's ratio is its figure over the baseline's in that round (`schedule`). Three policies:
 
 - **sequential** (`Rounds()`, tune's `--rounds auto`, the default): looks after every round
   from the 3rd to `maximum` (`measure.sequential.Plan`), the error rate split over the
