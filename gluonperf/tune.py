@@ -306,8 +306,9 @@ def _run_levers(args, runner, stages, rounds, idle, what, cores):
     from .experiments import script_tune
     total = script_tune.count_runs(stages, rounds)
     if total:
-        note("tune: at most %d runs of the script, each a fresh process; each candidate stops once its verdict is "
-             "settled" % total)
+        note("tune: %s %d runs of the script, each a fresh process%s" % (
+            "at least" if rounds.kind == "exhaustive" else "at most", total,
+            "; each candidate stops once its verdict is settled" if rounds.kind == "sequential" else ""))
     sweeps = sweep.Sweeps()
     bar = progress_bar(total, "tune")
     watch = _Remaining(bar)
