@@ -120,6 +120,16 @@ def recommended(advice):
             for a in advice if a["lever"] not in ("wait", "together", "none", "run")}
 
 
+def exhaustive_from(given, script):
+    """The records of SCRIPT's exhaustive tune from --exhaustive-from SCRIPT=PATH, or None."""
+    for item in given:
+        name, _, path = item.partition("=")
+        if name == script:
+            with open(path) as f:
+                return [json.loads(l) for l in f if l.strip()]
+    return None
+
+
 def cost(records):
     """(tune's wall time in seconds, its runs of the script) from its 'run' advice record."""
     run = next((r for r in records if r.get("bench") == "advice" and r.get("lever") == "run"), {})
@@ -148,6 +158,9 @@ def main():
     p.add_argument("--tune-rounds", default="auto", help="tune's --rounds (default: %(default)s)")
     p.add_argument("--exhaustive", action="store_true",
                    help="also run tune --rounds exhaustive on each script, once, and compare the changes it recommends")
+    p.add_argument("--exhaustive-from", action="append", default=[], metavar="SCRIPT=PATH",
+                   help="with --exhaustive: the records (--json) of a tune --rounds exhaustive of SCRIPT already run "
+                        "on this machine, instead of running it again (it takes half an hour or more)")
     p.add_argument("--rounds", type=int, default=10, help="rounds of as written vs applied (default: %(default)s)")
     p.add_argument("--out", default=None, help="results file (default: benchmarks/results/advice_<machine>_<date>.jsonl)")
     args = p.parse_args()
@@ -161,7 +174,7 @@ def main():
             wall, runs = cost(records)
             reference = {}
             if args.exhaustive:
-                slow = tune_recipe(script, "exhaustive", log)
+                slow = exhaustive_from(args.exhaustive_from, script) or tune_recipe(script, "exhaustive", log)
                 slow_advice = [r for r in slow if r["bench"] == "advice"]
                 slow_wall, slow_runs = cost(slow)
                 reference = {"exhaustive_recipe": recommended(slow_advice), "exhaustive_wall_s": slow_wall,

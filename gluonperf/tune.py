@@ -306,8 +306,8 @@ def _run_levers(args, runner, stages, rounds, idle, what, cores):
     from .experiments import script_tune
     total = script_tune.count_runs(stages, rounds)
     if total:
-        note("tune: %s %d runs of the script, each a fresh process%s" % (
-            "at least" if rounds.kind == "exhaustive" else "at most", total,
+        note("tune: at most %d runs of the script, each a fresh process%s" % (
+            total,
             "; each candidate stops once its verdict is settled" if rounds.kind == "sequential" else ""))
     sweeps = sweep.Sweeps()
     bar = progress_bar(total, "tune")

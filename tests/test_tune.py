@@ -418,7 +418,7 @@ def test_winner_needs_the_interval_not_the_median():
                Result("tune", "lucky", {"verdict": "inconclusive", "ratio": 1.3, "ratio_ci_low": 0.8}),
                Result("tune", "sure", {"verdict": "faster", "ratio": 1.2, "ratio_ci_low": 1.1}),
                Result("tune", "surer", {"verdict": "faster", "ratio": 1.15, "ratio_ci_low": 1.12})]
-    assert sweep.winner(results).name == "surer"
+    assert sweep.winner(results).name == "sure"  # the highest estimate of those judged faster
     assert sweep.winner(results[:2]) is None
 
 

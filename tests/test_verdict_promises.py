@@ -133,22 +133,38 @@ def test_tune_judges_each_candidate_at_the_bonferroni_level():
     assert all(results[n]["ratio_level"] == pytest.approx(1 - 0.05 / 3) for n in "abc")
 
 
-def test_tune_keeps_the_candidate_whose_interval_has_the_highest_lower_end():
-    """'of several such, the one whose interval's lower end is highest', not the highest
-    estimate: a noisy 1.30x loses to a steady 1.20x."""
+def test_tune_keeps_the_faster_candidate_with_the_highest_estimate():
+    """'of several such, the one with the highest estimate': of two candidates both faster beyond the
+    noise, a noisy 1.30x is kept over a steady 1.20x; and a candidate whose interval reaches 1 is
+    never kept, however high its estimate."""
     from gluonperf.experiments import sweep
     base = [100.0] * 6
-    noise = [0.80, 1.25, 0.9, 1.2, 0.85, 1.15]
+    noise = [0.90, 1.1, 0.95, 1.08, 0.93, 1.05]
     figures = {"base": base, "steady": [120.0, 121.0, 119.0, 120.5, 119.5, 120.0],
                "noisy": [130.0 * x for x in noise]}
     results = _tune_results(figures)
     by = {r.name: r.metrics for r in results}
-    assert by["noisy"]["ratio"] > by["steady"]["ratio"] and by["steady"]["verdict"] == "faster"
-    assert sweep.winner(results).name == "steady"
-    # and a candidate whose interval reaches 1 is never kept, however high its estimate
+    assert by["noisy"]["ratio"] > by["steady"]["ratio"] and by["steady"]["verdict"] == by["noisy"]["verdict"] == \
+        "faster" and by["noisy"]["ratio_ci_low"] < by["steady"]["ratio_ci_low"]
+    assert sweep.winner(results).name == "noisy"
     alone = _tune_results({"base": base, "noisy": [130.0 * x for x in (0.6, 1.4, 0.7, 1.3, 0.65, 1.35)]})
     assert next(r for r in alone if r.name == "noisy").metrics["ratio"] > 1.05
     assert sweep.winner(alone) is None
+
+
+def test_a_candidate_that_cannot_beat_a_faster_one_leaves():
+    """'Once one candidate of a lever has left as faster, another that could not be kept instead of it
+    ... leaves too'."""
+    from gluonperf.experiments.sweep import Candidate, Rounds
+    from gluonperf.tuning import schedule
+    speed = {"b": 100.0, "big": 150.0, "small": 112.0}
+    wobble = iter([1.0, 1.01, 0.99, 1.02, 0.98] * 40)
+    table = schedule.Table([Candidate("b"), Candidate("big"), Candidate("small")], Rounds(), "x", start={})
+    schedule.interleave(table, lambda c: (speed[c.name] * next(wobble), None))
+    by = {r.name: r.metrics for r in schedule.summarize(table)}
+    assert by["big"]["stopped"] == "faster" and by["small"]["stopped"] == schedule.OUTRUN
+    assert by["small"]["rounds"] <= by["big"]["rounds"] + 1 and schedule.winner(list(
+        schedule.summarize(table))).name == "big"
 
 
 def test_rounds_exhaustive_stops_on_width_only():

@@ -41,9 +41,9 @@ class Rounds:
 
     @property
     def planned(self):
-        """The most rounds a candidate can get (a progress bar's total): the fixed number, the
-        sequential plan's last round, or the exhaustive rule's minimum (it has no plan)."""
-        return {FIXED: self.fixed, SEQUENTIAL: self.maximum, EXHAUSTIVE: self.minimum}[self.kind]
+        """The most rounds a candidate can get (a progress bar's total): the fixed number, or the
+        sequential plan's or the exhaustive rule's last round."""
+        return self.fixed if self.kind == FIXED else self.maximum
 
     def alpha(self, tried, stable=True):
         """The error rate of one candidate of `tried` (Bonferroni), 5% in all on a stable machine, 1% else."""

@@ -14,6 +14,7 @@ the look where it left) and verdict, `stopped` (why it left), `rank`. On an unst
 (`measure.machine.judge`: other processes busy, steal, a baseline that moved) every level goes
 from 95% to 99%, as the rounds go.
 """
+import math
 import statistics
 import threading
 import time
@@ -26,6 +27,7 @@ from .rounds import SEQUENTIAL, as_rounds
 
 ERROR = "error"          # `stopped` of a candidate whose run failed
 BUDGET = "budget spent"  # `stopped` of the candidates still in when a lever's budget ended its rounds
+OUTRUN = "cannot beat a faster one"  # `stopped` of a candidate that could not be kept instead of one already faster
 
 
 @dataclass
@@ -61,6 +63,11 @@ class Table:
     def stable(self):
         """No warning about the machine so far (the rounds' loads and the baseline's figures)."""
         return not machine.judge(self.loads, self.start, self.figures[self.candidates[0].name])
+
+    def ratios_estimate(self, name):
+        """The geometric mean of a candidate's per-round ratios."""
+        logs = [math.log(x) for x in self.ratios[name] if x is not None]
+        return math.exp(sum(logs) / len(logs)) if logs else 1.0
 
     def runs_left(self, active):
         """The most runs the rounds can still take with the `active` candidates in them."""
@@ -109,11 +116,30 @@ def interleave(table, measure, progress=None, left=None, log=None, stopping=lamb
             if reason:
                 table.stopped[c.name] = {"reason": reason, "stable": stable, "round": r}
                 active.remove(c)
+        _outrun(table, active, stable)
         if left:
             left(table.runs_left(active))
     for c in active:  # the rounds ended with these still in: the budget, or the plan's last round
         table.stopped[c.name] = {"reason": BUDGET if r < rounds.maximum and rounds.kind == SEQUENTIAL
                                  else sequential.PLAN_DONE, "stable": table.stable(), "round": r}
+
+
+def _outrun(table, active, stable):
+    """Once a candidate has left as faster, the others of its lever matter only if they could be kept
+    instead of it (`winner`: the highest estimate): one that could not, even one standard error better
+    than it has looked, leaves (OUTRUN). This only decides which of the faster ones is kept."""
+    faster = [math.log(table.ratios_estimate(name)) for name, stop in table.stopped.items()
+              if stop["reason"] == sequential.FASTER]
+    if not faster or table.rounds.kind != SEQUENTIAL:
+        return
+    for c in list(active):
+        values = [x for x in table.ratios[c.name] if x is not None]
+        if len(values) < table.rounds.plan(table.tried).first:
+            continue
+        iv = table.rounds.interval(values, table.tried, stable)
+        if math.log(iv.estimate) + (iv.sd_log or 0.0) / math.sqrt(iv.n) < max(faster):
+            table.stopped[c.name] = {"reason": OUTRUN, "stable": stable, "round": len(table.ratios[c.name])}
+            active.remove(c)
 
 
 def _settle_text(stop, table):
@@ -126,7 +152,8 @@ def _settle_text(stop, table):
                                 "rounds: stopped" % table.rounds.maximum,
             sequential.PLAN_DONE: "the plan's %d rounds are done; --rounds exhaustive goes on until the interval "
                                   "is within +-5%%" % table.rounds.maximum,
-            BUDGET: "the lever's --budget ended its rounds"}.get(reason)
+            BUDGET: "the lever's --budget ended its rounds",
+            OUTRUN: "a candidate of its lever was faster and this one could not be kept instead: stopped"}.get(reason)
 
 
 def summarize(table):
@@ -174,9 +201,12 @@ def summarize(table):
 
 def winner(results):
     """The candidate to keep from one lever's `summarize` results: of those judged faster than
-    the baseline, the one whose interval's lower end is highest; None when none is."""
+    the baseline (each a change that pays, beyond the noise), the one with the highest estimate,
+    the best guess of which is fastest; None when none is. (Not the highest lower end: under the
+    sequential plan a candidate's lower end depends as much on the look where it stopped as on
+    its speed.)"""
     faster = [r for r in results if r.metrics.get("verdict") == "faster" and not r.metrics.get("error")]
-    return max(faster, key=lambda r: r.metrics["ratio_ci_low"]) if faster else None
+    return max(faster, key=lambda r: r.metrics["ratio"]) if faster else None
 
 
 class Sweeps:
