@@ -16,7 +16,7 @@ from ..records import Result, SchemaError, format_value, read_jsonl
 
 # Fields that identify what a record measured (not how fast it went).
 ID_FIELDS = ("model", "task", "batch_size", "ctx", "contexts", "hybridize", "kvstore",
-             "dataset", "workers", "devices", "mode", "variant", "size", "candidate")
+             "dataset", "workers", "devices", "mode", "variant", "size", "candidate", "scenario")
 
 # Metrics tried in this order when --metric is not given; then any other rate, then any time.
 PREFERRED = ("train_images_per_s", "images_per_s", "samples_per_s", "median_s", "step_s", "epoch_s")
@@ -73,10 +73,15 @@ def positive(value):
 
 def pick_metric(old, new, metric=None):
     """The metric to compare two matched records on, or None when they share none that both
-    hold as a positive number (`positive`)."""
+    hold as a positive number (`positive`): `metric` when given, else the one the records name
+    as theirs (`primary_metric`: an inference record's p90_s in single-stream), else the first
+    of PREFERRED."""
     both = [k for k in old.metrics if k in new.metrics and positive(old.metrics[k]) and positive(new.metrics[k])]
     if metric is not None:
         return metric if metric in both else None
+    own = new.metrics.get("primary_metric")
+    if own in both and own == old.metrics.get("primary_metric"):
+        return own
     for m in PREFERRED:
         if m in both:
             return m
