@@ -52,6 +52,13 @@ def test_nothing_valid_gives_the_closest_trial():
     assert peak.closest().rate == min(t.rate for t in peak.trials)  # the lowest p99
 
 
+def test_the_search_stops_looking_down_when_the_p99_no_longer_falls():
+    """A system whose own latency is past the bound: no lower rate helps, and each lower rate
+    takes longer to run its minimum queries."""
+    peak = find_peak_rate(lambda rate: Trial(rate, False, p99_s=0.5), 100.0, max_trials=30)
+    assert [t.rate for t in peak.trials] == [100.0, 50.0] and peak.best is None
+
+
 def test_the_search_refuses_a_bad_start():
     with pytest.raises(ValueError):
         find_peak_rate(capacity(1.0), 0.0)
@@ -236,3 +243,21 @@ def test_early_stopping_text_and_mlperf_minimums():
     assert s.min_duration_ms == 600000 and s.min_query_count == 662 and s.multi_stream_samples_per_query == 8
     with pytest.raises(ValueError):
         loadgen.Load("server")  # no rate, no bound
+
+
+def test_compare_matches_inference_records_by_scenario_on_their_figure():
+    from gluonperf.measure.comparison import compare
+    from gluonperf.records import Result
+
+    def record(scenario, figure, values):
+        return Result("inference", "static 1x2 b1", {"scenario": scenario, "primary_metric": figure,
+                                                      figure: sorted(values)[1], "round_values": values,
+                                                      "samples_per_s": 100.0, "batch_size": 1})
+    old = [record("single-stream", "p90_s", [0.010, 0.011, 0.012]),
+           record("offline", "samples_per_s", [100.0, 101.0, 99.0])]
+    new = [record("single-stream", "p90_s", [0.020, 0.021, 0.022]),
+           record("offline", "samples_per_s", [100.0, 101.0, 99.0])]
+    by = {r.metrics["scenario"]: r.metrics for r in compare(old, new)}
+    assert by["single-stream"]["metric"] == "p90_s" and by["single-stream"]["ratio"] < 1  # slower: p90 doubled
+    assert by["offline"]["metric"] == "samples_per_s" and by["offline"]["ratio"] == pytest.approx(1.0)
+    assert "3 and 3 repeats" in by["single-stream"]["evidence"]  # the rounds are its evidence

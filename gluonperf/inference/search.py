@@ -5,7 +5,9 @@ bound, its minimums met, its early stopping passed): `run(rate)` makes that run,
 minimums in force, and returns a `Trial`. The search brackets the answer between a rate LoadGen
 called valid and one it called invalid, stepping by `growth` from `start` until it has both,
 then halves the bracket (geometrically: rates span decades) until the invalid end is within
-`tolerance` of the valid one or `max_trials` runs are spent. It reports the bracket, never a
+`tolerance` of the valid one or `max_trials` runs are spent. Looking down for a valid rate, it
+stops once a lower rate no longer lowers the p99: the bound is then beyond the system's own
+latency at any load. It reports the bracket, never a
 rate it did not run: the valid end is the answer, the invalid end says how far above it the
 truth may lie. Pure logic: the tests give it a fake `run`.
 """
@@ -46,15 +48,28 @@ class Peak:
         return min(timed, key=lambda t: t.p99_s) if timed else min(self.trials, key=lambda t: t.rate)
 
 
+def _no_better(trials, margin=0.1):
+    """Stepping down, the last two rates were invalid and the lower one's p99 is not at least
+    `margin` lower: the latency no longer falls with the load, so it is the system's own tail,
+    not queueing, and no lower rate will meet the bound (each lower rate also takes longer to
+    run its minimum queries)."""
+    if len(trials) < 2 or trials[-1].valid or trials[-2].valid:
+        return False
+    low, high = trials[-1], trials[-2]
+    return (low.rate < high.rate and low.p99_s is not None and high.p99_s is not None
+            and low.p99_s > (1 - margin) * high.p99_s)
+
+
 def find_peak_rate(run: Callable[[float], Trial], start, tolerance=0.1, growth=2.0, max_trials=12, lowest=None):
     """The highest rate `run` calls valid, bracketed (`Peak`). `start`: the first rate to try
     (an estimate of the system's capacity, a little below it); `lowest`: the rate below which
-    the search gives up looking for a valid one (default start / 1000)."""
+    the search gives up looking for a valid one (default start / 64); it also gives up when
+    halving the rate no longer lowers the p99 (`_no_better`)."""
     if not (start > 0 and math.isfinite(start)):
         raise ValueError("the starting rate must be a positive number, got %r" % start)
     if not (tolerance > 0 and growth > 1 and max_trials >= 1):
         raise ValueError("need tolerance > 0, growth > 1 and max_trials >= 1")
-    lowest = start / 1000.0 if lowest is None else lowest
+    lowest = start / 64.0 if lowest is None else lowest
     trials = []
 
     def attempt(rate):
@@ -67,7 +82,7 @@ def find_peak_rate(run: Callable[[float], Trial], start, tolerance=0.1, growth=2
     while len(trials) < max_trials and (valid is None or invalid is None):
         if valid is None:
             rate = invalid.rate / growth
-            if rate < lowest:
+            if rate < lowest or _no_better(trials):
                 break
             trial = attempt(rate)
         else:
