@@ -206,15 +206,20 @@ def measure(args, source, asked, unavailable, scenarios, layouts, scratch):
     shape = tuple(source.input_shape)
     count = max(args.batch_sizes + [args.max_batch, min(LIBRARY_SAMPLES, LIBRARY_BYTES // (4 * _size(shape)))])
     samples = np.random.default_rng(0).random((count,) + shape, dtype=np.float32)  # until calibration.load
-    cli.note("infer: %d LoadGen runs of %s, %s; %d layouts (%s)" % (
-        plan.planned_runs(), ", ".join(scenarios), plan.minimums.describe(), len(layouts),
-        ",".join(map(str, layouts))))
+    cli.note("infer: up to %d LoadGen runs (%s; %d layouts, %s), each %s: at least %s" % (
+        plan.planned_runs(), ", ".join(scenarios), len(layouts), ",".join(map(str, layouts)),
+        plan.minimums.describe(), _duration(plan.least_seconds())))
     unbuilt = [rounds.rung_record(base, r, why) for r, why in unavailable.items()]
     with SampleLibrary.create(samples) as library, cli.progress_bar(plan.planned_runs(), "infer") as bar:
         session = Session(plan, library, bar.update)
         with cli.keep_on_stop(lambda: unbuilt + session.records(), args, "infer: %s" % label(args.model),
                               ["name", "scenario", "p90_s", "samples_per_s", "ratio", "verdict"], [ctx]):
             return unbuilt + session.run()
+
+
+def _duration(seconds):
+    return "%.0f s" % seconds if seconds < 120 else "%.0f min" % (seconds / 60) if seconds < 7200 else \
+        "%.1f h" % (seconds / 3600)
 
 
 def _size(shape):

@@ -74,8 +74,11 @@ def test_the_default_commands_tables_and_lines(default_run):
     for t in tables:  # fits a terminal (100 columns under a pipe)
         assert len(next(line for line in t.splitlines() if line.startswith("---"))) <= 100, t
     assert "p90 (" in tables[0] and "samples/s" in tables[1]
-    assert re.search(r"fp32 1x\d+ b1 single-stream vs static: (faster|slower|same|inconclusive)", p.stdout)
-    assert "LoadGen runs" in p.stderr and "note: each instance runs with OMP_NUM_THREADS" in p.stderr
+    assert re.search(r"^single-stream: the lowest p90: \w+ \d+x\d+ b1, [\d.,]+ [mu]?s", p.stdout, re.M)
+    assert re.search(r"^offline: the most samples/s: \w+ \d+x\d+ b\d+, [\d.,]+/s; of the rungs against static, fp32",
+                     p.stdout, re.M)
+    assert re.search(r"infer: up to \d+ LoadGen runs .*: at least \d+ s", p.stderr)
+    assert "note: each instance runs with OMP_NUM_THREADS" in p.stderr
 
 
 def test_the_server_search_says_what_to_deploy(tmp_path):

@@ -9,7 +9,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Optional
 
-from ..records import Result
+from ..records import Result, format_value
 
 
 @dataclass(frozen=True)
@@ -22,13 +22,13 @@ class Recommendation:
         m = self.record.metrics
         bound = "p99 within %s" % _ms(m.get("latency_bound_s"))
         if not self.meets:
-            return ("nothing meets the bound (%s) at any rate tried: closest %s, p99 %s at %s/s (LoadGen: %s)"
+            return ("nothing meets the bound (%s) at any rate tried: closest %s, p99 %s at %s (LoadGen: %s)"
                     % (bound, self.record.name, _ms(m.get("p99_s")), _rate(m.get("closest_rate_per_s")),
                        m.get("loadgen_invalid_reason") or "invalid"))
         above = m.get("rate_invalid_per_s")
-        bracket = ("; %s/s was not, so the most lies in between" % _rate(above) if above is not None
+        bracket = ("; %s was not, so the most lies in between" % _rate(above) if above is not None
                    else "; every rate tried was valid, so it may take more")
-        return "deploy %s: %s/s with %s (p99 %s, valid by LoadGen%s); %s; %s" % (
+        return "deploy %s: %s with %s (p99 %s, valid by LoadGen%s); %s; %s" % (
             self.record.name, _rate(m["rate_at_bound_per_s"]), bound, _ms(m.get("p99_s")), bracket,
             accuracy_text(m), self.command)
 
@@ -38,7 +38,7 @@ def _ms(seconds):
 
 
 def _rate(value):
-    return "-" if value is None else "%.4g" % value
+    return "-" if value is None else format_value("_per_s", value)
 
 
 def accuracy_text(m):

@@ -98,6 +98,7 @@ class Pool:
         self.on_done = lambda ids: None
         self.depth = 1
         self.failure = None  # the first instance's error line, once one failed
+        self._closing = False
         self._procs, self._errs, self._readers = [], [], []
         self._lock = threading.Lock()
         self._pending = collections.deque()
@@ -224,8 +225,6 @@ class Pool:
                     self._answered.notify_all()
         if not guard.stopping() and not self._closing:
             self._failed(i)
-
-    _closing = False
 
     def _failed(self, i):
         """Instance `i` is gone: note why, and answer every sample LoadGen still waits for."""

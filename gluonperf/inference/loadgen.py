@@ -49,8 +49,8 @@ class Minimums:
     mlperf: bool = False
 
     def describe(self):
-        return ("MLPerf's own minimums (LoadGen's mlperf.conf: 600 s a run)" if self.mlperf else
-                "at least %g s and the fewest queries LoadGen's early stopping can pass with" % self.duration_s)
+        return ("to MLPerf's own minimums (LoadGen's mlperf.conf: 600 s)" if self.mlperf else
+                "%g s and the fewest queries LoadGen's early stopping can pass with" % self.duration_s)
 
 
 @dataclass(frozen=True)

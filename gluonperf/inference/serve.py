@@ -61,6 +61,10 @@ class Plan:
         per_layout = len(self.configurations()) * self.rounds + len(self.windows()) * SERVER_TRIALS
         return len(self.layouts) * len(self.runnable()) * per_layout
 
+    def least_seconds(self):
+        """The least the runs can take: each lasts its minimum duration (MLPerf's: 600 s)."""
+        return self.planned_runs() * (600.0 if self.minimums.mlperf else self.minimums.duration_s)
+
 
 class Session:
     """Runs a Plan on a sample library (`samples.SampleLibrary`); `progress()` after each

@@ -120,8 +120,11 @@ def _values(records, m):
 def per_repeat(record, m):
     """Metric `m` of each repeat of one run: its raw times (`samples_s`) for a time per call;
     for a rate of a batch per call (`samples_per_s` = batch_size / median_s), the batch over
-    each repeat's time; None otherwise."""
+    each repeat's time; an inference record's figure in each of its rounds (`round_values`, of
+    its `primary_metric`); None otherwise."""
     x = record.metrics
+    if m == x.get("primary_metric") and isinstance(x.get("round_values"), list):
+        return [float(v) for v in x["round_values"] if positive(v)] or None
     times = x.get("samples_s")
     if not isinstance(times, list):
         return None
@@ -150,6 +153,8 @@ def call_seconds(records, m):
             found.append(float(x["median_s"]))
         elif _number(x.get("step_s")):
             found.append(float(x["step_s"]))
+        elif m.endswith("_s") and m == x.get("primary_metric") and positive(x.get(m)):  # infer's latency percentile
+            found.append(float(x[m]))
         elif m.endswith("_per_s") and positive(x.get(m)) and _number(x.get("batch_size")):
             found.append(float(x["batch_size"]) / float(x[m]))
     return statistics.median(found) if found else None

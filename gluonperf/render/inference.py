@@ -2,8 +2,9 @@
 report's section. Derived from the records alone (`bench` inference); nothing here imports MXNet.
 """
 from ..inference.deploy import accuracy_text, recommend
-from ..inference.loadgen import SCENARIOS
-from ..records import format_value
+from ..inference.loadgen import FIGURE
+from ..inference.rounds import LOWER_IS_BETTER
+from ..records import format_value, header_name
 from .figures import error_bars, figure, labelled_bars, svg
 from .kinds import Block, Kind, Table, interval_column, verdict_of, with_interval
 
@@ -12,10 +13,11 @@ COLUMNS = {
     "single-stream": ["name", "p50_s", "p90_s", "p99_s", "early_stopping_p90_s", "loadgen_valid"] + RATIO,
     "multi-stream": ["name", "p50_s", "p99_s", "early_stopping_p99_s", "loadgen_valid"] + RATIO,
     "offline": ["name", "samples_per_s", "loadgen_valid"] + RATIO,
-    "server": ["name", "rate_at_bound_per_s", "rate_invalid_per_s", "p99_s", "early_stopping_p99_s", "trials",
-               "loadgen_valid", "loadgen_invalid_reason"],
+    "server": ["name", "rate_at_bound_per_s", "rate_invalid_per_s", "p99_s", "trials", "loadgen_valid",
+               "loadgen_invalid_reason"],
 }
 ERROR_COLUMNS = ["name", "error"]
+ORDER = ("single-stream", "multi-stream", "offline", "server")  # the server last: what to deploy follows it
 WHAT = {
     "single-stream": "one query of one sample at a time: latency percentiles (LoadGen's figure: p90)",
     "multi-stream": "one query of N samples (b) at a time: its latency percentiles (LoadGen's figure: p99)",
@@ -41,20 +43,37 @@ def title(scenario, records):
 def sections(records):
     """(title, records, columns) of each table the command prints: one per scenario, then the
     rungs and instances that could not run, each with its one line."""
-    out = [(title(s, _of(records, s)), _of(records, s), COLUMNS[s]) for s in SCENARIOS if _of(records, s)]
+    out = [(title(s, _of(records, s)), _of(records, s), COLUMNS[s]) for s in ORDER if _of(records, s)]
     failed = [r for r in records if r.metrics.get("error")]
     if failed:
         out.append(("not run here", failed, ERROR_COLUMNS))
     return out
 
 
+def best_line(scenario, records):
+    """'offline: the most samples/s: static 2x1 b64, 12,834/s; of the rungs against static, int8 2x1 b64
+    3.91x (95% CI 3.5-4.4, 3 rounds), faster' (the rung whose interval's lower end is highest)."""
+    key = FIGURE[scenario]
+    lower = key in LOWER_IS_BETTER
+    timed = [r for r in records if r.metrics.get(key) is not None]
+    if not timed:
+        return None
+    top = (min if lower else max)(timed, key=lambda r: r.metrics[key])
+    line = "%s: the %s: %s, %s" % (scenario, "lowest %s" % header_name(key) if lower else "most %s"
+                                   % header_name(key), top.name, format_value(key, top.metrics[key]))
+    rated = [r for r in timed if r.metrics.get("ratio_ci_low") is not None]
+    if rated:
+        best = max(rated, key=lambda r: r.metrics["ratio_ci_low"])
+        line += "; of the rungs against static, %s %s%s" % (best.name, with_interval(best.metrics, "ratio"),
+                                                             verdict_of(best.metrics))
+    return line
+
+
 def readings(records, model_flags=()):
-    """The lines under the tables: each rung against fp32 static, and what to deploy."""
-    lines = []
-    for r in records:
-        m = r.metrics
-        if m.get("verdict_text"):
-            lines.append("%s %s vs static: %s" % (r.name, m["scenario"], m["verdict_text"]))
+    """The lines under the tables: per scenario the best configuration and the rung furthest
+    ahead of fp32 static, LoadGen's INVALID runs, and what to deploy."""
+    lines = [best_line(s, _of(records, s)) for s in ORDER if s != "server" and _of(records, s)]
+    lines = [line for line in lines if line]
     invalid = [r for r in records if r.metrics.get("loadgen_valid") is False and r.metrics.get("scenario") != "server"]
     if invalid:
         lines.append("LoadGen called %d of the runs above INVALID (%s): their figures are shown, not certified"
