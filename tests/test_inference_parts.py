@@ -261,3 +261,22 @@ def test_compare_matches_inference_records_by_scenario_on_their_figure():
     assert by["single-stream"]["metric"] == "p90_s" and by["single-stream"]["ratio"] < 1  # slower: p90 doubled
     assert by["offline"]["metric"] == "samples_per_s" and by["offline"]["ratio"] == pytest.approx(1.0)
     assert "3 and 3 repeats" in by["single-stream"]["evidence"]  # the rounds are its evidence
+
+
+def test_the_report_draws_inference_records_and_says_what_to_deploy():
+    from gluonperf import report
+    from gluonperf.render.inference import readings, section
+    layout = Layout(2, 1)
+    run = {"loadgen_valid": True, "queries": 64}
+    runs = {(layout, "static", "single-stream", 1): [dict(run, round=r, p90_s=0.002, p50_s=0.001, p99_s=0.003)
+                                                     for r in range(3)],
+            (layout, "fp32", "single-stream", 1): [dict(run, round=r, p90_s=0.004 + r * 1e-4, p50_s=0.002,
+                                                        p99_s=0.005) for r in range(3)]}
+    records = rounds.config_records(runs, {"model": "lenet"}) + server_records([500.0])
+    assert ("inference",) in {k.benches for k in report.kinds()}
+    block = section(records)
+    assert [len(t.records) for t in block.tables] == [2, 1] and block.figure.startswith("<svg")
+    assert "deploy static 1x1 b1" in block.reading
+    lines = readings(records)
+    assert lines[0].startswith("single-stream: the lowest p90: static 2x1 b1, 2 ms; of the rungs against static, "
+                               "fp32 2x1 b1 0.49x") and lines[-1].startswith("deploy static 1x1 b1")
