@@ -100,7 +100,8 @@ def build_parser():
 
 
 def check(args):
-    """Bad input before any work, one line each: (model source, rungs, layouts, scenarios)."""
+    """Bad input before any work, one line each, the checks that need no MXNet first:
+    (model source, scenarios, layouts)."""
     from .inference import ladder
     from .inference.instances import assign_cores, core_groups, factorizations
     from .training.model_spec import parse_model_args, parse_shape
@@ -110,6 +111,14 @@ def check(args):
     if args.calib_data is not None:
         raise UserError("--calib-data %s: calibration data comes with the precision ladder, not in this build yet; "
                         "leave it out (random samples of the model's input are served)" % args.calib_data)
+    groups = core_groups()
+    layouts = args.layouts or factorizations(len(groups))
+    for layout in layouts:
+        try:
+            assign_cores(layout, groups)
+        except ValueError as e:
+            raise UserError("--layouts: " + str(e))
+    cli.check_outputs(args)
     shape = parse_shape(args.input_shape) if args.input_shape else None
     try:
         if not str(args.model).endswith("-symbol.json"):
@@ -122,15 +131,7 @@ def check(args):
         raise
     except ValueError as e:
         raise UserError(str(e))
-    groups = core_groups()
-    layouts = args.layouts or factorizations(len(groups))
-    for layout in layouts:
-        try:
-            assign_cores(layout, groups)
-        except ValueError as e:
-            raise UserError("--layouts: " + str(e))
     cli.contexts(args)
-    cli.check_outputs(args)
     return source, scenarios, layouts
 
 
