@@ -20,6 +20,8 @@ PROG = "python -m gluonperf.infer"
 DEFAULT_SCENARIOS = ("single-stream", "offline")
 LIBRARY_BYTES = 256 * 2 ** 20   # the sample library's memory: up to 1024 samples within it
 LIBRARY_SAMPLES = 1024
+CALIBRATION_SAMPLES = 64        # INT8's calibration samples, never served or judged
+UNLABELLED_JUDGED = 64          # held-out samples each rung's outputs are compared on without labels
 
 
 def _names(allowed, what):
@@ -75,8 +77,10 @@ def build_parser():
                    help="the p99 bound of the server scenario, e.g. 50ms; no default: the server scenario needs "
                         "it, and with it the command says what to deploy")
     p.add_argument("--calib-data", metavar="DATA",
-                   help="calibration and accuracy samples: digits, an image folder or a .rec file (default: random "
-                        "samples of the model's input)")
+                   help="the samples: digits, an image folder (a subfolder per class) or a .rec file; the first %d "
+                        "calibrate INT8, the rest (held out) are served and judge each rung's accuracy against "
+                        "fp32 static (default: random samples of the model's input: accuracy not measured)"
+                        % CALIBRATION_SAMPLES)
     p.add_argument("--layouts", type=_layouts, default=None, metavar="IxT,...",
                    help="instances x threads, e.g. 1x2,2x1 (default: every factorization of this machine's cores)")
     p.add_argument("--batch-sizes", type=cli.positive_int_list, default=[1, 64], metavar="B,B",
@@ -90,6 +94,9 @@ def build_parser():
     p.add_argument("--rounds", type=cli.positive_int, default=3,
                    help="LoadGen runs of each configuration, the rungs interleaved round by round: the ratios' "
                         "intervals come from them (default: %(default)s)")
+    p.add_argument("--cold-starts", type=cli.non_negative_int, default=None, metavar="N",
+                   help="fresh processes per rung timed from their start to their first answer, then at a new batch "
+                        "size (0: none; default: as many as --rounds)")
     p.add_argument("--duration", type=duration_seconds, default=1.0, metavar="TIME",
                    help="the least a LoadGen run lasts (default: 1s); it also runs the fewest queries with which "
                         "LoadGen's early stopping can pass")
@@ -108,9 +115,6 @@ def check(args):
     scenarios = args.scenario or DEFAULT_SCENARIOS + (("server",) if args.latency_bound else ())
     if "server" in scenarios and args.latency_bound is None:
         raise UserError("--scenario server needs --latency-bound, the p99 a request may take (e.g. 50ms)")
-    if args.calib_data is not None:
-        raise UserError("--calib-data %s: calibration data comes with the precision ladder, not in this build yet; "
-                        "leave it out (random samples of the model's input are served)" % args.calib_data)
     groups = core_groups()
     layouts = args.layouts or factorizations(len(groups))
     for layout in layouts:
@@ -132,7 +136,33 @@ def check(args):
     except ValueError as e:
         raise UserError(str(e))
     cli.contexts(args)
-    return source, scenarios, layouts
+    return source, samples_of(args, source), scenarios, layouts
+
+
+def samples_of(args, source):
+    """(calibration, held-out) samples of --calib-data (`calibration.load`, `split`): the first
+    CALIBRATION_SAMPLES calibrate INT8, the rest are the sample library and judge the rungs. Data
+    of the wrong shape for the model, too few samples or labels past its classes: UserError. Labels
+    of a model with random weights are dropped (its accuracy says nothing)."""
+    from dataclasses import replace
+    from .inference import calibration
+    shape = tuple(source.input_shape)
+    count = max(args.batch_sizes + [args.max_batch, min(LIBRARY_SAMPLES, LIBRARY_BYTES // (4 * _size(shape)))])
+    try:
+        samples = calibration.load(args.calib_data, shape, count + CALIBRATION_SAMPLES)
+    except ValueError as e:
+        raise UserError(str(e))
+    if len(samples) < 2:
+        raise UserError("--calib-data %s holds %d sample; give at least 2: some calibrate INT8, the others are "
+                        "held out to judge the rungs" % (args.calib_data, len(samples)))
+    calib, held = calibration.split(samples, min(CALIBRATION_SAMPLES, len(samples) // 2))
+    if held.labels is not None and source.classes and int(held.labels.max()) >= source.classes:
+        raise UserError("--calib-data %s has labels up to %d and the model answers %d classes; give data of the "
+                        "classes it was trained on" % (args.calib_data, int(held.labels.max()), source.classes))
+    if held.labels is not None and source.params is None:
+        held = replace(held, labels=None, note="accuracy not measured: the model has random weights; give its "
+                                               "trained weights with --params")
+    return calib, held
 
 
 def rungs_asked(args):
@@ -168,7 +198,7 @@ def main(argv=None):
         cli.print_models()
         return 0
     args.model_given = args.model
-    source, scenarios, layouts = check(args)
+    source, samples, scenarios, layouts = check(args)
     cli.guard_command(args, PROG)
     cli.advise([])
     cli.note_later("note: each instance runs with OMP_NUM_THREADS set to its layout's threads (1x2: 2), pinned to "
@@ -178,44 +208,67 @@ def main(argv=None):
     asked, unavailable = rungs_asked(args)
     from .runtime import guard
     with guard.temp_dir() as scratch:
-        records = measure(args, source, asked, unavailable, scenarios, layouts, scratch)
+        records = measure(args, source, samples, asked, unavailable, scenarios, layouts, scratch)
     show(args, records)
     return 0
 
 
-def measure(args, source, asked, unavailable, scenarios, layouts, scratch):
-    """Build the rungs, fill the sample library, run the plan: the records."""
-    import numpy as np
-    from .inference import ladder, rounds
+def build_ladder(args, source, samples, asked, ctx, scratch):
+    """The rungs built (INT8 calibrated on the calibration samples) and judged on the held-out
+    ones against fp32 static: (rungs, the records' common fields with each rung's under 'rungs')."""
+    from .inference import accuracy, ladder
+    from .training.model_spec import label
+    calib, held = samples
+    cli.note("infer: building %s for %s" % (", ".join(asked) or "no rung", label(args.model)))
+    rungs = ladder.prepare(source, asked, ctx, scratch, calibration=calib)
+    judged = held if held.labels is not None else _first(held, UNLABELLED_JUDGED)
+    cli.note("infer: judging each rung on %d held-out samples of %s against fp32 static%s" % (
+        len(judged), held.source, "" if judged.labels is not None else " (%s)" % (held.note or "no labels")))
+    rungs, fields = accuracy.evaluate_rungs(rungs, ctx, judged)
+    base = {"model": label(args.model), "ctx": str(ctx), "input_shape": list(source.input_shape),
+            "calib_data": calib.source, "calibration_n": len(calib), "held_out_n": len(held),
+            "rungs": {r.name: dict({k: v for k, v in (("build_s", r.build_s), ("note", r.note)) if v is not None},
+                                   **fields.get(r.name, {})) for r in rungs}}
+    if judged.labels is None:
+        base["accuracy_note"] = held.note or "accuracy not measured: the samples have no labels"
+    return rungs, base
+
+
+def measure(args, source, samples, asked, unavailable, scenarios, layouts, scratch):
+    """Build and judge the rungs (`build_ladder`), fill the sample library with the held-out samples,
+    run the plan (cold starts, then LoadGen): the records."""
+    from .inference import rounds
     from .inference.loadgen import Minimums
     from .inference.samples import SampleLibrary
     from .inference.serve import Plan, Session
     from .runtime.contexts import parse_contexts
     from .training.model_spec import label
     ctx = parse_contexts(args.ctx)[0]
-    cli.note("infer: building %s for %s" % (", ".join(asked) or "no rung", label(args.model)))
-    rungs = ladder.prepare(source, asked, ctx, scratch)
+    rungs, base = build_ladder(args, source, samples, asked, ctx, scratch)
     window = args.batch_window if args.batch_window is not None else (
         args.latency_bound / 10 if args.latency_bound else None)
-    base = {"model": label(args.model), "ctx": str(ctx), "input_shape": list(source.input_shape),
-            "rungs": {r.name: {k: v for k, v in (("build_s", r.build_s), ("note", r.note)) if v is not None}
-                      for r in rungs}}
     plan = Plan(rungs=rungs, layouts=layouts, scenarios=scenarios, batch_sizes=tuple(args.batch_sizes),
                 rounds=args.rounds, minimums=Minimums(args.duration, args.mlperf_minimums),
                 latency_bound_s=args.latency_bound, batch_window_s=window or None, max_batch=args.max_batch,
-                ctx=args.ctx.split(",")[0], threshold=args.threshold, log_dir=log_folder(args, scratch), base=base)
-    shape = tuple(source.input_shape)
-    count = max(args.batch_sizes + [args.max_batch, min(LIBRARY_SAMPLES, LIBRARY_BYTES // (4 * _size(shape)))])
-    samples = np.random.default_rng(0).random((count,) + shape, dtype=np.float32)  # until calibration.load
-    cli.note("infer: up to %d LoadGen runs (%s; %d layouts, %s), each %s: at least %s" % (
-        plan.planned_runs(), ", ".join(scenarios), len(layouts), ",".join(map(str, layouts)),
-        plan.minimums.describe(), _duration(plan.least_seconds())))
+                ctx=args.ctx.split(",")[0], threshold=args.threshold, log_dir=log_folder(args, scratch), base=base,
+                cold_start=(1, max(args.batch_sizes)) if max(args.batch_sizes) > 1 else (1, 64),
+                cold_starts=args.rounds if args.cold_starts is None else args.cold_starts)
+    colds = plan.planned_cold_starts()
+    cli.note("infer: %sup to %d LoadGen runs (%s; %d layouts, %s), each %s: at least %s" % (
+        "%d cold starts, then " % colds if colds else "", plan.planned_runs(), ", ".join(scenarios), len(layouts),
+        ",".join(map(str, layouts)), plan.minimums.describe(), _duration(plan.least_seconds())))
     unbuilt = [rounds.rung_record(base, r, why) for r, why in unavailable.items()]
-    with SampleLibrary.create(samples) as library, cli.progress_bar(plan.planned_runs(), "infer") as bar:
+    with SampleLibrary.create(samples[1].data) as library, cli.progress_bar(colds + plan.planned_runs(),
+                                                                             "infer") as bar:
         session = Session(plan, library, bar.update)
-        with cli.keep_on_stop(lambda: unbuilt + session.records(), args, "infer: %s" % label(args.model),
-                              ["name", "scenario", "p90_s", "samples_per_s", "ratio", "verdict"], [ctx]):
+        kept = ["name", "scenario", "p90_s", "samples_per_s", "total_s", "ratio", "verdict", "error"]
+        with cli.keep_on_stop(lambda: unbuilt + session.records(), args, "infer: %s" % label(args.model), kept, [ctx]):
             return unbuilt + session.run()
+
+
+def _first(samples, n):
+    from dataclasses import replace
+    return replace(samples, data=samples.data[:n], labels=None if samples.labels is None else samples.labels[:n])
 
 
 def _duration(seconds):
