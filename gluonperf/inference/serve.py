@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from . import coldstart, loadgen, rounds
-from .instances import Batcher, InstanceError, Pool, assign_cores
+from .instances import READY_TIMEOUT, Batcher, InstanceError, Pool, assign_cores
 from .search import Trial, find_peak_rate
 
 OFFLINE_RETRIES = 2     # LoadGen's offline query is sized by the expected rate: too few samples, run again
@@ -28,7 +28,9 @@ SERVER_TOLERANCE = 0.15
 @dataclass
 class Plan:
     """What one command measures: the prepared rungs (`ladder.Rung`, those with an error
-    are reported, not run), layouts, scenarios, batch sizes and the rest of its flags."""
+    are reported, not run), layouts, scenarios, batch sizes and the rest of its flags. A rung
+    may also be another engine's system (an object with `name`, `error` and `to_text()`)
+    whose instances run `commands[name]` (benchmarks/inference.py serves PyTorch so)."""
     rungs: list
     layouts: list
     scenarios: tuple
@@ -44,6 +46,8 @@ class Plan:
     base: dict = field(default_factory=dict)   # fields of every record (model, ...; per rung under 'rungs')
     cold_start: tuple = (1, 64)                # the batch sizes of a cold start: its first call's, a new shape's
     cold_starts: int = 0                       # fresh processes per rung, one a round
+    commands: dict = field(default_factory=dict)  # rung -> its instances' program (instances.Pool's command)
+    ready_timeout_s: float = READY_TIMEOUT     # what an instance may take to load its rung, and to warm up
 
     def runnable(self):
         return [r for r in self.rungs if not r.error]
@@ -133,7 +137,8 @@ class Session:
         pools = {}
         try:
             for rung in self.plan.runnable():
-                pools[rung.name] = Pool(rung.to_text(), layout, self.library.spec(), self.plan.ctx, cores).start()
+                pools[rung.name] = Pool(rung.to_text(), layout, self.library.spec(), self.plan.ctx, cores,
+                                        self.plan.commands.get(rung.name)).start()
             for name in list(pools):
                 self._guarded(layout, pools, name, lambda pool: self._warm(pool, layout, name))
             for r in range(self.plan.rounds):
@@ -168,8 +173,8 @@ class Session:
         return sorted(sizes)
 
     def _warm(self, pool, layout, name):
-        pool.ready()
-        self.hints[(layout, name)] = pool.warm(self._sizes(layout))
+        pool.ready(self.plan.ready_timeout_s)
+        self.hints[(layout, name)] = pool.warm(self._sizes(layout), timeout=self.plan.ready_timeout_s)
 
     # --- LoadGen runs --------------------------------------------------------------------
 
