@@ -41,6 +41,7 @@ from . import stats
 FIRST_LOOK = 3      # rounds at the first look: with 2, a t interval has 1 degree of freedom
 BEHIND_LOOK = 2     # a candidate slower than its baseline in each of this many rounds may leave (futility)
 SPREAD_LOOK = 5     # from this round on, the spread seen so far may tell that the plan is too short to show a gain
+EARLY_SHARE = 0.01  # of a candidate's alpha, for the interval of one that left before the first look
 # the outcomes of `settle`, as the records' `stopped` field says them
 FASTER, SLOWER, CANNOT_PAY, FUTILE, BEHIND, PLAN_DONE = (
     "faster", "slower", "cannot pay", "cannot be shown faster", "slower in every round", "plan done")
@@ -67,19 +68,22 @@ class Plan:
                              "(first %r, rounds %r)" % (self.first, self.rounds))
 
     def level(self, n):
-        """The confidence level of the interval at the look after `n` rounds (n >= first): 1 minus the
-        alpha spent between the previous look and this one."""
+        """The confidence level of the interval at the look after `n` rounds: 1 minus the alpha spent
+        between the previous look and this one. Before the first look (a candidate that left after
+        BEHIND_LOOK rounds, slower in each) the interval shown gets EARLY_SHARE of alpha, taken from
+        the first look's share, so that every interval a candidate can show is in the plan."""
+        if n < 1:
+            raise ValueError("a look needs at least one round, got %r" % n)
         if n < self.first:
-            raise ValueError("no look before round %d, got %r" % (self.first, n))
+            return 1 - EARLY_SHARE * self.alpha
         n = min(n, self.rounds)
-        before = spent(self.alpha, (n - 1) / self.rounds) if n > self.first else 0.0
+        before = spent(self.alpha, (n - 1) / self.rounds) if n > self.first else EARLY_SHARE * self.alpha
         return 1 - (spent(self.alpha, n / self.rounds) - before)
 
     def interval(self, ratios):
-        """The interval of per-round `ratios` (None entries left out) at this look's level; before the
-        first look, the fixed-n interval at level 1 - alpha (shown, never used to stop)."""
+        """The interval of per-round `ratios` (None entries left out) at this look's level."""
         n = sum(r is not None for r in ratios)
-        return stats.ratio_interval(ratios, self.level(n) if n >= self.first else 1 - self.alpha)
+        return stats.ratio_interval(ratios, self.level(n))
 
     def final_half_width(self, sd_log):
         """The half-width (in log ratio) the interval would have at the last look with this spread."""
