@@ -1,0 +1,232 @@
+"""Is memory growing step after step? The growth per step with its interval, and a verdict.
+
+Memory sampled once a step (resident memory, or a device's) is, over a long run, a walk that
+moves by whatever each step leaves behind (pages touched, kept or given back) plus now and
+then a jump that happens once: a cache filled, an allocator's pool grown, a graph built for a
+new shape. A leak is a drift of that walk: every stretch of steps adds about the same. A
+one-off jump adds a lot to one stretch and nothing to the others.
+
+`fit` follows that model, after the warm-up:
+
+1. the samples are cut into blocks of consecutive steps (at least MIN_BLOCK samples, about
+   BLOCKS of them), and a block's level is its median sample (a spike inside a block moves
+   it little);
+2. each pair of neighbouring blocks gives an increment: the difference of their levels over
+   the steps between their middles, in bytes a step;
+3. the growth is the median of these increments, and its interval is the sign test's: the
+   order statistics x(k)..x(n+1-k) of the n increments with the largest k whose coverage,
+   from the binomial(n, 1/2), is at least the level (distribution-free; 6 increments at
+   least for 95%). A jump that happens once lands in one or two increments, which the
+   median and its interval leave out; a leak moves every increment.
+
+What the interval assumes: that the increments are independent draws around one median.
+That holds for a random walk with drift (its increments over disjoint stretches are
+independent whatever their distribution), and the interval is conservative (too wide) for
+memory that goes back to a level between blocks (neighbouring increments then share a level
+and are negatively correlated). It is too narrow when the growth itself comes in episodes
+longer than a block (positively correlated increments), and a leak that grows only in a few
+blocks looks like a one-off jump: neither is called `grows` from the blocks it spans alone.
+Samples once a step, not once a second: a verdict counts steps, so it does not depend on how
+fast the machine runs them.
+
+The verdict, against a floor of growth that means nothing (FLOOR_BYTES a step, one page: the
+unit resident memory moves in): `flat` when the whole interval lies below the floor, `grows`
+when its lower end is above it, `inconclusive` otherwise (more steps would settle it).
+
+Pure functions on lists of (step, bytes): no MXNet, no psutil (the samplers are in
+gluonperf.measure.memory). SciPy gives the binomial.
+"""
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+FLOOR_BYTES = 4096      # a step's growth below this (one page) means nothing
+MIN_BLOCK = 5           # samples in a block, at least
+BLOCKS = 30             # blocks to aim for: 29 increments, the interval leaves out the 8 lowest and 8 highest
+WARMUP_SHARE = 0.2      # the first fifth of a run's steps is its warm-up (when that is longer than the caller's)
+LEVEL = 0.95
+MB = 1e6                # rates are said in MB (10^6 bytes) per 1,000 steps
+VERDICTS = ("grows", "flat", "inconclusive")
+
+
+@dataclass(frozen=True)
+class Growth:
+    """What `fit` found: `verdict`, the growth `rate` in bytes a step with its interval `low`..`high`
+    at `level` (None when there are too few steps for one), from `n` increments between blocks of
+    `block` samples, over `steps` steps counted after `warmup`; `floor` in bytes a step; the
+    first and last block's levels; `why`: for too few steps, what a verdict needs."""
+    verdict: str
+    rate: Optional[float]
+    low: Optional[float]
+    high: Optional[float]
+    level: Optional[float]
+    n: int
+    block: int
+    steps: int
+    warmup: int
+    floor: float
+    first_bytes: Optional[float] = None
+    last_bytes: Optional[float] = None
+    why: Optional[str] = None
+
+    def fields(self, available=None):
+        """Flat record fields; with `available` (bytes of memory the machine has left), for
+        `grows`, the steps until that runs out at the rate (and at its interval's ends)."""
+        per_1000 = (lambda x: None if x is None else x * 1000 / MB)
+        out = {"growth_verdict": self.verdict, "growth_bytes_per_step": self.rate,
+               "growth_bytes_per_step_ci_low": self.low, "growth_bytes_per_step_ci_high": self.high,
+               "growth_level": self.level, "growth_n": self.n, "growth_mb_per_1000_steps": per_1000(self.rate),
+               "growth_mb_per_1000_steps_ci_low": per_1000(self.low),
+               "growth_mb_per_1000_steps_ci_high": per_1000(self.high),
+               "floor_bytes_per_step": self.floor, "steps_counted": self.steps, "warmup_steps": self.warmup,
+               "block_steps": self.block, "level_first_bytes": self.first_bytes, "level_last_bytes": self.last_bytes,
+               "growth_method": "median of block increments, sign-test interval"}
+        if self.verdict == "grows" and available:
+            out.update(available_bytes=available, steps_to_exhaust=steps_until(available, self.rate),
+                       steps_to_exhaust_low=steps_until(available, self.high),
+                       steps_to_exhaust_high=steps_until(available, self.low))
+        elif available:
+            out["available_bytes"] = available
+        return out
+
+    def text(self, available=None):
+        """One sentence: 'grows: 29.1 MB per 1,000 steps (95% CI 27.3-30.8, ...)'."""
+        if self.low is None:
+            return "inconclusive: %s" % self.why
+        rate = "%s MB per 1,000 steps" % _mb(self.rate)
+        over = "%d increments between blocks of %d steps, %d steps after %d of warm-up" % (
+            self.n, self.block, self.steps, self.warmup)
+        ci = "%g%% CI %s to %s, %s" % (round(100 * self.level, 1), _mb(self.low), _mb(self.high), over)
+        floor = "a floor of %s a step" % _bytes(self.floor)
+        if self.verdict == "flat":
+            return "flat: %s (%s), all of it below %s" % (rate, ci, floor)
+        if self.verdict == "inconclusive":
+            return "inconclusive: %s (%s), against %s; more steps would settle it" % (rate, ci, floor)
+        lasts = ""
+        if available:
+            lasts = "; at that rate the %s of memory this machine has available last about %s more steps" % (
+                _bytes(available), "{:,.0f}".format(steps_until(available, self.rate)))
+        return "grows: %s (%s), above %s%s" % (rate, ci, floor, lasts)
+
+
+def _mb(x):
+    return "%.3g" % (x * 1000 / MB)
+
+
+def _bytes(n):
+    for unit, size in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if abs(n) >= size:
+            return "%.3g %s" % (n / size, unit)
+    return "%d bytes" % n
+
+
+def steps_until(available, rate):
+    """Steps until `available` bytes are used up at `rate` bytes a step (None when it does not grow)."""
+    if rate is None or rate <= 0:
+        return None
+    return available / rate
+
+
+def warmup_steps(total, at_least=0):
+    """The steps of a run of `total` steps left out as its warm-up: the first WARMUP_SHARE of
+    them, or `at_least` (what the caller knows to be warm-up: fenced or profiled steps) if more."""
+    return max(int(at_least), int(math.ceil(WARMUP_SHARE * total)))
+
+
+def sign_interval(values, level=LEVEL):
+    """(median, low, high, achieved level) of `values` by order statistics (the sign test's
+    interval); low and high are None when there are too few values for `level`."""
+    from scipy.stats import binom
+    x = sorted(values)
+    n = len(x)
+    if n == 0:
+        raise ValueError("no values to make an interval of")
+    mid = (x[(n - 1) // 2] + x[n // 2]) / 2
+    k = 0  # [x(k), x(n+1-k)] covers the median with probability 1 - 2 P(B <= k-1), B ~ binomial(n, 1/2)
+    while k + 1 <= n // 2 and 1 - 2 * binom.cdf(k, n, 0.5) >= level:
+        k += 1
+    if k == 0:
+        return mid, None, None, None
+    return mid, x[k - 1], x[n - k], float(1 - 2 * binom.cdf(k - 1, n, 0.5))
+
+
+def blocks_of(samples, blocks=BLOCKS, min_block=MIN_BLOCK):
+    """(block size, [(middle step, median bytes)] of each block) of `samples` ((step, bytes), by
+    step): blocks of consecutive samples, at least `min_block` each, about `blocks` of them; the
+    first samples left over go (the nearest to the warm-up)."""
+    size = max(min_block, len(samples) // blocks)
+    count = len(samples) // size
+    start = len(samples) - count * size
+    out = []
+    for b in range(count):
+        chunk = samples[start + b * size:start + (b + 1) * size]
+        steps = [s for s, _ in chunk]
+        values = sorted(v for _, v in chunk)
+        out.append(((steps[0] + steps[-1]) / 2, (values[(size - 1) // 2] + values[size // 2]) / 2))
+    return size, out
+
+
+def fit(samples, warmup=0, floor=FLOOR_BYTES, level=LEVEL, blocks=BLOCKS, min_block=MIN_BLOCK):
+    """The growth of memory sampled at steps: `samples` is (step, bytes) pairs; those at steps
+    below `warmup` are left out (the module's docstring says how the rest are fitted).
+    Returns a Growth; with too few steps for an interval, its verdict is inconclusive and
+    `why` says how many a verdict needs."""
+    if floor <= 0 or not 0 < level < 1:
+        raise ValueError("floor must be positive and level between 0 and 1; got %r, %r" % (floor, level))
+    kept = sorted((int(s), float(v)) for s, v in samples if s >= warmup)
+    if any(not math.isfinite(v) for _, v in kept):
+        raise ValueError("memory samples must be finite numbers of bytes")
+    steps = kept[-1][0] - kept[0][0] + 1 if kept else 0
+    size, levels = blocks_of(kept, blocks, min_block)
+    increments = [(b2 - b1) / (s2 - s1) for (s1, b1), (s2, b2) in zip(levels, levels[1:]) if s2 > s1]
+    base = dict(n=len(increments), block=size, steps=steps, warmup=int(warmup), floor=float(floor),
+                first_bytes=levels[0][1] if levels else None, last_bytes=levels[-1][1] if levels else None)
+    rate, low, high, achieved = sign_interval(increments, level) if increments else (None, None, None, None)
+    if low is None:
+        need = _increments_needed(level) + 1
+        return Growth("inconclusive", rate, None, None, None, why=(
+            "too few steps for a verdict: %d sampled after %d of warm-up; one needs %d blocks of %d or more "
+            "(%d steps after the warm-up)" % (len(kept), warmup, need, min_block, need * min_block)), **base)
+    verdict = "flat" if high < floor else "grows" if low > floor else "inconclusive"
+    return Growth(verdict, rate, low, high, achieved, **base)
+
+
+def _increments_needed(level):
+    """The fewest increments whose sign-test interval reaches `level` (6 for 95%)."""
+    n = 1
+    while 1 - 2 * 0.5 ** n < level:
+        n += 1
+    return n
+
+
+class StepSeries:
+    """(step, value) samples of one quantity, one a step, kept in bounded memory: past `cap`
+    samples every other one is dropped and only every second step is sampled from then on
+    (the stride doubles), so a run of any length keeps evenly spread samples of all of it."""
+
+    def __init__(self, cap=1 << 15):
+        if cap < 2 * MIN_BLOCK * 8:
+            raise ValueError("cap must be at least %d samples; got %r" % (2 * MIN_BLOCK * 8, cap))
+        self.cap, self.stride = cap, 1
+        self.steps, self.values = [], []
+
+    def wants(self, step):
+        """Whether the sample of `step` would be kept (a caller can skip reading it otherwise)."""
+        return step % self.stride == 0
+
+    def append(self, step, value):
+        if step % self.stride:
+            return
+        self.steps.append(step)
+        self.values.append(value)
+        if len(self.steps) > self.cap:
+            self.stride *= 2
+            kept = [i for i, s in enumerate(self.steps) if s % self.stride == 0]
+            self.steps = [self.steps[i] for i in kept]
+            self.values = [self.values[i] for i in kept]
+
+    def samples(self):
+        return list(zip(self.steps, self.values))
+
+    def __len__(self):
+        return len(self.steps)
