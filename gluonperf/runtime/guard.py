@@ -219,6 +219,9 @@ def cleanup(stopping=False):
         kill_group(proc, grace=2.0)
     for path in paths:
         _remove(path)
+    if stopping:  # the exit is os._exit, which skips multiprocessing's removal of its folder (DataLoader workers')
+        from .worker_temp import remove_now
+        remove_now()
 
 
 @contextlib.contextmanager

@@ -267,6 +267,8 @@ def install(listener, waits=False, data=True):
     script's waits for the engine), reporting to `listener` (see the module's docstring);
     `watch_blocks(True)` adds outermost Block calls. MXNet is imported here."""
     global _listener
+    from .worker_temp import share_before_pools
+    share_before_pools()  # the script's DataLoader workers leave no pymp-* folder behind (runtime.worker_temp)
     for cls, name, wrap in _targets(waits, data):
         _patch(cls, name, wrap)
     _listener = listener
