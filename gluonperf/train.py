@@ -186,12 +186,20 @@ def main(argv=None):
 
     def stopped():  # a run stopped part-way keeps the epochs it finished (worker 0 writes them)
         return [r for r in finished if r.metrics["rank"] == 0]
+    from .measure.growth import records_of
+    from .measure.memory import StepMemory
+    memory = StepMemory(ctxs)  # every step's memory, for the growth verdict
     with bar, cli.keep_on_stop(stopped, args, lambda: title(finished), EPOCH_COLUMNS, ctxs,
                                also=(lambda records: plot_epochs(records, args.plot)) if args.plot else None):
-        results = fit(config, ctxs, progress=progress, log=log, epoch_done=epoch_done)
+        results = fit(config, ctxs, progress=progress, log=log, epoch_done=epoch_done, memory=memory)
     if results[0].metrics["rank"] != 0:  # in a dist run only worker 0 reports and writes files
         return 0
-    cli.emit(results, args, ctxs, columns=EPOCH_COLUMNS, title=title(results))
+    # memory over the whole run (measure.growth): its records first in --json, its sentence under the table
+    growth = records_of(memory.plain(), memory.warmup, command="train", model=args.model,
+                        batch_size=args.batch_size, contexts=results[0].metrics["contexts"])
+    cli.emit(results, args, ctxs, columns=EPOCH_COLUMNS, title=title(results), records=growth + results)
+    for r in growth:
+        cli.note(r.metrics["finding"])
     if args.target_top1 is not None:
         print(target_line(results[-1].metrics))
     if args.plot:

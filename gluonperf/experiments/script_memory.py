@@ -140,7 +140,7 @@ def growth_rows(run, cwd=None, common=None):
     rows = records_of(line["memory"], warmup=line.get("warmup") or 0, **(common or {}))
     causes, fields = _causes(run.get("held") or {}, cwd)
     for r in rows:
-        r.metrics.update(fields)
+        r.metrics.update(fields, causes=causes)
         if r.metrics["growth_verdict"] == "grows" and causes:
             r.metrics["finding"] += "; " + "; ".join(causes)
     return rows
@@ -208,7 +208,7 @@ def growth_advice(summary):
         if m["growth_verdict"] != "grows":
             continue
         what = "%s grows %s MB per 1,000 steps (%g%% CI %s-%s)" % (
-            m["memory"], _figure(m["growth_mb_per_1000_steps"]), 100 * m["growth_level"],
+            m["memory"], _figure(m["growth_mb_per_1000_steps"]), 100 * m["growth_mb_per_1000_steps_level"],
             _figure(m["growth_mb_per_1000_steps_ci_low"]), _figure(m["growth_mb_per_1000_steps_ci_high"]))
         if m.get("steps_to_exhaust"):
             what += ", about {:,.0f} more steps before this machine's available memory runs out".format(
@@ -217,8 +217,11 @@ def growth_advice(summary):
             look = ("arrays made here are still held steps later (%d of the %d steps traced, %s): look where the "
                     "script keeps them (a list, a dict, an attribute) and keep a number instead, e.g. the correct "
                     "count added up on the device" % (m["held_arrays"], m["window_steps"], _size(m["held_bytes"])))
+        elif m.get("causes"):
+            look = "; ".join(m["causes"])
         else:
-            look = "the hooks could not tell where from: %s" % (m["finding"].split("; ", 1)[-1])
+            look = ("no NDArray made in the steps traced was still held after them: look for what else the script "
+                    "keeps from step to step (Python objects, a library's buffers)")
         out.append(result(ADVICE, "memory", lever="memory", measured=False, where=m.get("where"), code=m.get("code"),
                           change="%s: %s" % (what, look), growth_verdict="grows",
                           growth_mb_per_1000_steps=m["growth_mb_per_1000_steps"],

@@ -83,15 +83,14 @@ class Growth:
     def fields(self, available=None):
         """Flat record fields; with `available` (bytes of memory the machine has left), for
         `grows`, the steps until that runs out at the rate (and at its interval's ends)."""
-        per_1000 = (lambda x: None if x is None else x * 1000 / MB)
-        out = {"growth_verdict": self.verdict, "growth_bytes_per_step": self.rate,
-               "growth_bytes_per_step_ci_low": self.low, "growth_bytes_per_step_ci_high": self.high,
-               "growth_level": self.level, "growth_n": self.n, "growth_mb_per_1000_steps": per_1000(self.rate),
-               "growth_mb_per_1000_steps_ci_low": per_1000(self.low),
-               "growth_mb_per_1000_steps_ci_high": per_1000(self.high),
-               "floor_bytes_per_step": self.floor, "steps_counted": self.steps, "warmup_steps": self.warmup,
-               "block_steps": self.block, "level_first_bytes": self.first_bytes, "level_last_bytes": self.last_bytes,
-               "growth_method": "trimmed mean of block increments, Tukey-McLaughlin interval"}
+        out = {"growth_verdict": self.verdict}
+        for key, scale in (("growth_bytes_per_step", 1.0), ("growth_mb_per_1000_steps", 1000 / MB)):
+            at = (lambda x: None if x is None else x * scale)
+            out.update({key: at(self.rate), key + "_ci_low": at(self.low), key + "_ci_high": at(self.high),
+                        key + "_n": self.n, key + "_level": self.level})
+        out.update(floor_bytes_per_step=self.floor, steps_counted=self.steps, warmup_steps=self.warmup,
+                   block_steps=self.block, level_first_bytes=self.first_bytes, level_last_bytes=self.last_bytes,
+                   growth_method="trimmed mean of block increments, Tukey-McLaughlin interval")
         if self.verdict == "grows" and available:
             out.update(available_bytes=available, steps_to_exhaust=steps_until(available, self.rate),
                        steps_to_exhaust_low=steps_until(available, self.high),
