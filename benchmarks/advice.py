@@ -1,11 +1,16 @@
-"""Does tune's recipe pay? Newcomers' scripts run as written and with the recipe applied by hand.
+"""Does tune's recipe pay, and how long does it take? Newcomers' scripts run as written and with the
+recipe applied by hand.
 
-    python benchmarks/advice.py [--scripts tabular_mlp,cifar_resnet20] [--tune-rounds 5] [--rounds 10]
+    python benchmarks/advice.py [--scripts tabular_mlp,cifar_resnet20] [--tune-rounds auto] [--rounds 10]
+                                [--exhaustive]
 
 For each script in benchmarks/scripts/ (written the way the tutorials write them; not the
 tests' scripts):
 1. `python -m gluonperf.tune --rounds R --json ... -- python benchmarks/scripts/NAME.py`, as a
-   user runs it: its recipe (records of kind `advice`);
+   user runs it (R: auto, the default levers and rounds): its recipe (records of kind `advice`),
+   its wall time and its runs of the script; with --exhaustive, also `--rounds exhaustive`
+   (every candidate until its interval is within +-5%, tune's rule before its sequential plan)
+   and whether the two recommend the same changes;
 2. the recipe applied by hand: each change mapped to what its author would edit, which the
    script offers as a flag (hybridize -> --hybridize MODE, the DataLoader's workers ->
    --num-workers N [--thread-pool], bfloat16 AMP -> --amp, a wait every step ->
@@ -63,12 +68,15 @@ def machine_tag():
 
 
 def tune_recipe(script, rounds, log):
-    """Run tune -- on the script as a user does; its records."""
+    """Run tune -- on the script as a user does; its records (the recipe's 'run' record carries
+    tune's wall time and its runs of the script)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "tune.json")
         argv = [sys.executable, "-m", "gluonperf.tune", "--rounds", str(rounds), "--json", out, "--",
                 sys.executable, os.path.join("benchmarks", "scripts", script + ".py")]
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_", "GLUONPERF_"))}
+        log.write("%s: tune --rounds %s started at %s\n" % (script, rounds, datetime.datetime.utcnow().isoformat()))
+        log.flush()
         done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
         log.write("$ %s\n%s%s\n" % (" ".join(argv[1:]), done.stderr, done.stdout))
         if done.returncode != 0:
@@ -99,10 +107,33 @@ def applied(advice):
         elif lever == "wait" and "--read-every" not in flags:
             flags += ["--read-every", str(READ_EVERY)]
             said.append("read every %d steps" % READ_EVERY)
-        elif lever not in ("wait", "together", "none"):
+        elif lever not in ("wait", "together", "none", "run"):
             env.update(a.get("env_vars") or {})
             said.append(" ".join("%s=%s" % kv for kv in sorted((a.get("env_vars") or {}).items())))
     return flags, env, said
+
+
+def recommended(advice):
+    """The changes a recipe recommends, as comparable text: {lever: its settings}."""
+    return {a["lever"]: " ".join("%s=%s" % kv for kv in sorted({**(a.get("env_vars") or {}),
+                                                                 **(a.get("hooks") or {})}.items()))
+            for a in advice if a["lever"] not in ("wait", "together", "none", "run")}
+
+
+def exhaustive_from(given, script):
+    """The records of SCRIPT's exhaustive tune from --exhaustive-from SCRIPT=PATH, or None."""
+    for item in given:
+        name, _, path = item.partition("=")
+        if name == script:
+            with open(path) as f:
+                return [json.loads(l) for l in f if l.strip()]
+    return None
+
+
+def cost(records):
+    """(tune's wall time in seconds, its runs of the script) from its 'run' advice record."""
+    run = next((r for r in records if r.get("bench") == "advice" and r.get("lever") == "run"), {})
+    return run.get("wall_s"), run.get("runs")
 
 
 def compare(script, flags, env, rounds, warmup=5, steps=None):
@@ -124,7 +155,12 @@ def compare(script, flags, env, rounds, warmup=5, steps=None):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--scripts", default=",".join(SCRIPTS))
-    p.add_argument("--tune-rounds", default="5", help="tune's --rounds (default: %(default)s)")
+    p.add_argument("--tune-rounds", default="auto", help="tune's --rounds (default: %(default)s)")
+    p.add_argument("--exhaustive", action="store_true",
+                   help="also run tune --rounds exhaustive on each script, once, and compare the changes it recommends")
+    p.add_argument("--exhaustive-from", action="append", default=[], metavar="SCRIPT=PATH",
+                   help="with --exhaustive: the records (--json) of a tune --rounds exhaustive of SCRIPT already run "
+                        "on this machine, instead of running it again (it takes half an hour or more)")
     p.add_argument("--rounds", type=int, default=10, help="rounds of as written vs applied (default: %(default)s)")
     p.add_argument("--out", default=None, help="results file (default: benchmarks/results/advice_<machine>_<date>.jsonl)")
     args = p.parse_args()
@@ -135,11 +171,23 @@ def main():
         for script in args.scripts.split(","):
             records = tune_recipe(script, args.tune_rounds, log)
             advice = [r for r in records if r["bench"] == "advice"]
+            wall, runs = cost(records)
+            reference = {}
+            if args.exhaustive:
+                slow = exhaustive_from(args.exhaustive_from, script) or tune_recipe(script, "exhaustive", log)
+                slow_advice = [r for r in slow if r["bench"] == "advice"]
+                slow_wall, slow_runs = cost(slow)
+                reference = {"exhaustive_recipe": recommended(slow_advice), "exhaustive_wall_s": slow_wall,
+                             "exhaustive_runs": slow_runs,
+                             "same_changes": recommended(slow_advice) == recommended(advice)}
+                for rec in slow:
+                    rows.append(result(rec.pop("bench") + "-exhaustive-of-" + script, rec.pop("name"), **rec))
             flags, env, said = applied(advice)
             r, steps = compare(script, flags, env, args.rounds)
             m = r.metrics
-            row = result("advice-check", script, script=script, recipe=[a["change"] for a in advice],
-                         applied=said, flags=flags, env_vars=env, steps=steps,
+            row = result("advice-check", script, script=script, recipe=[a["change"] for a in advice if a["change"]],
+                         recommended=recommended(advice), tune_rounds=args.tune_rounds, tune_wall_s=wall,
+                         tune_runs=runs, **reference, applied=said, flags=flags, env_vars=env, steps=steps,
                          tune_together=next((a for a in advice if a["lever"] == "together"), None),
                          **{k: m.get(k) for k in ("ratio", "ratio_ci_low", "ratio_ci_high", "ratio_n", "ratio_level",
                                                   "verdict", "round_ratios", "images_per_s", "rounds")})
@@ -150,7 +198,8 @@ def main():
             log.write("%s: applied %s -> %.2fx (%s)\n" % (script, said or "nothing", m["ratio"], m.get("verdict")))
             log.flush()
     write_jsonl(rows, out, environment())
-    print(format_table(table, ["script", "applied", "ratio", "ratio_ci_low", "ratio_ci_high", "rounds", "verdict"],
+    print(format_table(table, ["script", "tune_wall_s", "tune_runs", "exhaustive_wall_s", "same_changes", "applied",
+                               "ratio", "ratio_ci_low", "ratio_ci_high", "rounds", "verdict"],
                        "advice check on %s (%d cores): each script as written vs its recipe applied by hand, "
                        "interleaved" % (cpu_model(), os.cpu_count())))
     print("wrote %s" % out)

@@ -18,8 +18,8 @@ For each batch size, in fresh processes, interleaved round by round:
   - `ceiling`: benchmarks/ceiling_probe.py, the peak FLOP/s `gluonperf.profile` measures
     over the model's training FLOPs per image: the most images/s any loop could reach
     (float32 runs only).
-Every run is sandwiched between two book-loop runs (gluonperf.experiments.sweep), and its ratio is to
-the mean of those two.
+Every round runs the book loop and each candidate once, in a rotating order
+(gluonperf.experiments.sweep), and a run's ratio is to the book loop's run of its round.
 Until gluonperf.train exists in this checkout, gluonperf.workers.steprate (the same loop
 on in-memory batches) stands in for it, and the records say so (`runner`).
 Each record holds images/s (median over rounds) and its ratio to the book's loop: the

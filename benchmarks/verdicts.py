@@ -11,6 +11,11 @@ Four checks of gluonperf.measure.stats as the commands use it (docs/verdicts.md 
   faster, the 95% interval must cover 0.909 in at least 35, and none may say "same".
 - tune: tune's paired sweep with two candidates that are the same settings, 20 times: it may
   keep the second in at most 2 (the old rule, a median above 1, kept one about half the time).
+- tune-script: 20 separate tunes of the tabular MLP script (`tune -- python
+  benchmarks/scripts/tabular_mlp.py`, `--rounds auto`: each candidate stopped once its verdict
+  is settled), each with an A/A lever offered by this benchmark (an environment variable nothing
+  reads) beside hybridize: the A/A candidate may be called faster or slower in at most 2, and
+  hybridize must be kept in all 20 (the honesty of early stopping, measured).
 - floor: `bench hybridize` at four time scales (the MLP's forward calls of about 0.1 ms up to
   ResNet-18's training steps of about 0.2 s), run again and again in fresh processes, the
   scales in rotation: per scale and mode, the run-to-run spread of one configuration (the SD
@@ -41,7 +46,7 @@ from gluonperf.measure import stats
 from gluonperf.records import Result, read_jsonl  # noqa: E402
 
 PROG = "benchmarks/verdicts.py"
-PARTS = ("aa", "known", "tune", "floor", "single")
+PARTS = ("aa", "known", "tune", "tune-script", "floor", "single")
 TRUE_RATIO = 20 / 22
 
 
@@ -123,6 +128,50 @@ def check_tune(count, steps, threshold, budget, progress=None):
             progress()
     return Result("verdicts", "tune", {"runs": count, "kept": sum(kept), "limit": math.floor(count / 10),
                                        "rounds": rounds, "passed": sum(kept) <= math.floor(count / 10)})
+
+
+MLP_SCRIPT = os.path.join("benchmarks", "scripts", "tabular_mlp.py")
+UNREAD = "GLUONPERF_A_A_NOBODY_READS"  # the A/A candidate's environment variable: nothing reads it
+
+
+def check_tune_script(count, threshold, progress=None):
+    """`count` separate tunes of the tabular MLP script (benchmarks/scripts/tabular_mlp.py), each
+    as `tune -- python tabular_mlp.py --levers hybridize` runs it (its probe, `--rounds auto`)
+    with one more lever, offered here and not on the command line, tried first: an environment
+    variable nothing reads (an A/A candidate). The A/A candidate may be called faster or slower at
+    most count/10 times; hybridize (static, on an imperative Sequential: a known gain) must be
+    kept every time."""
+    from gluonperf.experiments import script_tune, sweep
+    from gluonperf.runtime.threads import physical_cores
+    command = [sys.executable, MLP_SCRIPT]
+    aa = ("a/a", lambda b: [b, b.with_env("%s=1" % UNREAD, **{UNREAD: "1"})], lambda b: None)
+    tunes = []
+    for _ in range(count):
+        began = time.monotonic()
+        runner, found, _, error = script_tune.probe(command, 5, 20, 600, cwd=ROOT, min_seconds=1.0, window="startup")
+        if error:
+            raise RuntimeError("the probe of %s failed: %s" % (MLP_SCRIPT, error))
+        stages, _ = script_tune.script_levers(found.get("probe", {}), physical_cores(), ["hybridize"], measured=found,
+                                              threshold=threshold, bounds=False)
+        results, _, kept = script_tune.tune_script(runner, [aa] + stages, sweep.Rounds(), timeout=600,
+                                                   threshold=threshold)
+        by = {(r.metrics["lever"], r.name): r.metrics for r in results}
+        twin = by[("a/a", "%s=1" % UNREAD)]
+        tunes.append({"a_a_verdict": twin.get("verdict"), "a_a_ratio": twin.get("ratio"),
+                      "a_a_ci": [twin.get("ratio_ci_low"), twin.get("ratio_ci_high")], "a_a_rounds": twin["rounds"],
+                      "a_a_stopped": twin.get("stopped"), "kept": kept,
+                      "hybridize": {name: {k: m.get(k) for k in ("verdict", "ratio", "ratio_ci_low", "ratio_ci_high",
+                                                                 "rounds", "stopped")}
+                                    for (lever, name), m in by.items() if lever == "hybridize"},
+                      "runs": 1 + sum(r.metrics["rounds"] for r in results), "seconds": time.monotonic() - began})
+        if progress:
+            progress()
+    called = sum(t["a_a_verdict"] in ("faster", "slower") for t in tunes)
+    kept = sum("hybridize" in t["kept"] for t in tunes)
+    limit = math.floor(count / 10)
+    return Result("verdicts", "tune-script", {
+        "runs": count, "a_a_called": called, "limit": limit, "hybridize_kept": kept, "tunes": tunes,
+        "passed": called <= limit and kept == count})
 
 
 # bench hybridize at four time scales: (label, arguments)
@@ -313,13 +362,14 @@ def main(argv=None):
     from gluonperf.measure import machine
     start = machine.before()
     total = (args.decisions if "aa" in parts else 0) + (args.decisions if "known" in parts else 0) + \
-        (args.tune_runs if "tune" in parts else 0) + (args.floor_runs * len(FLOOR_CONFIGS) if "floor" in parts else 0) + \
+        (args.tune_runs if "tune" in parts else 0) + (args.tune_runs if "tune-script" in parts else 0) + (args.floor_runs * len(FLOOR_CONFIGS) if "floor" in parts else 0) + \
         (2 * (args.single_pairs + max(1, args.single_pairs // 2)) if "single" in parts else 0)
     out = []
     checks = {"aa": lambda bar: check_aa(args.decisions, args.repeat, args.number, args.threshold, bar.update),
               "known": lambda bar: check_known(args.decisions, args.repeat, args.number, args.threshold, bar.update),
               "tune": lambda bar: check_tune(args.tune_runs, args.tune_steps, args.threshold, args.tune_budget,
                                              bar.update),
+              "tune-script": lambda bar: check_tune_script(args.tune_runs, args.threshold, bar.update),
               "floor": lambda bar: check_floor(args.floor_runs, args.threshold, bar.update),
               "single": lambda bar: check_single(args.single_pairs, args.single_processes, args.threshold,
                                                 bar.update)}
@@ -330,7 +380,8 @@ def main(argv=None):
                 r = checks[part](bar)
                 r.metrics.update(machine_before=start, seconds=round(time.time() - began, 1))
                 out.append(r)
-    columns = ["name", "decisions", "runs", "called_a_change", "wrong_sign", "same", "covered", "kept",
+    columns = ["name", "decisions", "runs", "called_a_change", "wrong_sign", "same", "covered", "kept", "a_a_called",
+               "hybridize_kept",
                "compare_called_a_change", "floor", "called_1_5x", "aa_called", "limit", "passed"]
     cli.emit(out, args, title="verdicts on this machine (%s, %d cores)" % (
         __import__("gluonperf.measure.harness", fromlist=["cpu_model"]).cpu_model(), os.cpu_count()), columns=columns)

@@ -7,6 +7,7 @@ COMMANDS = [
     ("profile", "where a training step's time goes, held against this machine's ceiling"),
     ("tune", "which settings make a model train fastest on this machine"),
     ("predict", "how far data parallelism scales, from measured parts"),
+    ("infer", "how fast a model answers deployed: MLPerf's scenarios, precision rungs, instances x threads"),
     ("launch", "run a job on MXNet's parameter-server kvstore (dist_sync)"),
     ("dataset", "make a small image data set offline (a folder of JPEGs, and its .rec)"),
     ("compare", "compare two saved runs"),

@@ -250,11 +250,22 @@ def column_header(key, unit, level=None):
     return "%s (%s)" % (name, inside) if inside else name
 
 
+# A ratio's interval whose ends lie further apart than this factor tells a reader nothing (a t interval
+# of 2 rounds at a corrected level can span 1e-12 to 1e11): its cell says so instead of printing it.
+READABLE_SPAN = 10.0
+
+
+def too_wide(key, low, high):
+    """Whether the interval (low, high) of ratio `key` is too wide to be worth printing."""
+    return is_ratio(key) and _is_number(low) and _is_number(high) and not (
+        low > 0 and math.isfinite(high) and high / low <= READABLE_SPAN)
+
+
 def format_cell(key, value, unit, low=None, high=None, n=4):
     """A cell of a column whose header says its `unit`: the plain number ('22,410', '660.3';
     a ratio keeps its 'x': '3.43x', a share its '%': '12.5%'), an interval after it:
-    '439 (425-454)'; None is
-    '-', a text or a flag as format_value writes it."""
+    '439 (425-454)', or for a ratio whose interval is too wide to read '0.72x (too few rounds)';
+    None is '-', a text or a flag as format_value writes it."""
     if not _is_number(value):
         return format_value(key, value)
     if not math.isfinite(value):
@@ -262,6 +273,8 @@ def format_cell(key, value, unit, low=None, high=None, n=4):
     head = unit.number(value, n) + unit.suffix
     if low is None or high is None:
         return head
+    if too_wide(key, low, high):
+        return "%s (too few rounds)" % head
     return "%s (%s)" % (head, _bounds(unit, low, high, n))
 
 
@@ -297,6 +310,8 @@ def format_estimate(key, value, low=None, high=None):
     head = unit.number(value, ESTIMATE_FIGURES) + unit.alone
     if low is None or high is None:
         return head
+    if too_wide(key, low, high):
+        return "%s (too few rounds)" % head
     return "%s (%s)" % (head, _bounds(unit, low, high, ESTIMATE_FIGURES))
 
 

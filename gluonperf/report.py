@@ -27,16 +27,17 @@ PROG = "python -m gluonperf.report"
 # The sections in the order a reader needs them, by the first `bench` of their kind: a kind
 # not named here comes after these.
 PAGE = ["hybridize", "hybridize_suite", "async", "memory", "parallel", "overlap", "allreduce", "scratch", "train",
-        "scaling", "ceiling", "tune", "footprint", "predict"]
+        "scaling", "ceiling", "tune", "footprint", "predict", "inference"]
 
 
 def kinds():
     """Every kind the page draws: the bench subcommands' (gluonperf.bench.kinds) and the other
-    commands' (gluonperf.render.kinds.KINDS), in PAGE's order."""
+    commands' (gluonperf.render.kinds.KINDS, and infer's, gluonperf.render.inference), in PAGE's order."""
     from . import bench
+    from .render.inference import KIND as INFERENCE
     from .render.kinds import KINDS
     place = {bench_name: i for i, bench_name in enumerate(PAGE)}
-    return sorted(bench.kinds() + KINDS, key=lambda kind: place.get(kind.benches[0], len(place)))
+    return sorted(bench.kinds() + KINDS + [INFERENCE], key=lambda kind: place.get(kind.benches[0], len(place)))
 
 
 def build_parser():

@@ -46,6 +46,11 @@ def build_parser():
                    help="checkpoint (parameters, trainer states, epoch) into DIR after every epoch")
     p.add_argument("--resume", metavar="DIR",
                    help="continue the run checkpointed in DIR (and keep saving there unless --save)")
+    p.add_argument("--export", metavar="PREFIX",
+                   help="after training, write the trained model as deployed: PREFIX-symbol.json and "
+                        "PREFIX-0000.params, as HybridBlock.export names them (the hybridized graph, float32 "
+                        "weights), checked by loading them back with SymbolBlock.imports; serve it with "
+                        "python -m gluonperf.infer --model PREFIX-symbol.json")
     p.add_argument("--checkpoint-segments", type=cli.non_negative_int, default=d.checkpoint_segments, metavar="N",
                    help="gradient checkpointing: cut the model into N segments, keep only their inputs in the "
                         "forward and recompute each segment's activations in the backward: less memory for "
@@ -105,12 +110,46 @@ def check(args, ctxs):
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
     cli.check_output_dir(args.save, "--save")
+    check_export(args)
     from .training.data import check_available
     check_available(args.dataset, args.data_dir, args.model, args.loader)
     if args.resume:
         from .training.loop import check_resumable, read_checkpoint
         _, meta = read_checkpoint(args.resume)
         check_resumable(config_from(args, ctxs), meta, args.resume)
+
+
+def check_export(args):
+    """--export: a model with a graph (one that hybridizes), files that can be written, a run
+    that trains."""
+    if args.export is None:
+        return
+    if args.scaling:
+        raise UserError("--export writes the trained model; --scaling only times steps: use one or the other")
+    from .training.model_spec import parse_spec
+    spec = parse_spec(args.model)
+    if not spec.hybridizable:
+        raise UserError("--export: --model %s cannot be hybridized (%s), so it has no graph to export"
+                        % (label(args.model), spec.why_not_hybrid))
+    for suffix in ("-symbol.json", "-0000.params"):
+        cli.check_output_path(args.export + suffix, "--export")
+
+
+def exporter(args, ctxs):
+    """(the `trained` callback of `fit` that writes --export's files, the list it appends
+    export_trained's (symbol, params, largest difference) to)."""
+    from .inference.exported import export_trained
+    from .training.data import classes, sample_shape
+    written = []
+
+    def trained(net):
+        try:  # under bfloat16 AMP the check compares float32 files with bfloat16 outputs
+            written.append(export_trained(net, args.model, classes(args.dataset),
+                                          sample_shape(args.dataset, args.model), ctxs[0], args.export,
+                                          5e-2 if args.dtype == "bfloat16" else 1e-4))
+        except ValueError as e:
+            raise UserError("--export %s: %s" % (args.export, e)) from None
+    return trained, written
 
 
 def one_device(spec, ctxs):
@@ -123,6 +162,21 @@ def one_device(spec, ctxs):
     except ValueError as e:
         raise UserError("--ctx %s: %s (e.g. horovodrun -np 2 ... --ctx gpu0,gpu1, or --ctx cpu)"
                         % (spec, e)) from None
+
+
+def memory_of(ctxs):
+    """What samples memory at every training step (measure.memory.StepMemory): resident memory,
+    and each GPU context's."""
+    from .measure.memory import StepMemory
+    return StepMemory(ctxs)
+
+
+def memory_growth(memory, args, results):
+    """The records of memory over the run (measure.growth.records_of) of what `memory` (a
+    measure.memory.StepMemory) sampled at every training step; its first epoch is the warm-up."""
+    from .measure.growth import records_of
+    return records_of(memory.plain(), memory.warmup, command="train", model=args.model, batch_size=args.batch_size,
+                      contexts=results[0].metrics["contexts"])
 
 
 def main(argv=None):
@@ -186,24 +240,24 @@ def main(argv=None):
 
     def stopped():  # a run stopped part-way keeps the epochs it finished (worker 0 writes them)
         return [r for r in finished if r.metrics["rank"] == 0]
-    from .measure.growth import records_of
-    from .measure.memory import StepMemory
-    memory = StepMemory(ctxs)  # every step's memory, for the growth verdict
+    trained, written = exporter(args, ctxs) if args.export else (None, [])
+    memory = memory_of(ctxs)  # every step's memory, for the growth verdict (measure.growth)
     with bar, cli.keep_on_stop(stopped, args, lambda: title(finished), EPOCH_COLUMNS, ctxs,
                                also=(lambda records: plot_epochs(records, args.plot)) if args.plot else None):
-        results = fit(config, ctxs, progress=progress, log=log, epoch_done=epoch_done, memory=memory)
+        results = fit(config, ctxs, progress=progress, log=log, epoch_done=epoch_done, trained=trained,
+                      memory=memory)
     if results[0].metrics["rank"] != 0:  # in a dist run only worker 0 reports and writes files
         return 0
-    # memory over the whole run (measure.growth): its records first in --json, its sentence under the table
-    growth = records_of(memory.plain(), memory.warmup, command="train", model=args.model,
-                        batch_size=args.batch_size, contexts=results[0].metrics["contexts"])
+    growth = memory_growth(memory, args, results)  # first in --json; its sentence under the table
     cli.emit(results, args, ctxs, columns=EPOCH_COLUMNS, title=title(results), records=growth + results)
-    for r in growth:
-        cli.note(r.metrics["finding"])
+    cli.note("\n".join(r.metrics["finding"] for r in growth))
     if args.target_top1 is not None:
         print(target_line(results[-1].metrics))
     if args.plot:
         plot_epochs(results, args.plot)
+    for symbol, params, diff in written:
+        print("exported %s and %s; SymbolBlock.imports gives the trained model's outputs (largest difference %.3g)"
+              % (symbol, params, diff))
     return 0
 
 

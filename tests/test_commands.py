@@ -547,7 +547,8 @@ def test_help_and_bad_flags_answer_without_loading_mxnet(tmp_path):
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('MXNet was loaded')\n")
     env = {"PYTHONPATH": os.pathsep.join([str(fake.parent), ROOT])}
-    helps = [[c, "--help"] for c in ("train", "profile", "bench", "tune", "predict", "launch", "compare", "report")]
+    helps = [[c, "--help"] for c in ("train", "profile", "bench", "tune", "predict", "infer", "launch", "compare",
+                                     "report")]
     helps += [["bench", e, "--help"] for e in ("hybridize", "async", "memory", "parallel", "overlap", "allreduce",
                                                "scratch", "footprint")]
     for argv in helps:
@@ -566,7 +567,8 @@ def test_the_package_lists_its_commands_and_each_has_help(tmp_path):
     p = command(["-m", "gluonperf"], tmp_path, timeout=60)
     assert p.returncode == 0 and p.stderr == ""
     names = [line.split()[0] for line in p.stdout.split("commands:")[1].strip().splitlines()]
-    assert {"bench", "train", "profile", "tune", "predict", "launch", "compare", "report", "dataset"} == set(names)
+    assert {"bench", "train", "profile", "tune", "predict", "infer", "launch", "compare", "report",
+            "dataset"} == set(names)
     with ThreadPoolExecutor(max_workers=2) as pool:  # independent processes: two at a time on two cores
         helps = pool.map(lambda n: (n, command(["-m", "gluonperf.%s" % n, "--help"], tmp_path, timeout=120)), names)
         for name, h in helps:

@@ -122,7 +122,7 @@ def test_a_growing_run_names_the_line_and_ends_what_to_change_with_an_unnumbered
         ("memory", False, "train.py:3")]
     assert not script_memory.growth_advice({"growth": script_memory.growth_rows(run(0), cwd=str(tmp_path))})
     measured = result("advice", "hybridize", lever="hybridize", change="call net.hybridize()", where=None,
-                      measured=True)
+                      measured=True, verdict="faster")
     lines = advice_lines([measured] + advice)
     assert lines[1].startswith("1. [measured] call net.hybridize()")
     assert lines[-1].startswith("finding (nothing to measure faster): train.py:3: `out = net(data)`: resident "

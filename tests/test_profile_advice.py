@@ -41,7 +41,7 @@ def test_a_per_step_asscalar_is_named_by_its_line(mlp):
     assert advice["measured"] is False and advice["calls_per_step"] == 1
     assert advice["tune"].startswith("python -m gluonperf.tune -- ") and MLP in advice["tune"]
     assert "fenced" in advice["change"]
-    assert "%s:%d" % (MLP, line) in done.stdout and "what to change (from this run" in done.stdout
+    assert "%s:%d" % (MLP, line) in done.stdout and "to try (not measured here):" in done.stdout
 
 
 def test_an_imperative_sequential_gets_the_hybridize_advice_measured_on_the_model_alone(mlp):
@@ -59,3 +59,28 @@ def test_an_imperative_sequential_gets_the_hybridize_advice_measured_on_the_mode
     assert advice["tune"] in done.stdout
     # the script's model was put back: the script ran on to its end as a Sequential
     assert done.stdout.index("training finished") < done.stdout.index("what to change")
+
+
+def test_only_changes_measured_faster_are_numbered():
+    """A numbered line reads as an instruction: only a change measured faster gets one; a measurement
+    that was not faster (inconclusive, same, slower) and what is only to try are listed apart, each
+    with the tune -- line that settles it (issue 60, item 5)."""
+    from gluonperf.experiments.script_profile import advice_lines
+    from gluonperf.records import result
+
+    def hybridize(verdict):
+        return result("advice", "hybridize", lever="hybridize", measured=True, measured_on="the model alone",
+                      verdict=verdict, change="call net.hybridize(...): %s" % verdict, where=None,
+                      tune="python -m gluonperf.tune --levers hybridize -- python train.py")
+    wait = result("advice", "wait", lever="wait", measured=False, change="to try: read it less often",
+                  where="train.py:9", code="loss.asscalar()", tune="python -m gluonperf.tune -- python train.py")
+    lines = advice_lines([hybridize("inconclusive"), wait])
+    assert lines[0] == "what to change: nothing this run measured was faster"
+    assert not any(line[:1].isdigit() for line in lines), lines
+    assert "- call net.hybridize(...): inconclusive" in lines and "- train.py:9: `loss.asscalar()`: read it less often" \
+        in lines
+    assert lines.index("to try (not measured here):") > lines.index("- call net.hybridize(...): inconclusive")
+    lines = advice_lines([hybridize("faster"), wait])
+    assert lines[:2] == ["what to change (measured faster in this run):",
+                         "1. [measured on the model alone] call net.hybridize(...): faster"]
+    assert sum(line[:1].isdigit() for line in lines) == 1

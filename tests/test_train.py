@@ -62,9 +62,10 @@ def test_bfloat16_mixed_precision_learns_on_two_contexts(run, tmp_path):
     """--dtype bfloat16 (MXNet's AMP): learns as float32 does, reports its top-5 in float32,
     keeps float32 weights, and says on stderr what it set for the CPU."""
     from gluonperf.runtime.precision import cpu_flags
-    out, save = tmp_path / "bf16.jsonl", tmp_path / "ckpt"
+    out, save, deploy = tmp_path / "bf16.jsonl", tmp_path / "ckpt", tmp_path / "deploy" / "lenet"
     p = run("gluonperf.train", "--dataset", "digits", "--ctx", "cpu0,cpu1", "--model", "lenet", "--epochs", "3",
-            "--batch-size", "64", "--dtype", "bfloat16", "--json", str(out), "--save", str(save))
+            "--batch-size", "64", "--dtype", "bfloat16", "--json", str(out), "--save", str(save),
+            "--export", str(deploy))
     assert p.returncode == 0, p.stderr
     records = read_jsonl(str(out))
     last, env = records[-1]
@@ -76,6 +77,11 @@ def test_bfloat16_mixed_precision_learns_on_two_contexts(run, tmp_path):
     params, meta = params_of(str(save))
     assert meta["config"]["dtype"] == "bfloat16"
     assert {v.dtype for v in params.values()} == {np.float32}  # checkpoints as float32 runs write them
+    # --export: a float32 graph (export() drops AMP's casts) and float32 weights
+    from gluonperf.inference.exported import graph_ops
+    assert "amp_cast" not in graph_ops(str(deploy) + "-symbol.json") and "Convolution" in graph_ops(
+        str(deploy) + "-symbol.json")
+    assert {v.dtype for v in mx.nd.load(str(deploy) + "-0000.params").values()} == {np.float32}
 
 
 def test_synthetic_runs_with_limit(run):
@@ -111,6 +117,10 @@ def test_help_explains_every_flag(run):
     (["--dtype", "float16"], "invalid choice: 'float16'"),
     (["--momentum", "1"], "'1' must be at least 0 and below 1"),
     (["--dtype", "bfloat16", "--checkpoint-segments", "2"], "--checkpoint-segments does not work with --dtype"),
+    (["--scaling", "--export", "out/lenet"], "--scaling only times steps"),
+    (["--model", os.path.join(os.path.dirname(__file__), "user_models", "nets.py") + ":gated", "--input-shape",
+      "1,28,28", "--export", "out/gated"], "cannot be hybridized"),
+    (["--export", "/proc/gluonperf/lenet"], "--export /proc/gluonperf/lenet-symbol.json cannot be written"),
 ])
 def test_errors_are_one_line(args, words, capsys, monkeypatch):
     """Run in this process (cli.run, as `python -m gluonperf.train` does) to keep it fast."""
@@ -185,6 +195,29 @@ def test_save_resume_and_plot_from_the_command_line(run, tmp_path):
     assert [r.name for r, _ in read_jsonl(str(out))] == ["memory growth", "epoch 1", "epoch 2"]
     assert (ckpt / "latest").read_text().strip() == "epoch-0002"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.filterwarnings("ignore:Cannot decide type")  # SymbolBlock.imports cannot tell the input's dtype
+def test_export_writes_the_trained_model_as_deployed(run, tmp_path):
+    """train --export PREFIX: the two files HybridBlock.export names, nothing else, and
+    SymbolBlock.imports of them gives what the trained weights (the checkpoint of the same run)
+    give in the model as written."""
+    from mxnet import gluon
+    from gluonperf.training.data import digits
+    from gluonperf.training.models import get_model
+    out, ckpt = tmp_path / "deploy", tmp_path / "ckpt"
+    p = run("gluonperf.train", "--dataset", "digits", "--model", "lenet", "--limit", "256", "--epochs", "1",
+            "--batch-size", "32", "--save", str(ckpt), "--export", str(out / "lenet"))
+    assert p.returncode == 0, p.stderr
+    assert sorted(os.listdir(out)) == ["lenet-0000.params", "lenet-symbol.json"]
+    assert "exported %s" % (out / "lenet-symbol.json") in p.stdout
+    _, (x, _) = digits()
+    x = mx.nd.array(x[:16])
+    imported = gluon.SymbolBlock.imports(str(out / "lenet-symbol.json"), ["data"], str(out / "lenet-0000.params"))
+    written = get_model("lenet", 10)
+    written.load_parameters(os.path.join(read_checkpoint(str(ckpt))[0], "params"))
+    want = written(x).asnumpy()
+    assert np.abs(imported(x).asnumpy() - want).max() <= 1e-5 * np.abs(want).max()
 
 
 def test_scaling_from_the_command_line(run):

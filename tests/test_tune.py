@@ -17,7 +17,7 @@ FAKE = textwrap.dedent("""
     if os.environ.get("MXNET_ENGINE_TYPE") == "ThreadedEngine":  # tune's engine lever
         rate *= float(os.environ.get("FAKE_ENGINE_GAIN", "1"))
     noise = float(os.environ.get("FAKE_NOISE", "0"))  # log-normal spread of every figure
-    random.seed(os.environ.get("FAKE_SEED"))
+    random.seed(os.environ.get("FAKE_SEED", "") + os.environ.get("MXNET_ENGINE_TYPE", ""))  # each setting its own
     jitter = lambda: rate * random.lognormvariate(0, noise)
     if "--serve" in sys.argv:
         with open(os.environ["FAKE_STARTS"], "a") as f:
@@ -42,11 +42,13 @@ def test_sweep_ranks_by_ratio_and_records_failures(tmp_path):
     by = {r.name: r.metrics for r in out}
     assert [r.name for r in out][:2] == ["fast", "base"]
     assert by["fast"]["ratio"] == pytest.approx(2.5) and by["fast"]["rank"] == 1 and by["fast"]["rounds"] == 2
-    assert by["base"]["ratio"] == 1.0 and by["base"]["rounds"] == 6  # B f B x B, twice
+    assert by["base"]["ratio"] == 1.0 and by["base"]["rounds"] == 2  # once a round, beside each candidate
+    # a candidate whose run fails leaves after that round: it is not run again
     assert "told to fail" in by["broken"]["error"] and by["broken"]["ratio"] is None
-    # round by round, aligned (None where a run failed), so suites can pair two candidates
+    assert by["broken"]["stopped"] == "error" and by["fast"]["stopped"] == "plan done"
+    # round by round (None where a run failed), so suites can pair two candidates
     assert by["fast"]["round_ratios"] == [2.5, 2.5] and by["base"]["round_ratios"] == [1.0, 1.0]
-    assert by["broken"]["round_ratios"] == [None, None]
+    assert by["broken"]["round_ratios"] == [None]
     assert by["fast"]["command"].startswith("FAKE_RATE=25 ")
     assert by["fast"]["env_vars"]["FAKE_RATE"] == "25"
 
@@ -76,12 +78,12 @@ def test_paired_sweep_keeps_one_process_per_candidate(tmp_path):
     by = {r.name: r.metrics for r in out}
     assert starts.read_text().count("start") == 3  # one process per candidate that starts at all
     assert by["fast"]["ratio"] == pytest.approx(3.0) and by["fast"]["rank"] == 1 and by["fast"]["rounds"] == 3
-    # the baseline ran before and after every other candidate: 1 + 3 per round
-    assert by["base"]["ratio"] == 1.0 and by["base"]["rounds"] == 12
+    # the baseline ran once a round, beside the candidates still in
+    assert by["base"]["ratio"] == 1.0 and by["base"]["rounds"] == 3
     assert by["dies"]["rounds"] == 1 and "died" in by["dies"]["error"]
-    assert by["dies"]["round_ratios"] == [1.0, None, None]
+    assert by["dies"]["round_ratios"] == [1.0, None] and by["dies"]["stopped"] == "error"
     assert "told to fail" in by["broken"]["error"] and by["broken"]["rounds"] == 0
-    assert len(seen) == 7 + 6 + 5  # a failed candidate is not asked again
+    assert len(seen) == 4 + 3 + 2  # a failed candidate is not asked again
 
 
 def test_sweeps_keep_what_a_stopped_sweep_has_finished(tmp_path):
@@ -96,7 +98,7 @@ def test_sweeps_keep_what_a_stopped_sweep_has_finished(tmp_path):
     snapshots = []
     paired_sweep([base, fast], runner, steps=1, rounds=2, lever="first", sweeps=sweeps,
                  log=lambda m: snapshots.append(sweeps.results()))
-    # B f B per round: after the 1st run only the baseline has a figure, after the 2nd both
+    # B f, then f B: after the 1st run only the baseline has a figure, after the 2nd both
     assert [r.name for r in snapshots[0]] == ["base"] and snapshots[0][0].metrics["rounds"] == 1
     assert {r.name for r in snapshots[1]} == {"base", "fast"}
     assert all(r.metrics["partial"] and r.metrics["suite"] == "test" for s in snapshots for r in s)
@@ -107,7 +109,7 @@ def test_sweeps_keep_what_a_stopped_sweep_has_finished(tmp_path):
     # a second sweep: the first one's results stay whole beside the running one's
     sweep.sweep([base, fast], Runner("fake_worker"), steps=1, rounds=1, lever="second", sweeps=sweeps,
                 log=lambda m: snapshots.append(sweeps.results()))
-    mid = snapshots[-2]
+    mid = snapshots[-1]
     assert [r.metrics["lever"] for r in mid[:2]] == ["first", "first"] and not mid[0].metrics.get("partial")
     assert all(r.metrics["partial"] for r in mid[2:]) and len(mid) == 4
     assert len(sweeps.results()) == 4
@@ -134,16 +136,15 @@ def test_candidate_command_line_has_env_and_flags():
 
 
 def test_count_runs():
-    # hybridize: none/hybrid/static = 3 candidates x 2 rounds x 2 batch sizes, fresh process per run
-    # hybridize: none/hybrid/static, run as B h B s B = 5 runs per round, x 2 rounds x 2 batch sizes
-    # and the confirmation of the winning settings against the defaults, B w B = 3 runs per round
-    assert count_runs("mlp", ["cpu0"], [8, 16], 2, ["device"], only=["hybridize"], runner=STEPRATE) == 20 + 12
+    # hybridize: none/hybrid/static, each round runs the 3 once, x 2 rounds x 2 batch sizes,
+    # and the confirmation of the winning settings against the defaults, 2 runs a round
+    assert count_runs("mlp", ["cpu0"], [8, 16], 2, ["device"], only=["hybridize"], runner=STEPRATE) == 12 + 8
     # contexts with two kvstores: cpu0 (baseline), cpu0,cpu1+device, cpu0,cpu1+local, and the last
-    # with MXNet's own CPU workspace pool: B d B l B l1 B = 7 runs
-    assert count_runs("mlp", ["cpu0", "cpu1"], [8], 1, ["device", "local"], only=["contexts"], runner=TRAIN) == 7 + 3
-    # rounds chosen by the intervals: planned for the minimum
+    # with MXNet's own CPU workspace pool: 4 runs
+    assert count_runs("mlp", ["cpu0", "cpu1"], [8], 1, ["device", "local"], only=["contexts"], runner=TRAIN) == 4 + 2
+    # rounds chosen by the verdicts: at most the plan's last round
     assert count_runs("mlp", ["cpu0"], [8], sweep.Rounds(), ["device"], only=["engine"],
-                      runner=STEPRATE) == (3 + 3) * sweep.Rounds().minimum
+                      runner=STEPRATE) == (2 + 2) * sweep.Rounds().maximum
 
 
 def stage(name, contexts=("cpu0",), runner=TRAIN):
@@ -360,8 +361,8 @@ def test_a_stopped_throughput_suite_keeps_its_runs(monkeypatch):
              Candidate("pytorch eager", (), (("batch_size", "8"),), Runner("torch"))]
 
     def stopped_sweep(candidates, runner, steps, rounds, sweeps, **kwargs):  # one book-loop run, then a signal
-        sweeps.start(candidates, {"book loop": [50.0], "pytorch eager": []}, {}, runner, steps, "t",
-                     {"book loop": [], "pytorch eager": []})
+        from gluonperf.tuning.schedule import Table
+        sweeps.start(Table(candidates, rounds, "t", figures={"book loop": [50.0], "pytorch eager": []}, start={}))
         raise KeyboardInterrupt
     monkeypatch.setattr(train_throughput, "candidates", lambda *a, **k: cands)
     monkeypatch.setattr(train_throughput, "sweep", stopped_sweep)
@@ -417,30 +418,54 @@ def test_winner_needs_the_interval_not_the_median():
                Result("tune", "lucky", {"verdict": "inconclusive", "ratio": 1.3, "ratio_ci_low": 0.8}),
                Result("tune", "sure", {"verdict": "faster", "ratio": 1.2, "ratio_ci_low": 1.1}),
                Result("tune", "surer", {"verdict": "faster", "ratio": 1.15, "ratio_ci_low": 1.12})]
-    assert sweep.winner(results).name == "surer"
+    assert sweep.winner(results).name == "sure"  # the highest estimate of those judged faster
     assert sweep.winner(results[:2]) is None
 
 
 def test_summarize_corrects_the_level_for_the_candidates_tried():
+    from gluonperf.tuning import schedule
     cands = [Candidate("b")] + [Candidate("c%d" % i) for i in range(4)]
     figures = {"b": [10.0] * 5, **{"c%d" % i: [11.0] * 5 for i in range(4)}}
     ratios = {"b": [1.0] * 5, **{"c%d" % i: [1.1, 1.12, 1.08, 1.1, 1.11] for i in range(4)}}
-    out = sweep.summarize(cands, figures, {}, STEPRATE, 1, "x", ratios, loads=[], start=None)
+    table = schedule.Table(cands, 5, "x", figures=figures, ratios=ratios, start={})
+    out = schedule.summarize(table)
     levels = [r.metrics.get("ratio_level") for r in out if r.name != "b"]
     assert levels == [pytest.approx(1 - 0.05 / 4)] * 4
+    assert all(r.metrics.get("ratio_joint_level") == 0.95 for r in out if r.name != "b")
 
 
-def test_rounds_auto_stops_on_the_intervals_width_or_the_budget():
-    auto = sweep.Rounds(minimum=5, maximum=30, budget=100, precision=0.05)
-    tight = {"c": [1.10, 1.11, 1.09, 1.10, 1.10]}
-    wide = {"c": [1.3, 0.8, 1.1, 0.9, 1.4]}
-    assert auto.more(3, tight, 0) and not auto.more(5, tight, 0)  # the minimum first, then the width
-    assert auto.more(5, wide, 0) and not auto.more(5, wide, 100) and not auto.more(30, wide, 0)
-    # a significant-looking result does not stop it: only the width does
-    significant_but_wide = {"c": [1.5, 1.3, 1.7, 1.2, 1.6]}
-    assert auto.more(5, significant_but_wide, 0)
+def test_rounds_fixed_and_auto_and_the_budget():
     fixed = sweep.Rounds(fixed=3)
-    assert fixed.more(2, wide, 10 ** 6) and not fixed.more(3, tight, 0)
+    wide = {"c": [1.3, 0.8, 1.1, 0.9, 1.4]}
+    assert fixed.more(2, wide, 10 ** 6) and not fixed.more(3, wide, 0)
+    auto = sweep.Rounds(maximum=8, budget=100)
+    assert auto.more(1, wide, 0) and auto.more(7, wide, 99) and not auto.more(8, wide, 0)
+    assert not auto.more(2, wide, 100)  # the budget stops new rounds: the intervals hold whenever they stop
+    with pytest.raises(ValueError):
+        sweep.Rounds(maximum=2)
+
+
+def test_interleave_runs_each_candidate_until_it_leaves():
+    """Each round runs the baseline and every candidate still in once, in a rotating order; a
+    candidate leaves when its verdict is settled, and is not run again."""
+    from gluonperf.tuning import schedule
+    runs = []
+    speed = {"b": 10.0, "fast": 20.0, "same": 10.0}
+
+    def measure(c):
+        runs.append(c.name)
+        return speed[c.name] * (1 + 0.01 * (len(runs) % 3)), None
+    table = schedule.Table([Candidate("b"), Candidate("fast"), Candidate("same")], sweep.Rounds(), "x", start={})
+    schedule.interleave(table, measure)
+    by = {r.name: r.metrics for r in schedule.summarize(table)}
+    assert by["fast"]["verdict"] == "faster" and by["fast"]["stopped"] == "faster"
+    assert by["same"]["verdict"] in ("same", "inconclusive") and by["same"]["stopped"] in ("cannot pay",
+                                                                                             "cannot be shown faster")
+    # the baseline runs only while a candidate is in
+    assert runs.count("fast") == by["fast"]["rounds"] and runs.count("b") == max(by["fast"]["rounds"],
+                                                                                  by["same"]["rounds"])
+    assert by["b"]["rounds"] == runs.count("b") < sweep.Rounds().maximum
+    assert runs[:3] == ["b", "fast", "same"] and runs[3:6] == ["fast", "same", "b"]  # the order rotates
 
 
 @pytest.mark.parametrize("value", ["0", "x", "-2"])

@@ -34,7 +34,8 @@ def records(path):
 
 
 def advice(rows):
-    return [r for r in rows if r["bench"] == "advice"]
+    """The recipe's records, without the one that says what the tune cost (lever 'run')."""
+    return [r for r in rows if r["bench"] == "advice" and r["lever"] != "run"]
 
 
 @pytest.mark.alone  # its verdict is a measurement: nothing may run beside it
@@ -66,8 +67,8 @@ def test_a_wait_for_the_engine_every_step_is_named_with_its_cost(tmp_path):
     done = tune("--levers", "hybridize,data", "--json", str(out),
                 command=[PY, SCRIPT, "--hybridize", "--read-loss", "--wide", "512", "--layers", "4"])
     assert done.returncode == 0, done.stderr
-    assert "nothing to try for hybridize: the model is hybridized with static_alloc and static_shape" in done.stderr
-    assert "nothing to try for data: no gluon DataLoader" in done.stderr
+    assert "not tried: hybridize: the model is hybridized with static_alloc and static_shape" in done.stderr
+    assert "not tried: data: no gluon DataLoader" in done.stderr
     recipe = advice(records(out))
     waits = [r for r in recipe if r["lever"] == "wait"]
     line = 1 + open(os.path.join(ROOT, SCRIPT)).read().splitlines().index(
@@ -89,6 +90,11 @@ def test_an_already_tuned_script_gets_no_change(tmp_path):
     assert [r["lever"] for r in recipe] == ["none"], recipe
     assert recipe[0]["change"].startswith("no change pays here: hybridize not tried: the model is hybridized")
     assert "no change pays here" in done.stdout
+    # what the tune cost: its wall time and its runs (the probe alone: no lever had anything to try)
+    run, = [r for r in records(out) if r["bench"] == "advice" and r["lever"] == "run"]
+    assert run["runs"] == 1 and run["wall_s"] > 0 and run["levers"] == [] and set(run["idle"]) == {"hybridize",
+                                                                                                  "data"}
+    assert "recipe (tune took " in done.stdout and " runs of the script, the probe included)" in done.stdout
 
 
 def test_dataloader_workers_that_slow_the_script_are_not_recommended(tmp_path):
@@ -223,7 +229,8 @@ def test_the_recipe_keeps_only_faster_and_names_what_was_tried():
     assert m["where"] == "train.py:7" and m["ratio"] == 1.5 and m["hooks"] == {"hybridize": "static"}
     assert "HybridSequential()" in m["change"] and "static_alloc=True" in m["change"]
     text = script_tune.tried_text(results, {"dtype": "no bfloat16 here"})
-    assert "OMP_NUM_THREADS=2 0.50x (0.40-0.60, slower)" in text and "dtype not tried: no bfloat16 here" in text
+    assert "OMP_NUM_THREADS=2 0.50x (97.5% CI 0.40-0.60, 5 rounds), slower" in text
+    assert "dtype not tried: no bfloat16 here" in text
     assert script_tune.failure_notes(results) == []
     shared = Result("tune", "num_workers=2", {"lever": "data", "error": "exit 1: MXNetError: ... data is on "
                                                                          "cpu_shared(0) while dense0_weight is on cpu(0)"})
@@ -231,3 +238,19 @@ def test_the_recipe_keeps_only_faster_and_names_what_was_tried():
     nothing = script_tune.recipe(results[:2], None, [], found, [], "/x", text)
     assert [r.metrics["lever"] for r in nothing] == ["none"]
     assert nothing[0].metrics["change"] == "no change pays here: " + text
+
+
+def test_an_interval_too_wide_to_read_says_how_many_rounds_would_give_one():
+    """2 rounds of a noisy candidate, corrected for 3 candidates: a t interval from 1e-3 to 5e2 tells
+    a reader nothing; the text says so, and about how many rounds would give an interval."""
+    from gluonperf.experiments import script_tune
+    from gluonperf.measure import stats
+    iv = stats.ratio_interval([0.6, 0.85], 1 - 0.05 / 3)
+    assert not stats.readable(iv) and iv.high / iv.low > 1e5
+    m = dict(iv.fields("ratio"), ratio_joint_level=0.95, round_ratios=[0.6, 0.85])
+    text = script_tune.interval_text(m)
+    assert text.startswith("0.71x (2 rounds: too few for an interval; about ") and "would give one)" in text
+    need = int(text.split("about ")[1].split()[0])
+    assert stats.readable(stats.ratio_interval([0.6, 0.85] * need, 0.95))  # with that many rounds, it is
+    steady = dict(stats.ratio_interval([1.3, 1.25, 1.28], 0.95).fields("ratio"), ratio_joint_level=0.95)
+    assert script_tune.interval_text(steady).startswith("1.28x (95% CI 1.")

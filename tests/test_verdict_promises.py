@@ -110,11 +110,18 @@ def test_inconclusive_says_how_many_rounds_would_settle_it():
 
 # --- tune ---------------------------------------------------------------------------------
 
-def _tune_results(figures, threshold=0.05):
+def _tune_results(figures, threshold=0.05, rounds=None):
+    """summarize's Results of rounds whose figures are given per candidate (the first the baseline),
+    each candidate's ratio in a round its figure over the baseline's."""
     from gluonperf.experiments import sweep
+    from gluonperf.tuning import schedule
     names = list(figures)
     cands = [sweep.Candidate(n, (("OMP_NUM_THREADS", str(i + 1)),), (("model", "mlp"),)) for i, n in enumerate(names)]
-    return sweep.summarize(cands, figures, {}, sweep.STEPRATE, 10, "lever", threshold=threshold)
+    base = figures[names[0]]
+    table = schedule.Table(cands, rounds or sweep.Rounds(fixed=len(base)), "lever", threshold,
+                           figures={n: list(v) for n, v in figures.items()},
+                           ratios={n: [v / b for v, b in zip(figures[n], base)] for n in names}, start={})
+    return schedule.summarize(table)
 
 
 def test_tune_judges_each_candidate_at_the_bonferroni_level():
@@ -126,36 +133,70 @@ def test_tune_judges_each_candidate_at_the_bonferroni_level():
     assert all(results[n]["ratio_level"] == pytest.approx(1 - 0.05 / 3) for n in "abc")
 
 
-def test_tune_keeps_the_candidate_whose_interval_has_the_highest_lower_end():
-    """'of several such, the one whose interval's lower end is highest', not the highest
-    estimate: a noisy 1.30x loses to a steady 1.20x."""
+def test_tune_keeps_the_faster_candidate_with_the_highest_estimate():
+    """'of several such, the one with the highest estimate': of two candidates both faster beyond the
+    noise, a noisy 1.30x is kept over a steady 1.20x; and a candidate whose interval reaches 1 is
+    never kept, however high its estimate."""
     from gluonperf.experiments import sweep
     base = [100.0] * 6
-    noise = [0.80, 1.25, 0.9, 1.2, 0.85, 1.15]
+    noise = [0.90, 1.1, 0.95, 1.08, 0.93, 1.05]
     figures = {"base": base, "steady": [120.0, 121.0, 119.0, 120.5, 119.5, 120.0],
                "noisy": [130.0 * x for x in noise]}
     results = _tune_results(figures)
     by = {r.name: r.metrics for r in results}
-    assert by["noisy"]["ratio"] > by["steady"]["ratio"] and by["steady"]["verdict"] == "faster"
-    assert sweep.winner(results).name == "steady"
-    # and a candidate whose interval reaches 1 is never kept, however high its estimate
+    assert by["noisy"]["ratio"] > by["steady"]["ratio"] and by["steady"]["verdict"] == by["noisy"]["verdict"] == \
+        "faster" and by["noisy"]["ratio_ci_low"] < by["steady"]["ratio_ci_low"]
+    assert sweep.winner(results).name == "noisy"
     alone = _tune_results({"base": base, "noisy": [130.0 * x for x in (0.6, 1.4, 0.7, 1.3, 0.65, 1.35)]})
     assert next(r for r in alone if r.name == "noisy").metrics["ratio"] > 1.05
     assert sweep.winner(alone) is None
 
 
-def test_rounds_auto_stops_on_width_only():
-    """'at least 5 rounds, then more until every candidate's interval is within +-5% of its
-    estimate, or the lever's budget or 30 rounds are spent'."""
+def test_a_candidate_that_cannot_beat_a_faster_one_leaves():
+    """'Once one candidate of a lever has left as faster, another that could not be kept instead of it
+    ... leaves too'."""
+    from gluonperf.experiments.sweep import Candidate, Rounds
+    from gluonperf.tuning import schedule
+    speed = {"b": 100.0, "big": 150.0, "small": 112.0}
+    wobble = iter([1.0, 1.01, 0.99, 1.02, 0.98] * 40)
+    table = schedule.Table([Candidate("b"), Candidate("big"), Candidate("small")], Rounds(), "x", start={})
+    schedule.interleave(table, lambda c: (speed[c.name] * next(wobble), None))
+    by = {r.name: r.metrics for r in schedule.summarize(table)}
+    assert by["big"]["stopped"] == "faster" and by["small"]["stopped"] == schedule.OUTRUN
+    assert by["small"]["rounds"] <= by["big"]["rounds"] + 1 and schedule.winner(list(
+        schedule.summarize(table))).name == "big"
+
+
+def test_rounds_exhaustive_stops_on_width_only():
+    """'exhaustive: at least 5 rounds, then more until every candidate's interval is within +-5%
+    of its estimate, at most 30 rounds'."""
     from gluonperf.experiments.sweep import Rounds
-    auto = Rounds()
+    slow = Rounds(exhaustive=True)
     tight = {"a": [1.5, 1.5001, 1.4999, 1.5, 1.5]}
     wide = {"a": [1.0, 1.3, 0.8, 1.2, 0.9]}
-    assert auto.more(4, tight, 0) is True  # the minimum
-    assert auto.more(5, tight, 0) is False  # tight: stop, significant or not
-    assert auto.more(5, {"a": [1.0, 1.0001, 0.9999, 1.0, 1.0]}, 0) is False
-    assert auto.more(5, wide, 0) is True
-    assert auto.more(30, wide, 0) is False and auto.more(10, wide, 600) is False
+    assert slow.more(4, tight, 0) is True  # the minimum
+    assert slow.more(5, tight, 0) is False  # tight: stop, significant or not
+    assert slow.more(5, {"a": [1.0, 1.0001, 0.9999, 1.0, 1.0]}, 0) is False
+    assert slow.more(5, wide, 0) is True and slow.more(29, wide, 10 ** 6) is True  # no budget
+    assert slow.more(30, wide, 0) is False
+
+
+def test_rounds_auto_stops_each_candidate_once_settled():
+    """'auto: each candidate until its verdict is settled (faster or slower beyond the noise, or
+    unable to reach the smallest speed-up worth a change)': never before the first look (3 rounds),
+    never after the plan's last round, and the interval of the look where it stopped spends only
+    that look's share of the error rate (wider than the fixed-n interval of the same rounds)."""
+    from gluonperf.experiments.sweep import Rounds
+    from gluonperf.measure import sequential
+    auto = Rounds()
+    clear = [1.5, 1.52, 1.49]
+    assert auto.settle(clear[:2], 1) is None and auto.settle(clear, 1) == sequential.FASTER
+    assert auto.settle([0.5, 0.52, 0.49], 1) in (sequential.SLOWER, sequential.FUTILE)
+    assert auto.settle([1.0, 1.01, 0.99], 1) in (sequential.CANNOT_PAY, sequential.FUTILE)
+    noisy = [1.1, 0.9, 1.3, 0.8, 1.25, 0.95, 1.2, 0.85, 1.3, 0.9]
+    assert auto.settle(noisy[:auto.maximum], 1) == sequential.PLAN_DONE
+    seq, fixed = auto.interval(clear, 1), stats.ratio_interval(clear)
+    assert seq.low < fixed.low and seq.high > fixed.high and seq.level > 0.95
 
 
 # --- compare ------------------------------------------------------------------------------

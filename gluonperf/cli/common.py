@@ -329,6 +329,11 @@ class _GuardedBar(tqdm):
         self.done = 0
         return super().reset(total=total)
 
+    def replan(self, left):
+        """The work can now take at most `left` more steps: the total is what is done plus that."""
+        self.total = self.done + left
+        self.refresh()
+
 
 def progress_bar(total, desc):
     """A tqdm bar on a terminal, silent when stderr is piped or redirected; every update

@@ -1,6 +1,7 @@
-"""Argparse types for quantities given with a unit (memory sizes such as 2G), for the
-commands and the benchmarks' command lines."""
+"""Argparse types for quantities given with a unit (memory sizes such as 2G, durations such as
+50ms), for the commands and the benchmarks' command lines."""
 import argparse
+import math
 import re
 
 UNITS = "KMGT"  # powers of 1024
@@ -24,3 +25,35 @@ def size_bytes(text):
     if value < 1:
         raise argparse.ArgumentTypeError("%r is not a positive size" % text)
     return int(value)
+
+
+DURATION_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
+
+
+def duration_value(text):
+    """'50ms', '0.05s', '200us', '0.05' (seconds) -> seconds as a float, or None when `text`
+    is not such a duration."""
+    m = re.match(r"^\s*(\d*\.?\d+(?:[eE]-?\d+)?)\s*(s|ms|us)?\s*$", text, re.IGNORECASE)
+    if not m:
+        return None
+    value = float(m.group(1)) * DURATION_UNITS[(m.group(2) or "s").lower()]
+    return value if math.isfinite(value) else None
+
+
+def _duration(text, zero):
+    value = duration_value(text)
+    if value is None:
+        raise argparse.ArgumentTypeError("%r is not a duration; use e.g. 50ms, 0.05s or 200us" % text)
+    if value < 0 or value == 0 and not zero:
+        raise argparse.ArgumentTypeError("%r must be above 0" % text)
+    return value
+
+
+def duration_seconds(text):
+    """'50ms' -> 0.05: a duration above 0 (s, ms or us; a plain number is seconds)."""
+    return _duration(text, zero=False)
+
+
+def duration_or_zero(text):
+    """As `duration_seconds`, 0 included (a setting that 0 turns off)."""
+    return _duration(text, zero=True)

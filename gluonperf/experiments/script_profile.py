@@ -765,27 +765,51 @@ def advice(summary, command, cwd):
 
 
 def advice_lines(records):
-    """The section `profile --` ends with: one numbered line a record, with its tune -- command;
-    the memory findings (script_memory) unnumbered after them."""
+    """The section `profile --` ends with: the changes measured faster, numbered (only those: a
+    person reads a numbered line as an instruction); what was measured and was not faster, and
+    what is only to try, each with the `tune --` line that settles it on the whole script; the memory
+    findings (script_memory: memory that grows, nothing measured faster) unnumbered after them."""
     from .script_memory import finding_lines
     findings = finding_lines([r for r in records if r.metrics.get("lever") == "memory"])
     records = [r for r in records if r.metrics.get("lever") != "memory"]
-    if not records:
-        return ["what to change: nothing this run measured calls for a change (no costly wait for the engine, not "
-                "input-bound, no model that hybridize could speed up)"] + findings
-    lines = ["what to change (from this run; each marked measured or to try):"]
-    for i, r in enumerate(records, 1):
+    faster = [r for r in records if r.metrics["measured"] and r.metrics.get("verdict") == "faster"]
+    tried = [r for r in records if r.metrics["measured"] and r.metrics.get("verdict") != "faster"]
+    to_try = [r for r in records if not r.metrics["measured"]]
+    if faster:
+        lines = ["what to change (measured faster in this run):"]
+    else:
+        lines = ["what to change: nothing this run measured was faster"]
+    for i, r in enumerate(faster, 1):
         m = r.metrics
-        mark = ("measured on %s" % m["measured_on"] if m.get("measured_on") else "measured") if m["measured"] \
-            else "to try"
-        where = m.get("where")
-        change = m["change"][len("to try: "):] if m["change"].startswith("to try: ") else m["change"]
-        lines.append("%d. [%s] %s%s%s" % (i, mark, "%s: " % where if where else "",
-                                          "`%s`: " % m["code"] if m.get("code") else "", change))
+        mark = "measured on %s" % m["measured_on"] if m.get("measured_on") else "measured"
+        lines.append("%d. [%s] %s" % (i, mark, _said(m)))
         if m.get("tune"):
-            lines.append("   %s: %s" % ("times this wait unfenced, as the script runs" if m["lever"] == "wait"
-                                        else "tries it on the whole script", m["tune"]))
+            lines.append("   tries it on the whole script: %s" % m["tune"])
+    if tried:
+        lines.append("measured, not faster (not a change to make; the tune -- line settles it on the whole script):")
+        for r in tried:
+            lines.append("- %s" % _said(r.metrics))
+            if r.metrics.get("tune"):
+                lines.append("  %s" % r.metrics["tune"])
+    if to_try:
+        lines.append("to try (not measured here):")
+        for r in to_try:
+            m = r.metrics
+            lines.append("- %s" % _said(m))
+            if m.get("tune"):
+                lines.append("  %s: %s" % ("times this wait unfenced, as the script runs" if m["lever"] == "wait"
+                                           else "measures it on the whole script", m["tune"]))
+    if not records:
+        lines = ["what to change: nothing this run measured calls for a change (no costly wait for the engine, not "
+                 "input-bound, no model that hybridize could speed up)"]
     return lines + findings
+
+
+def _said(m):
+    """An advice record's line: where, the code, the change (without its 'to try: ')."""
+    change = m["change"][len("to try: "):] if m["change"].startswith("to try: ") else m["change"]
+    return "%s%s%s" % ("%s: " % m["where"] if m.get("where") else "", "`%s`: " % m["code"] if m.get("code") else "",
+                       change)
 
 
 def input_verdict(groups, slowdown, share, low, high, threshold, run, batch, common):

@@ -36,7 +36,7 @@ import time
 from ..records import result
 from ..measure import stats
 from ..runtime import guard
-from . import sweep
+from . import lever_bounds, sweep
 from ..training.hybrid_blocks import hybrid_kind, hybrid_mode, hybridize
 from .script_profile import (ADVICE, ENV_OUT, READ_LESS, _code, _images, _part, _where, find_model,
                              hybridize_code, shown, times)
@@ -46,12 +46,14 @@ ENTRY = "gluonperf.experiments.script_tune:install"
 SITE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime", "script_site")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # the levers tune -- tries, in the order it tries them (names for --levers)
-LEVER_NAMES = ("threads", "hybridize", "data", "dtype", "engine", "allocator", "bulk", "openmp")
+LEVER_NAMES = ("hybridize", "data", "threads", "dtype", "bulk", "engine", "allocator", "openmp")
 # a wait is worth a line of the recipe when Python is blocked there this share of a step or more, at
 # least every other step: a read once an epoch is where the epoch's queued work drains, which is the
 # pattern the advice asks for, not a cost
 WAIT_SHARE = 0.05
 WAIT_EVERY = 0.5
+PROFILED_STEPS = 5   # the probe's steps under MXNet's profiler, after its timed ones
+DATA_ROUNDS = 10     # the probe's timed steps cut into this many runs of consecutive steps, for the data wait
 
 
 # --- inside the script ------------------------------------------------------------------
@@ -71,9 +73,14 @@ class _Run:
         self.out = open(os.path.join(out_dir, "%d.jsonl" % self.pid), "a")
         self.warmup, self.steps = int(settings.get("warmup", 5)), int(settings.get("steps", 20))
         self.min_seconds = float(settings.get("min_seconds", 0))  # the probe's: time at least this long
+        self.window = settings.get("window")  # the probe's: "startup" to time at least as long as start-up took
         self.done = False
         self.probe, self.levers = bool(settings.get("probe")), settings.get("levers") or {}
         self.trainer, self.index, self.start, self.images = None, 0, None, 0
+        self.data_s = 0.0      # seconds inside the data loaders' next() in the timed steps
+        self.marks = []        # the timed steps' ends: (perf_counter, data_s so far)
+        self.startup_s = None  # process start to the first timed step
+        self.profiled = None   # probe: (the Trace, the step it ends at) of its steps under MXNet's profiler
         self.waits = {}        # (what, file, line) -> [calls, seconds], in the timed steps
         self.calls = {}        # probe: id(block) -> [block, args, images] of outermost calls after the first step
         self.made = {}         # probe: id(block) -> (file, line) where the script built it
@@ -109,19 +116,53 @@ class _Run:
             return
         import mxnet as mx
         self.index += 1
-        if self.start is not None:
+        if self.profiled is not None:
+            if self.index >= self.profiled[1]:
+                found = _part(self.stop_profiler)
+                self.write(kind="operators", **(found if isinstance(found, dict) else {"error": found}))
+                raise SystemExit(0)
+            return
+        if self.start is not None and not self.done:
             self.images += batch_size
+            self.marks.append((time.perf_counter(), self.data_s))
         if self.index == self.warmup:
             mx.nd.waitall()  # gluonperf's own fence: not one of the script's waits
             self.start = time.perf_counter()
+            self.startup_s = time.time() - _process_start()
+            if self.probe and self.window == "startup":  # measure at least as long as the script took to start
+                self.min_seconds = max(self.min_seconds, self.startup_s)
         elif (self.start is not None and self.index - self.warmup >= self.steps
               and time.perf_counter() - self.start >= self.min_seconds):
             mx.nd.waitall()
             self.finish(time.perf_counter() - self.start)
+            if self.probe:  # a few more steps under MXNet's profiler: what the operators take
+                self.profiled = (_part(self.start_profiler), self.index + PROFILED_STEPS)
+                return
             raise SystemExit(0)  # measured: the run ends here (its DataLoader workers with it)
 
     def data_wait(self, seconds, loader):
-        pass
+        if self.start is not None and not self.done:
+            self.data_s += seconds
+
+    def start_profiler(self):
+        from ..measure.trace import Trace
+        trace = Trace(os.path.join(os.path.dirname(self.out.name), "%d-trace.json" % self.pid), aggregate_stats=True,
+                      profile_symbolic=True, profile_imperative=True)
+        trace.__enter__()
+        self.profile_start = time.perf_counter()
+        return trace
+
+    def stop_profiler(self):
+        """The profiled steps' operators: {"ops": {name: seconds}, "seconds": their wall time, "steps"}."""
+        from ..measure.trace import aggregate_stats
+        trace, _ = self.profiled
+        if isinstance(trace, str):  # the profiler could not start
+            return {"error": trace}
+        trace.__exit__(None, None, None)
+        seconds = time.perf_counter() - self.profile_start
+        ops = {name: stat["Total"] / 1000.0
+               for name, stat in aggregate_stats().get("Time", {}).get("operator", {}).items()}
+        return {"ops": ops, "seconds": seconds, "steps": PROFILED_STEPS}
 
     def engine_wait(self, seconds, what, file, line):
         if self.start is None:
@@ -175,7 +216,8 @@ class _Run:
         self.done = True
         steps = self.index - self.warmup
         self.write(kind="rate", steps=steps, seconds=seconds, images=self.images, at_exit=at_exit,
-                   images_per_s=self.images / seconds if seconds > 0 else None,
+                   images_per_s=self.images / seconds if seconds > 0 else None, startup_s=self.startup_s,
+                   data_s=self.data_s, data_rounds=_data_rounds(self.start, self.marks),
                    waits=[{"what": w, "file": f, "line": l, "calls_per_step": c / steps, "seconds_per_step": s / steps}
                           for (w, f, l), (c, s) in sorted(self.waits.items(), key=lambda kv: -kv[1][1])])
         if self.probe:
@@ -202,11 +244,34 @@ class _Run:
     def at_exit(self):
         """The script ended: a probe that timed --steps steps but not --min-time seconds keeps them
         (timed to here, the script's last lines included; the runs after it stop sooner)."""
+        if self.profiled is not None:  # the script ended during the probe's profiled steps
+            found = _part(self.stop_profiler)
+            self.write(kind="operators", **(found if isinstance(found, dict) else {"error": found}))
         if not self.done and self.start is not None and self.index - self.warmup >= self.steps and self.probe:
             import mxnet as mx
             mx.nd.waitall()
             self.finish(time.perf_counter() - self.start, at_exit=True)
         self.write(kind="exit", steps_seen=self.index)
+
+
+def _process_start():
+    """When this process started, by the system clock."""
+    import psutil
+    return psutil.Process().create_time()
+
+
+def _data_rounds(start, marks, rounds=DATA_ROUNDS):
+    """The timed steps (`marks`: each step's end and the data wait so far) cut into at most `rounds`
+    runs of consecutive steps: [[seconds, seconds waiting for data], ...]."""
+    if start is None or not marks:
+        return []
+    k = min(rounds, len(marks))
+    ends = [marks[round(i * len(marks) / k) - 1] for i in range(1, k + 1)]
+    out, last = [], (start, 0.0)
+    for end in ends:
+        out.append([end[0] - last[0], end[1] - last[1]])
+        last = end
+    return out
 
 
 # --- in the command ---------------------------------------------------------------------------
@@ -218,9 +283,10 @@ class ScriptRunner:
     serves = False
     module = "script"
 
-    def __init__(self, command, warmup, steps, cwd=None, min_seconds=0.0):
+    def __init__(self, command, warmup, steps, cwd=None, min_seconds=0.0, window=None):
         self.command, self.warmup, self.steps = list(command), warmup, steps
         self.min_seconds = min_seconds  # the probe's; the runs after it time the steps the probe timed
+        self.window = window            # the probe's: "startup" times at least as long as the start-up took
         self.cwd = cwd or os.getcwd()
         self.runs = {}
 
@@ -232,7 +298,8 @@ class ScriptRunner:
         levers = {k: _value(v) for k, v in candidate.flags}
         env.update({ENV_OUT: out_dir, "GLUONPERF_SCRIPT_HOOKS": ENTRY, "GLUONPERF_SCRIPT_ROOT": ROOT,
                     ENV_SETTINGS: json.dumps({"warmup": self.warmup, "steps": self.steps, "probe": probe,
-                                              "min_seconds": self.min_seconds if probe else 0, "levers": levers})})
+                                              "min_seconds": self.min_seconds if probe else 0,
+                                              "window": self.window if probe else None, "levers": levers})})
         return env
 
     def run(self, candidate, timeout, probe=False):
@@ -299,12 +366,12 @@ def _read(out_dir):
     return best
 
 
-def probe(command, warmup, steps, timeout, cwd=None, min_seconds=1.0):
+def probe(command, warmup, steps, timeout, cwd=None, min_seconds=1.0, window=None):
     """One run of the script as it is, describing it and timing at least `steps` steps and
     `min_seconds` seconds (or every step the script has, if fewer): (runner, the probe's records,
     the CompletedProcess, an error or None). The runner then times as many steps as the probe did
     (fewer when the probe reached the script's end, so that every run stops inside the script)."""
-    runner = ScriptRunner(command, warmup, steps, cwd, min_seconds)
+    runner = ScriptRunner(command, warmup, steps, cwd, min_seconds, window)
     lines, done, error = runner.run(sweep.Candidate("as it is"), timeout, probe=True)
     if not error:
         timed = lines["rate"]["steps"]
@@ -312,20 +379,20 @@ def probe(command, warmup, steps, timeout, cwd=None, min_seconds=1.0):
     return runner, lines, done, error
 
 
-def script_levers(found, cores, only=None, environ=None):
-    """The lever stages for a script (name, function best_candidate -> [candidates]), from what
-    the probe `found`: only what can change something here (a model that can be hybridized and
-    is not yet static, a DataLoader, bfloat16 where the CPU has it). Returns (stages, {lever:
-    why it has nothing to try})."""
+def script_levers(found, cores, only=None, environ=None, measured=None, threshold=stats.THRESHOLD, bounds=True):
+    """The lever stages for a script, in the order they are tried (levers that pay on many
+    scripts first: hybridize, data, threads, dtype; then bulk, engine, allocator, openmp), from
+    what the probe `found` and `measured` (its `rate` and `operators` records): only what can
+    change something here (a model that can be hybridized and is not yet static, a DataLoader,
+    bfloat16 where the CPU has it, a thread count other than MXNet's own here), and, unless
+    `bounds` is False, only what can reach 1 + `threshold` at best (`lever_bounds`). Returns
+    (stages: [(lever, best candidate -> [candidates], best candidate -> why nothing to try or
+    None)], {lever: why it has nothing to try})."""
     from ..runtime.precision import has_bf16, prepare, why_no_bf16
+    from ..runtime.threads import omp_threads
     environ = os.environ if environ is None else environ
+    measured = measured or {}
     stages, idle = [], {}
-    threads = environ.get("OMP_NUM_THREADS")
-    if cores > 1:
-        stages.append(("threads", lambda b: [b] + [b.with_env("OMP_NUM_THREADS=%d" % n, OMP_NUM_THREADS=n)
-                                                   for n in range(1, cores + 1) if str(n) != threads]))
-    else:
-        idle["threads"] = "one core"
     model = found.get("model")
     if model is None:
         idle["hybridize"] = "no model found (%s)" % (found.get("model_note") or "?")
@@ -337,22 +404,29 @@ def script_levers(found, cores, only=None, environ=None):
         modes = ["hybrid", "static"] if model["mode"] == "none" else ["static"]
         stages.append(("hybridize", lambda b: [b] + [b.with_flags("hybridize=%s" % m, hybridize=m) for m in modes]))
     loaders = found.get("loaders") or []
+    waits = lever_bounds.data_bound(measured.get("rate"))
     if not loaders:
         idle["data"] = "no gluon DataLoader"
+    elif bounds and lever_bounds.cannot_pay(waits, threshold):
+        idle["data"] = ("the step waits %s for its data (95%% CI %s-%s): workers could make it at most %.3gx faster, "
+                        "less than the %g%% worth a change" % (_share(1 - 1 / waits.estimate), _share(1 - 1 / waits.low),
+                                                              _share(1 - 1 / waits.high), waits.high, 100 * threshold))
     else:
-        current = max(l.get("num_workers") or 0 for l in loaders)
-        workers = [n for n in range(1, cores + 1) if n != current]
-
-        def data(b):
-            out = [b] + [b.with_flags("num_workers=%d" % n, num_workers=n) for n in workers]
-            if not any(l.get("thread_pool") for l in loaders):
-                out.append(b.with_flags("num_workers=%d thread_pool" % cores, num_workers=cores, thread_pool=1))
-            return out
-        stages.append(("data", data))
+        stages.append(("data", _data_lever(loaders, cores)))
+    current = omp_threads(environ)
+    if cores > 1:
+        stages.append(("threads", lambda b: [b] + [b.with_env("OMP_NUM_THREADS=%d" % n, OMP_NUM_THREADS=n)
+                                                   for n in range(1, cores + 1) if n != current]))
+    else:
+        idle["threads"] = "one core"
     ctxs = (found.get("contexts") or "cpu").split(",")
     why = why_no_bf16(environ) if has_bf16() else "this CPU has no bfloat16 instructions (AMX, AVX512-BF16)"
     if why is None and not all(c.startswith("cpu") for c in ctxs):
         why = "bfloat16 AMP runs on CPU contexts only"
+    bf16 = lever_bounds.bf16_bound(measured.get("operators"))
+    if why is None and bounds and lever_bounds.cannot_pay(bf16, threshold):
+        why = ("the operators bfloat16 would run take %s of a step: it could make it at most %.3gx faster, less "
+               "than the %g%% worth a change" % (_share(1 - 1 / bf16), bf16, 100 * threshold))
     if why:
         idle["dtype"] = why
     else:
@@ -365,44 +439,88 @@ def script_levers(found, cores, only=None, environ=None):
         if name in wanted:
             stages.append((name, make))
     order = {name: i for i, name in enumerate(LEVER_NAMES)}
-    stages.sort(key=lambda s: order[s[0]])
+    stages = [(name, make, _bulk_idle(model) if name == "bulk" else _never)
+              for name, make in sorted(stages, key=lambda s: order[s[0]])]
     if only:
         stages = [s for s in stages if s[0] in only]
         idle = {k: v for k, v in idle.items() if k in only}
     return stages, idle
 
 
+def _never(best):
+    return None
+
+
+def _share(x):
+    return "%.1f%%" % (100 * x) if abs(x) < 0.1 else "%.0f%%" % (100 * x)
+
+
+def _data_lever(loaders, cores):
+    current = max(l.get("num_workers") or 0 for l in loaders)
+    workers = [n for n in range(1, cores + 1) if n != current]
+
+    def data(b):
+        out = [b] + [b.with_flags("num_workers=%d" % n, num_workers=n) for n in workers]
+        if not any(l.get("thread_pool") for l in loaders):
+            out.append(b.with_flags("num_workers=%d thread_pool" % cores, num_workers=cores, thread_pool=1))
+        return out
+    return data
+
+
+def _bulk_idle(model):
+    """Bulk execution groups the operators of a hybridized graph (MXNet's CachedOp): nothing to try while
+    the model runs imperatively, as the script has it and with no hybridize kept."""
+    hybridized = (model or {}).get("mode") in ("hybrid", "static")
+
+    def why(best):
+        if hybridized or best.flag("hybridize") in ("hybrid", "static"):
+            return None
+        return ("bulk execution groups the operators of a hybridized graph, and the model runs imperatively (as "
+                "the script has it, and hybridize was not kept)")
+    return why
+
+
 def count_runs(stages, rounds):
-    """How many runs of the script `tune_script` makes at least (the baseline runs between the
-    candidates: B c1 B c2 B per round), for the progress bar."""
-    sizes = [len(sweep._unique(make(sweep.Candidate("as it is")))) for _, make in stages]
-    return sum((2 * n - 1) * rounds.planned for n in sizes if n > 1)
+    """The most runs of the script `tune_script` makes in its levers (each round runs the baseline and
+    every candidate once), for the progress bar."""
+    sizes = [len(sweep._unique(make(sweep.Candidate("as it is")))) for _, make, _ in stages]
+    return sum(n * rounds.planned for n in sizes if n > 1)
 
 
-def tune_script(runner, stages, rounds, progress=None, timeout=900, sweeps=None, threshold=stats.THRESHOLD):
+def tune_script(runner, stages, rounds, progress=None, timeout=900, sweeps=None, threshold=stats.THRESHOLD,
+                left=None, idle=None):
     """Each lever's candidates against the best so far (the script as it is to start with),
     in fresh runs of the script interleaved with that baseline; a lever's candidate is kept
     only when judged `faster`; the kept set confirmed against the script as it is in one
-    interleaved run. Returns (every candidate's Result, the confirmation's Result or None,
-    the kept levers' names)."""
+    interleaved run. `progress()` hears of every run, `left(runs)` of the most runs still to
+    come in the whole tune; a lever with nothing to try once the levers before it are kept goes
+    into `idle` ({lever: why}). Returns (every candidate's Result, the confirmation's Result or
+    None, the kept levers' names)."""
     base = best = sweep.Candidate("as it is")
     out, kept = [], []
-    for lever, make in stages:
-        cands = sweep._unique(make(best))
+    plans = [len(sweep._unique(make(base))) for _, make, _ in stages]
+    for i, (lever, make, why) in enumerate(stages):
+        later = sum(n * rounds.planned for n in plans[i + 1:] if n > 1)
+        reason = why(best)
+        cands = [] if reason else sweep._unique(make(best))
         if len(cands) < 2:
+            if reason and idle is not None:
+                idle[lever] = reason
             continue
         results = sweep.sweep(cands, runner, runner.steps, rounds, lever, progress, timeout, sweeps=sweeps,
-                              threshold=threshold)
+                              threshold=threshold, left=(lambda n, later=later: left(n + later)) if left else None)
         out.extend(results)
         won = sweep.winner(results)
         if won is not None:
             best = next(c for c in cands if c.name == won.name)
             kept.append(lever)
+        if left:
+            left(later)
     confirm = None
     if len(kept) > 1:  # one kept change was measured against the script as it is already
         final = sweep.Candidate("together", best.env, best.flags)
         results = sweep.sweep([base, final], runner, runner.steps, rounds, "confirm", progress, timeout,
-                              sweeps=sweeps, threshold=threshold)
+                              sweeps=sweeps, threshold=threshold, left=left)
         out.extend(results)
         confirm = next(r for r in results if r.name == "together")
     return out, confirm, kept
@@ -428,12 +546,15 @@ def change_of(lever, candidate, found, cwd):
     return "run with %s in the environment" % env, "the environment"
 
 
-def recipe(results, confirm, kept, found, rates, cwd, tried):
+def recipe(results, confirm, kept, found, rates, cwd, tried, took=None):
     """The advice records: one per kept change (its lever's measured ratio, interval and
     verdict), one per costly wait for the engine (its measured cost, from `rates`: the `rate`
     records of the runs of the script as it is), and the combination's confirmed speedup, or "no
-    change pays here" with what was tried."""
+    change pays here" with what was tried; with `took` ({wall_s, runs, levers, idle}), first a
+    record of what the tune cost (lever 'run')."""
     out = []
+    if took:
+        out.append(result(ADVICE, "tune", lever="run", measured=False, change=None, where=None, **took))
     by_lever = {}
     for r in results:
         if r.metrics.get("lever") in kept and r.metrics.get("verdict") == "faster":
@@ -450,7 +571,7 @@ def recipe(results, confirm, kept, found, rates, cwd, tried):
         out.append(result(ADVICE, lever, lever=lever, change=change, where=where, measured=True,
                           env_vars=dict(own.env), hooks=dict(own.flags),
                           **{k: r.metrics.get(k) for k in ("ratio", "ratio_ci_low", "ratio_ci_high", "ratio_n",
-                                                           "ratio_level", "verdict", "rounds")}))
+                                                           "ratio_level", "ratio_joint_level", "verdict", "rounds")}))
     step_s = None
     if rates:
         step_s = statistics.median(l["seconds"] / l["steps"] for l in rates)
@@ -472,7 +593,7 @@ def recipe(results, confirm, kept, found, rates, cwd, tried):
         m = confirm.metrics
         out.append(result(ADVICE, "together", lever="together", change="all of the above",
                           where=None, measured=True, **{k: m.get(k) for k in (
-                              "ratio", "ratio_ci_low", "ratio_ci_high", "ratio_n", "ratio_level", "verdict",
+                              "ratio", "ratio_ci_low", "ratio_ci_high", "ratio_n", "ratio_level", "ratio_joint_level", "verdict",
                               "verdict_text", "rounds")}))
     elif not kept:
         out.append(result(ADVICE, "nothing", lever="none", measured=True, tried=tried,
@@ -533,10 +654,21 @@ def tried_text(results, idle):
         if m.get("ratio") is None:
             parts.append("%s: %s" % (r.name, m.get("error", "no figure")))
         else:
-            parts.append("%s %.2fx (%.2f-%.2f, %s)" % (r.name, m["ratio"], m["ratio_ci_low"], m["ratio_ci_high"],
-                                                        m["verdict"]))
+            parts.append("%s %s, %s" % (r.name, interval_text(m), m["verdict"]))
     parts += ["%s not tried: %s" % kv for kv in idle.items()]
     return "; ".join(parts)
+
+
+def interval_text(m, key="ratio"):
+    """'1.29x (95% CI 1.21-1.37, 5 rounds)', or where the rounds are too few for an interval a reader
+    can use (`stats.readable`), '0.72x (2 rounds: too few for an interval; about 4 would give one)'."""
+    iv = stats.Interval(m[key], m[key + "_ci_low"], m[key + "_ci_high"], m.get(key + "_n") or 0,
+                        m.get(key + "_joint_level") or m.get(key + "_level") or stats.LEVEL)
+    if stats.readable(iv):
+        return "%.2fx (%g%% CI %.2f-%.2f, %d rounds)" % (iv.estimate, 100 * iv.level, iv.low, iv.high, iv.n)
+    need = stats.rounds_for_readable(m.get("round_ratios") or [], iv.level)
+    return "%.2fx (%d round%s: too few for an interval%s)" % (
+        iv.estimate, iv.n, "s" if iv.n != 1 else "", "; about %d would give one" % need if need else "")
 
 
 def found_text(found, rate, cwd):
@@ -557,6 +689,16 @@ def found_text(found, rate, cwd):
     return "; ".join(parts)
 
 
+def duration(seconds):
+    """'45 s', '4 min 12 s', '1 h 3 min'."""
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return "%d s" % seconds
+    if seconds < 3600:
+        return "%d min %d s" % (seconds // 60, seconds % 60)
+    return "%d h %d min" % (seconds // 3600, seconds % 3600 // 60)
+
+
 def left_alone(found):
     """What tune -- does not change in the script, when that matters: several contexts, a dist kvstore."""
     ctxs = (found.get("contexts") or "").split(",")
@@ -575,7 +717,11 @@ def left_alone(found):
 def recipe_lines(advice):
     """The recipe as the terminal shows it."""
     lines = []
-    changes = [r for r in advice if r.metrics["lever"] not in ("wait", "together", "none")]
+    for r in advice:
+        if r.metrics["lever"] == "run":
+            lines.append("recipe (tune took %s: %d runs of the script, the probe included)" % (
+                duration(r.metrics["wall_s"]), r.metrics["runs"]))
+    changes = [r for r in advice if r.metrics["lever"] not in ("wait", "together", "none", "run")]
     waits = [r for r in advice if r.metrics["lever"] == "wait"]
     together = [r for r in advice if r.metrics["lever"] == "together"]
     if changes:
@@ -583,9 +729,7 @@ def recipe_lines(advice):
         for i, r in enumerate(changes, 1):
             m = r.metrics
             lines.append("%d. %s: %s" % (i, m["where"] or "?", m["change"]))
-            lines.append("   %.2fx faster (%.3g%% CI %.2f-%.2f, %d rounds)" % (
-                m["ratio"], 100 * (m.get("ratio_level") or 0.95), m["ratio_ci_low"], m["ratio_ci_high"],
-                m["rounds"]))
+            lines.append("   faster: %s" % interval_text(m))
     for r in together:
         m = r.metrics
         lines.append("together, confirmed in one interleaved run: %s" % m.get("verdict_text"))

@@ -18,12 +18,9 @@ import importlib.util
 import json
 import os
 import shlex
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -32,6 +29,9 @@ from ..measure import machine, stats
 from ..runtime.threads import TAKEN_VARIABLE, TEMP_COPY_FOR_CONTEXTS, idle_warnings, physical_cores, recommended_threads
 from ..runtime.precision import has_bf16, why_no_bf16
 from ..records import Result
+from ..tuning import schedule
+from ..tuning.rounds import Rounds, as_rounds
+from ..tuning.schedule import Sweeps, summarize, winner  # noqa: F401 (the names tune and the benchmarks use)
 from ..training.model_spec import spec_flags
 
 # the folder that holds the gluonperf package: runs start there, with it on PYTHONPATH
@@ -150,224 +150,38 @@ def measure_candidate(runner, candidate, steps, timeout=900):
             return None, "no throughput figure in the output of %s" % runner.module
 
 
-class Sweeps:
-    """What a command's sweeps have measured so far, so that a stopped command keeps it.
-
-    `sweep` and `paired_sweep`, given one, register the sweep under way and, when it
-    ends, pass its Results through `tidy` (the caller's own additions, e.g. the batch
-    size) into `done`. `results()` is `done` plus the sweep under way summarized from
-    the runs it has finished, each of those Results marked `partial`."""
-
-    def __init__(self, tidy=None):
-        self.done, self.tidy = [], tidy
-        self._running = None
-        self._lock = threading.Lock()
-
-    def start(self, *summary_args):
-        with self._lock:
-            self._running = (summary_args, self.tidy)
-
-    def finish(self, results):
-        with self._lock:
-            tidy = self._running[1] if self._running else self.tidy
-            self._running = None
-            if tidy:
-                tidy(results)
-            self.done.extend(results)
-        return results
-
-    def results(self):
-        with self._lock:
-            out, running = list(self.done), self._running
-        if running is not None:
-            args, tidy = running
-            part = [r for r in summarize(*args) if r.metrics["rounds"]]
-            for r in part:
-                r.metrics["partial"] = True
-            if tidy:
-                tidy(part)
-            out.extend(part)
-        return out
-
-
 def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=900, log=None, sweeps=None,
-          threshold=stats.THRESHOLD):
+          threshold=stats.THRESHOLD, left=None):
     """Measure candidates, each run in a fresh process, interleaved with the baseline.
 
-    The first candidate is the baseline; every other candidate's run is sandwiched
-    between two baseline runs (B c1 B c2 B ... per round, order rotating) and its
-    ratio is its images/s over the mean of the two baseline figures around it, so a
-    change of machine load during the sweep hits both sides of each ratio alike.
-    `rounds`: a number, or a `Rounds` (e.g. `Rounds()`: as many as the intervals need).
-    `log(message)`, if given, hears of every run as it ends; `sweeps` (a `Sweeps`)
-    keeps what has finished for a command that is stopped.
-    Returns one Result per candidate, best first (see `summarize`)."""
+    The first candidate is the baseline; each round runs it and every other candidate
+    still in once, in an order that rotates from round to round, and a candidate's ratio
+    is its images/s over the baseline's in the same round (gluonperf.tuning.schedule). `rounds`: a number, or a `Rounds` (`Rounds()`: each
+    candidate until its verdict is settled). `log(message)`, if given, hears of every run as
+    it ends, `progress()` too, `left(runs)` of the most runs still to come after each round;
+    `sweeps` (a `Sweeps`) keeps what has finished for a command that is stopped.
+    Returns one Result per candidate, best first (see `schedule.summarize`)."""
     def measure(c):
         r = c.runner or runner
         if hasattr(r, "measure"):  # a runner that runs candidates its own way (tune --'s ScriptRunner)
             return r.measure(c, steps, timeout)
         return measure_candidate(r, c, steps, timeout)
-    t = _tables(candidates, runner, steps, lever, sweeps, threshold)
-    _sandwich(candidates, measure, rounds, lever, progress, log, t.figures, t.ratios, t.errors, t.loads)
-    results = summarize(*t.args)
+    table = _table(candidates, runner, steps, rounds, lever, sweeps, threshold)
+    schedule.interleave(table, measure, progress, left, log, guard.stopping)
+    results = schedule.summarize(table)
     return sweeps.finish(results) if sweeps else results
 
 
-@dataclass
-class _Tables:
-    figures: dict
-    ratios: dict
-    errors: dict
-    loads: list
-    args: tuple  # summarize's arguments, which hold the tables above
-
-
-def _tables(candidates, runner, steps, lever, sweeps, threshold=stats.THRESHOLD):
-    """Empty tables for `_sandwich` ({name: [images/s]}, {name: [ratio]}, {name: error}, [load per
-    round]), with the machine's state before they fill, registered with `sweeps`."""
-    names = [c.name for c in candidates]
-    if len(set(names)) != len(names):
-        raise ValueError("candidate names must differ: %s" % names)
-    figures = {c.name: [] for c in candidates}
-    ratios = {c.name: [] for c in candidates}
-    errors, loads = {}, []
-    args = (candidates, figures, errors, runner, steps, lever, ratios, threshold, loads, machine.before(0.2))
+def _table(candidates, runner, steps, rounds, lever, sweeps, threshold):
+    """The schedule's table of one sweep, registered with `sweeps`: each record also says its
+    batch size, settings and the command line that reproduces it."""
+    def describe(c):
+        return {"batch_size": int(c.flag("batch_size", 0)) or None, "env_vars": dict(c.env), "flags": dict(c.flags),
+                "command": (c.runner or runner).command_line(c, steps)}
+    table = schedule.Table(list(candidates), rounds, lever, threshold, describe)
     if sweeps:
-        sweeps.start(*args)
-    return _Tables(figures, ratios, errors, loads, args)
-
-
-class Rounds:
-    """How many sandwich rounds to run: a fixed number, or (`auto`) rounds until every
-    candidate's interval is tight enough (its half-width, as a ratio, at most `precision`) once
-    `minimum` rounds are in, or until `budget` seconds or `maximum` rounds are spent. The
-    rule looks at the intervals' width only, never at whether a result looks significant, so
-    stopping does not bias the verdicts."""
-
-    def __init__(self, fixed=None, minimum=5, maximum=30, budget=600.0, precision=0.05):
-        if fixed is not None and fixed < 1:
-            raise ValueError("rounds must be at least 1, got %r" % fixed)
-        self.fixed, self.minimum, self.maximum = fixed, minimum, maximum
-        self.budget, self.precision = budget, precision
-
-    @property
-    def planned(self):
-        """Rounds to plan for (a progress bar's total): the fixed number, or the minimum."""
-        return self.fixed if self.fixed is not None else self.minimum
-
-    def more(self, done, ratios, elapsed):
-        """Run another round after `done` rounds, given {name: [ratio per round]} and the seconds spent?"""
-        if self.fixed is not None:
-            return done < self.fixed
-        if done < self.minimum:
-            return True
-        if done >= self.maximum or elapsed >= self.budget:
-            return False
-        for values in ratios.values():
-            values = [v for v in values if v is not None]
-            if len(values) >= 2 and len(set(values)) > 1:
-                i = stats.ratio_interval(values)
-                if max(i.high / i.estimate, i.estimate / i.low) - 1 > self.precision:
-                    return True
-        return False
-
-
-def _as_rounds(rounds):
-    return rounds if isinstance(rounds, Rounds) else Rounds(fixed=rounds)
-
-
-def _sandwich(candidates, measure, rounds, lever, progress, log, figures, ratios, errors, loads=None):
-    """Run B c1 B c2 B ... round after round (`rounds`: a number or a `Rounds`), filling `figures`
-    ({name: [images/s]}), `ratios` ({name: [ratio per round, None where a run failed]}),
-    `errors` ({name: error}) and `loads` (a list: per round, the machine's load from
-    `machine.Watch`)."""
-    base, others = candidates[0], candidates[1:]
-    rounds = _as_rounds(rounds)
-    watch, start = machine.Watch(), time.monotonic()
-
-    def one(c, r):
-        ran = c.name not in errors
-        value, error = measure(c) if ran else (None, errors[c.name])
-        figures[c.name].append(value)
-        if error:
-            errors[c.name] = error
-        if log and ran and not guard.stopping():  # recorded first: what log's listener reads includes it
-            log("%s round %d: %s: %s" % (lever, r + 1, c.name, error or "%.2f images/s" % value))
-        if progress:
-            progress()
-        return value
-    r = 0
-    while rounds.more(r, {k: v for k, v in ratios.items() if k != base.name}, time.monotonic() - start):
-        before = one(base, r)
-        order = others[r % len(others):] + others[:r % len(others)] if others else []
-        for c in order:
-            value = one(c, r)
-            after = one(base, r)
-            ratios[c.name].append(value / ((before + after) / 2) if value and before and after else None)
-            before = after
-        ratios[base.name].append(1.0 if before else None)
-        if loads is not None:
-            loads.append(watch.round())
-        r += 1
-
-
-def summarize(candidates, figures, errors, runner, steps, lever, paired_ratios=None, threshold=stats.THRESHOLD,
-              loads=None, start=None):
-    """Results from {name: [images/s per round]}: median and range of images/s; the ratio to
-    the first candidate (the baseline), per round (`round_ratios`: the given {name: [ratios]},
-    or figures over the baseline's), as a geometric mean with its 95% interval; and a verdict.
-    Verdicts against the baseline are made at a level corrected for the number of candidates
-    tried (Bonferroni: 1 - 0.05/k), so that trying k candidates does not make one of them win
-    by chance; on an unstable machine (`machine.judge` of `loads`, `start` and the baseline's
-    figures) at 1 - 0.01/k. Candidates are ranked by the interval's lower end."""
-    base = figures[candidates[0].name]
-    warnings = machine.judge(loads or (), start, base)
-    drift = machine.drift(base)  # the lever's, the same in every candidate's record
-    tried = max(1, len(candidates) - 1)
-    level = 1 - (1 - stats.level_for(not warnings)) / tried
-    out = []
-    for c in candidates:
-        vals = figures[c.name]
-        ok = [v for v in vals if v]
-        if paired_ratios is not None:
-            per_round = list(paired_ratios[c.name])
-        else:
-            per_round = [v / b if v and b else None for v, b in zip(vals, base)]
-        ratios = [r for r in per_round if r is not None]
-        metrics = {"lever": lever, "batch_size": int(c.flag("batch_size", 0)) or None,
-                   "images_per_s": statistics.median(ok) if ok else None,
-                   "min_per_s": min(ok) if ok else None, "max_per_s": max(ok) if ok else None,
-                   "ratio": None, "rounds": len(ok), "round_ratios": per_round,
-                   "env_vars": dict(c.env), "flags": dict(c.flags),
-                   "command": (c.runner or runner).command_line(c, steps)}
-        if c is candidates[0]:
-            metrics.update(ratio=1.0 if ratios else None, verdict="baseline")
-        elif ratios:
-            interval = stats.ratio_interval(ratios, level)
-            metrics.update(interval.fields("ratio"))
-            metrics.update(stats.verdict(interval, threshold).fields())
-        if loads is not None:
-            metrics["round_load"] = [l["others_busy_cores"] for l in loads]
-            metrics["round_steal"] = [l["steal_share"] for l in loads]
-        if drift is not None:
-            metrics["baseline_drift"] = drift
-        if warnings:
-            metrics["machine_warnings"] = warnings
-        if c.name in errors:
-            metrics["error"] = errors[c.name]
-        out.append(Result("tune", c.name, metrics))
-    out.sort(key=lambda r: -(r.metrics.get("ratio_ci_low") or (1.0 if r.metrics.get("verdict") == "baseline"
-                                                                 else 0.0)))
-    for rank, r in enumerate(out, 1):
-        r.metrics["rank"] = rank
-    return out
-
-
-def winner(results):
-    """The candidate to keep from one lever's `summarize` results: of those judged faster than
-    the baseline, the one whose interval's lower end is highest; None when none is."""
-    faster = [r for r in results if r.metrics.get("verdict") == "faster" and not r.metrics.get("error")]
-    return max(faster, key=lambda r: r.metrics["ratio_ci_low"]) if faster else None
+        sweeps.start(table)
+    return table
 
 
 class Worker:
@@ -435,8 +249,8 @@ def spins_when_idle(candidate):
 
 
 def paired_sweep(candidates, runner, steps, rounds=5, lever="", progress=None, timeout=900, log=None,
-                 sweeps=None, threshold=stats.THRESHOLD):
-    """Like `sweep` (same sandwich B c1 B c2 B ...), but each candidate is ONE warmed-up
+                 sweeps=None, threshold=stats.THRESHOLD, left=None):
+    """Like `sweep` (the same rounds), but each candidate is ONE warmed-up
     process (started once, with its own environment) that runs `steps` steps when asked
     while the others wait idle: rounds are short, and start-up and warm-up are paid
     once and never timed. ValueError for a candidate that `spins_when_idle`: it would
@@ -445,17 +259,16 @@ def paired_sweep(candidates, runner, steps, rounds=5, lever="", progress=None, t
     if spinning:
         raise ValueError("%r cannot wait warm beside the other candidates: its idle OpenMP threads spin for ever "
                          "and take the cores from them; leave it out, or measure it with sweep" % spinning[0])
-    t = _tables(candidates, runner, steps, lever, sweeps, threshold)
+    table = _table(candidates, runner, steps, rounds, lever, sweeps, threshold)
     workers = {}
     try:
         for c in candidates:  # one at a time, so warm-ups do not compete
             workers[c.name] = Worker(c.runner or runner, c, timeout)
-        _sandwich(candidates, lambda c: workers[c.name].run(steps), rounds, lever, progress, log,
-                  t.figures, t.ratios, t.errors, t.loads)
+        schedule.interleave(table, lambda c: workers[c.name].run(steps), progress, left, log, guard.stopping)
     finally:
         for w in workers.values():
             w.close()
-    results = summarize(*t.args)
+    results = schedule.summarize(table)
     return sweeps.finish(results) if sweeps else results
 
 
@@ -668,11 +481,12 @@ def levers_to_try(contexts, batch_sizes, kvstores, only=None, runner=None, optim
 
 
 def count_runs(model, contexts, batch_sizes, rounds, kvstores, only=None, runner=None, optimizer=None):
-    """How many subprocess runs `tune` will make (for the progress bar)."""
+    """The most subprocess runs `tune` can make (for the progress bar: the sequential plan's
+    candidates leave as their verdicts settle, and the bar's total shrinks with them)."""
     counts = _candidate_counts(contexts, batch_sizes, kvstores, only, runner, optimizer)
-    planned = _as_rounds(rounds).planned if rounds is not None else Rounds().planned
-    # the baseline also runs between candidates: B c1 B c2 B (and B w B for the confirmation)
-    return (sum((2 * n - 1) * planned for n in counts.values()) + 3 * planned) * len(batch_sizes)
+    planned = as_rounds(rounds).planned if rounds is not None else Rounds().planned
+    # each round runs the baseline and every candidate once (and the confirmation: the defaults and the winner)
+    return (sum(n * planned for n in counts.values()) + 2 * planned) * len(batch_sizes)
 
 
 # every lever `levers` can make, in its order (the names tune --levers takes)

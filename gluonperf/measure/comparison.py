@@ -16,7 +16,7 @@ from ..records import Result, SchemaError, format_value, read_jsonl
 
 # Fields that identify what a record measured (not how fast it went).
 ID_FIELDS = ("model", "task", "batch_size", "ctx", "contexts", "hybridize", "kvstore",
-             "dataset", "workers", "devices", "mode", "variant", "size", "candidate")
+             "dataset", "workers", "devices", "mode", "variant", "size", "candidate", "scenario")
 
 # Metrics tried in this order when --metric is not given; then any other rate, then any time.
 PREFERRED = ("train_images_per_s", "images_per_s", "samples_per_s", "median_s", "step_s", "epoch_s")
@@ -73,10 +73,15 @@ def positive(value):
 
 def pick_metric(old, new, metric=None):
     """The metric to compare two matched records on, or None when they share none that both
-    hold as a positive number (`positive`)."""
+    hold as a positive number (`positive`): `metric` when given, else the one the records name
+    as theirs (`primary_metric`: an inference record's p90_s in single-stream), else the first
+    of PREFERRED."""
     both = [k for k in old.metrics if k in new.metrics and positive(old.metrics[k]) and positive(new.metrics[k])]
     if metric is not None:
         return metric if metric in both else None
+    own = new.metrics.get("primary_metric")
+    if own in both and own == old.metrics.get("primary_metric"):
+        return own
     for m in PREFERRED:
         if m in both:
             return m
@@ -115,8 +120,11 @@ def _values(records, m):
 def per_repeat(record, m):
     """Metric `m` of each repeat of one run: its raw times (`samples_s`) for a time per call;
     for a rate of a batch per call (`samples_per_s` = batch_size / median_s), the batch over
-    each repeat's time; None otherwise."""
+    each repeat's time; an inference record's figure in each of its rounds (`round_values`, of
+    its `primary_metric`); None otherwise."""
     x = record.metrics
+    if m == x.get("primary_metric") and isinstance(x.get("round_values"), list):
+        return [float(v) for v in x["round_values"] if positive(v)] or None
     times = x.get("samples_s")
     if not isinstance(times, list):
         return None
@@ -145,6 +153,8 @@ def call_seconds(records, m):
             found.append(float(x["median_s"]))
         elif _number(x.get("step_s")):
             found.append(float(x["step_s"]))
+        elif m.endswith("_s") and m == x.get("primary_metric") and positive(x.get(m)):  # infer's latency percentile
+            found.append(float(x[m]))
         elif m.endswith("_per_s") and positive(x.get(m)) and _number(x.get("batch_size")):
             found.append(float(x["batch_size"]) / float(x[m]))
     return statistics.median(found) if found else None

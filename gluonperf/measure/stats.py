@@ -1,8 +1,8 @@
 """Intervals and verdicts: is a change real, or noise?
 
 The unit of evidence is what gluonperf measures well: a ratio per round, where each round
-sets a variant against a baseline measured next to it (interleaved repeats, or a sandwich
-B c B whose two baselines are averaged). Per-round ratios cancel the machine's slow drift;
+sets a variant against a baseline measured next to it (interleaved repeats, or tune's rounds
+of fresh processes in rotating order). Per-round ratios cancel the machine's slow drift;
 their spread is the noise that is left.
 
 - `ratio_interval`: a Student t interval on the mean of the log ratios, turned back into a
@@ -23,6 +23,8 @@ inside the function that needs it, so that a command's start-up does not pay for
 import math
 from dataclasses import dataclass
 from typing import Optional
+
+from ..records import READABLE_SPAN
 
 LEVEL = 0.95
 UNSTABLE_LEVEL = 0.99       # an unstable machine gets wider intervals (see `level_for`)
@@ -138,6 +140,34 @@ def ratio_interval(ratios, level=LEVEL):
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1))
     half = t_quantile(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
     return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, level, "t", sd)
+
+
+READABLE = READABLE_SPAN  # an interval wider than this factor tells a reader nothing (records.READABLE_SPAN)
+
+
+def readable(interval):
+    """Whether an interval is worth printing: finite ends within a factor READABLE of each other (a
+    t interval of 2 rounds at a Bonferroni-corrected level can span 1e-12 to 1e11)."""
+    low, high = interval.low, interval.high
+    return low > 0 and math.isfinite(high) and high / low <= READABLE
+
+
+def rounds_for_readable(ratios, level=LEVEL):
+    """About how many rounds in all would give a `readable` interval at `level`, with the spread of
+    these per-round `ratios` (None entries left out); None with fewer than 2 or no spread."""
+    logs = _logs(ratios)
+    if len(logs) < 2:
+        return None
+    mean = math.fsum(logs) / len(logs)
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+    if sd == 0:
+        return None
+    n = len(logs)
+    while n <= MAX_ROUNDS:
+        if 2 * t_quantile(0.5 + level / 2, n - 1) * sd / math.sqrt(n) <= math.log(READABLE):
+            return n
+        n += 1
+    return None
 
 
 def median_interval(ratios, level=LEVEL):

@@ -494,7 +494,7 @@ def _epoch_seed(seed, epoch):
 
 # --- the training loop -----------------------------------------------------------
 
-def fit(config, contexts, progress=None, log=None, epoch_done=None, memory=None):
+def fit(config, contexts, progress=None, log=None, epoch_done=None, trained=None, memory=None):
     """Train `config.model` on `contexts` for `config.epochs` epochs.
 
     Returns one Result per epoch (bench='train', name='epoch N') with loss, train
@@ -502,7 +502,8 @@ def fit(config, contexts, progress=None, log=None, epoch_done=None, memory=None)
     evaluation excluded). `progress(epoch, batch, batches, loss)` is called after
     every training batch, `log(message)` every `log_interval` batches and after
     each epoch, `epoch_done(results)` with the Results so far after each epoch (and its
-    checkpoint): what a command that is stopped still has. Raises `Diverged` (a
+    checkpoint): what a command that is stopped still has; `trained(net)` with the model
+    once training has ended (on worker 0 only: train --export). Raises `Diverged` (a
     UserError) when the loss becomes NaN or infinite, leaving the last good checkpoint
     in place. `memory`: a measure.memory.StepMemory, sampled at every training step (its
     `warmup`: the steps of the first epoch this run trains), for the growth verdict.
@@ -524,14 +525,14 @@ def fit(config, contexts, progress=None, log=None, epoch_done=None, memory=None)
              if save_dir and rank == 0 else None)
     try:
         return _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_dir, saver,
-                    progress, log, epoch_done, memory)
+                    progress, log, epoch_done, trained, memory)
     finally:
         if saver:
             saver.close()
 
 
 def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_dir, saver, progress, log,
-         epoch_done=None, memory=None):
+         epoch_done=None, trained=None, memory=None):
     train_set, test_set = load_for(config)
     train_data = loader(train_set, config.batch_size, shuffle=True, workers=config.workers,
                         num_parts=num_workers, part_index=rank, last_batch="discard", seed=config.seed)
@@ -632,6 +633,8 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
             epoch_done(list(history))
         if reached:
             break
+    if trained and rank == 0:
+        trained(net)
     return history
 
 

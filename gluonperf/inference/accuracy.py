@@ -1,0 +1,127 @@
+"""What a precision rung costs in accuracy, against the reference rung (fp32 static).
+
+`outputs_agree`: the largest absolute difference of the outputs and how often the top-1 class
+is the same. `paired_accuracy`: each one's accuracy on the same held-out samples, and the change
+with a confidence interval for the difference of two *paired* proportions: the two models
+answer the same samples, so the change is (b - c) / n, b the samples only the rung gets right
+and c those only the reference gets right, and the interval is Newcombe's hybrid score
+interval for paired data (Newcombe, R. G. (1998), "Improved confidence intervals for the
+difference between binomial proportions based on paired data", Statistics in Medicine 17,
+2635-2650: method 10), as Fagerland, Lydersen and Laake recommend it ("Recommended tests and
+confidence intervals for paired binomial proportions", Statistics in Medicine 33 (2014),
+2850-2875). It combines the Wilson score interval of each accuracy (SciPy's
+`binomtest(...).proportion_ci(method="wilson")`) with their correlation (the phi coefficient
+of the 2x2 table, continuity-corrected as Newcombe does), so it stays within [-1, 1], is not
+degenerate when the two models disagree on no sample (an interval around 0 rather than the
+single point a Wald interval gives), and is narrower than an unpaired interval when the two
+agree on most samples, as a rung of the same model does. An unpaired interval would ignore
+that the same samples went through both and be far too wide.
+"""
+import math
+
+import numpy as np
+
+METHOD = "Newcombe (1998) hybrid score interval for paired proportions"
+
+
+def _top1(outputs):
+    outputs = np.asarray(outputs)
+    return outputs.argmax(axis=1) if outputs.ndim == 2 else outputs.astype(np.int64)
+
+
+def outputs_agree(reference, outputs):
+    """{'max_abs_diff', 'top1_agreement', 'agreement_n'} of two (n, classes) numpy arrays."""
+    reference, outputs = np.asarray(reference, dtype=np.float64), np.asarray(outputs, dtype=np.float64)
+    if reference.shape != outputs.shape or reference.ndim != 2 or not len(reference):
+        raise ValueError("outputs of shape %s against the reference's %s: give two (n, classes) arrays of one "
+                         "shape" % (outputs.shape, reference.shape))
+    return {"max_abs_diff": float(np.abs(outputs - reference).max()),
+            "top1_agreement": float((outputs.argmax(axis=1) == reference.argmax(axis=1)).mean()),
+            "agreement_n": int(len(reference))}
+
+
+def wilson(successes, n, level=0.95):
+    """The Wilson score interval (low, high) of a proportion, from SciPy."""
+    from scipy.stats import binomtest
+    ci = binomtest(int(successes), int(n)).proportion_ci(confidence_level=level, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def newcombe_paired(both, only_first, only_second, neither, level=0.95):
+    """(difference, low, high) of p1 - p2 for paired binary outcomes: `both` samples right for
+    both, `only_first` right for the first only, `only_second` for the second only, `neither`
+    for neither. Newcombe's method 10 (the module docstring)."""
+    a, b, c, d = (int(v) for v in (both, only_first, only_second, neither))
+    n = a + b + c + d
+    if n == 0:
+        raise ValueError("no samples: the interval needs at least one")
+    p1, p2 = (a + b) / n, (a + c) / n
+    l1, u1 = wilson(a + b, n, level)
+    l2, u2 = wilson(a + c, n, level)
+    margins = (a + b) * (c + d) * (a + c) * (b + d)
+    phi = 0.0
+    if margins:
+        cross = a * d - b * c
+        # continuity-corrected phi: a positive correlation is shrunk by n/2, a negative one kept
+        phi = (cross - n / 2) / math.sqrt(margins) if cross > n / 2 else min(cross, 0) / math.sqrt(margins)
+    low = (p1 - p2) - math.sqrt(max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2))
+    high = (p1 - p2) + math.sqrt(max(0.0, (p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2))
+    return p1 - p2, low, high
+
+
+def paired_accuracy(labels, reference_pred, pred, level=0.95):
+    """Accuracy of both on the same held-out samples and the change with its paired interval
+    (Newcombe's, the module docstring says why). Predictions are class indices (n,) or outputs
+    (n, classes), whose top-1 is taken. Returns
+
+        {'accuracy', 'accuracy_ref', 'accuracy_change', 'accuracy_change_ci_low',
+         'accuracy_change_ci_high', 'accuracy_n', 'accuracy_level', 'accuracy_method'}
+    """
+    labels = np.asarray(labels).astype(np.int64).ravel()
+    ref, new = _top1(reference_pred), _top1(pred)
+    if not len(labels) or ref.shape != labels.shape or new.shape != labels.shape:
+        raise ValueError("%d labels, %d reference and %d rung predictions: give one of each per sample"
+                         % (len(labels), len(ref), len(new)))
+    right, ref_right = new == labels, ref == labels
+    change, low, high = newcombe_paired((right & ref_right).sum(), (right & ~ref_right).sum(),
+                                        (~right & ref_right).sum(), (~right & ~ref_right).sum(), level)
+    return {"accuracy": float(right.mean()), "accuracy_ref": float(ref_right.mean()),
+            "accuracy_change": float(change), "accuracy_change_ci_low": float(low),
+            "accuracy_change_ci_high": float(high), "accuracy_n": int(len(labels)),
+            "accuracy_level": level, "accuracy_method": METHOD}
+
+
+def outputs_of(forward, data, ctx, batch_size=64):
+    """The outputs (n, ...) float32 numpy of `forward` over `data` in batches of `batch_size`; the
+    last batch padded to full size (with its first sample) and cut, so that a static-shape graph
+    sees one shape."""
+    import mxnet as mx
+    out = []
+    for start in range(0, len(data), batch_size):
+        batch = data[start:start + batch_size]
+        n = len(batch)
+        if n < batch_size and len(data) > batch_size:
+            batch = np.concatenate([batch, np.repeat(batch[:1], batch_size - n, axis=0)])
+        result = forward(mx.nd.array(batch, ctx=ctx, dtype=batch.dtype))
+        out.append(result.astype("float32").asnumpy()[:n])
+    return np.concatenate(out)
+
+
+def evaluate(rung, ctx, held_out, reference_outputs=None, batch_size=64):
+    """The rung's outputs on the held-out samples and the fields above against the reference
+    (fp32 static) outputs; accuracy fields only when `held_out.labels` is not None.
+
+    Returns {'outputs': (n, classes) numpy, 'evaluated_n': n} plus, with `reference_outputs`,
+    `outputs_agree`'s fields and, with labels, `paired_accuracy`'s; with labels and no
+    reference, 'accuracy' alone. The caller drops 'outputs' before it writes a record."""
+    from . import ladder
+    outputs = outputs_of(ladder.load(rung, ctx), held_out.data, ctx, batch_size)
+    fields = {"outputs": outputs, "evaluated_n": int(len(outputs))}
+    if reference_outputs is not None:
+        fields.update(outputs_agree(reference_outputs, outputs))
+    if held_out.labels is not None:
+        if reference_outputs is not None:
+            fields.update(paired_accuracy(held_out.labels, reference_outputs, outputs))
+        else:
+            fields["accuracy"] = float((_top1(outputs) == np.asarray(held_out.labels).ravel()).mean())
+    return fields

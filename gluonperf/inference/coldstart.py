@@ -1,0 +1,107 @@
+"""Cold start: from a process's start to its first answer, in parts, as a scale-out event or a
+new batch size pays it.
+
+`measure` starts a fresh Python process (`python -m gluonperf.inference.coldstart`, this
+module's `__main__` block, through `gluonperf.runtime.guard`: its own process group, killed
+whole on a timeout or when the command stops) that loads one precision rung and answers.
+Its parts, each timed to a sync point (`wait_to_read`):
+
+- `import_s`: from the parent's launch (the wall clock, which both processes share) until the
+  child has imported Python, gluonperf, MXNet and the ladder;
+- `load_s`: `ladder.load`: building the Block or importing the graph, reading the parameters;
+- `first_call_s`: the first forward at the first batch size, in which MXNet builds the graph's
+  executor and oneDNN creates its primitives (and, for a static graph, its memory plan);
+- `new_shape_call_s`: the first forward at the second batch size: a new input shape builds them
+  again;
+- `steady_call_s`: the median of `STEADY_CALLS` later forwards at that size: what a warm
+  process pays;
+- `total_s`: process start to first answer: import_s + load_s + first_call_s.
+
+The inputs are made before each timed call, outside it.
+"""
+import json
+import statistics
+import sys
+import time
+
+STEADY_CALLS = 10
+PARTS = ("import_s", "load_s", "first_call_s", "new_shape_call_s", "steady_call_s", "total_s")
+MODULE = "gluonperf.inference.coldstart"
+
+
+def measure(rung, ctx, batch_sizes=(1, 64), timeout=300):
+    """A fresh process, start to first answer, in parts: 'import_s', 'load_s', 'first_call_s'
+    (graph and oneDNN primitives built), 'new_shape_call_s' (first call at the second batch size),
+    'steady_call_s' (median of later calls at that size), 'total_s'.
+
+    Also 'batch_sizes' and 'steady_calls'. ValueError for a rung that could not be built or
+    batch sizes that are not two positive ones; RuntimeError when the process fails or gives no
+    answer within `timeout` seconds (it is killed, with anything it started)."""
+    import subprocess
+    from ..runtime import guard
+    if rung.error:
+        raise ValueError("%s: %s" % (rung.name, rung.error))
+    sizes = [int(n) for n in batch_sizes]
+    if len(sizes) != 2 or min(sizes) < 1:
+        raise ValueError("batch_sizes %s: give two positive batch sizes, the first call's and the new shape's"
+                         % (tuple(batch_sizes),))
+    argument = json.dumps({"rung": rung.to_text(), "device_type": ctx.device_type, "device_id": ctx.device_id,
+                           "batch_sizes": sizes, "launched": time.time()})
+    try:
+        proc = guard.run_worker(MODULE, argument, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError("cold start of the %s rung gave no answer in %g s; it was stopped" % (rung.name, timeout))
+    if proc.returncode != 0:
+        why = ("killed by signal %d (out of memory?)" % -proc.returncode if proc.returncode < 0 else
+               guard.last_line(proc.stderr, "exit %d" % proc.returncode))
+        raise RuntimeError("cold start of the %s rung failed: %s" % (rung.name, why))
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _timed_call(forward, x):
+    start = time.perf_counter()
+    forward(x).wait_to_read()
+    return time.perf_counter() - start
+
+
+def _child(argument):
+    """The fresh process: import, load, answer; one JSON line of the parts on stdout."""
+    params = json.loads(argument)
+    import mxnet as mx
+    import numpy as np
+    from .ladder import Rung, load, input_dtype
+    imported = time.time()
+    rung = Rung.from_text(params["rung"])
+    ctx = mx.Context(params["device_type"], params["device_id"])
+    first, second = params["batch_sizes"]
+    rng = np.random.RandomState(0)
+
+    def batch(n):
+        x = mx.nd.array(rng.uniform(size=(n,) + tuple(rung.input_shape)), ctx=ctx,
+                        dtype=input_dtype(rung.spec) if rung.kind == "spec" else "float32")
+        x.wait_to_read()
+        return x
+    start = time.perf_counter()
+    forward = load(rung, ctx)
+    mx.nd.waitall()
+    parts = {"import_s": imported - params["launched"], "load_s": time.perf_counter() - start}
+    parts["first_call_s"] = _timed_call(forward, batch(first))
+    parts["new_shape_call_s"] = _timed_call(forward, batch(second))
+    x = batch(second)
+    parts["steady_call_s"] = statistics.median(_timed_call(forward, x) for _ in range(STEADY_CALLS))
+    parts["total_s"] = parts["import_s"] + parts["load_s"] + parts["first_call_s"]
+    parts.update(batch_sizes=[first, second], steady_calls=STEADY_CALLS)
+    sys.stdout.write(json.dumps(parts) + "\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or not sys.argv[1].startswith("{"):
+        print("python -m %s: error: this module is the cold-start worker of python -m gluonperf.infer; run that "
+              "(see its --help)" % MODULE, file=sys.stderr)
+        sys.exit(2)
+    try:
+        _child(sys.argv[1])
+    except Exception as e:  # one line for the parent, which reports it
+        from gluonperf import error_line
+        print("%s: %s" % (type(e).__name__, error_line(e)), file=sys.stderr)
+        sys.exit(1)

@@ -1,0 +1,387 @@
+"""The precision ladder: one model in the forms it can be deployed in, each built once.
+
+- `fp32`: the Block as written, run imperatively (not hybridized): what a user's script does.
+- `static`: hybridized with static_alloc and static_shape, exported; the reference rung.
+- `fused`: the static graph partitioned by oneDNN's backend (`optimize_for(x, backend='MKLDNN')`:
+  convolution, batch norm, activation and sums folded into `_sg_mkldnn_*` operators), exported.
+- `bf16`: MXNet's AMP (`mxnet.contrib.amp.convert_hybrid_block`, target bfloat16: convolutions and
+  dense layers in bfloat16, the rest and the weights float32), exported with its casts; only
+  where the CPU has AVX512-BF16 or AMX (`gluonperf.runtime.precision`), as oneDNN 2.4 emulates
+  bfloat16 elsewhere, slower than float32.
+- `int8`: MXNet's post-training quantization (`mxnet.contrib.quantization.quantize_net_v2`),
+  calibrated on the calibration samples with MXNet's `naive` mode (each layer's output range is
+  the min and max it took over them), exported. Operators MXNet has no INT8 kernel for stay
+  float32 (the rung's note names them); a model with none it can quantize cannot have the rung.
+
+Every graph rung is built from the static rung's files, so an exported model
+(`--model PREFIX-symbol.json`, loaded with `SymbolBlock.imports`) has every rung but fp32 (it
+has no Python Block to run as written). A rung that cannot be built comes back with `error`,
+one line saying why; the others are built. Two traps of `quantize_net_v2` are avoided by
+feeding it an `mx.io.NDArrayIter` of the calibration samples under the graph's input name: it
+probes the network with every array a loader yields and drops one only on a TypeError, while
+a hybridized or imported block raises ValueError for a (data, label) batch; and it refuses a
+Gluon DataLoader of data alone ("Data must be list of NDArrays").
+
+`prepare` builds the asked rungs in the parent, once, and writes each graph to its workdir;
+`load` gives a process the forward of one rung from those files (`Rung` crosses processes as
+JSON text). The contract with `gluonperf.infer` is /work/INFER_INTERFACE.md's.
+"""
+import contextlib
+import io
+import json
+import os
+import time
+import warnings
+from dataclasses import asdict, dataclass, replace
+from typing import Optional
+
+import mxnet as mx
+import numpy as np
+
+from .. import error_line
+from . import exported
+
+RUNGS = ("fp32", "static", "fused", "bf16", "int8")   # the ladder, in this order; "static" is the reference
+REFERENCE = "static"
+CALIBRATION_MODE = "naive"     # quantize_net_v2's calib_mode: min/max of each layer's output over the samples
+CALIBRATION_BATCH = 32
+STATIC = {"static_alloc": True, "static_shape": True}
+DEFAULT_CLASSES = 10           # what gluonperf trains a model with on its named data sets
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """What to serve: a model spec (zoo name, file.py:factory, pkg.mod:factory) with optional
+    trained weights, or an exported model (symbol JSON + params)."""
+    spec: Optional[str] = None          # gluonperf's model spec text (training.model_spec.spec_text)
+    symbol: Optional[str] = None        # path of PREFIX-symbol.json
+    params: Optional[str] = None        # trained weights (.params), or the exported model's params
+    input_shape: tuple = ()             # one sample's shape (without the batch axis)
+    classes: Optional[int] = None       # output classes, when known
+
+
+def model_source(model, params=None, input_shape=None):
+    """From --model / --params / --input-shape: a `*-symbol.json` path is an exported model whose
+    params are found beside it as export() names them (PREFIX-0000.params; the highest epoch when
+    several) unless `params` is given; anything else is a model spec. ValueError with one line
+    saying what is wrong and what to do (a symbol without params, a missing file, an unknown name).
+
+    An exported model's input shape, when not given, is read from its files
+    (`gluonperf.inference.exported`); a spec's is the model's own (`models.input_shape`), or
+    1x28x28 when the trained weights fit that and not the model's default (gluonperf's MLP
+    trained on digits). `classes` is read from the weights when there are any, else 10."""
+    if params is not None and not os.path.isfile(params):
+        raise ValueError("--params %s: no such file" % params)
+    shape = tuple(input_shape) if input_shape else None
+    if exported.is_symbol_file(model):
+        if not os.path.isfile(model):
+            raise ValueError("--model %s: no such file; give the PREFIX-symbol.json that export() wrote" % model)
+        params = params or exported.params_beside(model)
+        shape, classes = exported.input_shape_of(model, params, given=shape)
+        return ModelSource(symbol=os.path.abspath(model), params=os.path.abspath(params), input_shape=shape,
+                           classes=classes)
+    from ..training.model_spec import absolute, parse_spec, spec_text
+    from ..training.models import input_shape as default_shape
+    spec = parse_spec(model)  # a file.py:factory made absolute: worker processes start elsewhere
+    text = spec_text(replace(spec, model=absolute(spec.model)))
+    if params is None:
+        _build_spec(text, DEFAULT_CLASSES)  # an unknown name fails here, in one line
+        return ModelSource(spec=text, input_shape=shape or tuple(default_shape(text)), classes=DEFAULT_CLASSES)
+    shape, classes = _fit_params(text, params, shape)
+    return ModelSource(spec=text, params=os.path.abspath(params), input_shape=shape, classes=classes)
+
+
+def _build_spec(text, classes, ctx=None):
+    from ..training.models import get_model
+    return get_model(text, classes, [ctx or mx.cpu()])
+
+
+def _shapes_built(text, classes, shape):
+    """{parameter name: shape} of the model built for `classes` and run once on `shape`, or
+    None when it does not take that input."""
+    from ..training.model_spec import parse_spec
+    net = _build_spec(text, classes)
+    net.initialize(mx.init.Zero())
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            net(mx.nd.zeros((1,) + tuple(shape), dtype=parse_spec(text).input_dtype))
+    except mx.base.MXNetError:
+        return None
+    return {name: tuple(p.shape) for name, p in net._collect_params_with_prefix().items()}
+
+
+def _fit_params(text, params, shape):
+    """(input shape, classes) for which model `text` holds exactly the parameters in `params`
+    (a file of save_parameters, as train --save writes); ValueError in one line if none."""
+    from ..training.models import input_shape as default_shape
+    saved = exported.saved_shapes(params)
+    shapes = [shape] if shape else list(dict.fromkeys([tuple(default_shape(text)), (1, 28, 28)]))
+    for candidate in shapes:
+        built = _shapes_built(text, DEFAULT_CLASSES, candidate)
+        if built is None:
+            continue
+        if set(built) != set(saved):
+            missing = sorted(set(built) ^ set(saved))
+            raise ValueError("--params %s does not hold --model %s's parameters (%s, ...); give the weights "
+                             "this model was trained to" % (params, text, ", ".join(missing[:3])))
+        # the output layer's first axis is the number of classes: read it from the weights
+        classes = {saved[k][0] for k, v in built.items()
+                   if saved[k] != v and v[0] == DEFAULT_CLASSES and saved[k][1:] == v[1:]}
+        classes = classes.pop() if len(classes) == 1 else DEFAULT_CLASSES
+        if classes != DEFAULT_CLASSES:
+            built = _shapes_built(text, classes, candidate)
+        if built == saved:
+            return candidate, classes
+    raise ValueError("--params %s does not fit --model %s with input %s; give the --input-shape it was "
+                     "trained with" % (params, text, " or ".join("x".join(map(str, s)) for s in shapes)))
+
+
+@dataclass(frozen=True)
+class Rung:
+    name: str                           # one of RUNGS
+    kind: str = "spec"                  # "spec": rebuilt from the spec in the process that runs it;
+                                        # "symbol": loaded from exported files
+    spec: Optional[str] = None
+    symbol: Optional[str] = None
+    params: Optional[str] = None
+    hybridize: str = "none"             # for kind "spec": "none" (fp32 as written) or "static"
+    input_shape: tuple = ()
+    build_s: Optional[float] = None     # seconds it took to build (calibration included)
+    error: Optional[str] = None         # one line: why it cannot be built here (the others still run)
+    note: Optional[str] = None
+    classes: Optional[int] = None       # the model's outputs (a kind "spec" rung rebuilds it with them)
+
+    def to_text(self):
+        """JSON text: a Rung crosses processes as text."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @staticmethod
+    def from_text(text):
+        fields = json.loads(text)
+        fields["input_shape"] = tuple(fields.get("input_shape") or ())
+        return Rung(**fields)
+
+
+def available(rungs=RUNGS):
+    """{rung: None, or why this CPU/build cannot have it}: bf16 needs AVX512-BF16 or AMX (and
+    oneDNN allowed AVX-512); fused, bf16 and int8 need MXNet built with oneDNN and not switched
+    off (MXNET_MKLDNN_ENABLED=0)."""
+    from ..runtime import precision
+    unknown = [r for r in rungs if r not in RUNGS]
+    if unknown:
+        raise ValueError("unknown precision %s; choose from %s" % (", ".join(unknown), ", ".join(RUNGS)))
+    onednn = None
+    if not mx.runtime.Features().is_enabled("MKLDNN"):
+        onednn = "this MXNet build has no oneDNN (MKLDNN), whose kernels it needs"
+    elif os.environ.get("MXNET_MKLDNN_ENABLED", "1") == "0":
+        onednn = "MXNET_MKLDNN_ENABLED=0 switches oneDNN off, whose kernels it needs"
+    out = {}
+    for rung in rungs:
+        why = None
+        if rung in ("fused", "bf16", "int8"):
+            why = onednn
+        if rung == "bf16" and why is None:
+            why = precision.why_no_bf16()
+            if why is None and not precision.has_bf16():
+                why = ("this CPU has neither AVX512-BF16 nor AMX: oneDNN would emulate bfloat16 on AVX-512, "
+                       "slower than float32")
+        out[rung] = why
+    return out
+
+
+def _timed(name, base, build):
+    """The Rung `build()` makes (fields over `base`), with its build time, or with `error`:
+    one line saying why it cannot be built."""
+    start = time.perf_counter()
+    try:
+        with warnings.catch_warnings():  # MXNet's, that it cannot tell an imported input's dtype (float32)
+            warnings.simplefilter("ignore", UserWarning)
+            fields = build()
+    except Exception as e:  # the model's and MXNet's: whatever a rung fails with is the answer
+        return replace(base, name=name, kind="symbol", error="%s: %s" % (type(e).__name__, error_line(e)))
+    return replace(base, name=name, build_s=time.perf_counter() - start, **fields)
+
+
+def prepare(source, rungs, ctx, workdir, calibration=None):
+    """In the parent, once: each asked rung built and, where it is a graph (static, fused, bf16,
+    int8), exported to `workdir` so that every worker process loads the same files; a rung that
+    cannot be built comes back with `error` set. `calibration`: a calibration.Samples (int8 needs
+    it; without, int8 is calibrated on random samples of the model's input, said in its note).
+    Returns [Rung], in RUNGS order."""
+    asked = [r for r in RUNGS if r in rungs]
+    why_not = available(rungs)
+    # the files do not depend on the context; quantize_net_v2 applies oneDNN's passes only when
+    # ctx == mx.cpu() and probes the network with arrays on the default context, so cpu(i) builds on cpu(0)
+    ctx = mx.cpu() if ctx.device_type == "cpu" else ctx
+    workdir = os.path.abspath(workdir)  # the files' paths travel to processes that start elsewhere
+    os.makedirs(workdir, exist_ok=True)
+    base = Rung(REFERENCE, spec=source.spec, input_shape=tuple(source.input_shape), classes=source.classes)
+    out = {}
+    if source.symbol:
+        static = replace(base, kind="symbol", symbol=source.symbol, params=source.params)
+        out["fp32"] = replace(base, name="fp32", error="an exported model has no Python Block to run as written; "
+                                                       "its static rung runs the same graph")
+        if "static" in asked:
+            out["static"] = _timed("static", static, lambda: {"note": "loaded with SymbolBlock.imports"})
+    else:
+        out["fp32"], static = _from_spec(source, base, ctx, workdir)
+        out["static"] = static
+    x = mx.nd.zeros((1,) + tuple(source.input_shape), ctx=ctx, dtype=input_dtype(source.spec))
+    builders = {"fused": _fused, "bf16": _bf16, "int8": lambda s, x, c, p: _int8(s, x, c, p, calibration)}
+    for name in asked:
+        if name in builders:
+            why = why_not[name] or (static.error and "the static graph it is built from failed: " + static.error)
+            if why:
+                out[name] = replace(base, name=name, kind="symbol", error=why)
+            else:
+                prefix = os.path.join(workdir, name)
+                out[name] = _timed(name, static, lambda b=builders[name], p=prefix: b(static, x, ctx, p))
+    return [out[name] for name in asked]
+
+
+def input_dtype(spec):
+    """The dtype of the input of model `spec` (its spec text; float32 for an exported model)."""
+    from ..training.model_spec import parse_spec
+    return parse_spec(spec).input_dtype if spec else "float32"
+
+
+def _from_spec(source, base, ctx, workdir):
+    """(the fp32 rung, the static rung) of a spec: the Block built with its weights (the
+    trained ones, or a seeded initialisation saved to workdir so that every process gets the
+    same), then hybridized and exported."""
+    from ..training.model_spec import parse_spec
+    start = time.perf_counter()
+    mx.random.seed(0)
+    net = _build_spec(source.spec, source.classes or DEFAULT_CLASSES, ctx)
+    x = mx.nd.zeros((1,) + tuple(source.input_shape), ctx=ctx, dtype=input_dtype(source.spec))
+    if source.params:
+        net.load_parameters(source.params, ctx=ctx)
+        params = source.params
+    else:
+        net.initialize(mx.init.Xavier(), ctx=ctx)
+        net(x)
+        params = os.path.join(workdir, "fp32.params")
+        net.save_parameters(params)
+    fp32 = replace(base, name="fp32", kind="spec", params=params, hybridize="none",
+                   build_s=time.perf_counter() - start, note="the Block as written, run imperatively")
+    spec = parse_spec(source.spec)
+    if not spec.hybridizable:
+        return fp32, replace(base, kind="symbol", error="the model cannot be hybridized (%s)" % spec.why_not_hybrid)
+
+    def build():
+        net.hybridize(**STATIC)
+        net(x)
+        symbol, params = exported.export(net, os.path.join(workdir, "static"))
+        return {"kind": "symbol", "symbol": symbol, "params": params,
+                "note": "hybridize(static_alloc=True, static_shape=True), exported"}
+    return fp32, _timed("static", base, build)
+
+
+def _import(rung, ctx):
+    return exported.import_block(rung.symbol, rung.params, ctx)
+
+
+def _written(net, x, prefix, remove_amp_cast=True):
+    """Run the built graph once (export needs its cached op) and export it: the Rung's files."""
+    net(x).wait_to_read()
+    symbol, params = exported.export(net, prefix, remove_amp_cast)
+    return {"symbol": symbol, "params": params}
+
+
+def _fused(static, x, ctx, prefix):
+    net = _import(static, ctx)
+    net.optimize_for(x, backend="MKLDNN", **STATIC)
+    files = _written(net, x, prefix)
+    fused = [op for op in exported.graph_ops(files["symbol"]) if op.startswith("_sg_mkldnn")]
+    note = ("oneDNN's backend made %s" % ", ".join(fused) if fused else
+            "oneDNN's backend found nothing to fuse in this model: the same graph as static")
+    return dict(files, note=note)
+
+
+def _bf16(static, x, ctx, prefix):
+    from mxnet.contrib import amp
+    from ..runtime import precision
+    net = _import(static, ctx)
+    net.hybridize()
+    net(x)
+    converted = amp.convert_hybrid_block(net, target_dtype="bfloat16", ctx=ctx)
+    converted.hybridize(**STATIC)
+    files = _written(converted, x, prefix, remove_amp_cast=False)
+    if "amp_cast" not in exported.graph_ops(files["symbol"]):
+        raise ValueError("no operator of this model runs in bfloat16 under MXNet's AMP (its lists hold "
+                         "convolutions and dense layers)")
+    isa = ("AMX" if precision.has_amx() else
+           "AVX512-BF16 without AMX (slower than float32 on some CPUs, faster on others: measured here)")
+    return dict(files, note="AMP bfloat16: convolutions and dense layers in bfloat16 on " + isa)
+
+
+@contextlib.contextmanager
+def _quiet_subgraph_log():
+    """MXNET_SUBGRAPH_VERBOSE=0 while quantize_net_v2 binds its calibration module, unless the user
+    set it: MXNet would print "Subgraph backend MKLDNN is activated" on stderr."""
+    if "MXNET_SUBGRAPH_VERBOSE" in os.environ:
+        yield
+        return
+    os.environ["MXNET_SUBGRAPH_VERBOSE"] = "0"
+    try:
+        yield
+    finally:
+        del os.environ["MXNET_SUBGRAPH_VERBOSE"]
+
+
+def _int8(static, x, ctx, prefix, calibration):
+    from mxnet.contrib.quantization import quantize_net_v2
+    from ..runtime.precision import cpu_flags
+    from . import calibration as calib
+    samples = calibration if calibration is not None else calib.load(None, static.input_shape, 64)
+    name = exported.input_name(static.symbol, static.params)
+    data = np.ascontiguousarray(samples.data, dtype=np.float32)
+    batches = mx.io.NDArrayIter(data={name: data}, batch_size=min(CALIBRATION_BATCH, len(data)))
+    net = _import(static, ctx)
+    with _quiet_subgraph_log():
+        quantized = quantize_net_v2(net, quantized_dtype="auto", calib_mode=CALIBRATION_MODE, calib_data=batches,
+                                    num_calib_examples=len(data), ctx=ctx)
+    quantized.hybridize(**STATIC)
+    files = _written(quantized, x, prefix)
+    ops = exported.graph_ops(files["symbol"])
+    if not any(op.startswith("_contrib_quantize") for op in ops):
+        raise ValueError("MXNet 1.9.1 has no INT8 kernel for any operator of this model (%s): nothing to "
+                         "quantize" % ", ".join(exported.graph_ops(static.symbol)))
+    left = [op for op in ops if not op.startswith(("_contrib_quantize", "_contrib_dequantize", "_contrib_quantized",
+                                                   "_contrib_requantize", "_sg_mkldnn"))]
+    note = "calibrated (%s: each layer's min and max) on %d samples of %s" % (CALIBRATION_MODE, len(data),
+                                                                            samples.source)
+    if samples.note:
+        note += " (%s)" % samples.note
+    if left:
+        note += "; float32 operators left: %s" % ", ".join(left)
+    if not {"avx512_vnni", "avx_vnni", "amx_int8"} & cpu_flags():
+        note += "; this CPU has no VNNI, so oneDNN's INT8 runs without its dot-product instructions"
+    return dict(files, note=note)
+
+
+def load(rung, ctx):
+    """In the process that serves: the rung's forward for a batch (NDArray of shape (n,)+input_shape
+    on `ctx`), returning the output NDArray (not synced: the caller syncs). No warm-up here.
+    ValueError for a rung that could not be built (its `error`)."""
+    if rung.error:
+        raise ValueError("%s: %s" % (rung.name, rung.error))
+    if rung.kind == "spec":
+        net = _build_spec(rung.spec, rung.classes or DEFAULT_CLASSES, ctx)
+        net.load_parameters(rung.params, ctx=ctx)
+        if rung.hybridize == "static":
+            net.hybridize(**STATIC)
+        return net
+    if rung.name == "bf16":
+        from ..runtime import precision
+        if precision.has_amx():
+            precision.request_amx()  # this process's permission for the AMX registers (Linux 5.16+)
+    net = _import(rung, ctx)
+    net.hybridize(**STATIC)
+    if rung.name != "bf16":
+        return net
+
+    def forward(x):  # AMP's last layer may answer in bfloat16, which numpy cannot read
+        out = net(x)
+        return out if out.dtype == np.float32 else out.astype("float32")
+    return forward

@@ -1,0 +1,137 @@
+"""From LoadGen runs to records: one record per configuration and scenario, the ratio of each
+rung to fp32 static with its interval and verdict. Pure: the tests give it made-up runs.
+
+A configuration (rung, layout, batch size, batching) runs its scenario once a round, and a
+round runs every rung back to back, in an order that rotates from round to round. The unit of
+evidence is the run, not the query: each round's ratio sets a rung's figure against static's
+from the same round (static's p90 over the rung's for a latency, the rung's samples/s over
+static's for a rate), and the interval is Student's t on those per-round log ratios
+(`measure.stats.ratio_interval`). Queries within one run are not independent samples (a slow
+spell of the host slows many queries in a row), so an interval made of one run's per-query
+latencies would be far too narrow; runs a few seconds apart, each against its own static run,
+see that drift. LoadGen's early-stopping estimate, from the per-query latencies of each run,
+is reported beside it as what it is: LoadGen's upper bound on that run's percentile at 99%
+confidence, assuming independent queries.
+"""
+import statistics
+
+from ..measure import stats
+from ..records import Result
+from .loadgen import FIGURE
+
+REFERENCE = "static"
+LOWER_IS_BETTER = ("p90_s", "p99_s")
+# figures whose median over rounds is reported (the others: the first run's, e.g. its log folder)
+MEDIANS = ("p50_s", "p90_s", "p95_s", "p97_s", "p99_s", "p999_s", "mean_latency_s", "samples_per_s")
+BOUNDS = ("early_stopping_p90_s", "early_stopping_p99_s")
+
+
+def config_name(precision, layout, batch_size, window_s=None):
+    """'static 1x2 b64'; with server batching 'int8 2x1 b8 window 5ms' (b: the largest batch)."""
+    name = "%s %s b%s" % (precision, layout, batch_size)
+    return name + (" window %gms" % (window_s * 1e3) if window_s else "")
+
+
+def merge_rounds(runs):
+    """One configuration's per-round runs (dicts of loadgen.figures, each with 'log') into one
+    record's fields: the median of each figure over the rounds, the largest early-stopping
+    bound (each holds for its own run), LoadGen's verdict (VALID only if every round was)."""
+    fields = {"rounds": len(runs), "loadgen_valid": all(r.get("loadgen_valid") for r in runs)}
+    for key in MEDIANS:
+        values = [r[key] for r in runs if r.get(key) is not None]
+        if values:
+            fields[key] = statistics.median(values)
+    for key in BOUNDS:
+        values = [r[key] for r in runs if r.get(key) is not None]
+        if values:
+            fields[key] = max(values)
+            fields["early_stopping_level"] = runs[0].get("early_stopping_level")
+    reasons = [r["loadgen_invalid_reason"] for r in runs if r.get("loadgen_invalid_reason")]
+    if reasons:
+        fields["loadgen_invalid_reason"] = reasons[0]
+        fields["loadgen_invalid_rounds"] = len(reasons)
+    fields["queries"] = sum(r.get("queries") or 0 for r in runs)
+    fields["loadgen_logs"] = [r["log"] for r in runs if r.get("log")]
+    return fields
+
+
+def round_ratios(scenario, reference_runs, runs):
+    """Per-round speed ratios of a rung against the reference (> 1: the rung is faster), from
+    the rounds both ran (matched by their 'round')."""
+    key = FIGURE[scenario]
+    ref = {r["round"]: r.get(key) for r in reference_runs}
+    out = []
+    for r in runs:
+        a, b = ref.get(r["round"]), r.get(key)
+        if a and b:
+            out.append(a / b if key in LOWER_IS_BETTER else b / a)
+    return out
+
+
+def ratio_fields(scenario, reference_runs, runs, threshold=stats.THRESHOLD, level=stats.LEVEL):
+    """The ratio to the reference with its interval and verdict ({} without a common round)."""
+    ratios = round_ratios(scenario, reference_runs, runs)
+    if not ratios:
+        return {}
+    interval = stats.ratio_interval(ratios, level)
+    return dict(interval.fields("ratio"), round_ratios=ratios,
+                **stats.verdict(interval, threshold, what="rounds").fields())
+
+
+def config_records(runs, base, threshold=stats.THRESHOLD):
+    """Records of the scenarios run in rounds. `runs`: {(layout, precision, scenario, batch):
+    [run fields with 'round']}; `base`: fields every record gets (model, ctx, ...), and per
+    precision the rung's own under base['rungs'][precision] (its build time, accuracy)."""
+    out = []
+    for (layout, precision, scenario, batch), rs in runs.items():
+        if not rs:
+            continue
+        fields = dict(_common(base, precision, layout, scenario, batch), **merge_rounds(rs))
+        fields["round_values"] = [r.get(FIGURE[scenario]) for r in rs]
+        reference = runs.get((layout, REFERENCE, scenario, batch))
+        if precision == REFERENCE:
+            fields.update(ratio=1.0, verdict="baseline")
+        elif reference:
+            fields.update(ratio_fields(scenario, reference, rs, threshold))
+        out.append(Result("inference", config_name(precision, layout, batch), fields))
+    return out
+
+
+def _common(base, precision, layout, scenario, batch):
+    fields = {k: v for k, v in base.items() if k != "rungs"}
+    fields.update(base.get("rungs", {}).get(precision, {}))
+    fields.update(precision=precision, scenario=scenario, layout=str(layout), batch_size=batch,
+                  primary_metric=FIGURE.get(scenario))
+    if hasattr(layout, "instances"):
+        fields.update(instances=layout.instances, threads=layout.threads)
+    return fields
+
+
+def server_record(base, precision, layout, window_s, max_batch, bound_s, peak):
+    """The server scenario's record of one configuration from its rate search (search.Peak)."""
+    fields = _common(base, precision, layout, "server", max_batch if window_s else 1)
+    fields.update(latency_bound_s=bound_s, batch_window_s=window_s or 0.0, max_batch=max_batch if window_s else 1,
+                  trials=len(peak.trials), trial_rates=[t.rate for t in peak.trials],
+                  trial_valid=[t.valid for t in peak.trials], search_resolved=peak.resolved,
+                  loadgen_valid=peak.best is not None)
+    if peak.best is not None:
+        fields["rate_at_bound_per_s"] = peak.best.rate
+        fields.update({k: v for k, v in peak.best.fields.items() if k not in ("round", "loadgen_valid")})
+    else:
+        closest = peak.closest()
+        fields.update(closest_rate_per_s=closest.rate, **{k: v for k, v in closest.fields.items()
+                                                           if k not in ("round", "loadgen_valid")})
+    if peak.above is not None:
+        fields["rate_invalid_per_s"] = peak.above.rate
+    fields["loadgen_logs"] = [t.fields.get("log") for t in peak.trials if t.fields.get("log")]
+    fields.pop("log", None)
+    return Result("inference", config_name(precision, layout, fields["batch_size"], window_s), fields)
+
+
+def rung_record(base, rung_name, error, layout=None):
+    """A rung that cannot be built or served here: one record saying why."""
+    fields = _common(base, rung_name, layout or "-", "-", None)
+    fields.pop("primary_metric")
+    fields.pop("scenario")
+    fields["error"] = error
+    return Result("inference", "%s%s" % (rung_name, " %s" % layout if layout else ""), fields)

@@ -1,0 +1,240 @@
+"""The runs of one `infer` command: every rung under every layout, its scenarios in rounds.
+
+For each layout the instances of every rung start side by side (`instances.Pool`), load their
+rung and warm up at the batch sizes they will see; then each round runs every configuration
+(scenario x batch size) of every rung back to back, the rungs' order rotating, so that the
+host's drift hits every rung alike; then the server scenario's rate search runs for each rung
+and batching. `Session.records()` turns what has been measured so far into records
+(`rounds`), also when the command is stopped part-way.
+"""
+import math
+import os
+import statistics
+from dataclasses import dataclass, field
+from typing import Optional
+
+from . import loadgen, rounds
+from .instances import Batcher, InstanceError, Pool, assign_cores
+from .search import Trial, find_peak_rate
+
+OFFLINE_RETRIES = 2     # LoadGen's offline query is sized by the expected rate: too few samples, run again
+SERVER_TRIALS = 8       # runs a rate search may make (its bracket closes to 15% in about 5 or 6)
+SERVER_TOLERANCE = 0.15
+
+
+@dataclass
+class Plan:
+    """What one command measures: the prepared rungs (`ladder.Rung`, those with an error
+    are reported, not run), layouts, scenarios, batch sizes and the rest of its flags."""
+    rungs: list
+    layouts: list
+    scenarios: tuple
+    batch_sizes: tuple
+    rounds: int = 3
+    minimums: loadgen.Minimums = field(default_factory=loadgen.Minimums)
+    latency_bound_s: Optional[float] = None
+    batch_window_s: Optional[float] = None
+    max_batch: int = 8
+    ctx: str = "cpu"
+    threshold: float = 0.05
+    log_dir: str = "."
+    base: dict = field(default_factory=dict)   # fields of every record (model, ...; per rung under 'rungs')
+
+    def runnable(self):
+        return [r for r in self.rungs if not r.error]
+
+    def configurations(self):
+        """(scenario, batch size) of the scenarios run in rounds."""
+        out = []
+        for scenario in loadgen.SCENARIOS:
+            if scenario in self.scenarios and scenario != "server":
+                out += [(scenario, 1)] if scenario == "single-stream" else [(scenario, b) for b in self.batch_sizes]
+        return out
+
+    def windows(self):
+        """The server scenario's batchings: none, and --batch-window's when it is on."""
+        if "server" not in self.scenarios:
+            return []
+        return [0.0] + ([self.batch_window_s] if self.batch_window_s else [])
+
+    def planned_runs(self):
+        per_layout = len(self.configurations()) * self.rounds + len(self.windows()) * SERVER_TRIALS
+        return len(self.layouts) * len(self.runnable()) * per_layout
+
+    def least_seconds(self):
+        """The least the runs can take: each lasts its minimum duration (MLPerf's: 600 s)."""
+        return self.planned_runs() * (600.0 if self.minimums.mlperf else self.minimums.duration_s)
+
+
+class Session:
+    """Runs a Plan on a sample library (`samples.SampleLibrary`); `progress()` after each
+    LoadGen run. `records()` at any time: what has been measured so far."""
+
+    def __init__(self, plan, library, progress=lambda n=1: None):
+        self.plan, self.library, self.progress = plan, library, progress
+        self.runs = {}      # (layout, rung, scenario, batch) -> [run fields]
+        self.servers = []   # records of finished rate searches
+        self.failed = []    # records of rungs that could not be served
+        self.hints = {}
+
+    def run(self):
+        for layout in self.plan.layouts:
+            self._layout(layout)
+        return self.records()
+
+    def records(self):
+        """Records of what has been measured: a configuration with fewer rounds than planned
+        (the command was stopped) is marked `partial`."""
+        base = self.plan.base
+        built = [rounds.rung_record(base, r.name, r.error) for r in self.plan.rungs if r.error]
+        measured = rounds.config_records(self.runs, base, self.plan.threshold)
+        for record in measured:
+            if record.metrics["rounds"] < self.plan.rounds:
+                record.metrics["partial"] = True
+        return built + self.failed + measured + self.servers
+
+    # --- one layout --------------------------------------------------------------------
+
+    def _layout(self, layout):
+        cores = assign_cores(layout)
+        pools = {}
+        try:
+            for rung in self.plan.runnable():
+                pools[rung.name] = Pool(rung.to_text(), layout, self.library.spec(), self.plan.ctx, cores).start()
+            for name in list(pools):
+                self._guarded(layout, pools, name, lambda pool: self._warm(pool, layout, name))
+            for r in range(self.plan.rounds):
+                for scenario, batch in self.plan.configurations():
+                    names = list(pools)
+                    for name in names[r % len(names):] + names[:r % len(names)] if names else []:
+                        self._guarded(layout, pools, name,
+                                      lambda pool: self._round(pool, layout, name, scenario, batch, r))
+            for window in self.plan.windows():
+                for name in list(pools):
+                    self._guarded(layout, pools, name, lambda pool: self._search(pool, layout, name, window))
+        finally:
+            for pool in pools.values():
+                pool.close()
+
+    def _guarded(self, layout, pools, name, work):
+        """`work(pool)`; an instance that fails takes its rung out of this layout, with a record."""
+        if name not in pools:
+            return
+        try:
+            work(pools[name])
+        except InstanceError as e:
+            pools.pop(name).close()
+            self.failed.append(rounds.rung_record(self.plan.base, name, str(e), layout))
+
+    def _sizes(self, layout):
+        sizes = {1}
+        for scenario, batch in self.plan.configurations():
+            sizes.add(math.ceil(batch / layout.instances) if scenario == "multi-stream" else batch)
+        if self.plan.batch_window_s and "server" in self.plan.scenarios:
+            sizes.add(self.plan.max_batch)
+        return sorted(sizes)
+
+    def _warm(self, pool, layout, name):
+        pool.ready()
+        self.hints[(layout, name)] = pool.warm(self._sizes(layout))
+
+    # --- LoadGen runs --------------------------------------------------------------------
+
+    def _loadgen(self, pool, load, split, folder, window=0.0):
+        """One LoadGen test on `pool`: its figures, with its log folder."""
+        pool.depth = 2 if load.scenario == "offline" else 1
+        pool.on_done = loadgen.complete
+        batcher = Batcher(window, self.plan.max_batch, pool.submit) if window else None
+
+        def issue(samples):
+            if batcher:
+                batcher.add(samples)
+            else:
+                pool.submit(split(samples))
+        try:
+            values = loadgen.run(issue, load, self.plan.minimums, len(self.library), folder)
+        finally:
+            if batcher:
+                batcher.close()
+        if pool.failure:
+            raise InstanceError(pool.failure)
+        return dict(loadgen.figures(values, load.scenario), log=os.path.relpath(folder, self.plan.log_dir))
+
+    def _round(self, pool, layout, name, scenario, batch, r):
+        hint = self.hints[(layout, name)]
+        folder = os.path.join(self.plan.log_dir, str(layout), name, "%s-b%d" % (scenario, batch), "round%d" % (r + 1))
+        n = layout.instances
+        if scenario == "single-stream":
+            load, split = loadgen.Load(scenario, expected_latency_s=hint[1]), _one_batch
+        elif scenario == "multi-stream":
+            load = loadgen.Load(scenario, samples_per_query=batch, expected_latency_s=hint[math.ceil(batch / n)])
+            split = _split_in(n)
+        else:
+            load = loadgen.Load(scenario, expected_rate=n * batch / hint[batch], offline_samples=2 * n * batch)
+            split = _batches_of(batch)
+        for attempt in range(OFFLINE_RETRIES + 1):
+            figures = self._loadgen(pool, load, split, folder)
+            if figures.get("loadgen_valid") or not _too_short(figures) or attempt == OFFLINE_RETRIES:
+                break
+            load = _corrected(load, figures)
+        figures["round"] = r
+        self.runs.setdefault((layout, name, scenario, batch), []).append(figures)
+        self.progress()
+
+    def _start_rate(self, layout, name):
+        """Where the search starts: half the offline rate measured here, else of the warm-up's."""
+        offline = [f.get("samples_per_s") for (lay, n, scenario, _), rs in self.runs.items()
+                   if lay == layout and n == name and scenario == "offline" for f in rs]
+        offline = [v for v in offline if v]
+        if offline:
+            return 0.5 * statistics.median(offline)
+        return 0.5 * layout.instances / self.hints[(layout, name)][1]
+
+    def _search(self, pool, layout, name, window):
+        bound = self.plan.latency_bound_s
+        label = "server-w%gms" % (window * 1e3) if window else "server"
+
+        def run(rate):
+            folder = os.path.join(self.plan.log_dir, str(layout), name, label, "rate%.4g" % rate)
+            load = loadgen.Load("server", server_rate=rate, latency_bound_s=bound)
+            figures = self._loadgen(pool, load, _one_batch, folder, window)
+            self.progress()
+            return Trial(rate, bool(figures.get("loadgen_valid")), figures.get("p99_s"), figures)
+        peak = find_peak_rate(run, self._start_rate(layout, name), SERVER_TOLERANCE, max_trials=SERVER_TRIALS)
+        self.progress(SERVER_TRIALS - len(peak.trials))  # the runs planned and not needed
+        self.servers.append(rounds.server_record(self.plan.base, name, layout, window, self.plan.max_batch,
+                                                 bound, peak))
+
+
+def _one_batch(samples):
+    return [list(samples)]
+
+
+def _split_in(parts):
+    """A query's samples in `parts` near-equal batches (multi-stream: one per instance)."""
+    def split(samples):
+        size = math.ceil(len(samples) / parts)
+        return [samples[i:i + size] for i in range(0, len(samples), size)]
+    return split
+
+
+def _batches_of(size):
+    def split(samples):
+        return [samples[i:i + size] for i in range(0, len(samples), size)]
+    return split
+
+
+def _too_short(figures):
+    """A run LoadGen called invalid because it ran out of queries before its minimums: its
+    hints (expected rate or latency) were off, not the system."""
+    return figures.get("loadgen_min_duration_met") is False or figures.get("loadgen_min_queries_met") is False
+
+
+def _corrected(load, figures):
+    """`load` with the hints this run measured (LoadGen sizes its queries by them)."""
+    from dataclasses import replace
+    if load.scenario == "offline" and figures.get("samples_per_s"):
+        return replace(load, expected_rate=1.5 * figures["samples_per_s"])
+    if figures.get("mean_latency_s"):
+        return replace(load, expected_latency_s=0.5 * figures["mean_latency_s"])
+    return load

@@ -1,0 +1,84 @@
+"""One instance of the system under test: a worker process that serves one rung.
+
+Started by `instances.Pool` as `python -m gluonperf.inference.serving '<json>'`, with its
+OMP_NUM_THREADS set; it pins itself to its cores (before MXNet loads, so that MXNet's OpenMP
+threads inherit them), loads the rung (`ladder.load`), maps the sample library and answers,
+one line each, on its stdout (its own prints go to stderr):
+
+    stdin                          stdout
+    (start-up)                     ready
+    w CALLS SIZE SIZE ...          t SIZE:SECONDS SIZE:SECONDS ...   warm-up: CALLS calls a size
+    c ID INDEX INDEX ...           d ID                              a batch of those samples, synced
+    q, or end of input             (exits 0)
+
+SECONDS is the median call after the first at that size: a hint for LoadGen's expected latency
+and rate, never a result (LoadGen keeps the clock). An error is one line on stderr, exit 1.
+This module never starts a process.
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+
+def _calls(forward, library, ctx, size, calls):
+    """`calls` synced calls of a batch of `size`; the seconds of each."""
+    import mxnet as mx
+    indices = [i % len(library) for i in range(size)]
+    spent = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        forward(mx.nd.array(library.take(indices), ctx=ctx))
+        mx.nd.waitall()
+        spent.append(time.perf_counter() - start)
+    return spent
+
+
+def serve(config, stdin, stdout):
+    """Answer the parent's lines until `q` or the end of `stdin` (binary streams)."""
+    import mxnet as mx
+    from ..runtime.contexts import parse_contexts
+    from .ladder import Rung, load
+    from .samples import SampleLibrary
+    ctx = parse_contexts(config["ctx"])[0]
+    forward = load(Rung.from_text(config["rung"]), ctx)
+    with SampleLibrary.attach(config["samples"]) as library:
+        stdout.write(b"ready\n")
+        stdout.flush()
+        for line in stdin:
+            words = line.split()
+            if not words or words[0] == b"q":
+                break
+            if words[0] == b"c":
+                forward(mx.nd.array(library.take([int(w) for w in words[2:]]), ctx=ctx))
+                mx.nd.waitall()
+                stdout.write(b"d " + words[1] + b"\n")
+            elif words[0] == b"w":
+                calls = int(words[1])
+                times = {int(w): _calls(forward, library, ctx, int(w), calls) for w in words[2:]}
+                stdout.write(("t %s\n" % " ".join("%d:%.6g" % (size, statistics.median(t[1:] or t))
+                                                  for size, t in times.items())).encode())
+            else:
+                raise ValueError("unknown request %r" % line[:40])
+            stdout.flush()
+
+
+def main(argument):
+    config = json.loads(argument)
+    if config.get("cores"):
+        os.sched_setaffinity(0, config["cores"])
+    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print must not break the protocol
+    try:
+        serve(config, sys.stdin.buffer, protocol)
+    except Exception as e:  # noqa: BLE001 (one line for the parent, which reports it)
+        from .. import error_line
+        sys.stderr.write("instance %s: %s: %s\n" % (config.get("instance"), type(e).__name__, error_line(e)))
+        sys.stderr.flush()
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    from ..cli import common as cli
+    cli.worker_entry(main, __spec__.name, "python -m gluonperf.infer")

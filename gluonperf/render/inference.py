@@ -1,0 +1,119 @@
+"""`infer`'s records for people: a table per scenario, the ratio lines, what to deploy, and the
+report's section. Derived from the records alone (`bench` inference); nothing here imports MXNet.
+"""
+from ..inference.deploy import accuracy_text, recommend
+from ..inference.loadgen import FIGURE
+from ..inference.rounds import LOWER_IS_BETTER
+from ..records import format_value, header_name
+from .figures import error_bars, figure, labelled_bars, svg
+from .kinds import Block, Kind, Table, interval_column, verdict_of, with_interval
+
+RATIO = ["ratio", "ratio_ci_low", "ratio_ci_high", "verdict"]
+COLUMNS = {
+    "single-stream": ["name", "p50_s", "p90_s", "p99_s", "early_stopping_p90_s", "loadgen_valid"] + RATIO,
+    "multi-stream": ["name", "p50_s", "p99_s", "early_stopping_p99_s", "loadgen_valid"] + RATIO,
+    "offline": ["name", "samples_per_s", "loadgen_valid"] + RATIO,
+    "server": ["name", "rate_at_bound_per_s", "rate_invalid_per_s", "p99_s", "trials", "loadgen_valid",
+               "loadgen_invalid_reason"],
+}
+ERROR_COLUMNS = ["name", "error"]
+ORDER = ("single-stream", "multi-stream", "offline", "server")  # the server last: what to deploy follows it
+WHAT = {
+    "single-stream": "one query of one sample at a time: latency percentiles (LoadGen's figure: p90)",
+    "multi-stream": "one query of N samples (b) at a time: its latency percentiles (LoadGen's figure: p99)",
+    "offline": "every sample at once, in batches of b: samples/s",
+    "server": "Poisson arrivals: the highest rate LoadGen called valid with its p99 within %s, and the lowest "
+              "it did not",
+}
+
+
+def _of(records, scenario):
+    return [r for r in records if r.metrics.get("scenario") == scenario and not r.metrics.get("error")]
+
+
+def title(scenario, records):
+    m = records[0].metrics
+    what = WHAT[scenario] % format_value("_s", m.get("latency_bound_s")) if scenario == "server" else WHAT[scenario]
+    ratio = "" if scenario == "server" else (
+        "; ratio: speed against %s static in the same round, geometric mean of %s rounds, 95%% interval"
+        % ("fp32", m.get("rounds")))
+    return "%s, %s on %s, %s%s" % (scenario, m.get("model"), m.get("ctx"), what, ratio)
+
+
+def sections(records):
+    """(title, records, columns) of each table the command prints: one per scenario, then the
+    rungs and instances that could not run, each with its one line."""
+    out = [(title(s, _of(records, s)), _of(records, s), COLUMNS[s]) for s in ORDER if _of(records, s)]
+    failed = [r for r in records if r.metrics.get("error")]
+    if failed:
+        out.append(("not run here", failed, ERROR_COLUMNS))
+    return out
+
+
+def best_line(scenario, records):
+    """'offline: the most samples/s: static 2x1 b64, 12,834/s; of the rungs against static, int8 2x1 b64
+    3.91x (95% CI 3.5-4.4, 3 rounds), faster' (the rung whose interval's lower end is highest)."""
+    key = FIGURE[scenario]
+    lower = key in LOWER_IS_BETTER
+    timed = [r for r in records if r.metrics.get(key) is not None]
+    if not timed:
+        return None
+    top = (min if lower else max)(timed, key=lambda r: r.metrics[key])
+    line = "%s: the %s: %s, %s" % (scenario, "lowest %s" % header_name(key) if lower else "most %s"
+                                   % header_name(key), top.name, format_value(key, top.metrics[key]))
+    rated = [r for r in timed if r.metrics.get("ratio_ci_low") is not None]
+    if rated:
+        best = max(rated, key=lambda r: r.metrics["ratio_ci_low"])
+        line += "; of the rungs against static, %s %s%s" % (best.name, with_interval(best.metrics, "ratio"),
+                                                             verdict_of(best.metrics))
+    return line
+
+
+def readings(records, model_flags=()):
+    """The lines under the tables: per scenario the best configuration and the rung furthest
+    ahead of fp32 static, LoadGen's INVALID runs, and what to deploy."""
+    lines = [best_line(s, _of(records, s)) for s in ORDER if s != "server" and _of(records, s)]
+    lines = [line for line in lines if line]
+    invalid = [r for r in records if r.metrics.get("loadgen_valid") is False and r.metrics.get("scenario") != "server"]
+    if invalid:
+        lines.append("LoadGen called %d of the runs above INVALID (%s): their figures are shown, not certified"
+                     % (len(invalid), invalid[0].metrics.get("loadgen_invalid_reason", "see its log")))
+    advice = recommend(records, model_flags)
+    if advice is not None:
+        lines.append(advice.text())
+    return lines
+
+
+def section(records):
+    """The report's block: every table, a plot of the ratios to fp32 static, the readings."""
+    tables = [Table(rs, _report_columns(cols), heading) for heading, rs, cols in sections(records)]
+    rated = [r for r in records if r.metrics.get("ratio") is not None and r.metrics.get("verdict") != "baseline"]
+    fig = None
+    if rated:
+        f, ax = figure(width=8.0, height=0.35 * len(rated) + 1.2)
+        labelled_bars(ax[0][0], ["%s %s" % (r.name, r.metrics["scenario"]) for r in rated],
+                      [r.metrics["ratio"] for r in rated], error_bars(rated, "ratio"),
+                      "speed against fp32 static (bar: its 95% interval over the rounds)")
+        ax[0][0].axvline(1, color="black", lw=0.8, ls="--")
+        fig = svg(f)
+    m = records[0].metrics
+    best = max(rated, key=lambda r: r.metrics.get("ratio_ci_low") or r.metrics["ratio"]) if rated else None
+    reading = "; ".join(
+        ([("fastest against static: %s %s, %s%s, %s" % (best.name, best.metrics["scenario"],
+                                                        with_interval(best.metrics, "ratio"), verdict_of(best.metrics),
+                                                        accuracy_text(best.metrics)))] if best else [])
+        + [line for line in readings(records) if line.startswith(("deploy", "nothing"))])
+    return Block("Inference: %s under MLPerf's scenarios (LoadGen)" % m.get("model"), tables, fig, reading or None)
+
+
+def _report_columns(columns):
+    out = []
+    for c in columns:
+        if c == "ratio_ci_low":
+            out.append(interval_column("ratio"))
+        elif c != "ratio_ci_high":
+            out.append(c)
+    return out
+
+
+KIND = Kind(("inference",), "Inference: latency and throughput under MLPerf's scenarios", section)

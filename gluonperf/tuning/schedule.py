@@ -1,0 +1,249 @@
+"""The interleaved schedule: candidates run beside a run of their baseline, round after round,
+each leaving once its `Rounds` policy says its verdict is settled; and the Results they make.
+
+`interleave(table, measure, ...)` runs, each round, the baseline and every candidate still in
+once, in an order that rotates from round to round (B c1 c2, c2 B c1, c1 c2 B, ...): over a
+full turn each candidate runs as often before as after the baseline, so a machine that drifts
+steadily favours none. `measure(candidate)` is the caller's (a runner's) run of one candidate:
+(figure, None) or (None, one-line error). A candidate's ratio in a round is its figure over the
+baseline's in the same round; rounds share no run, so their ratios are independent, as the
+intervals assume. A candidate whose run fails leaves at once, every candidate when the baseline
+fails. `summarize(table)` turns the tables into Results (bench 'tune'): the figure's median and
+range, the ratio with its interval (`Rounds.interval`: under the sequential plan, the one of
+the look where it left) and verdict, `stopped` (why it left), `rank`. On an unstable machine
+(`measure.machine.judge`: other processes busy, steal, a baseline that moved) every level goes
+from 95% to 99%, as the rounds go.
+"""
+import math
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from ..measure import machine, sequential, stats
+from ..records import Result
+from .rounds import SEQUENTIAL, as_rounds
+
+ERROR = "error"          # `stopped` of a candidate whose run failed
+BUDGET = "budget spent"  # `stopped` of the candidates still in when a lever's budget ended its rounds
+OUTRUN = "cannot beat a faster one"  # `stopped` of a candidate that could not be kept instead of one already faster
+
+
+@dataclass
+class Table:
+    """What the rounds of one lever fill, and what `summarize` needs to judge it."""
+    candidates: list                        # the baseline first; each has a `name`
+    rounds: object                          # a Rounds (or a number of rounds)
+    lever: str = ""
+    threshold: float = stats.THRESHOLD
+    describe: Optional[Callable] = None     # candidate -> {fields} for its record (its command line, ...)
+    figures: dict = field(default_factory=dict)   # name -> [figure per run] (None: failed)
+    ratios: dict = field(default_factory=dict)    # name -> [ratio per round] (None: a run failed)
+    errors: dict = field(default_factory=dict)    # name -> its first error
+    loads: list = field(default_factory=list)     # per round: machine.Watch().round()
+    stopped: dict = field(default_factory=dict)   # name -> {"reason", "stable", "round"}
+    start: Optional[dict] = None                  # machine.before() as the rounds began
+
+    def __post_init__(self):
+        names = [c.name for c in self.candidates]
+        if len(set(names)) != len(names):
+            raise ValueError("candidate names must differ: %s" % names)
+        self.rounds = as_rounds(self.rounds)
+        for c in self.candidates:
+            self.figures.setdefault(c.name, [])
+            self.ratios.setdefault(c.name, [])
+        if self.start is None:
+            self.start = machine.before(0.2)
+
+    @property
+    def tried(self):
+        return max(1, len(self.candidates) - 1)
+
+    def stable(self):
+        """No warning about the machine so far (the rounds' loads and the baseline's figures)."""
+        return not machine.judge(self.loads, self.start, self.figures[self.candidates[0].name])
+
+    def ratios_estimate(self, name):
+        """The geometric mean of a candidate's per-round ratios."""
+        logs = [math.log(x) for x in self.ratios[name] if x is not None]
+        return math.exp(sum(logs) / len(logs)) if logs else 1.0
+
+    def runs_left(self, active):
+        """The most runs the rounds can still take with the `active` candidates in them."""
+        if not active:
+            return 0
+        left = max(0, self.rounds.planned - max(len(self.ratios[c.name]) for c in active))
+        return left * (len(active) + 1)
+
+
+def _rotated(items, r):
+    k = r % len(items) if items else 0
+    return items[k:] + items[:k]
+
+
+def interleave(table, measure, progress=None, left=None, log=None, stopping=lambda: False):
+    """Run the rounds of `table` (see the module's docstring). `progress()` hears of every run,
+    `left(runs)` after every round of the most runs still to come, `log(message)` of every run's
+    figure; `stopping()` true (a signal came) ends the rounds after the run under way."""
+    base, others = table.candidates[0], list(table.candidates[1:])
+    rounds, watch, began = table.rounds, machine.Watch(), time.monotonic()
+
+    def one(c, r):
+        value, error = measure(c) if c.name not in table.errors else (None, table.errors[c.name])
+        table.figures[c.name].append(value)
+        if error:
+            table.errors.setdefault(c.name, error)
+        if log and not stopping():
+            log("%s round %d: %s: %s" % (table.lever, r + 1, c.name, error or "%.4g/s" % value))
+        if progress:
+            progress()
+        return value
+
+    active, r = list(others), 0
+    while (active or not others) and rounds.more(r, {c.name: table.ratios[c.name] for c in active}, time.monotonic() - began):
+        figures = {c.name: one(c, r) for c in _rotated([base] + active, r)}
+        b = figures[base.name]
+        for c in active:
+            table.ratios[c.name].append(figures[c.name] / b if figures[c.name] and b else None)
+        table.ratios[base.name].append(1.0 if b else None)
+        table.loads.append(watch.round())
+        r += 1
+        stable = table.stable()
+        for c in list(active):
+            reason = ERROR if c.name in table.errors or base.name in table.errors else rounds.settle(
+                table.ratios[c.name], table.tried, stable, table.threshold)
+            if reason:
+                table.stopped[c.name] = {"reason": reason, "stable": stable, "round": r}
+                active.remove(c)
+        _outrun(table, active, stable)
+        if left:
+            left(table.runs_left(active))
+    for c in active:  # the rounds ended with these still in: the budget, or the plan's last round
+        table.stopped[c.name] = {"reason": BUDGET if r < rounds.maximum and rounds.kind == SEQUENTIAL
+                                 else sequential.PLAN_DONE, "stable": table.stable(), "round": r}
+
+
+def _outrun(table, active, stable):
+    """Once a candidate has left as faster, the others of its lever matter only if they could be kept
+    instead of it (`winner`: the highest estimate): one that could not, even one standard error better
+    than it has looked, leaves (OUTRUN). This only decides which of the faster ones is kept."""
+    faster = [math.log(table.ratios_estimate(name)) for name, stop in table.stopped.items()
+              if stop["reason"] == sequential.FASTER]
+    if not faster or table.rounds.kind != SEQUENTIAL:
+        return
+    for c in list(active):
+        values = [x for x in table.ratios[c.name] if x is not None]
+        if len(values) < table.rounds.plan(table.tried).first:
+            continue
+        iv = table.rounds.interval(values, table.tried, stable)
+        if math.log(iv.estimate) + (iv.sd_log or 0.0) / math.sqrt(iv.n) < max(faster):
+            table.stopped[c.name] = {"reason": OUTRUN, "stable": stable, "round": len(table.ratios[c.name])}
+            active.remove(c)
+
+
+def _settle_text(stop, table):
+    """What an inconclusive verdict says instead of "about N rounds would settle it", under a plan."""
+    reason = (stop or {}).get("reason")
+    if table.rounds.kind != SEQUENTIAL or reason is None:
+        return None
+    return {sequential.CANNOT_PAY: "it cannot be %g%% faster: stopped" % (100 * table.threshold),
+            sequential.FUTILE: "even one standard error better it could not be shown faster within the plan's %d "
+                                "rounds: stopped" % table.rounds.maximum,
+            sequential.PLAN_DONE: "the plan's %d rounds are done; --rounds exhaustive goes on until the interval "
+                                  "is within +-5%%" % table.rounds.maximum,
+            BUDGET: "the lever's --budget ended its rounds",
+            OUTRUN: "a candidate of its lever was faster and this one could not be kept instead: stopped"}.get(reason)
+
+
+def summarize(table):
+    """Results of `table`'s rounds, best first (see the module's docstring)."""
+    base = table.figures[table.candidates[0].name]
+    warnings = machine.judge(table.loads, table.start, base)
+    drift = machine.drift(base)
+    out = []
+    for c in table.candidates:
+        ok = [v for v in table.figures[c.name] if v]
+        ratios = [x for x in table.ratios[c.name] if x is not None]
+        stop = table.stopped.get(c.name)
+        metrics = {"lever": table.lever, "images_per_s": statistics.median(ok) if ok else None,
+                   "min_per_s": min(ok) if ok else None, "max_per_s": max(ok) if ok else None,
+                   "ratio": None, "rounds": len(ok), "round_ratios": list(table.ratios[c.name]),
+                   "rounds_policy": table.rounds.kind}
+        metrics.update(table.describe(c) if table.describe else {})
+        if c is table.candidates[0]:
+            metrics.update(ratio=1.0 if ratios else None, verdict="baseline")
+        elif ratios:
+            stable = stop["stable"] if stop else not warnings
+            interval = table.rounds.interval(ratios, table.tried, stable)
+            metrics.update(interval.fields("ratio"), ratio_joint_level=stats.level_for(stable))
+            if table.rounds.kind == SEQUENTIAL:
+                metrics["plan_rounds"] = table.rounds.maximum
+            metrics.update(stats.verdict(interval, table.threshold, settle=_settle_text(stop, table)).fields())
+        if stop and c is not table.candidates[0]:
+            metrics["stopped"] = stop["reason"]
+        if table.loads:
+            metrics["round_load"] = [l["others_busy_cores"] for l in table.loads]
+            metrics["round_steal"] = [l["steal_share"] for l in table.loads]
+        if drift is not None:
+            metrics["baseline_drift"] = drift
+        if warnings:
+            metrics["machine_warnings"] = warnings
+        if c.name in table.errors:
+            metrics["error"] = table.errors[c.name]
+        out.append(Result("tune", c.name, metrics))
+    out.sort(key=lambda r: -(r.metrics.get("ratio_ci_low") or (1.0 if r.metrics.get("verdict") == "baseline"
+                                                                 else 0.0)))
+    for rank, r in enumerate(out, 1):
+        r.metrics["rank"] = rank
+    return out
+
+
+def winner(results):
+    """The candidate to keep from one lever's `summarize` results: of those judged faster than
+    the baseline (each a change that pays, beyond the noise), the one with the highest estimate,
+    the best guess of which is fastest; None when none is. (Not the highest lower end: under the
+    sequential plan a candidate's lower end depends as much on the look where it stopped as on
+    its speed.)"""
+    faster = [r for r in results if r.metrics.get("verdict") == "faster" and not r.metrics.get("error")]
+    return max(faster, key=lambda r: r.metrics["ratio"]) if faster else None
+
+
+class Sweeps:
+    """What a command's sweeps have measured so far, so that a stopped command keeps it.
+
+    A sweep registers its `Table` with `start` and, when it ends, passes its Results through
+    `tidy` (the caller's own additions, e.g. the batch size) into `done` (`finish`).
+    `results()` is `done` plus the sweep under way summarized from the runs it has finished,
+    each of those Results marked `partial`."""
+
+    def __init__(self, tidy=None):
+        self.done, self.tidy = [], tidy
+        self._running = None
+        self._lock = threading.Lock()
+
+    def start(self, table):
+        with self._lock:
+            self._running = (table, self.tidy)
+
+    def finish(self, results):
+        with self._lock:
+            tidy = self._running[1] if self._running else self.tidy
+            self._running = None
+            if tidy:
+                tidy(results)
+            self.done.extend(results)
+        return results
+
+    def results(self):
+        with self._lock:
+            out, running = list(self.done), self._running
+        if running is not None:
+            table, tidy = running
+            part = [r for r in summarize(table) if r.metrics["rounds"]]
+            for r in part:
+                r.metrics["partial"] = True
+            if tidy:
+                tidy(part)
+            out.extend(part)
+        return out

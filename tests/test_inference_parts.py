@@ -1,0 +1,282 @@
+"""What the parts of `infer` compute, each alone: the server's rate search (with a fake runner),
+the rounds into records and ratios, what to deploy, the layouts, the server's batching, the
+shared-memory sample library, and LoadGen's log read from real short LoadGen runs.
+None of it depends on how fast the machine is."""
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from helpers import ROOT, clean_env
+from gluonperf.inference import deploy, loadgen, rounds
+from gluonperf.inference.instances import Batcher, Layout, assign_cores, factorizations, parse_layouts
+from gluonperf.inference.samples import SHM_DIR, SampleLibrary
+from gluonperf.inference.search import Trial, find_peak_rate
+
+
+# --- the rate search -------------------------------------------------------------------
+
+def capacity(limit, calls=None):
+    """A fake server: every rate up to `limit` is valid; its p99 grows with the rate."""
+    def run(rate):
+        if calls is not None:
+            calls.append(rate)
+        return Trial(rate, rate <= limit, p99_s=0.01 * rate / limit)
+    return run
+
+
+@pytest.mark.parametrize("start", [10.0, 700.0, 5000.0])
+def test_the_search_brackets_the_highest_valid_rate(start):
+    calls = []
+    peak = find_peak_rate(capacity(1000.0, calls), start, tolerance=0.1, max_trials=30)
+    assert peak.best.valid and not peak.above.valid
+    assert peak.best.rate <= 1000.0 < peak.above.rate <= 1.1 * peak.best.rate
+    assert peak.resolved
+    assert [t.rate for t in peak.trials] == calls  # every rate reported was run, in order
+    assert peak.best.rate == max(t.rate for t in peak.trials if t.valid)
+
+
+def test_the_search_stops_at_its_budget_and_says_so():
+    peak = find_peak_rate(capacity(1000.0), 1.0, tolerance=0.01, max_trials=5)
+    assert len(peak.trials) == 5 and not peak.resolved
+    assert peak.above is None and peak.best.rate == 16.0  # doubling from 1: 1, 2, 4, 8, 16
+
+
+def test_nothing_valid_gives_the_closest_trial():
+    peak = find_peak_rate(lambda rate: Trial(rate, False, p99_s=1.0 + rate), 64.0, lowest=1.0, max_trials=30)
+    assert peak.best is None and not peak.resolved
+    assert min(t.rate for t in peak.trials) >= 1.0  # gave up at `lowest`
+    assert peak.closest().rate == min(t.rate for t in peak.trials)  # the lowest p99
+
+
+def test_the_search_stops_looking_down_when_the_p99_no_longer_falls():
+    """A system whose own latency is past the bound: no lower rate helps, and each lower rate
+    takes longer to run its minimum queries."""
+    peak = find_peak_rate(lambda rate: Trial(rate, False, p99_s=0.5), 100.0, max_trials=30)
+    assert [t.rate for t in peak.trials] == [100.0, 50.0] and peak.best is None
+
+
+def test_the_search_refuses_a_bad_start():
+    with pytest.raises(ValueError):
+        find_peak_rate(capacity(1.0), 0.0)
+
+
+# --- rounds into records ---------------------------------------------------------------
+
+def test_ratios_pair_rounds_and_point_the_right_way():
+    ref = [{"round": 0, "p90_s": 0.010}, {"round": 1, "p90_s": 0.012}, {"round": 2, "p90_s": 0.011}]
+    fast = [{"round": 0, "p90_s": 0.005}, {"round": 2, "p90_s": 0.0055}]  # round 1 missing: not paired
+    assert rounds.round_ratios("single-stream", ref, fast) == pytest.approx([2.0, 2.0])
+    assert rounds.round_ratios("offline", [{"round": 0, "samples_per_s": 100.0}],
+                               [{"round": 0, "samples_per_s": 150.0}]) == pytest.approx([1.5])
+    fields = rounds.ratio_fields("single-stream", ref, fast + [{"round": 1, "p90_s": 0.0062}])
+    assert fields["ratio_n"] == 3 and fields["ratio_ci_low"] < fields["ratio"] < fields["ratio_ci_high"]
+    assert fields["verdict"] == "faster"
+
+
+def test_a_configurations_rounds_make_one_record():
+    layout = Layout(1, 2)
+    run = {"loadgen_valid": True, "queries": 100, "log": "a"}
+    runs = {(layout, "static", "offline", 64): [dict(run, round=r, samples_per_s=100.0 + r) for r in range(3)],
+            (layout, "fp32", "offline", 64): [dict(run, round=r, samples_per_s=50.0 + r) for r in range(2)]
+            + [dict(run, round=2, samples_per_s=52.0, loadgen_valid=False, loadgen_invalid_reason="too short")]}
+    records = rounds.config_records(runs, {"model": "lenet", "rungs": {"fp32": {"build_s": 1.5}}})
+    static, fp32 = records
+    assert static.name == "static 1x2 b64" and static.metrics["verdict"] == "baseline"
+    assert static.metrics["samples_per_s"] == 101.0 and static.metrics["loadgen_valid"] is True
+    m = fp32.metrics
+    assert m["rounds"] == 3 and m["queries"] == 300 and m["loadgen_valid"] is False
+    assert m["loadgen_invalid_reason"] == "too short" and m["loadgen_invalid_rounds"] == 1
+    assert m["ratio_n"] == 3 and m["ratio"] < 1 and m["build_s"] == 1.5 and m["model"] == "lenet"
+    assert m["primary_metric"] == "samples_per_s" and (m["instances"], m["threads"]) == (1, 2)
+
+
+def server_records(rates):
+    """Server records of configurations whose searches found `rates` (None: nothing valid)."""
+    out = []
+    for i, rate in enumerate(rates):
+        if rate is None:
+            peak = find_peak_rate(lambda r: Trial(r, False, p99_s=0.2 + i, fields={"p99_s": 0.2 + i}), 10.0,
+                                  lowest=5.0)
+        else:
+            peak = find_peak_rate(lambda r, rate=rate: Trial(r, r <= rate, 0.01, {"p99_s": 0.01}), rate / 3,
+                                  max_trials=30)
+        out.append(rounds.server_record({"model": "lenet"}, "static", Layout(i + 1, 1), 0.0, 8, 0.05, peak))
+    return out
+
+
+def test_deploy_picks_the_highest_valid_rate_with_its_command():
+    records = server_records([300.0, 900.0, None])
+    advice = deploy.recommend(records, ["--model", "lenet"])
+    assert advice.meets and advice.record.metrics["layout"] == "2x1"
+    assert advice.record.metrics["rate_at_bound_per_s"] <= 900.0 < advice.record.metrics["rate_invalid_per_s"]
+    assert advice.command.startswith("python -m gluonperf.infer --model lenet --precision static --layouts 2x1")
+    assert "--latency-bound 50ms" in advice.command and advice.text().startswith("deploy static 2x1 b1")
+
+
+def test_nothing_meets_the_bound_names_the_closest():
+    advice = deploy.recommend(server_records([None, None]))
+    assert not advice.meets and advice.record.metrics["layout"] == "1x1"  # the lower p99
+    assert advice.text().startswith("nothing meets the bound")
+    assert deploy.recommend([]) is None
+
+
+# --- layouts and batching ----------------------------------------------------------------
+
+def test_layouts():
+    assert parse_layouts("1x2, 2x1,1x2") == [Layout(1, 2), Layout(2, 1)]
+    assert factorizations(4) == [Layout(1, 4), Layout(2, 2), Layout(4, 1)]
+    groups = [[0, 4], [1, 5], [2, 6], [3, 7]]  # hyper-threads of a core stay together
+    assert assign_cores(Layout(2, 2), groups) == [[0, 1, 4, 5], [2, 3, 6, 7]]
+    for bad in ("2", "0x2", "ax1", ""):
+        with pytest.raises(ValueError):
+            parse_layouts(bad)
+    with pytest.raises(ValueError, match="needs 3 cores"):
+        assign_cores(Layout(3, 1), [[0], [1]])
+
+
+def test_batching_closes_a_batch_when_full_and_when_its_window_ends():
+    got, arrived = [], threading.Event()
+
+    def emit(batches):
+        got.extend(batches)
+        arrived.set()
+    full = Batcher(window_s=3600.0, max_batch=3, emit=emit)
+    full.add([(i, i) for i in range(7)])
+    assert got == [[(0, 0), (1, 1), (2, 2)], [(3, 3), (4, 4), (5, 5)]]  # full: at once, the window aside
+    full.close()
+    assert got[-1] == [(6, 6)]  # what is left goes on close
+    got.clear()
+    arrived.clear()
+    timed = Batcher(window_s=0.01, max_batch=100, emit=emit)
+    timed.add([(9, 1)])
+    assert arrived.wait(60) and got == [[(9, 1)]]  # the window ended, not the batch
+    timed.close()
+
+
+# --- the sample library ----------------------------------------------------------------
+
+READ_IN_ANOTHER_PROCESS = """
+import json, sys
+from gluonperf.inference.samples import SampleLibrary
+with SampleLibrary.attach(json.loads(sys.argv[1])) as lib:
+    print(json.dumps(lib.take([3, 0, 3]).tolist()))
+"""
+
+
+def test_the_library_serves_the_same_samples_by_index_and_leaves_nothing():
+    samples = np.arange(5 * 2 * 3, dtype=np.float32).reshape(5, 2, 3)
+    with SampleLibrary.create(samples) as library:
+        path = os.path.join(SHM_DIR, library.name)
+        assert os.path.exists(path)
+        np.testing.assert_array_equal(library.take([4, 1]), samples[[4, 1]])
+        import json
+        spec = json.dumps(library.spec())
+        for _ in range(2):  # a process that maps it and exits leaves it in place (no resource tracker)
+            p = subprocess.run([sys.executable, "-c", READ_IN_ANOTHER_PROCESS, spec], cwd=ROOT, env=clean_env(),
+                               capture_output=True, text=True, timeout=60)
+            assert p.returncode == 0 and p.stderr == "", p.stderr
+            assert np.array_equal(np.array(json.loads(p.stdout)), samples[[3, 0, 3]])
+        with pytest.raises(ValueError):
+            library.take([5])
+    assert not os.path.exists(path)  # unlinked
+    with pytest.raises(FileNotFoundError):
+        SampleLibrary.attach(json.loads(spec))
+
+
+# --- LoadGen's logs, from real short runs --------------------------------------------------
+
+def instant(samples):
+    """A system under test that answers every sample at once, from another thread."""
+    threading.Thread(target=loadgen.complete, args=([i for i, _ in samples],)).start()
+
+
+@pytest.fixture(scope="module")
+def loadgen_runs(tmp_path_factory):
+    """Four short LoadGen runs of an instant system: (folder, figures) by name."""
+    root = tmp_path_factory.mktemp("loadgen")
+    short = loadgen.Minimums(duration_s=0.05)
+    loads = {"single": loadgen.Load("single-stream", expected_latency_s=1e-4),
+             "server": loadgen.Load("server", server_rate=2000.0, latency_bound_s=1.0),
+             "unreachable": loadgen.Load("server", server_rate=2000.0, latency_bound_s=1e-9),
+             "offline": loadgen.Load("offline", expected_rate=1.0, offline_samples=1)}
+    out = {}
+    for name, load in loads.items():
+        values = loadgen.run(instant, load, short, 16, str(root / name))
+        out[name] = (root / name, loadgen.figures(values, load.scenario))
+    return out
+
+
+def test_a_single_stream_run_reads_as_loadgen_wrote_it(loadgen_runs):
+    folder, f = loadgen_runs["single"]
+    summary = (folder / "mlperf_log_summary.txt").read_text()
+    assert "Result is : VALID" in summary and f["loadgen_valid"] is True
+    assert f["queries"] >= loadgen.FEWEST_QUERIES["single-stream"]
+    assert 0 < f["p50_s"] <= f["p90_s"] <= f["p99_s"] <= f["p999_s"]
+    assert f["p90_s"] <= f["early_stopping_p90_s"] and f["early_stopping_level"] == 0.99
+    ns = int(summary.split("90.0th percentile latency (ns) :")[1].split()[0])
+    assert f["p90_s"] == pytest.approx(ns * 1e-9)  # the summary's figure, read from the detail log
+
+
+def test_a_server_run_is_valid_within_its_bound_and_invalid_past_it(loadgen_runs):
+    ok, late = loadgen_runs["server"][1], loadgen_runs["unreachable"][1]
+    assert ok["loadgen_valid"] is True and ok["loadgen_perf_constraints_met"] is True
+    assert ok["queries"] >= loadgen.FEWEST_QUERIES["server"] and ok["p99_s"] < 1.0
+    assert late["loadgen_valid"] is False and late["loadgen_perf_constraints_met"] is False
+    assert late["loadgen_invalid_reason"]
+
+
+def test_an_offline_run_too_short_says_why(loadgen_runs):
+    f = loadgen_runs["offline"][1]
+    assert f["loadgen_valid"] is False and f["loadgen_min_duration_met"] is False
+    assert "expected QPS" in f["loadgen_invalid_reason"] and f["samples_per_s"] > 0
+    assert "p90_s" not in f  # one query: no latency percentiles
+
+
+def test_early_stopping_text_and_mlperf_minimums():
+    text = " * Early stopping 90.0th percentile estimate: 2459866  * Early stopping 99th percentile estimate: 7760066"
+    assert loadgen.early_stopping(text) == {90.0: pytest.approx(2459866e-9), 99.0: pytest.approx(7760066e-9)}
+    s = loadgen.test_settings(loadgen.Load("multi-stream", samples_per_query=8), loadgen.Minimums(mlperf=True))
+    assert s.min_duration_ms == 600000 and s.min_query_count == 662 and s.multi_stream_samples_per_query == 8
+    with pytest.raises(ValueError):
+        loadgen.Load("server")  # no rate, no bound
+
+
+def test_compare_matches_inference_records_by_scenario_on_their_figure():
+    from gluonperf.measure.comparison import compare
+    from gluonperf.records import Result
+
+    def record(scenario, figure, values):
+        return Result("inference", "static 1x2 b1", {"scenario": scenario, "primary_metric": figure,
+                                                      figure: sorted(values)[1], "round_values": values,
+                                                      "samples_per_s": 100.0, "batch_size": 1})
+    old = [record("single-stream", "p90_s", [0.010, 0.011, 0.012]),
+           record("offline", "samples_per_s", [100.0, 101.0, 99.0])]
+    new = [record("single-stream", "p90_s", [0.020, 0.021, 0.022]),
+           record("offline", "samples_per_s", [100.0, 101.0, 99.0])]
+    by = {r.metrics["scenario"]: r.metrics for r in compare(old, new)}
+    assert by["single-stream"]["metric"] == "p90_s" and by["single-stream"]["ratio"] < 1  # slower: p90 doubled
+    assert by["offline"]["metric"] == "samples_per_s" and by["offline"]["ratio"] == pytest.approx(1.0)
+    assert "3 and 3 repeats" in by["single-stream"]["evidence"]  # the rounds are its evidence
+
+
+def test_the_report_draws_inference_records_and_says_what_to_deploy():
+    from gluonperf import report
+    from gluonperf.render.inference import readings, section
+    layout = Layout(2, 1)
+    run = {"loadgen_valid": True, "queries": 64}
+    runs = {(layout, "static", "single-stream", 1): [dict(run, round=r, p90_s=0.002, p50_s=0.001, p99_s=0.003)
+                                                     for r in range(3)],
+            (layout, "fp32", "single-stream", 1): [dict(run, round=r, p90_s=0.004 + r * 1e-4, p50_s=0.002,
+                                                        p99_s=0.005) for r in range(3)]}
+    records = rounds.config_records(runs, {"model": "lenet"}) + server_records([500.0])
+    assert ("inference",) in {k.benches for k in report.kinds()}
+    block = section(records)
+    assert [len(t.records) for t in block.tables] == [2, 1] and block.figure.startswith("<svg")
+    assert "deploy static 1x1 b1" in block.reading
+    lines = readings(records)
+    assert lines[0].startswith("single-stream: the lowest p90: static 2x1 b1, 2 ms; of the rungs against static, "
+                               "fp32 2x1 b1 0.49x") and lines[-1].startswith("deploy static 1x1 b1")
