@@ -87,7 +87,7 @@ BENCH = [(m.NAME, ["gluonperf.bench", m.NAME, *m.QUICK],
           [c for c in m.COLUMNS if c not in ("device_peak_bytes", "error")], set(m.RECORDS))
          for m in bench.SUBCOMMANDS if m.QUICK is not None] + [
     ("train", ["gluonperf.train", "--dataset", "digits", "--model", "lenet", "--epochs", "1", "--limit", "256",
-               "--batch-size", "32"], ["epoch", "loss", "test_top1", "train_images_per_s"], {"train"}),
+               "--batch-size", "32"], ["epoch", "loss", "test_top1", "train_images_per_s"], {"train", "growth"}),
     ("scaling", ["gluonperf.train", "--dataset", "digits", "--model", "lenet", "--scaling", "--steps", "2",
                  "--batch-size", "32", "--limit", "256"], ["devices", "step_s", "t1_s", "t2_s", "speedup"],
      {"scaling"}),

@@ -24,8 +24,8 @@ SCRIPT = os.path.join("tests", "user_scripts", "newcomer_mlp.py")
 QUICK = ["--min-time", "0.2", "--warmup", "3"]
 
 
-def tune(*flags, command, timeout=300):
-    return run_leaving_nothing(["-m", "gluonperf.tune", *QUICK, *flags, "--", *command], timeout=timeout)
+def tune(*flags, command, timeout=300, **env):
+    return run_leaving_nothing(["-m", "gluonperf.tune", *QUICK, *flags, "--", *command], timeout=timeout, **env)
 
 
 def records(path):
@@ -100,11 +100,16 @@ def test_an_already_tuned_script_gets_no_change(tmp_path):
 def test_dataloader_workers_that_slow_the_script_are_not_recommended(tmp_path):
     """Not `alone`: the workers sleep 32 ms a batch against a step of a few ms, slower beside any load.
     --min-time 0.05 (after QUICK's 0.2): every run times the probe's 20 steps (--steps), not the ~70
-    that 0.2 s of this fast step takes, each of which the runs with workers wait 16-32 ms for."""
+    that 0.2 s of this fast step takes, each of which the runs with workers wait 16-32 ms for.
+    Each run is ended in Trainer.step with its workers busy: none leaves a pymp-* folder (the
+    resource sharer's socket of a worker killed at work) in the temporary directory, a private one."""
     out = tmp_path / "tune.json"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
     done = tune("--min-time", "0.05", "--levers", "data", "--rounds", "2", "--json", str(out),
-                command=[PY, SCRIPT, "--loader", "--slow-in-workers", "0.002"])
+                command=[PY, SCRIPT, "--loader", "--slow-in-workers", "0.002"], TMPDIR=str(tmp))
     assert done.returncode == 0, done.stderr
+    assert not list(tmp.iterdir())
     rows = records(out)
     tried = {r["name"]: r for r in rows if r["bench"] == "tune" and r["lever"] == "data"}
     assert set(tried) == {"as it is", "num_workers=1", "num_workers=2", "num_workers=2 thread_pool"} or \

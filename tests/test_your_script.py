@@ -199,7 +199,9 @@ def test_a_users_own_sitecustomize_and_pythonpath_still_work(tmp_path):
 
 def test_ctrl_c_stops_the_script_and_its_workers_and_keeps_a_partial_report(tmp_path):
     out = tmp_path / "partial.json"
-    env, mark = marked_env()
+    tmp = tmp_path / "tmp"  # a private temporary directory: the workers leave no pymp-* folder in it
+    tmp.mkdir()
+    env, mark = marked_env(TMPDIR=str(tmp))
     proc = subprocess.Popen([PY, "-m", "gluonperf.profile", "--steps", "100000", "--warmup", "2", "--ceiling", "off",
                              "--json", str(out), "--", PY, SCRIPT, "--data", "slow", "--workers", "2",
                              "--steps", "1000000"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -234,6 +236,7 @@ def test_ctrl_c_stops_the_script_and_its_workers_and_keeps_a_partial_report(tmp_
     while processes_of(mark) and time.time() < deadline:
         time.sleep(0.2)
     assert not processes_of(mark), [p.cmdline() for p in processes_of(mark)]
+    assert not list(tmp.iterdir())
 
 
 def test_a_loop_marked_with_the_python_api():

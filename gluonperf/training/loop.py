@@ -494,7 +494,7 @@ def _epoch_seed(seed, epoch):
 
 # --- the training loop -----------------------------------------------------------
 
-def fit(config, contexts, progress=None, log=None, epoch_done=None, trained=None):
+def fit(config, contexts, progress=None, log=None, epoch_done=None, trained=None, memory=None):
     """Train `config.model` on `contexts` for `config.epochs` epochs.
 
     Returns one Result per epoch (bench='train', name='epoch N') with loss, train
@@ -505,7 +505,8 @@ def fit(config, contexts, progress=None, log=None, epoch_done=None, trained=None
     checkpoint): what a command that is stopped still has; `trained(net)` with the model
     once training has ended (on worker 0 only: train --export). Raises `Diverged` (a
     UserError) when the loss becomes NaN or infinite, leaving the last good checkpoint
-    in place.
+    in place. `memory`: a measure.memory.StepMemory, sampled at every training step (its
+    `warmup`: the steps of the first epoch this run trains), for the growth verdict.
     """
     contexts = list(contexts)
     kvstore = create_kvstore(config)  # before data loading: dist workers need their rank
@@ -524,14 +525,14 @@ def fit(config, contexts, progress=None, log=None, epoch_done=None, trained=None
              if save_dir and rank == 0 else None)
     try:
         return _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_dir, saver,
-                    progress, log, epoch_done, trained)
+                    progress, log, epoch_done, trained, memory)
     finally:
         if saver:
             saver.close()
 
 
 def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_dir, saver, progress, log,
-         epoch_done=None, trained=None):
+         epoch_done=None, trained=None, memory=None):
     train_set, test_set = load_for(config)
     train_data = loader(train_set, config.batch_size, shuffle=True, workers=config.workers,
                         num_parts=num_workers, part_index=rank, last_batch="discard", seed=config.seed)
@@ -588,6 +589,8 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
                         if save_dir and epoch > 0 and rank == 0 else "")
                 raise Diverged("loss became %s at epoch %d, batch %d of %d (learning rate %.4g); lower "
                                "--lr%s" % (batch_loss, epoch + 1, i + 1, batches, trainer.learning_rate, kept))
+            if memory is not None:
+                memory.sample(memory.steps + 1)
             if progress:
                 progress(epoch + 1, i + 1, batches, batch_loss)
             if log and config.log_interval and (i + 1) % config.log_interval == 0:
@@ -596,6 +599,8 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
                        stats.images * num_workers / (time.perf_counter() - start)))
         sync()
         train_s, train_cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
+        if memory is not None and epoch == first:
+            memory.warmup = memory.steps  # the first epoch: graphs built, pools and caches filled
         test_top1, test_top5 = evaluate(net, test_data, contexts)
         epoch_s = time.perf_counter() - start
         every, weights = param_checksums(net, contexts[0])

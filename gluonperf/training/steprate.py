@@ -19,6 +19,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import gluon
 
+from ..runtime.worker_temp import share_with_workers
 from .loop import train_step
 from .model_spec import parse_spec
 from .models import get_model, loss_of, random_input
@@ -54,6 +55,8 @@ def loader_batches(model, batch_size, count, workers, classes=10, seed=0):
     rng = np.random.RandomState(seed)
     x = random_input(model, batch_size * count, rng)
     y = rng.randint(0, classes, size=batch_size * count).astype("float32")
+    if workers:
+        share_with_workers()  # the workers leave no pymp-* folder behind (runtime.worker_temp)
     data = gluon.data.DataLoader(gluon.data.ArrayDataset(x, y), batch_size, shuffle=True,
                                  num_workers=workers, last_batch="discard")
     while True:
