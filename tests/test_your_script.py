@@ -87,7 +87,8 @@ def test_the_input_verdicts_num_workers_is_to_try_with_the_tune_command(slow_and
     assert "python -m gluonperf.tune --levers data -- " in found["finding"]
     data = next(r for r in rows if r["bench"] == "advice" and r["lever"] == "data")
     assert data["measured"] is False and data["tune"].startswith("python -m gluonperf.tune --levers data -- python")
-    assert data["tune"] in done.stdout and "[to try] give the DataLoader num_workers" in done.stdout
+    assert data["tune"] in done.stdout and "to try (not measured here):" in done.stdout
+    assert "\n- give the DataLoader num_workers" in done.stdout  # listed, never numbered
     # the script reads its loss with asscalar each step: that line is named too
     wait = next(r for r in rows if r["bench"] == "advice" and r["lever"] == "wait")
     assert wait["where"].startswith(os.path.join("tests", "user_scripts", "train_script.py:"))
