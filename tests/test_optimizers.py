@@ -400,12 +400,12 @@ def test_footprint_counts_adams_two_state_arrays_per_weight(run, tmp_path):
 
 def test_predict_counts_the_update_once_per_device_whatever_its_batch():
     """Every device updates all the weights: the update's time does not scale with the batch."""
-    from gluonperf.experiments import scaling_checks, scaling_model
+    from gluonperf.scaling import model as scaling_model, predictions
     step = dict(t1_s=0.04, update_s=0.01, per_device_batch=32)
     link = scaling_model.LINKS["pcie3"]
     for batch in (32, 64):
-        rows = scaling_checks.prediction_results("lenet", step, 1e6, [1, 2], [1], link, scaling_model.LINKS["25gbe"],
-                                             per_device_batch=batch)
+        rows = predictions.prediction_results("lenet", step, 1e6, [1, 2], [1], link, scaling_model.LINKS["25gbe"],
+                                              per_device_batch=batch)
         assert [r.metrics["update_s"] for r in rows if r.bench == "predict"] == [0.01, 0.01]
 
 
