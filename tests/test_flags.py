@@ -151,7 +151,7 @@ def test_train_seed_wd_kvstore_lr_scale_optimizer_and_lr_decay(tmp_path):
     assert all(r["loss"] != o["loss"] for r, o in zip(first, rows["other seed"]))
 
     def squared_weights(name):
-        from gluonperf.training.loop import read_checkpoint
+        from gluonperf.training.checkpoints import read_checkpoint
         import mxnet as mx
         path, _ = read_checkpoint(str(tmp_path / (name + "-ckpt")))
         params = mx.nd.load(os.path.join(path, "params"))

@@ -247,7 +247,8 @@ def test_adam_resumed_after_a_crash_equals_an_uninterrupted_run(tmp_path, kvstor
     """Adam's moments and its per-parameter step counts (the bias correction) come back from
     the checkpoint: a run resumed after a crash in epoch 3 ends with the weights of one that
     never stopped, on the device kvstore and on flat (which gathers states from their owners)."""
-    from gluonperf.training.loop import fit, read_checkpoint
+    from gluonperf.training.checkpoints import read_checkpoint
+    from gluonperf.training.loop import fit
     two = [mx.cpu(0), mx.cpu(1)]
     whole, broken = str(tmp_path / "whole"), str(tmp_path / "broken")
     expected = fit(small(epochs=3, save=whole, kvstore=kvstore), two)
@@ -301,7 +302,8 @@ def test_resuming_with_other_betas_is_refused(tmp_path):
 
 def test_a_full_disk_names_the_checkpoint_not_written_and_the_intact_one(tmp_path, monkeypatch):
     import errno
-    from gluonperf.training.loop import fit, read_checkpoint
+    from gluonperf.training.checkpoints import read_checkpoint
+    from gluonperf.training.loop import fit
     ckpt = str(tmp_path / "ckpt")
     real, calls = mx.gluon.Trainer.save_states, []
 

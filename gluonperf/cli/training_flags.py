@@ -168,7 +168,7 @@ def check_kvstore(args, ctxs):
     there), device otherwise, said on stderr once the command's work starts; nccl refused
     off GPUs. For train and profile."""
     if args.kvstore is None:
-        from ..training.loop import default_kvstore
+        from ..training.trainers import default_kvstore
         args.kvstore = default_kvstore(ctxs)
         if args.kvstore == "flat":
             cli.note_later(KVSTORE_NOTE % len(ctxs))

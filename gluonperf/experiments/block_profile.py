@@ -452,7 +452,7 @@ def setup_blocks(setup, depth=2, repeat=10, warmup=1, peak_flops=None, progress=
     """`block_profile` of a training setup (`experiments.step_time.prepare`'s Setup: the model as
     `gluonperf.train` builds it, its loss and loader) on the first context, with that context's
     part of the next batch."""
-    from ..training.loop import as_float32, split
+    from ..training.steps import as_float32, split
     x, y = next(setup.batches)
     ctx = setup.contexts[0]
     x, y = split(x, setup.contexts)[0], split(y, setup.contexts)[0]

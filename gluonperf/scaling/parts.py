@@ -5,7 +5,7 @@
   initialised with its input shape; `gradient_shapes(model)` their arrays' shapes.
 - `step_from_scaling(records)` / `measure_step(...)`: the per-device step (t1 and the
   update) from `train --scaling` records (`read_records` reads a --json file), or measured
-  now with `training.loop.scaling`.
+  now with `training.device_scaling.scaling`.
 - `link_from_allreduce(records)`: a link from `bench allreduce` records (bus_GBps);
   `copy_link` (copyto between two contexts) and `loopback_link` (TCP over loopback): a link
   measured now.
@@ -80,7 +80,7 @@ def step_from_scaling(records):
 
 def measure_step(config, ctx, steps=5):
     """Measure the one-device step now (training.scaling on one context)."""
-    from ..training.loop import scaling
+    from ..training.device_scaling import scaling
     rows = scaling(config, [ctx], steps)
     return step_from_scaling([rows[0].metrics])
 

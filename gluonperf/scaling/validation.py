@@ -22,7 +22,7 @@ from .judging import check, crowding
 
 def validate_devices(model, per_device_batch, max_devices, steps=5, dataset="synthetic", progress=None):
     """Predict 1..max_devices CPU contexts from the measured 1-context step, the model's
-    gradient bytes and the measured copy link; then measure them (training.loop.scaling,
+    gradient bytes and the measured copy link; then measure them (training.device_scaling.scaling,
     kvstore device) and compare step times. The contexts share this machine's cores:
     compute_units = cores // OMP threads contexts compute at full speed at once, the compute
     lasts at least every context's CPU time (as one context's step takes it, the Python thread
@@ -33,7 +33,8 @@ def validate_devices(model, per_device_batch, max_devices, steps=5, dataset="syn
     import mxnet as mx
 
     from ..runtime.threads import omp_threads, physical_cores
-    from ..training.loop import TrainConfig, scaling
+    from ..config import TrainConfig
+    from ..training.device_scaling import scaling
     ctxs = [mx.cpu(i) for i in range(max_devices)]
     config = TrainConfig(model=model, dataset=dataset, batch_size=per_device_batch * max_devices,
                          kvstore="device", steps=steps, hybridize="static", limit=per_device_batch * max_devices)
