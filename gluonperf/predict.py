@@ -240,7 +240,6 @@ def main(argv=None):
     if args.list_links:
         list_links()
         return 0
-    from .scaling import model as scaling_model
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     if args.validate:
@@ -259,6 +258,30 @@ def main(argv=None):
         raise UserError("--t1 needs --per-device-batch: the images one device computes in that time")
     if args.cpu is not None and args.t1 is None:
         raise UserError("--cpu goes with --t1; --scaling and --measure carry the worker's CPU time themselves")
+    intra, inter = links(args)
+
+    from .scaling import parts, predictions
+    if args.allreduce:
+        intra = parts.link_from_allreduce(parts.read_records(args.allreduce, "allreduce"))
+    step = measured_step(args, ctxs)
+    nbytes, keys, _ = parts.gradient_bytes(args.model)
+    fusion = int(args.fusion_threshold_mb * 2 ** 20)
+    results = predictions.prediction_results(
+        args.model, step, nbytes, args.devices, args.machines, intra, inter, args.servers,
+        overlap=args.overlap == "yes", placement=args.placement, base_lr=args.lr, base_batch=args.lr_batch,
+        per_device_batch=args.per_device_batch, keys=keys, engine=args.engine, fusion_threshold=fusion,
+        cycle_time_s=args.cycle_time_ms / 1e3, cores=args.cores)
+    results = [type(r)(r.bench, r.name, dict(r.metrics, efficient=r.metrics["efficiency"] >= args.min_efficiency))
+               for r in results]
+    best = predictions.best_results(results, args.min_efficiency)
+    show(args, ctxs, results, best, step, intra, inter, nbytes, keys, fusion)
+    return 0
+
+
+def links(args):
+    """(the link within a machine, the link between machines) that --link, --network and
+    --network-GBps name, and the checks of --servers against them; bad input: UserError."""
+    from .scaling import model as scaling_model
     intra = scaling_model.link(args.link)
     if intra.scope != "machine":
         raise UserError("--link %s is a network; give the link between devices of a machine (pcie3, pcie4, "
@@ -273,10 +296,13 @@ def main(argv=None):
     if args.servers and args.placement == "colocated" and args.servers > min(args.machines):
         raise UserError("--servers %d colocated on %d machine(s): at most one server per machine; lower "
                         "--servers or use --placement dedicated" % (args.servers, min(args.machines)))
+    return intra, inter
 
-    from .scaling import parts, predictions
-    if args.allreduce:
-        intra = parts.link_from_allreduce(parts.read_records(args.allreduce, "allreduce"))
+
+def measured_step(args, ctxs):
+    """The per-device step the prediction starts from: from --scaling's records, --t1 (and
+    --update, --cpu), or measured now (--measure) on the first context."""
+    from .scaling import parts
     if args.scaling:
         step = parts.step_from_scaling(parts.read_records(args.scaling, "scaling"))
         if step["model"] and step["model"] != args.model:
@@ -297,16 +323,13 @@ def main(argv=None):
     if args.cores and step.get("cpu_s") is None:
         raise UserError("--cores needs the worker's CPU time per step: give --cpu SEC with --t1, or a --scaling "
                         "file written by this version of gluonperf (its rows carry cpu_s), or --measure")
-    nbytes, keys, _ = parts.gradient_bytes(args.model)
-    fusion = int(args.fusion_threshold_mb * 2 ** 20)
-    results = predictions.prediction_results(
-        args.model, step, nbytes, args.devices, args.machines, intra, inter, args.servers,
-        overlap=args.overlap == "yes", placement=args.placement, base_lr=args.lr, base_batch=args.lr_batch,
-        per_device_batch=args.per_device_batch, keys=keys, engine=args.engine, fusion_threshold=fusion,
-        cycle_time_s=args.cycle_time_ms / 1e3, cores=args.cores)
-    results = [type(r)(r.bench, r.name, dict(r.metrics, efficient=r.metrics["efficiency"] >= args.min_efficiency))
-               for r in results]
-    best = predictions.best_results(results, args.min_efficiency)
+    return step
+
+
+def show(args, ctxs, results, best, step, intra, inter, nbytes, keys, fusion):
+    """The predictions' table (and --json / --csv, with the 'largest N' records), then the
+    table of the most devices per machine that keep --min-efficiency."""
+    from .scaling import model as scaling_model
     m = results[0].metrics
     if args.engine == "horovod":
         scheme = ("Horovod, one process per device: one ring over all devices, %s (%.4g GB/s) within a machine, "
@@ -336,7 +359,6 @@ def main(argv=None):
                     title="most devices per machine with efficiency >= %g (comm_bound: t2 > t1; "
                           "global batches above %d lose accuracy even with warm-up, Goyal et al. 2017)"
                           % (args.min_efficiency, scaling_model.LARGEST_SAFE_BATCH))
-    return 0
 
 
 if __name__ == "__main__":
