@@ -142,6 +142,10 @@ EXAMPLES = [
      ["python -m gluonperf.profile --json results/script.json -- python train_script.py",
       "python -m gluonperf.profile --depth 0 --operator-steps 0 --ceiling off --json results/script_slow.json "
       "-- python train_script.py --slow-data"]),
+    ("script_memory", "profile -- on a script that keeps every step's output to score the epoch, then on the same "
+                      "script adding the correct count up on the device: memory over the whole run",
+     ["python -m gluonperf.profile --depth 0 --operator-steps 0 --ceiling off -- python score_epoch.py",
+      "python -m gluonperf.profile --depth 0 --operator-steps 0 --ceiling off -- python score_epoch.py --on-device"]),
     ("faster_script", "tune -- on a newcomer's script: the recipe, each change measured on it",
      ["python -m gluonperf.tune --levers threads,hybridize,data --json results/tune_script.json -- "
       "python tabular_mlp.py"]),
@@ -172,7 +176,7 @@ EXAMPLES = [
 ]
 NAMES = [name for name, _, _ in EXAMPLES]
 FILES = [os.path.join(HERE, "your_model", "mynet.py"), os.path.join(HERE, "your_script", "train_script.py"),
-         os.path.join(ROOT, "benchmarks", "scripts", "tabular_mlp.py")]
+         os.path.join(HERE, "your_script", "score_epoch.py"), os.path.join(ROOT, "benchmarks", "scripts", "tabular_mlp.py")]
 
 
 def machine():

@@ -158,15 +158,39 @@ def advice_tables():
                 "[%s](%s%s): `python benchmarks/advice.py`; the ratio is the recipe applied against the script "
                 "as written, interleaved, over %s rounds" % (path[0], LINK, path[0],
                                                             "/".join(sorted({str(r["rounds"]) for r in checks}))), "",
-                "| script | tune's recipe | applied by hand | as written -> applied (interval) | verdict |",
-                "| --- | --- | --- | --- | --- |"]
+                "| script | tune's recipe | tune took | applied by hand | as written -> applied (interval) | verdict |",
+                "| --- | --- | --- | --- | --- | --- |"]
         for r in checks:
-            recipe = [_advice_cell(a) for a in rows if a.get("bench") == "advice-of-" + r["script"]]
-            out.append("| `%s` | %s | %s | %.2fx (%.3g%% CI %.2f-%.2f) | %s |" % (
-                r["script"], "<br>".join(recipe) or "-", ", ".join(r["applied"]) or "nothing", r["ratio"],
-                100 * r["ratio_level"], r["ratio_ci_low"], r["ratio_ci_high"], r["verdict"]))
+            recipe = [_advice_cell(a) for a in rows if a.get("bench") == "advice-of-" + r["script"]
+                      and a.get("lever") != "run"]
+            out.append("| `%s` | %s | %s | %s | %.2fx (%.3g%% CI %.2f-%.2f) | %s |" % (
+                r["script"], "<br>".join(recipe) or "-", _took(r.get("tune_wall_s"), r.get("tune_runs")),
+                ", ".join(r["applied"]) or "nothing", r["ratio"], 100 * r["ratio_level"], r["ratio_ci_low"],
+                r["ratio_ci_high"], r["verdict"]))
+        slow = [r for r in checks if r.get("exhaustive_recipe") is not None]
+        if slow:
+            out += ["", "The same scripts tuned with `--rounds exhaustive` (every candidate until its interval is "
+                    "within ±5%), once, on the same machine:", "",
+                    "| script | default (`--rounds auto`) recommends | exhaustive recommends | exhaustive took | "
+                    "same changes |", "| --- | --- | --- | --- | --- |"]
+            for r in slow:
+                out.append("| `%s` | %s | %s | %s | %s |" % (
+                    r["script"], _changes(r.get("recommended")), _changes(r["exhaustive_recipe"]),
+                    _took(r.get("exhaustive_wall_s"), r.get("exhaustive_runs")), "yes" if r["same_changes"] else "no"))
         out.append("")
     return "\n".join(out)
+
+
+def _took(wall_s, runs):
+    """'4 min 38 s, 63 runs', or '-' for a run that did not record it."""
+    if not wall_s:
+        return "-"
+    return "%d min %02d s, %s runs" % (wall_s // 60, wall_s % 60, runs)
+
+
+def _changes(recommended):
+    """A recipe's changes ({lever: settings}) in a cell."""
+    return "<br>".join("%s: `%s`" % kv for kv in sorted((recommended or {}).items())) or "nothing"
 
 
 def _advice_cell(a):
@@ -175,7 +199,9 @@ def _advice_cell(a):
         return "wait at `%s`: %.0f%% of the step, to try" % (a["where"].rsplit("/", 1)[-1], 100 * a["blocked_share"])
     if a["lever"] == "none":
         return "no change pays here"
-    return "%s: %.2fx (%.2f-%.2f), %s" % (a["lever"], a["ratio"], a["ratio_ci_low"], a["ratio_ci_high"], a["verdict"])
+    return "%s: %.2fx (%g%% CI %.2f-%.2f, %s rounds), %s" % (
+        a["lever"], a["ratio"], 100 * (a.get("ratio_joint_level") or a.get("ratio_level") or 0.95), a["ratio_ci_low"],
+        a["ratio_ci_high"], a.get("rounds"), a["verdict"])
 
 
 def _rewrite(page_path, marker, text, check):

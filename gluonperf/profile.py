@@ -190,6 +190,21 @@ def blocks_title(args, ctxs, blocks):
                ". " + m["model_note"][0].upper() + m["model_note"][1:] if m.get("model_note") else ""))
 
 
+def breakdown_section(args, config, ctxs, setup):
+    """The step breakdown's records (gluonperf.experiments.step_time.breakdown), and the growth of
+    memory over its steps (measure.growth: sampled at every step; its warm-up, 2 x --warmup steps)."""
+    from .experiments.step_time import breakdown
+    from .measure.growth import records_of
+    from .measure.memory import StepMemory
+    from .runtime.contexts import describe
+    memory = StepMemory(ctxs)
+    with cli.progress_bar(2 * (args.warmup + args.steps), "breakdown") as bar:
+        parts = breakdown(config, ctxs, args.steps, args.warmup, setup=setup,
+                          progress=lambda: (bar.update(), memory.sample(memory.steps + 1)))
+    return parts, records_of(memory.plain(), 2 * args.warmup, command="profile", model=args.model,
+                             batch_size=args.batch_size, contexts=describe(ctxs))
+
+
 def operators_only(args, ctxs, config):
     """The child's part: the operator table in this (fresh, bulk-off) process."""
     from .experiments.step_time import operator_table
@@ -228,7 +243,7 @@ def main(argv=None):
     from .runtime.contexts import describe
     from .render.plots import plot_step_breakdown
     from .runtime.precision import precision_label
-    from .experiments.step_time import (BULK_VARIABLE, breakdown, gap_row, model_flops, prepare, verdict,
+    from .experiments.step_time import (BULK_VARIABLE, gap_row, model_flops, prepare, verdict,
                                         with_ceiling, work)
     if args.input_only:
         setup = prepare(config, ctxs)
@@ -240,8 +255,7 @@ def main(argv=None):
     setup = prepare(config, ctxs)  # data, model and trainer: bad data settings fail before any timing
     with cli.progress_bar(3 * 5, "ceiling") as bar:
         start = measure_ceiling(ctxs[0], args.ceiling, progress=bar.update, dtype=args.dtype)
-    with cli.progress_bar(2 * (args.warmup + args.steps), "breakdown") as bar:
-        parts = breakdown(config, ctxs, args.steps, args.warmup, progress=bar.update, setup=setup)
+    parts, growth = breakdown_section(args, config, ctxs, setup)
     inputs = input_section(args, config, ctxs, setup) if is_path(args.dataset) else []
     blocks = blocks_section(args, setup) if args.depth else []
     del setup
@@ -298,9 +312,12 @@ def main(argv=None):
         sections = [section for section in sections if section[1] is not works]
     if inputs:
         sections.append((input_title(args, config, ctxs), inputs, INPUT_COLUMNS))
-    cli.emit_sections(sections, args, ctxs, records=ceiling + works + parts + blocks + operators + found + inputs)
+    cli.emit_sections(sections, args, ctxs,
+                      records=ceiling + works + parts + blocks + operators + found + inputs + growth)
     if inputs:
         print(inputs[-1].metrics["finding"])
+    for r in growth:  # memory over the breakdown's steps (measure.growth)
+        print(r.metrics["finding"])
     if step["noisy"]:
         cli.note("note: the fenced steps are noisy (IQR %.0f%% of the median): other work competes for the "
                  "cores; raise --steps or run on a quieter machine" % (100 * step["iqr_s"] / step["time_s"]))

@@ -164,6 +164,21 @@ def one_device(spec, ctxs):
                         % (spec, e)) from None
 
 
+def memory_of(ctxs):
+    """What samples memory at every training step (measure.memory.StepMemory): resident memory,
+    and each GPU context's."""
+    from .measure.memory import StepMemory
+    return StepMemory(ctxs)
+
+
+def memory_growth(memory, args, results):
+    """The records of memory over the run (measure.growth.records_of) of what `memory` (a
+    measure.memory.StepMemory) sampled at every training step; its first epoch is the warm-up."""
+    from .measure.growth import records_of
+    return records_of(memory.plain(), memory.warmup, command="train", model=args.model, batch_size=args.batch_size,
+                      contexts=results[0].metrics["contexts"])
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     cli.guard_command(args, PROG)
@@ -226,12 +241,16 @@ def main(argv=None):
     def stopped():  # a run stopped part-way keeps the epochs it finished (worker 0 writes them)
         return [r for r in finished if r.metrics["rank"] == 0]
     trained, written = exporter(args, ctxs) if args.export else (None, [])
+    memory = memory_of(ctxs)  # every step's memory, for the growth verdict (measure.growth)
     with bar, cli.keep_on_stop(stopped, args, lambda: title(finished), EPOCH_COLUMNS, ctxs,
                                also=(lambda records: plot_epochs(records, args.plot)) if args.plot else None):
-        results = fit(config, ctxs, progress=progress, log=log, epoch_done=epoch_done, trained=trained)
+        results = fit(config, ctxs, progress=progress, log=log, epoch_done=epoch_done, trained=trained,
+                      memory=memory)
     if results[0].metrics["rank"] != 0:  # in a dist run only worker 0 reports and writes files
         return 0
-    cli.emit(results, args, ctxs, columns=EPOCH_COLUMNS, title=title(results))
+    growth = memory_growth(memory, args, results)  # first in --json; its sentence under the table
+    cli.emit(results, args, ctxs, columns=EPOCH_COLUMNS, title=title(results), records=growth + results)
+    cli.note("\n".join(r.metrics["finding"] for r in growth))
     if args.target_top1 is not None:
         print(target_line(results[-1].metrics))
     if args.plot:

@@ -112,3 +112,47 @@ def test_a_run_that_fails_is_one_line(tmp_path):
     assert done.stderr.strip().splitlines()[-1].startswith(
         "python -m gluonperf.bench: error: the run of engine dist_sync (round 1) failed (exit 124): launch: timed out"), \
         done.stderr
+
+
+def test_ctrl_c_says_it_stopped_keeps_the_rounds_run_and_leaves_nothing(tmp_path):
+    """Ctrl-C (SIGINT to the command's process group, as a terminal sends it) while an engine
+    runs, after the first round: exit 130, the line saying so, the finished runs in --json and
+    their table (marked partial), no process and no temporary file left. The engines are those
+    every install has (single, dist_sync): what is checked is the stop, not an engine. Before,
+    the run that the stop killed was reported as failed ("the run of engine horovod failed
+    (exit 143)") and the bench exited 2."""
+    import signal
+    import subprocess
+    import time
+    import psutil
+    from helpers import marked_env, processes_of
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = tmp_path / "engines.json"
+    env, mark = marked_env(TMPDIR=str(tmp))
+    proc = subprocess.Popen([sys.executable, "-m", "gluonperf.bench", "engines", *QUICK[:-1], "100",
+                             "--engines", "single,dist_sync", "--json", str(out)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        runs, deadline = set(), time.time() + 120
+        while len(runs) < 3 and time.time() < deadline:  # round 1's two runs done, round 2's first under way
+            assert proc.poll() is None, proc.communicate()
+            runs.update(p.pid for p in psutil.Process(proc.pid).children())
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        stdout, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "SIGINT received; stopped" in err and "failed" not in err and "Traceback" not in err, err
+    assert "kept the 2 results" in err and str(out) in err, err
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["name"] for r in rows] == ["single", "dist_sync"] and all(r["partial"] for r in rows), rows
+    assert all(r["rounds"] >= 1 and r["step_s"] > 0 for r in rows)
+    assert "stopped before the end" in stdout and "single" in stdout
+    deadline = time.time() + 10
+    while processes_of(mark) and time.time() < deadline:
+        time.sleep(0.2)
+    assert not processes_of(mark), [p.cmdline() for p in processes_of(mark)]
+    assert not list(tmp.iterdir())

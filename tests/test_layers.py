@@ -1,8 +1,8 @@
 """Imports point down only: a module may import from its own layer or the layers below it.
 
 From the bottom: runtime, then records and config (plain data), measure, training, tuning
-(candidates against a baseline, knowing no runner), experiments and inference (the area
-packages), render, cli, and the commands at the top
+(candidates against a baseline, knowing no runner), experiments, inference and scaling (the
+area packages), render, cli, and the commands at the top
 (gluonperf/<command>.py and the bench package), beside them the workers package (processes the commands start: tune's steprate
 worker, Horovod's per-rank allreduce). The package root (`gluonperf/__init__.py`: UserError, error_line) imports nothing
 of gluonperf's and sits below everything. A module's `if __name__ == "__main__":` block is
@@ -14,7 +14,7 @@ import pathlib
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "gluonperf"
-LAYERS = ["runtime worker_site", "records config", "measure", "training", "tuning", "experiments inference", "render",
+LAYERS = ["runtime worker_site", "records config", "measure", "training", "tuning", "experiments inference scaling", "render",
           "cli"]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names.split()}
 COMMANDS = len(LAYERS)  # the commands' layer: gluonperf/<command>.py, bench/, and workers/ beside them

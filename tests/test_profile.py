@@ -107,7 +107,7 @@ def _forward_and_backward_alone(s, repeat=5):
     the fastest of `repeat` (a clock independent of the breakdown's fences)."""
     from mxnet import autograd
     from gluonperf.measure.harness import sync
-    from gluonperf.training.loop import as_float32
+    from gluonperf.training.steps import as_float32
     import time
     x, y = next(s.batches)
     x, y = x.as_in_context(s.contexts[0]), y.as_in_context(s.contexts[0])
@@ -201,7 +201,9 @@ def test_one_context_with_bulk_execution_off_the_operators_cover_the_step(run, t
     assert "MXNET_EXEC_BULK_EXEC_TRAIN=0" in p.stdout
     records = [r for r, _ in read_jsonl(str(out))]
     benches = {r.bench for r in records}
-    assert benches == {"ceiling", "work", "breakdown", "blocks", "operators", "verdict"}
+    assert benches == {"ceiling", "work", "breakdown", "blocks", "operators", "verdict", "growth"}
+    growth = next(r.metrics for r in records if r.bench == "growth")  # memory over the breakdown's steps
+    assert growth["growth_verdict"] == "inconclusive" and "too few steps" in growth["finding"]
     ops = {r.name: r.metrics for r in records if r.bench == "operators"}
     step = ops.pop("profiled step")
     assert step["bulk_exec_train"] == "0" and step["run"] == "profiled"

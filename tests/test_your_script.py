@@ -87,7 +87,8 @@ def test_the_input_verdicts_num_workers_is_to_try_with_the_tune_command(slow_and
     assert "python -m gluonperf.tune --levers data -- " in found["finding"]
     data = next(r for r in rows if r["bench"] == "advice" and r["lever"] == "data")
     assert data["measured"] is False and data["tune"].startswith("python -m gluonperf.tune --levers data -- python")
-    assert data["tune"] in done.stdout and "[to try] give the DataLoader num_workers" in done.stdout
+    assert data["tune"] in done.stdout and "to try (not measured here):" in done.stdout
+    assert "\n- give the DataLoader num_workers" in done.stdout  # listed, never numbered
     # the script reads its loss with asscalar each step: that line is named too
     wait = next(r for r in rows if r["bench"] == "advice" and r["lever"] == "wait")
     assert wait["where"].startswith(os.path.join("tests", "user_scripts", "train_script.py:"))
@@ -199,7 +200,9 @@ def test_a_users_own_sitecustomize_and_pythonpath_still_work(tmp_path):
 
 def test_ctrl_c_stops_the_script_and_its_workers_and_keeps_a_partial_report(tmp_path):
     out = tmp_path / "partial.json"
-    env, mark = marked_env()
+    tmp = tmp_path / "tmp"  # a private temporary directory: the workers leave no pymp-* folder in it
+    tmp.mkdir()
+    env, mark = marked_env(TMPDIR=str(tmp))
     proc = subprocess.Popen([PY, "-m", "gluonperf.profile", "--steps", "100000", "--warmup", "2", "--ceiling", "off",
                              "--json", str(out), "--", PY, SCRIPT, "--data", "slow", "--workers", "2",
                              "--steps", "1000000"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
@@ -234,6 +237,7 @@ def test_ctrl_c_stops_the_script_and_its_workers_and_keeps_a_partial_report(tmp_
     while processes_of(mark) and time.time() < deadline:
         time.sleep(0.2)
     assert not processes_of(mark), [p.cmdline() for p in processes_of(mark)]
+    assert not list(tmp.iterdir())
 
 
 def test_a_loop_marked_with_the_python_api():

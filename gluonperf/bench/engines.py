@@ -72,7 +72,7 @@ def _devices(ctxs):
 def measure(args):
     """Check the flags, run the rounds: (records, the devices)."""
     from .. import UserError
-    from ..experiments.engines import ENGINES, compare_engines
+    from ..experiments.engines import ENGINES, compare_engines, engine_records
     from ..runtime.horovod_launcher import INSTALL, available, require
     cli.resolve_model(args)
     ctxs = cli.contexts(args)
@@ -96,10 +96,15 @@ def measure(args):
                         "leave it out")
     if len(engines) < 2:
         cli.note("note: only %s to run: nothing to compare it with" % engines[0])
-    with cli.progress_bar(args.rounds * len(engines), "engines") as bar:
+    steps_of = {}  # each engine's step per finished run: what a stopped bench keeps
+    kept = lambda: engine_records(steps_of, args.model, devices, args.batch_size, args.steps,  # noqa: E731
+                                  args.epochs, args.threshold, partial=True)
+    with cli.progress_bar(args.rounds * len(engines), "engines") as bar, \
+            cli.keep_on_stop(kept, args, "%s on %s: the runs that finished" % (label(args.model), ",".join(devices)),
+                             COLUMNS, devices):
         records = compare_engines(args.model, devices, args.batch_size, engines, steps=args.steps,
                                   epochs=args.epochs, rounds=args.rounds, threshold=args.threshold,
-                                  timeout=args.timeout, progress=bar.update)
+                                  timeout=args.timeout, progress=bar.update, steps_of=steps_of)
     return records, devices
 
 

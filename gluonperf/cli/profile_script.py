@@ -200,6 +200,8 @@ def report(args, command, tmp, code, stopped, timed_out):
     print()
     cli.emit_sections(sections, args, _contexts(run), records=_records(summary))
     print(summary["input"][0].metrics["finding"])
+    for r in summary.get("growth", []):  # memory over the whole run (experiments.script_memory)
+        print(r.metrics["finding"])
     print()
     print("\n".join(sp.advice_lines(summary["advice"])))
     if args.split_bulk:
@@ -227,7 +229,8 @@ def shown(command):
 
 def _records(summary):
     return (summary["steps"] + summary["input"] + summary["operators"] + summary["blocks"] + summary["memory"]
-            + summary.get("waits", []) + summary.get("hybridize", []) + summary.get("advice", []))
+            + summary.get("waits", []) + summary.get("hybridize", []) + summary.get("growth", [])
+            + summary.get("advice", []))
 
 
 def _contexts(run):

@@ -65,12 +65,14 @@ def describe_engine(engine, n, kvstore="flat"):
 
 
 def compare_engines(model, contexts, per_device_batch, engines=ENGINES, steps=8, epochs=3, rounds=5,
-                    threshold=stats.THRESHOLD, timeout=600, progress=None):
+                    threshold=stats.THRESHOLD, timeout=600, progress=None, steps_of=None):
     """Run every engine of `engines` once per round for `rounds` rounds (rotating their order),
     each training `epochs` epochs of `steps` steps of `per_device_batch` images per context on
     `contexts` (names); returns one record per engine (bench 'engines'): its step time and
     images/s (geometric mean over rounds, with the rounds' samples), and its speed against the
-    first engine as a per-round paired ratio with interval and verdict."""
+    first engine as a per-round paired ratio with interval and verdict. `steps_of`: a dict this
+    fills with each engine's step per finished run, as it goes (what a stopped command keeps:
+    `engine_records(steps_of, ..., partial=True)`)."""
     from ..runtime import guard
     engines = list(engines)
     if len(contexts) < 2:
@@ -81,11 +83,8 @@ def compare_engines(model, contexts, per_device_batch, engines=ENGINES, steps=8,
     if rounds < 1 or steps < 1 or epochs < 2:
         raise ValueError("need rounds >= 1, steps >= 1 and epochs >= 2 (the first epoch is not timed)")
     env = guard.package_env(drop=("DMLC_", "HOROVOD_"))  # a job of this process's own is no setting of theirs
-    n, global_batch = len(contexts), per_device_batch * len(contexts)
-    steps_of = {e: [] for e in engines}
-    from ..runtime.contexts import parse_contexts
-    from ..training.loop import default_kvstore
-    kvstore = default_kvstore(parse_contexts(",".join(contexts)))  # what train takes for single, --kvstore unset
+    steps_of = {} if steps_of is None else steps_of
+    steps_of.update({e: [] for e in engines})
     with guard.temp_dir(prefix="gluonperf-engines-") as tmp:
         for r in range(rounds):
             order = engines[r % len(engines):] + engines[:r % len(engines)]
@@ -93,25 +92,43 @@ def compare_engines(model, contexts, per_device_batch, engines=ENGINES, steps=8,
                 path = os.path.join(tmp, "%s-%d.json" % (engine, r))
                 argv = engine_argv(engine, model, contexts, per_device_batch, steps, epochs, path, timeout)
                 _run_train(argv, env, timeout + 30, "%s (round %d)" % (engine, r + 1), kind="the run of engine")
-                steps_of[engine].append(_mean_step(_epoch_steps(path, global_batch)))
+                steps_of[engine].append(_mean_step(_epoch_steps(path, per_device_batch * len(contexts))))
                 if progress:
                     progress()
-    base = engines[0]
+    return engine_records(steps_of, model, contexts, per_device_batch, steps, epochs, threshold)
+
+
+def engine_records(steps_of, model, contexts, per_device_batch, steps, epochs, threshold=stats.THRESHOLD,
+                   partial=False):
+    """One record per engine of `steps_of` ({engine: its step per finished run}, the baseline
+    first) that has run at least once (see `compare_engines`); `partial`: the rounds were cut
+    short (a stopped command), each record says so and how many rounds each engine finished.
+    Against the baseline, the rounds both finished are paired."""
+    from ..runtime.contexts import parse_contexts
+    from ..training.loop import default_kvstore
+    kvstore = default_kvstore(parse_contexts(",".join(contexts)))  # what train takes for single, --kvstore unset
+    engines = [e for e in steps_of if steps_of[e]]
+    if not engines:
+        return []
+    base = next(iter(steps_of))
+    n, global_batch = len(contexts), per_device_batch * len(contexts)
     out = []
     for engine in engines:
         samples = steps_of[engine]
         step = _mean_step(samples)  # the geometric mean, as the ratios' intervals are made
         fields = dict(engine=engine, setup=describe_engine(engine, n, kvstore), processes=1 if engine == "single" else n,
                       devices=n, per_device_batch=per_device_batch, global_batch=global_batch, model=model,
-                      contexts=",".join(contexts), steps=steps, epochs=epochs, rounds=rounds,
+                      contexts=",".join(contexts), steps=steps, epochs=epochs, rounds=len(samples),
                       step_s=step, samples_s=samples, images_per_s=global_batch / step,
                       baseline=base)
-        if engine != base:
-            interval = stats.ratio_interval(stats.paired_ratios(steps_of[base], samples))
+        paired = min(len(steps_of[base]), len(samples))
+        if engine == base:
+            fields.update(vs_baseline=1.0)
+        elif paired:
+            interval = stats.ratio_interval(stats.paired_ratios(steps_of[base][:paired], samples[:paired]))
             judged = stats.verdict(interval, threshold, what="rounds")
             fields.update(interval.fields("vs_baseline"), **judged.fields())
-        else:
-            fields.update(vs_baseline=1.0)
+        if partial:
+            fields["partial"] = True
         out.append(result("engines", engine, **fields))
     return out
-

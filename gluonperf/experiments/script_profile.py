@@ -71,7 +71,9 @@ class _Driver:
                                  profiled=settings.get("operator_steps", 5), trace_path=settings.get("trace"),
                                  trainer_steps=True, on_step=self.step, on_block=self.block, on_ready=self.ready,
                                  hooks=False)
-        script_hooks.install(self.prof, waits=True)  # the script's own waits for the engine too
+        from .script_memory import Follower
+        self.follower = Follower(self.prof, self.write)  # memory at every step, to the script's end
+        script_hooks.install(self.follower, waits=True)  # the script's own waits for the engine too
         self.prof.start()
         self.write(kind="start", argv=sys.argv)
         atexit.register(self.at_exit)
@@ -135,8 +137,8 @@ class _Driver:
                 if timed is not None:
                     self.write(kind="hybridize", **(timed if isinstance(timed, dict) else {"error": timed}))
         self.calls.clear()
-        from ..runtime import script_hooks
-        script_hooks.remove()  # the script runs on unprofiled
+        self.follower.follow(model.get("block") if isinstance(model, dict) else None,  # the script runs on
+                             sum(s["step_s"] for s in done) / max(1, len(done)))  # unprofiled, memory sampled
         self.write(kind="end", partial=partial)
         if self.settings.get("stop") and not partial:
             sys.stderr.write("gluonperf: stopped the script after its measured steps (--stop)\n")
@@ -176,6 +178,10 @@ class _Driver:
         except BaseException as e:  # noqa: BLE001 (at exit, the script's status must stand)
             self.write(kind="error", where="at exit", error="%s: %s" % (type(e).__name__, e))
         self.write(kind="exit", steps_seen=self.prof.index)
+        try:
+            self.follower.at_exit()
+        except BaseException as e:  # noqa: BLE001
+            self.write(kind="error", where="memory at exit", error="%s: %s" % (type(e).__name__, e))
 
 
 def _plain(value):
@@ -591,8 +597,9 @@ def summarise(run, command=None, threshold=stats.THRESHOLD, peak_flops=None, cei
     if hybrid and hybrid[0].metrics.get("error"):
         notes.append("note: the model alone could not be timed hybridized against as it is: %s"
                      % hybrid[0].metrics["error"])
+    from .script_memory import growth_rows
     return {"steps": rows, "input": [verdict], "operators": operators, "blocks": blocks, "memory": memory,
-            "waits": waits, "hybridize": hybrid, "notes": notes}
+            "waits": waits, "hybridize": hybrid, "notes": notes, "growth": growth_rows(run, os.getcwd(), common)}
 
 
 WAITS = "script-waits"
@@ -753,13 +760,18 @@ def advice(summary, command, cwd):
         out.append(result(ADVICE, "data", lever="data", change=change, where=None, measured=False,
                           share=m["share"], share_ci_low=m.get("share_ci_low"), share_ci_high=m.get("share_ci_high"),
                           tune=tune))
-    return out
+    from .script_memory import growth_advice
+    return out + growth_advice(summary)
 
 
 def advice_lines(records):
     """The section `profile --` ends with: the changes measured faster, numbered (only those: a
     person reads a numbered line as an instruction); what was measured and was not faster, and
-    what is only to try, each with the `tune --` line that settles it on the whole script."""
+    what is only to try, each with the `tune --` line that settles it on the whole script; the memory
+    findings (script_memory: memory that grows, nothing measured faster) unnumbered after them."""
+    from .script_memory import finding_lines
+    findings = finding_lines([r for r in records if r.metrics.get("lever") == "memory"])
+    records = [r for r in records if r.metrics.get("lever") != "memory"]
     faster = [r for r in records if r.metrics["measured"] and r.metrics.get("verdict") == "faster"]
     tried = [r for r in records if r.metrics["measured"] and r.metrics.get("verdict") != "faster"]
     to_try = [r for r in records if not r.metrics["measured"]]
@@ -790,7 +802,7 @@ def advice_lines(records):
     if not records:
         lines = ["what to change: nothing this run measured calls for a change (no costly wait for the engine, not "
                  "input-bound, no model that hybridize could speed up)"]
-    return lines
+    return lines + findings
 
 
 def _said(m):

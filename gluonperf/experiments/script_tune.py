@@ -555,12 +555,8 @@ def recipe(results, confirm, kept, found, rates, cwd, tried, took=None):
     out = []
     if took:
         out.append(result(ADVICE, "tune", lever="run", measured=False, change=None, where=None, **took))
-    by_lever = {}
-    for r in results:
-        if r.metrics.get("lever") in kept and r.metrics.get("verdict") == "faster":
-            held = by_lever.get(r.metrics["lever"])
-            if held is None or r.metrics["ratio_ci_low"] > held.metrics["ratio_ci_low"]:
-                by_lever[r.metrics["lever"]] = r
+    # the candidate the search kept in each kept lever: its winner, as sweep.winner chose it
+    by_lever = {lever: sweep.winner([r for r in results if r.metrics.get("lever") == lever]) for lever in kept}
     for lever in kept:
         r = by_lever[lever]
         cand = sweep.Candidate(r.name, tuple(sorted(r.metrics["env_vars"].items())),

@@ -26,9 +26,12 @@ not give simply; the union bound needs nothing beyond what each fixed-n t interv
 
 `settle` says whether a candidate's verdict can still change: faster or slower beyond the
 noise, unable to reach the smallest speed-up worth a change (its interval's upper end below
-1 + threshold), or unable to be shown faster within the plan even if it were one standard
-error better than it has looked so far (futility, which can only stop a candidate from
-being called faster, so it costs no error rate).
+1 + threshold), or, futility, which can only stop a candidate from being called faster and so
+costs no error rate: even one standard error better than it has looked so far it stays below
+1 + threshold (from the 3rd round; from the 2nd when it was slower than its baseline in both),
+or, from the 5th round, with the spread seen so far its interval could not exclude 1 by the
+plan's last round. (The spread of 3 rounds is too uncertain to give up on a candidate for it:
+one outlying round of three can triple it.)
 """
 import math
 from dataclasses import dataclass
@@ -36,9 +39,12 @@ from dataclasses import dataclass
 from . import stats
 
 FIRST_LOOK = 3      # rounds at the first look: with 2, a t interval has 1 degree of freedom
+BEHIND_LOOK = 2     # a candidate slower than its baseline in each of this many rounds may leave (futility)
+SPREAD_LOOK = 5     # from this round on, the spread seen so far may tell that the plan is too short to show a gain
+EARLY_SHARE = 0.01  # of a candidate's alpha, for the interval of one that left before the first look
 # the outcomes of `settle`, as the records' `stopped` field says them
-FASTER, SLOWER, CANNOT_PAY, FUTILE, PLAN_DONE = ("faster", "slower", "cannot pay", "cannot be shown faster",
-                                                 "plan done")
+FASTER, SLOWER, CANNOT_PAY, FUTILE, BEHIND, PLAN_DONE = (
+    "faster", "slower", "cannot pay", "cannot be shown faster", "slower in every round", "plan done")
 
 
 def spent(alpha, share):
@@ -62,19 +68,22 @@ class Plan:
                              "(first %r, rounds %r)" % (self.first, self.rounds))
 
     def level(self, n):
-        """The confidence level of the interval at the look after `n` rounds (n >= first): 1 minus the
-        alpha spent between the previous look and this one."""
+        """The confidence level of the interval at the look after `n` rounds: 1 minus the alpha spent
+        between the previous look and this one. Before the first look (a candidate that left after
+        BEHIND_LOOK rounds, slower in each) the interval shown gets EARLY_SHARE of alpha, taken from
+        the first look's share, so that every interval a candidate can show is in the plan."""
+        if n < 1:
+            raise ValueError("a look needs at least one round, got %r" % n)
         if n < self.first:
-            raise ValueError("no look before round %d, got %r" % (self.first, n))
+            return 1 - EARLY_SHARE * self.alpha
         n = min(n, self.rounds)
-        before = spent(self.alpha, (n - 1) / self.rounds) if n > self.first else 0.0
+        before = spent(self.alpha, (n - 1) / self.rounds) if n > self.first else EARLY_SHARE * self.alpha
         return 1 - (spent(self.alpha, n / self.rounds) - before)
 
     def interval(self, ratios):
-        """The interval of per-round `ratios` (None entries left out) at this look's level; before the
-        first look, the fixed-n interval at level 1 - alpha (shown, never used to stop)."""
+        """The interval of per-round `ratios` (None entries left out) at this look's level."""
         n = sum(r is not None for r in ratios)
-        return stats.ratio_interval(ratios, self.level(n) if n >= self.first else 1 - self.alpha)
+        return stats.ratio_interval(ratios, self.level(n))
 
     def final_half_width(self, sd_log):
         """The half-width (in log ratio) the interval would have at the last look with this spread."""
@@ -89,18 +98,31 @@ def settle(plan, ratios, threshold=stats.THRESHOLD):
     n = len(values)
     if n >= plan.rounds:
         return PLAN_DONE
+    bound = 1 + threshold
+    if BEHIND_LOOK <= n < plan.first:
+        if all(v < 1 for v in values) and _hopeful(values) <= math.log(bound):
+            return BEHIND
+        return None
     if n < plan.first:
         return None
     interval = plan.interval(values)
-    bound = 1 + threshold
     if interval.low > 1 and interval.estimate > bound:
         return FASTER
     if interval.high < 1:
         return SLOWER
     if interval.high < bound:
         return CANNOT_PAY
-    sd = interval.sd_log or 0.0
-    hopeful = math.log(interval.estimate) + sd / math.sqrt(n)  # one standard error better than seen
-    if hopeful <= math.log(bound) or hopeful - plan.final_half_width(sd) <= 0:
+    hopeful = _hopeful(values)
+    if hopeful <= math.log(bound):
+        return FUTILE
+    if n >= SPREAD_LOOK and hopeful - plan.final_half_width(interval.sd_log or 0.0) <= 0:
         return FUTILE
     return None
+
+
+def _hopeful(values):
+    """The mean log ratio one standard error better than seen."""
+    logs = [math.log(v) for v in values]
+    mean = sum(logs) / len(logs)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)) if len(logs) > 1 else 0.0
+    return mean + sd / math.sqrt(len(logs))

@@ -139,7 +139,16 @@ def ratio_interval(ratios, level=LEVEL):
         return Interval(math.exp(mean), 0.0, math.inf, n, level, "t", None)
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1))
     half = t_quantile(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
-    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, level, "t", sd)
+    return Interval(math.exp(mean), _exp(mean - half), _exp(mean + half), n, level, "t", sd)
+
+
+def _exp(x):
+    """e**x, or its limit where a float cannot hold it (an interval of 2 rounds at a level near 1
+    can reach e**1000: its end is then inf, or 0)."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
 
 
 READABLE = READABLE_SPAN  # an interval wider than this factor tells a reader nothing (records.READABLE_SPAN)

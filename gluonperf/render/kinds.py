@@ -445,6 +445,16 @@ def tune_section(records):
     return Block(", ".join(groups) or "tune", tables, fig, reading)
 
 
+def growth_section(records):
+    """Memory over a run (gluonperf.measure.growth: train, profile, profile --): the verdict, the
+    growth per 1,000 steps with its interval, the steps counted; the reading is each finding."""
+    m = records[0].metrics
+    return Block("memory over the run%s" % (" of %s" % m["command"] if m.get("command") else ""),
+                 [Table(records, ["name", "memory", "growth_verdict", "growth_mb_per_1000_steps",
+                                  interval_column("growth_mb_per_1000_steps"), "steps_counted", "warmup_steps",
+                                  "where"])], None, "; ".join(r.metrics.get("finding", "") for r in records))
+
+
 # The kinds of records the commands other than bench write (and the benchmark suites); each
 # bench subcommand's module holds its own (gluonperf.bench, `section`), and the report puts
 # them all in the order a reader needs them (gluonperf.report.PAGE). A new kind is one more
@@ -458,4 +468,5 @@ KINDS = [
     Kind(("tune",), "Throughput suites and tune: ratios with their intervals", tune_section),
     Kind(("predict", "predict-best", "predict-check"), "Predicted scaling: devices and machines you do not have",
          predict_section),
+    Kind(("growth",), "Memory over time: is the job leaking?", growth_section),
 ]

@@ -40,7 +40,9 @@ KEEP_TIMEOUT = 60.0  # seconds an on_stop function may take before the process e
 
 def _hold_if_stopping():
     """Once the process is stopping (signal, stall), the main thread must not start a
-    new child or make a new temporary path behind cleanup's back: it waits for the exit."""
+    new child or make a new temporary path behind cleanup's back, nor report as a failure a
+    child that cleanup killed (`bench engines` said "the run of engine horovod failed (exit
+    143)" and exited 2 on Ctrl-C): it waits for the exit the stopping thread makes."""
     if _stopping.is_set() and threading.current_thread() is threading.main_thread():
         threading.Event().wait()
 
@@ -93,6 +95,7 @@ def run(argv, timeout=None, **kwargs):
         with _lock:
             _children.discard(proc)
     _kill_what_is_left(proc)
+    _hold_if_stopping()  # a signal or a stall is stopping the command, which killed this child: its end is moot
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
@@ -118,6 +121,7 @@ def run_all(argvs, timeout=None, **kwargs):
             procs.append(popen(argv, stdout=subprocess.DEVNULL, stderr=errs[-1], text=True, **kwargs))
         for proc in procs:
             proc.wait(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
+        _hold_if_stopping()  # killed because the command is being stopped: not a failure to report
         done = []
         for argv, proc, err in zip(argvs, procs, errs):
             err.seek(0)
@@ -215,6 +219,9 @@ def cleanup(stopping=False):
         kill_group(proc, grace=2.0)
     for path in paths:
         _remove(path)
+    if stopping:  # the exit is os._exit, which skips multiprocessing's removal of its folder (DataLoader workers')
+        from .worker_temp import remove_now
+        remove_now()
 
 
 @contextlib.contextmanager

@@ -143,6 +143,15 @@ def _not_the_script():
 _skip = None
 
 
+def is_script(filename):
+    """Whether code in `filename` is the script's own (not MXNet's, the standard library's, an
+    installed package's or this gluonperf's; not '<string>')."""
+    global _skip
+    if _skip is None:
+        _skip = _not_the_script()
+    return not filename.startswith(_skip) and not filename.startswith(("<", _GLUONPERF))
+
+
 def script_line(frame):
     """(file, line) of the innermost frame of the script's own code at or above `frame`; None
     when gluonperf's own code made the call (a fence of the profiler), or no frame is the script's."""
@@ -236,15 +245,16 @@ def _unpatch(cls, name):
         setattr(cls, name, original)
 
 
-def _targets(waits=False):
+def _targets(waits=False, data=True):
     """(class, attribute, wrapper) of every hook `install` puts in."""
     from mxnet import gluon, io, ndarray
     from mxnet.gluon.data import dataloader
-    out = [(gluon.Trainer, "step", _wrap_update), (gluon.Trainer, "update", _wrap_update),
-           (io.DataIter, "__next__", _wrap_dataiter_next)]
-    for cls in (dataloader.DataLoader, getattr(dataloader, "DataLoaderV1", None)):
-        if cls is not None and "__iter__" in cls.__dict__:
-            out.append((cls, "__iter__", _wrap_loader_iter))
+    out = [(gluon.Trainer, "step", _wrap_update), (gluon.Trainer, "update", _wrap_update)]
+    if data:
+        out.append((io.DataIter, "__next__", _wrap_dataiter_next))
+        for cls in (dataloader.DataLoader, getattr(dataloader, "DataLoaderV1", None)):
+            if cls is not None and "__iter__" in cls.__dict__:
+                out.append((cls, "__iter__", _wrap_loader_iter))
     if waits:
         out += [(ndarray.NDArray, "asnumpy", _wrap_wait("asnumpy")),
                 (ndarray.NDArray, "wait_to_read", _wrap_wait("wait_to_read")),
@@ -252,12 +262,14 @@ def _targets(waits=False):
     return out
 
 
-def install(listener, waits=False):
-    """Hook Trainer.step/update and the data loaders' iteration (and with `waits`, the script's
-    waits for the engine), reporting to `listener` (see the module's docstring);
+def install(listener, waits=False, data=True):
+    """Hook Trainer.step/update and the data loaders' iteration (`data`; and with `waits`, the
+    script's waits for the engine), reporting to `listener` (see the module's docstring);
     `watch_blocks(True)` adds outermost Block calls. MXNet is imported here."""
     global _listener
-    for cls, name, wrap in _targets(waits):
+    from .worker_temp import share_before_pools
+    share_before_pools()  # the script's DataLoader workers leave no pymp-* folder behind (runtime.worker_temp)
+    for cls, name, wrap in _targets(waits, data):
         _patch(cls, name, wrap)
     _listener = listener
 

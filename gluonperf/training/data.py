@@ -17,6 +17,7 @@ from mxnet import gluon
 
 from .. import UserError
 from ..config import DATASETS
+from ..runtime.worker_temp import share_with_workers
 from . import image_data
 from .image_data import classes_of, digits_arrays, image_size, is_path
 from .model_spec import label, parse_spec
@@ -272,6 +273,8 @@ def loader(dataset, batch_size, shuffle, workers=0, num_parts=1, part_index=0,
         return dataset.make_loader(batch_size, shuffle, workers, num_parts, part_index, last_batch, seed)
     sampler = PartSampler(len(dataset), num_parts, part_index, shuffle, seed)
     batches = gluon.data.BatchSampler(sampler, batch_size, last_batch)
+    if workers and not thread_pool:
+        share_with_workers()  # the workers leave no pymp-* folder behind (runtime.worker_temp)
     out = gluon.data.DataLoader(dataset, batch_sampler=batches, num_workers=workers,
                                 thread_pool=thread_pool)
     out.sampler = sampler

@@ -30,6 +30,7 @@ import numpy as np
 from mxnet import gluon
 
 from .. import UserError
+from ..runtime.worker_temp import share_with_workers
 from .sampler import PartSampler
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")   # those ImageFolderDataset reads
@@ -232,6 +233,8 @@ class ImageSet(gluon.data.Dataset):
             return RecordIterLoader(self, batch_size, workers, num_parts, part_index, seed)
         sampler = PartSampler(len(self), num_parts, part_index, shuffle, seed)
         batches = gluon.data.BatchSampler(sampler, batch_size, last_batch)
+        if workers and not thread_pool:
+            share_with_workers()  # the workers leave no pymp-* folder behind (runtime.worker_temp)
         return WorkerLoader(gluon.data.DataLoader(self, batch_sampler=batches, num_workers=workers,
                                                   thread_pool=bool(thread_pool), timeout=WORKER_TIMEOUT_S), sampler)
 

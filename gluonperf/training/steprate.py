@@ -8,7 +8,7 @@ line with images/s.
 
 The loop is the book's concise multi-device loop (split_and_load, autograd,
 backward, Trainer.step, no per-step sync), each step gluonperf.train's own
-(`loop.train_step`), with the levers tune sweeps: hybridize mode, batch size,
+(`steps.train_step`), with the levers tune sweeps: hybridize mode, batch size,
 contexts, kvstore. The timed region ends in `mx.nd.waitall()`.
 """
 import json
@@ -19,7 +19,8 @@ import mxnet as mx
 import numpy as np
 from mxnet import gluon
 
-from .loop import train_step
+from ..runtime.worker_temp import share_with_workers
+from .steps import train_step
 from .model_spec import parse_spec
 from .models import get_model, loss_of, random_input
 
@@ -54,6 +55,8 @@ def loader_batches(model, batch_size, count, workers, classes=10, seed=0):
     rng = np.random.RandomState(seed)
     x = random_input(model, batch_size * count, rng)
     y = rng.randint(0, classes, size=batch_size * count).astype("float32")
+    if workers:
+        share_with_workers()  # the workers leave no pymp-* folder behind (runtime.worker_temp)
     data = gluon.data.DataLoader(gluon.data.ArrayDataset(x, y), batch_size, shuffle=True,
                                  num_workers=workers, last_batch="discard")
     while True:
@@ -62,7 +65,7 @@ def loader_batches(model, batch_size, count, workers, classes=10, seed=0):
 
 
 def run_steps(net, trainer, loss, batches, contexts, steps, per_step_sync=False):
-    """`steps` training steps (`loop.train_step`, as gluonperf.train runs them), no sync unless
+    """`steps` training steps (`steps.train_step`, as gluonperf.train runs them), no sync unless
     `per_step_sync` (then each step reads its loss back with asscalar() before the next one is
     queued, as a loop that logs every step does). `batches`: a list to cycle through, or an iterator."""
     for i in range(steps):

@@ -1,0 +1,264 @@
+"""Is memory growing step after step? The growth per step with its interval, and a verdict.
+
+Memory sampled once a step (resident memory, or a device's) is, over a long run, a walk that
+moves by whatever each step leaves behind (pages touched, kept or given back) plus now and
+then a jump that happens once: a cache filled, an allocator's pool grown, a graph built for a
+new shape. A leak is a drift of that walk: every stretch of steps adds about the same. A
+one-off jump adds a lot to one stretch and nothing to the others.
+
+`fit` follows that model, after the warm-up:
+
+1. the samples are cut into blocks of consecutive steps (at least MIN_BLOCK samples, about
+   BLOCKS of them);
+2. a block's level is the median of its last third; each block gives an increment: what the
+   level grew from the block before, over the steps between their ends, in bytes a step;
+3. the growth is the trimmed mean of these increments: the mean without the g lowest and the
+   g highest (g = TRIM of them, MIN_TRIM at least), with the Tukey-McLaughlin interval (the
+   winsorized standard deviation over (1 - 2g/n) sqrt(n), Student's t with n - 2g - 1
+   degrees of freedom; Tukey and McLaughlin 1963, as Wilcox's "Introduction to Robust
+   Estimation and Hypothesis Testing" gives it; SciPy's `scipy.stats.mstats.trimmed_mean_ci`
+   computes the same). A jump that happens once lands in one or two increments, which the
+   trimming leaves out; a leak moves every stretch of the run. The mean, not the median:
+   resident memory grows in chunks (the allocator reuses freed memory, and takes more from
+   the system a chunk at a time: 128 KiB to a few MiB), so a leak of 25 KiB a step shows as
+   no growth in most blocks and a chunk in some, whose median says nothing grows; a mean
+   counts the chunks (the trimming drops the few largest, so a leak in rare large chunks
+   reads low, and is `inconclusive` rather than `grows` until more steps are counted).
+
+What the interval assumes: that the increments are independent draws from one distribution,
+and that their trimmed mean is about normal. Independence holds for a random walk with
+drift (its increments over disjoint stretches are independent, whatever their distribution),
+and the interval is conservative (too wide) for memory that goes back to a level between
+blocks (neighbouring increments then share a level and are negatively correlated). It is too
+narrow when the growth itself comes in episodes longer than a block (positively correlated
+increments), and a leak that grows in a few blocks only looks like a one-off jump: neither is
+called `grows` from the blocks it spans alone. The samples are taken once a step, never once
+a second: a verdict counts steps, so it does not depend on how fast the machine runs them.
+
+The verdict, against a floor of growth that means nothing (FLOOR_BYTES a step, one page: the
+unit resident memory moves in): `flat` when the whole interval lies below the floor, `grows`
+when its lower end is above it, `inconclusive` otherwise (more steps would settle it).
+
+Pure functions on lists of (step, bytes): no MXNet, no psutil (the sampler, `StepMemory`, is
+in gluonperf.measure.memory). SciPy gives the t quantile (gluonperf.measure.stats). `records_of` makes the records (bench
+'growth', name 'memory growth') of what a StepMemory sampled.
+"""
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+FLOOR_BYTES = 4096      # a step's growth below this (one page) means nothing
+MIN_BLOCK = 5           # samples in a block, at least
+BLOCKS = 30             # blocks to aim for: 29 increments, of which the 5 lowest and 5 highest are trimmed
+TRIM = 0.2              # the share of increments trimmed at each end (SciPy's and Wilcox's default)
+MIN_TRIM = 2            # ... at least this many (a jump split over two increments)
+MIN_INCREMENTS = 9      # fewer: no verdict (5 kept after the trimming)
+WARMUP_SHARE = 0.2      # the first fifth of a run's steps is its warm-up (when that is longer than the caller's)
+LEVEL = 0.95
+MB = 1e6                # rates are said in MB (10^6 bytes) per 1,000 steps
+VERDICTS = ("grows", "flat", "inconclusive")
+BENCH = "growth"
+
+
+@dataclass(frozen=True)
+class Growth:
+    """What `fit` found: `verdict`, the growth `rate` in bytes a step with its interval `low`..`high`
+    at `level` (None when there are too few steps for one), from `n` increments between blocks of
+    `block` samples, over `steps` steps counted after `warmup`; `floor` in bytes a step; memory
+    at the first and last block's end; `why`: for too few steps, what a verdict needs."""
+    verdict: str
+    rate: Optional[float]
+    low: Optional[float]
+    high: Optional[float]
+    level: Optional[float]
+    n: int
+    block: int
+    steps: int
+    warmup: int
+    floor: float
+    first_bytes: Optional[float] = None
+    last_bytes: Optional[float] = None
+    why: Optional[str] = None
+
+    def fields(self, available=None):
+        """Flat record fields; with `available` (bytes of memory the machine has left), for
+        `grows`, the steps until that runs out at the rate (and at its interval's ends)."""
+        out = {"growth_verdict": self.verdict}
+        for key, scale in (("growth_bytes_per_step", 1.0), ("growth_mb_per_1000_steps", 1000 / MB)):
+            at = (lambda x: None if x is None else x * scale)
+            out.update({key: at(self.rate), key + "_ci_low": at(self.low), key + "_ci_high": at(self.high),
+                        key + "_n": self.n, key + "_level": self.level})
+        out.update(floor_bytes_per_step=self.floor, steps_counted=self.steps, warmup_steps=self.warmup,
+                   block_steps=self.block, level_first_bytes=self.first_bytes, level_last_bytes=self.last_bytes,
+                   growth_method="trimmed mean of block increments, Tukey-McLaughlin interval")
+        if self.verdict == "grows" and available:
+            out.update(available_bytes=available, steps_to_exhaust=steps_until(available, self.rate),
+                       steps_to_exhaust_low=steps_until(available, self.high),
+                       steps_to_exhaust_high=steps_until(available, self.low))
+        elif available:
+            out["available_bytes"] = available
+        return out
+
+    def text(self, available=None):
+        """One sentence: 'grows: 29.1 MB per 1,000 steps (95% CI 27.3-30.8, ...)'."""
+        if self.low is None:
+            return "inconclusive: %s" % self.why
+        rate = "%s MB per 1,000 steps" % _mb(self.rate)
+        over = "%d increments between blocks of %d steps, %d steps after %d of warm-up" % (
+            self.n, self.block, self.steps, self.warmup)
+        ci = "%g%% CI %s to %s, %s" % (100 * self.level, _mb(self.low), _mb(self.high), over)
+        floor = "a floor of %s a step" % _bytes(self.floor)
+        if self.verdict == "flat":
+            return "flat: %s (%s), all of it below %s" % (rate, ci, floor)
+        if self.verdict == "inconclusive":
+            return "inconclusive: %s (%s), against %s; more steps would settle it" % (rate, ci, floor)
+        lasts = ""
+        if available:
+            lasts = "; at that rate the %s of memory this machine has available last about %s more steps" % (
+                _bytes(available), "{:,.0f}".format(steps_until(available, self.rate)))
+        return "grows: %s (%s), above %s%s" % (rate, ci, floor, lasts)
+
+
+def _mb(x):
+    return "%.3g" % (x * 1000 / MB)
+
+
+def _bytes(n):
+    for unit, size in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if abs(n) >= size:
+            return "%.3g %s" % (n / size, unit)
+    return "%d bytes" % n
+
+
+def steps_until(available, rate):
+    """Steps until `available` bytes are used up at `rate` bytes a step (None when it does not grow)."""
+    if rate is None or rate <= 0:
+        return None
+    return available / rate
+
+
+def warmup_steps(total, at_least=0):
+    """The steps of a run of `total` steps left out as its warm-up: the first WARMUP_SHARE of
+    them, or `at_least` (what the caller knows to be warm-up: fenced or profiled steps) if more."""
+    return max(int(at_least), int(math.ceil(WARMUP_SHARE * total)))
+
+
+def trimmed_interval(values, level=LEVEL, trim=TRIM, min_trim=MIN_TRIM):
+    """(trimmed mean, low, high, g) of `values`: the mean without the g lowest and g highest
+    (g = max(min_trim, floor(trim n))) and its Tukey-McLaughlin interval at `level` (see the
+    module's docstring); low and high are None when fewer than MIN_INCREMENTS values are given."""
+    from .stats import t_quantile
+    x = sorted(float(v) for v in values)
+    n = len(x)
+    if n == 0:
+        raise ValueError("no values to make an interval of")
+    g = max(min_trim, int(trim * n))
+    if n < MIN_INCREMENTS or n - 2 * g < 3:
+        return sum(x) / n, None, None, 0
+    kept = x[g:n - g]
+    mean = math.fsum(kept) / len(kept)
+    winsorized = [x[g]] * g + kept + [x[n - g - 1]] * g
+    wmean = math.fsum(winsorized) / n
+    sd = math.sqrt(math.fsum((w - wmean) ** 2 for w in winsorized) / (n - 1))
+    half = t_quantile(0.5 + level / 2, n - 2 * g - 1) * sd / ((1 - 2 * g / n) * math.sqrt(n))
+    return mean, mean - half, mean + half, g
+
+
+def blocks_of(samples, blocks=BLOCKS, min_block=MIN_BLOCK):
+    """(block size, [(step, level)] of each block) of `samples` ((step, bytes), by step): blocks
+    of consecutive samples, at least `min_block` each, about `blocks` of them (the first
+    samples left over go: the nearest to the warm-up); a block's level is the median of its
+    last third, at the step of its last sample. The last third, not the whole block: the
+    levels of neighbouring blocks then hold no steps in common near their increment, which
+    stays about independent of the next for a random walk (medians of whole blocks gave
+    increments whose interval covered a random walk's drift 90% of the time for 95%; the last
+    third 95%), and a spike at one sample moves the level little (the last sample alone: 1.5
+    times as wide an interval for memory that returns to a level)."""
+    size = max(min_block, len(samples) // blocks)
+    count = len(samples) // size
+    start = len(samples) - count * size
+    tail = max(1, size // 3)
+    out = []
+    for b in range(count):
+        end = start + (b + 1) * size
+        values = sorted(v for _, v in samples[end - tail:end])
+        out.append((samples[end - 1][0], (values[(tail - 1) // 2] + values[tail // 2]) / 2))
+    return size, out
+
+
+def fit(samples, warmup=0, floor=FLOOR_BYTES, level=LEVEL, blocks=BLOCKS, min_block=MIN_BLOCK):
+    """The growth of memory sampled at steps: `samples` is (step, bytes) pairs; those at steps
+    below `warmup` are left out (the module's docstring says how the rest are fitted).
+    Returns a Growth; with too few steps for an interval, its verdict is inconclusive and
+    `why` says how many a verdict needs."""
+    if floor <= 0 or not 0 < level < 1:
+        raise ValueError("floor must be positive and level between 0 and 1; got %r, %r" % (floor, level))
+    kept = sorted((int(s), float(v)) for s, v in samples if s >= warmup)
+    if any(not math.isfinite(v) for _, v in kept):
+        raise ValueError("memory samples must be finite numbers of bytes")
+    steps = kept[-1][0] - kept[0][0] + 1 if kept else 0
+    size, ends = blocks_of(kept, blocks, min_block)
+    increments = [(b2 - b1) / (s2 - s1) for (s1, b1), (s2, b2) in zip(ends, ends[1:]) if s2 > s1]
+    base = dict(n=len(increments), block=size, steps=steps, warmup=int(warmup), floor=float(floor),
+                first_bytes=ends[0][1] if ends else None, last_bytes=ends[-1][1] if ends else None)
+    rate, low, high, _ = trimmed_interval(increments, level) if increments else (None, None, None, 0)
+    if low is None:
+        need = MIN_INCREMENTS + 1
+        return Growth("inconclusive", rate, None, None, None, why=(
+            "too few steps for a verdict: %d sampled after %d of warm-up; one needs %d blocks of %d or more "
+            "(%d steps after the warm-up)" % (len(kept), warmup, need, min_block, need * min_block)), **base)
+    verdict = "flat" if high < floor else "grows" if low > floor else "inconclusive"
+    return Growth(verdict, rate, low, high, level, **base)
+
+
+def records_of(memory, warmup=0, **common):
+    """The records (bench 'growth'; name 'memory growth' for resident memory, 'memory growth
+    [gpu0]' for a device's) of what `measure.memory.StepMemory.plain()` gave: each series' Growth
+    (`Growth.fields`), what it is (`memory`), the steps sampled and run, and `finding`, its
+    sentence. `warmup`: the steps the caller knows to be warm-up (fenced, profiled); the first
+    WARMUP_SHARE of the run is left out when that is more."""
+    from ..records import result
+    out = []
+    for what, line in memory.items():
+        steps = line["steps"]
+        total = max(steps) if steps else 0
+        found = fit(zip(steps, line["bytes"]), warmup=warmup_steps(total, warmup))
+        label = "resident memory" if what == "rss" else "memory on %s" % what
+        available = line.get("available_bytes")
+        out.append(result(BENCH, "memory growth" if what == "rss" else "memory growth [%s]" % what, memory=label,
+                          steps_sampled=len(steps), steps_run=total, finding="%s over the run: %s" % (
+                              label, found.text(available)), **found.fields(available), **common))
+    return out
+
+
+class StepSeries:
+    """(step, value) samples of one quantity, one a step, kept in bounded memory: past `cap`
+    samples every other one is dropped and only every second step is sampled from then on
+    (the stride doubles), so a run of any length keeps evenly spread samples of all of it."""
+
+    def __init__(self, cap=1 << 15):
+        if cap < 2 * MIN_BLOCK * (MIN_INCREMENTS + 1):
+            raise ValueError("cap must be at least %d samples; got %r" % (2 * MIN_BLOCK * (MIN_INCREMENTS + 1), cap))
+        self.cap, self.stride = cap, 1
+        self.steps, self.values = [], []
+
+    def wants(self, step):
+        """Whether the sample of `step` would be kept (a caller can skip reading it otherwise)."""
+        return step % self.stride == 0
+
+    def append(self, step, value):
+        if step % self.stride:
+            return
+        self.steps.append(step)
+        self.values.append(value)
+        if len(self.steps) > self.cap:
+            self.stride *= 2
+            kept = [i for i, s in enumerate(self.steps) if s % self.stride == 0]
+            self.steps = [self.steps[i] for i in kept]
+            self.values = [self.values[i] for i in kept]
+
+    def samples(self):
+        return list(zip(self.steps, self.values))
+
+    def __len__(self):
+        return len(self.steps)
