@@ -239,6 +239,8 @@ def serve(config, stdin, stdout):
 
 def main(argument):
     config = json.loads(argument)
+    # gluonperf.inference.instances.Pool sends the system's own fields (TorchSystem.to_text) as "rung"
+    config.update(json.loads(config.pop("rung")))
     if config.get("cache"):  # inductor's compiled kernels go to the benchmark's folder, removed after it
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = config["cache"]
     if config.get("cores"):
