@@ -19,6 +19,8 @@ machine's load or its free cores, or makes load itself. Run it alone with
 test skips, saying how to run it).
 """
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -34,6 +36,46 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "alone: the test times work or reads the machine's load (or makes load), so no other "
                    "test may run beside it: it runs in `python -m pytest -m alone -n 0`")
+    if not hasattr(config, "workerinput"):  # the run's own process: before its workers start
+        _private_temp(config)
+
+
+def _private_temp(config):
+    """The run's temporary directory is a folder of its own (TMPDIR, inherited by the workers and by
+    every command a test starts), so that what the commands and their children leave in it can be
+    told from what anything else on the machine leaves in the shared one; `pytest_sessionfinish`
+    fails the run if anything but pytest's own base folder is left there; a run that passed removes
+    it (one that failed keeps it, as pytest keeps its base folder, to look at)."""
+    config._gluonperf_tmp = tempfile.mkdtemp(prefix="gluonperf-suite-")
+    os.environ["TMPDIR"] = config._gluonperf_tmp
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Nothing of gluonperf's or its children's (pymp-* folders of DataLoader workers, a tune's or
+    a script's folder, LoadGen's logs) is left in the run's temporary directory."""
+    tmp = getattr(session.config, "_gluonperf_tmp", None)
+    if tmp is None:
+        return
+    ours = "pytest-of-"
+    left = sorted(name for name in os.listdir(tmp) if not name.startswith(ours))
+    session.config._gluonperf_passed = not left and exitstatus in (0, pytest.ExitCode.NO_TESTS_COLLECTED)
+    if left:
+        session.config._gluonperf_left = left
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    left = getattr(config, "_gluonperf_left", None)
+    if left:
+        terminalreporter.write_line("FAILED: left in the run's temporary directory (%s) by the commands the tests "
+                                    "started: %s" % (config._gluonperf_tmp, ", ".join(left)), red=True)
+
+
+def pytest_unconfigure(config):
+    tmp = getattr(config, "_gluonperf_tmp", None)
+    if tmp is not None and getattr(config, "_gluonperf_passed", False):
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):
