@@ -1,1 +1,5 @@
-"""The chapter's experiments and the newer ones: plain functions that take models, contexts and sizes and return records; they neither parse arguments nor print."""
+"""The chapter's experiments and the newer ones (profile's step, operators and Blocks, the
+input pipeline, the footprint, ...): plain functions that take models, contexts and sizes and
+return records; they neither parse arguments nor print. A user's script is gluonperf/script/;
+tune's search is gluonperf/tuning/, its runners and levers for gluonperf's own training runs
+gluonperf/training/runners.py and levers.py."""
