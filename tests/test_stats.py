@@ -112,3 +112,11 @@ def test_speedup_fields_pair_the_repeats():
     assert f["speedup_n"] == 3 and f["verdict"] == "faster"
     with pytest.raises(ValueError):
         stats.paired_ratios([1.0], [1.0, 2.0])
+
+
+def test_an_interval_too_wide_for_a_float_ends_at_infinity():
+    """2 rounds far apart at a level near 1 (a candidate out after 2 rounds under tune's plan): the
+    upper end is past what a float holds; it is inf (and the interval unreadable), not an error."""
+    iv = stats.ratio_interval([0.6, 1.3], 1 - 0.01 * 0.05 / 2)
+    assert iv.high == math.inf and iv.low < 1e-300
+    assert not stats.readable(iv)

@@ -495,3 +495,17 @@ def test_optimizer_is_trained_in_every_candidate_and_its_lever_knows_it(monkeypa
         model_tune.tune("mlp", ["cpu"], [8], runner=STEPRATE, optimizer="adam")
     with pytest.raises(UserError, match="nothing to try here.*--optimizer sgd or adamw"):
         parse_args(["--model", "mlp", "--optimizer", "adam", "--levers", "optimizer"])
+
+
+def test_a_candidate_slower_in_its_first_two_rounds_leaves_with_an_interval_too_wide_to_print():
+    """Slower than the baseline in both of its first 2 rounds (futility): it leaves, and its interval,
+    at 1% of its error rate with one degree of freedom, is too wide to print (its end past what a float
+    holds is inf), never a traceback and never a verdict of 'slower' from 2 rounds."""
+    from gluonperf.records import format_estimate
+    from gluonperf.tuning import schedule
+    figures = iter([10.0, 6.0, 5.0, 9.0] * 3)
+    table = schedule.Table([Candidate("b"), Candidate("slow")], Rounds(), "x", start={})
+    schedule.interleave(table, lambda c: (next(figures), None))
+    m = {r.name: r.metrics for r in schedule.summarize(table)}["slow"]
+    assert m["stopped"] == "slower in every round" and m["rounds"] == 2 and m["verdict"] == "inconclusive"
+    assert format_estimate("ratio", m["ratio"], m["ratio_ci_low"], m["ratio_ci_high"]).endswith("(too few rounds)")

@@ -227,6 +227,12 @@ def test_the_recipe_keeps_only_faster_and_names_what_was_tried():
     assert [r.metrics["lever"] for r in out] == ["hybridize"]
     m = out[0].metrics
     assert m["where"] == "train.py:7" and m["ratio"] == 1.5 and m["hooks"] == {"hybridize": "static"}
+    # the recipe names the candidate the search kept (sweep.winner: the highest estimate of the faster ones),
+    # even where another faster one has the higher lower end
+    steady = tried("hybridize", "hybridize=hybrid", 1.4, 1.35, 1.45, "faster", flags={"hybridize": "hybrid"})
+    noisy = tried("hybridize", "hybridize=static", 1.45, 1.05, 2.0, "faster", flags={"hybridize": "static"})
+    out = script_advice.recipe([steady, noisy], None, ["hybridize"], found, [], "/x", "")
+    assert out[0].metrics["hooks"] == {"hybridize": "static"} and out[0].metrics["ratio"] == 1.45
     assert "HybridSequential()" in m["change"] and "static_alloc=True" in m["change"]
     text = script_text.tried_text(results, {"dtype": "no bfloat16 here"})
     assert "OMP_NUM_THREADS=2 0.50x (97.5% CI 0.40-0.60, 5 rounds), slower" in text

@@ -139,7 +139,16 @@ def ratio_interval(ratios, level=LEVEL):
         return Interval(math.exp(mean), 0.0, math.inf, n, level, "t", None)
     sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1))
     half = t_quantile(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
-    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, level, "t", sd)
+    return Interval(math.exp(mean), _exp(mean - half), _exp(mean + half), n, level, "t", sd)
+
+
+def _exp(x):
+    """e**x, or its limit where a float cannot hold it (an interval of 2 rounds at a level near 1
+    can reach e**1000: its end is then inf, or 0)."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
 
 
 READABLE = READABLE_SPAN  # an interval wider than this factor tells a reader nothing (records.READABLE_SPAN)
@@ -269,6 +278,17 @@ def verdict(interval, threshold=THRESHOLD, words=("faster", "slower"), what="rou
             else "; more %s would settle it" % what if interval.n < 2 or interval.sd_log is None
             else "; the change sits at the threshold: more %s will not settle it soon" % what)
     return Verdict("inconclusive", "inconclusive: %s%s" % (interval.describe(what=what), more), threshold, need)
+
+
+def winner(results):
+    """The candidate to keep from one lever's results (records with `verdict`, `ratio`, `error`:
+    tuning.schedule.summarize's): of those judged faster than the baseline (each a change that
+    pays, beyond the noise), the one with the highest estimate, the best guess of which is
+    fastest; None when none is. (Not the highest lower end: under the sequential plan a
+    candidate's lower end depends as much on the look where it stopped as on its speed.) The
+    search keeps it, and tune --'s recipe names it."""
+    faster = [r for r in results if r.metrics.get("verdict") == "faster" and not r.metrics.get("error")]
+    return max(faster, key=lambda r: r.metrics["ratio"]) if faster else None
 
 
 def rounds_needed(interval, threshold=THRESHOLD, level=None):

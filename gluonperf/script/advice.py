@@ -8,6 +8,7 @@ as a gain it has not measured. The lines a person reads are script/text.py's.
 """
 import statistics
 
+from ..measure.stats import winner
 from ..records import result
 from .text import code_at, pct, size, times, where
 
@@ -176,12 +177,8 @@ def recipe(results, confirm, kept, found, rates, cwd, tried, took=None):
     out = []
     if took:
         out.append(result(ADVICE, "tune", lever="run", measured=False, change=None, where=None, **took))
-    by_lever = {}
-    for r in results:
-        if r.metrics.get("lever") in kept and r.metrics.get("verdict") == "faster":
-            held = by_lever.get(r.metrics["lever"])
-            if held is None or r.metrics["ratio_ci_low"] > held.metrics["ratio_ci_low"]:
-                by_lever[r.metrics["lever"]] = r
+    # the candidate the search kept in each kept lever: its winner, as the search chose it (stats.winner)
+    by_lever = {lever: winner([r for r in results if r.metrics.get("lever") == lever]) for lever in kept}
     for lever in kept:
         r = by_lever[lever]
         # the lever's own part of the candidate: its flags or its environment beside the ones kept before
