@@ -2,4 +2,8 @@
 input pipeline, the footprint, ...): plain functions that take models, contexts and sizes and
 return records; they neither parse arguments nor print. A user's script is gluonperf/script/;
 tune's search is gluonperf/tuning/, its runners and levers for gluonperf's own training runs
-gluonperf/training/runners.py and levers.py."""
+gluonperf/training/runners.py and levers.py.
+
+It may import runtime/, records, config, measure/ and training/ (and cli/ in a module's
+`__main__` block, a worker process run as a command); not tuning/, script/ or inference/ beside
+it, nor render/, cli/ or the commands."""

@@ -89,8 +89,9 @@ def share_interval(groups, key):
     return 1 - 1 / iv.estimate, max(0.0, 1 - 1 / iv.low) if iv.low > 0 else 0.0, high, iv
 
 
-def _rate(groups, images, seconds):
-    values = [images(g) / seconds(g) for g in groups if seconds(g) > 0 and images(g) > 0]
+def _rate(groups, count, seconds):
+    """The interval of count(round) / seconds(round) over the rounds (None without a round to count)."""
+    values = [count(g) / seconds(g) for g in groups if seconds(g) > 0 and count(g) > 0]
     return stats.ratio_interval(values) if values else None
 
 

@@ -163,8 +163,8 @@ def found_text(found, rate, cwd):
         kind = {"hybrid": "a HybridBlock", "sequential": "a Sequential of HybridBlocks",
                 "imperative": "not hybridizable"}[model["kind"]]
         mode = {"none": "not hybridized", "hybrid": "hybridized", "static": "hybridized static"}[model["mode"]]
-        where = where(model.get("file"), model.get("line") or 0, cwd)
-        parts.append("the model %s (%s, %s%s)" % (model["class"], kind, mode, ", built at %s" % where if where else ""))
+        built = where(model.get("file"), model.get("line") or 0, cwd)
+        parts.append("the model %s (%s, %s%s)" % (model["class"], kind, mode, ", built at %s" % built if built else ""))
     for l in found.get("loaders") or []:
         parts.append("a DataLoader at %s (num_workers=%s%s)" % (where(l["file"], l["line"], cwd), l["num_workers"],
                                                                  ", thread_pool" if l.get("thread_pool") else ""))
