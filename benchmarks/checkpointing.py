@@ -41,7 +41,9 @@ from gluonperf.experiments.footprint import footprint  # noqa: E402
 from gluonperf.training.models import get_model, input_shape  # noqa: E402
 from gluonperf.training.recompute import checkpointed_forward_backward, segments  # noqa: E402
 from gluonperf.records import format_table, result, write_jsonl  # noqa: E402
-from gluonperf.training.loop import HYBRIDIZE, TrainConfig, forward_backward, make_trainer  # noqa: E402
+from gluonperf.config import HYBRIDIZE, TrainConfig  # noqa: E402
+from gluonperf.training.steps import forward_backward  # noqa: E402
+from gluonperf.training.trainers import make_trainer  # noqa: E402
 
 MEMORY_TARGET, TIME_TARGET = 0.70, 1.40
 

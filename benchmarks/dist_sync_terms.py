@@ -7,7 +7,7 @@ t1 + t2: t1 the one-worker step measured alone (kvstore device, one OpenMP threa
 of 2 workers gets on 2 cores), t2 `scaling_model.ps_sync_s` with the per-message cost
 calibrated on 1 worker and 1 server. The model assumes the two workers compute side by side
 as fast as one alone (compute_units = cores // threads = 2). Per round, interleaved, this
-measures with the same training command (`scaling_checks._train_argv`, tiny LeNet):
+measures with the same training command (`scaling.runs.train_argv`, tiny LeNet):
   - `alone`: one worker, kvstore device, OMP_NUM_THREADS=1 (the model's t1);
   - `two at once`: two such workers started together, no communication (t1 as it is
     when two processes share the cores);
@@ -31,25 +31,25 @@ from gluonperf.measure import stats
 
 def run_round(model, batch, steps, repeats, nbytes, keys, lnk, base_env, tmp, timeout, r):
     """One round: {name: [step per epoch]} of the four runs, plus the round's prediction."""
-    from gluonperf.experiments import scaling_checks, scaling_model
+    from gluonperf.scaling import model as scaling_model, runs
     from gluonperf.runtime.threads import physical_cores
     one = dict(base_env, OMP_NUM_THREADS="1")
 
     def single(tag):
         path = os.path.join(tmp, "single-%s-%d.json" % (tag, r))
-        scaling_checks._run_train(scaling_checks._train_argv(model, batch, batch * steps, repeats + 1,
-                                                     ["--ctx", "cpu0", "--kvstore", "device", "--json", path]),
-                              one, timeout, "1 worker alone")
-        return scaling_checks._epoch_steps(path, batch)
+        runs.run_train(runs.train_argv(model, batch, batch * steps, repeats + 1,
+                                       ["--ctx", "cpu0", "--kvstore", "device", "--json", path]),
+                       one, timeout, "1 worker alone")
+        return runs.epoch_steps(path, batch)
 
     def dist(workers):
         path = os.path.join(tmp, "dist-%d-%d.json" % (workers, r))
         argv = [sys.executable, "-m", "gluonperf.launch", "-n", str(workers), "-s", "1", "--timeout",
-                str(timeout), "--"] + scaling_checks._train_argv(model, batch, batch * steps * workers, repeats + 1,
-                                                             ["--ctx", "cpu0", "--kvstore", "dist_sync",
-                                                              "--json", path])
-        scaling_checks._run_train(argv, one, timeout + 30, "dist_sync %d workers 1 server" % workers)
-        return scaling_checks._epoch_steps(path, batch * workers)
+                str(timeout), "--"] + runs.train_argv(model, batch, batch * steps * workers, repeats + 1,
+                                                      ["--ctx", "cpu0", "--kvstore", "dist_sync",
+                                                       "--json", path])
+        runs.run_train(argv, one, timeout + 30, "dist_sync %d workers 1 server" % workers)
+        return runs.epoch_steps(path, batch * workers)
 
     out = {"alone": single("alone"), "load": os.getloadavg()[0]}
     pair, errors = {}, []
@@ -69,8 +69,8 @@ def run_round(model, batch, steps, repeats, nbytes, keys, lnk, base_env, tmp, ti
     out["two at once"] = [max(a, b) for a, b in zip(pair["a"], pair["b"])]  # a sync step waits for the slower
     out["dist 1x1"] = dist(1)
     out["dist 2x1"] = dist(2)
-    t1 = scaling_checks._mean_step(out["alone"])
-    per_message = max(lnk.latency_s, (scaling_checks._mean_step(out["dist 1x1"]) - t1 - 2.0 * nbytes / lnk.Bps)
+    t1 = runs.mean_step(out["alone"])
+    per_message = max(lnk.latency_s, (runs.mean_step(out["dist 1x1"]) - t1 - 2.0 * nbytes / lnk.Bps)
                       / (2 * keys))
     ps = scaling_model.measured_link(lnk.GBps, per_message, name="loopback via ps-lite", scope="network",
                                      shared=True)
@@ -95,10 +95,10 @@ def main(argv=None):
     cli.check_outputs(args)
     cli.guard_command(args, "benchmarks/dist_sync_terms.py", stall_timeout=0)
     from gluonperf.runtime import guard
-    from gluonperf.experiments import scaling_checks
+    from gluonperf.scaling import parts, runs
     from gluonperf.records import Result
-    nbytes, keys, _ = scaling_checks.gradient_bytes(args.model)
-    lnk = scaling_checks.loopback_link(nbytes)
+    nbytes, keys, _ = parts.gradient_bytes(args.model)
+    lnk = parts.loopback_link(nbytes)
     base_env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_OMP", "DMLC_"))}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     base_env["PYTHONPATH"] = os.pathsep.join(x for x in (root, os.environ.get("PYTHONPATH")) if x)
@@ -115,7 +115,7 @@ def main(argv=None):
         results.append(Result("dist-terms", name, {"step_s": iv.estimate, "step_low_s": iv.low,
                                                     "step_high_s": iv.high, "epochs": iv.n,
                                                     "round_steps_s": [out[name] for out, _, _ in rounds]}))
-    mean = scaling_checks._mean_step
+    mean = runs.mean_step
     miss = [mean(out["dist 2x1"]) / pred for out, pred, _ in rounds]
     shared = [mean(out["two at once"]) / mean(out["alone"]) for out, _, _ in rounds]
     rest = [mean(out["dist 2x1"]) / (pred - mean(out["alone"]) + mean(out["two at once"]))

@@ -30,7 +30,9 @@ from mxnet import gluon  # noqa: E402
 from gluonperf.measure.harness import environment, measure_interleaved  # noqa: E402
 from gluonperf.training.models import resnet18  # noqa: E402
 from gluonperf.records import format_table, result, write_jsonl  # noqa: E402
-from gluonperf.training.loop import HYBRIDIZE, TrainConfig, forward_backward, make_trainer  # noqa: E402
+from gluonperf.config import HYBRIDIZE, TrainConfig  # noqa: E402
+from gluonperf.training.steps import forward_backward  # noqa: E402
+from gluonperf.training.trainers import make_trainer  # noqa: E402
 
 VARIANTS = {  # name -> resnet18 keyword arguments
     "book (F.relu)": {"book_relu": True},

@@ -83,6 +83,7 @@ def render():
                 date = NAME.match(f)["date"]
                 out += ["#### %s, %s" % (MACHINES.get(cpu, cpu), date), "",
                         "[%s](%s%s)" % (f, LINK, f), ""] + throughput_table(os.path.join(RESULTS, f)) + [""]
+    out += inference_section(named)
     out += ["### Every result file, by suite and machine", "",
             "| suite | machine | files |", "| --- | --- | --- |"]
     for suite in sorted(named):
@@ -94,6 +95,49 @@ def render():
         out += ["Files not named `<suite>_<cpu>_<date>`: " + ", ".join("[%s](%s%s)" % (f, LINK, f) for f in others)
                 + ".", ""]
     return "\n".join(out)
+
+
+INFERENCE_VS = (("vs_pytorch_eager", "PyTorch eager"), ("vs_pytorch_compile", "torch.compile"),
+                ("vs_pytorch_int8", "PyTorch INT8"))
+
+
+def inference_section(named):
+    """benchmarks/inference.py's latest run on each machine: gluonperf's best rung of each model
+    and scenario against each PyTorch system (nothing while no such file exists)."""
+    out = []
+    for cpu, fs in sorted(named.get("inference", {}).items()):
+        path = [f for f in fs if f.endswith(".jsonl")][-1:]
+        if not path:
+            continue
+        rows = [json.loads(l) for l in open(os.path.join(RESULTS, path[0])) if l.strip()]
+        best = [r for r in rows if r.get("best")]
+        if not out:
+            out += ["### Inference against PyTorch, the latest run on each machine", "",
+                    "`python benchmarks/inference.py`: each model served under MLPerf's LoadGen (single-stream: "
+                    "p90 of one-sample queries; offline: samples/s), gluonperf's best precision rung against "
+                    "PyTorch eager, torch.compile and PyTorch's x86 INT8, every system one instance over all the "
+                    "cores, interleaved round by round; ratios are geometric means of the per-round ratios with "
+                    "their 95% interval (above 1: gluonperf faster).", ""]
+        out += ["#### %s, %s" % (MACHINES.get(cpu, cpu), NAME.match(path[0])["date"]), "",
+                "[%s](%s%s)" % (path[0], LINK, path[0]), "",
+                "| model | scenario | gluonperf's best rung | its figure | %s | rounds | LoadGen |"
+                % " | ".join("vs %s" % label for _, label in INFERENCE_VS),
+                "| --- | --- | --- | --- | %s | --- | --- |" % " | ".join("---" for _ in INFERENCE_VS)]
+        for r in best:
+            figure = ("p90 %.3g ms" % (1e3 * r["p90_s"]) if r["scenario"] == "single-stream" else
+                      "%.4g samples/s" % r["samples_per_s"])
+            out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                r["model"], r["scenario"], r["precision"], figure,
+                " | ".join(_vs_cell(r, key) for key, _ in INFERENCE_VS), r.get("rounds", "-"),
+                "valid" if r.get("loadgen_valid") else "INVALID"))
+        out.append("")
+    return out
+
+
+def _vs_cell(r, key):
+    if r.get(key) is None:
+        return "-"
+    return "%.2fx (%.2f-%.2f), %s" % (r[key], r[key + "_ci_low"], r[key + "_ci_high"], r.get(key + "_verdict", "-"))
 
 
 ADVICE_PAGE = os.path.join(HERE, "faster_script.md")

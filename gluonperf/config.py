@@ -3,7 +3,7 @@
 The command lines build their parsers from these, so `--help` and a bad flag answer
 before MXNet loads (about 2 s on the machines gluonperf was measured on). The modules
 that do the work import them from here: `gluonperf.training.loop`, `gluonperf.training.data`,
-`gluonperf.training.optimizers`, `gluonperf.experiments.from_scratch`.
+`gluonperf.training.optimizers`, `gluonperf.experiments.allreduce_bandwidth`.
 """
 from dataclasses import dataclass, fields
 from typing import Optional

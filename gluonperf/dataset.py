@@ -41,8 +41,8 @@ def build_parser():
     return p
 
 
-_size = cli._checked(int, "a whole number", lambda v: 8 <= v <= 4096, "must be between 8 and 4096 pixels")
-_quality = cli._checked(int, "a whole number", lambda v: 1 <= v <= 100, "must be between 1 and 100")
+_size = cli.checked(int, "a whole number", lambda v: 8 <= v <= 4096, "must be between 8 and 4096 pixels")
+_quality = cli.checked(int, "a whole number", lambda v: 1 <= v <= 100, "must be between 1 and 100")
 
 
 def make(args):

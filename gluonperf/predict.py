@@ -2,7 +2,7 @@
 
 Parses the flags, gets the per-device step (a `train --scaling` JSON, figures given on
 the command line, or a fresh measurement), the model's gradient bytes and the links,
-and hands the predictions of `gluonperf.experiments.scaling_checks` / `gluonperf.experiments.scaling_model` to
+and hands the predictions of `gluonperf.scaling` (its model, measured parts and predictions) to
 `cli.emit`. With --validate it checks predictions against runs on this machine.
 """
 import argparse
@@ -10,7 +10,7 @@ import sys
 
 from . import UserError
 from .cli import common as cli
-from .experiments.scaling_checks import VALIDATE_LAUNCHES
+from .scaling.validation import VALIDATE_LAUNCHES
 from .training.model_spec import label
 
 
@@ -66,7 +66,7 @@ def efficiency(text):
 
 def build_parser():
     from .config import OPTIMIZERS
-    from .experiments.scaling_model import ENGINES, HOROVOD_CYCLE_TIME_S, HOROVOD_FUSION_THRESHOLD, LINKS, PLACEMENTS
+    from .scaling.model import ENGINES, HOROVOD_CYCLE_TIME_S, HOROVOD_FUSION_THRESHOLD, LINKS, PLACEMENTS
     p = argparse.ArgumentParser(
         prog=PROG, parents=[cli.common_parser()],
         description="Predict step time, images/s, speedup and parallel efficiency of data-parallel "
@@ -181,13 +181,14 @@ def build_parser():
 
 
 def list_links():
-    from .experiments.scaling_model import LINKS
+    from .scaling.model import LINKS
     for name, lnk in LINKS.items():
         print("%-8s %-7s %7.3g GB/s  %4.0f us  %s" % (name, lnk.scope, lnk.GBps, lnk.latency_s * 1e6, lnk.source))
 
 
 def validate(args, ctxs):
-    from .experiments.scaling_checks import CHECK_COLUMNS, validate_devices, validate_dist, validate_horovod
+    from .scaling.judging import CHECK_COLUMNS
+    from .scaling.validation import validate_devices, validate_dist, validate_horovod
     from .runtime import horovod_launcher
     results = []
     kinds = ("devices", "dist", "horovod") if args.validate == "all" else (args.validate,)
@@ -239,7 +240,6 @@ def main(argv=None):
     if args.list_links:
         list_links()
         return 0
-    from .experiments import scaling_model
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     if args.validate:
@@ -258,6 +258,30 @@ def main(argv=None):
         raise UserError("--t1 needs --per-device-batch: the images one device computes in that time")
     if args.cpu is not None and args.t1 is None:
         raise UserError("--cpu goes with --t1; --scaling and --measure carry the worker's CPU time themselves")
+    intra, inter = links(args)
+
+    from .scaling import parts, predictions
+    if args.allreduce:
+        intra = parts.link_from_allreduce(parts.read_records(args.allreduce, "allreduce"))
+    step = measured_step(args, ctxs)
+    nbytes, keys, _ = parts.gradient_bytes(args.model)
+    fusion = int(args.fusion_threshold_mb * 2 ** 20)
+    results = predictions.prediction_results(
+        args.model, step, nbytes, args.devices, args.machines, intra, inter, args.servers,
+        overlap=args.overlap == "yes", placement=args.placement, base_lr=args.lr, base_batch=args.lr_batch,
+        per_device_batch=args.per_device_batch, keys=keys, engine=args.engine, fusion_threshold=fusion,
+        cycle_time_s=args.cycle_time_ms / 1e3, cores=args.cores)
+    results = [type(r)(r.bench, r.name, dict(r.metrics, efficient=r.metrics["efficiency"] >= args.min_efficiency))
+               for r in results]
+    best = predictions.best_results(results, args.min_efficiency)
+    show(args, ctxs, results, best, step, intra, inter, nbytes, keys, fusion)
+    return 0
+
+
+def links(args):
+    """(the link within a machine, the link between machines) that --link, --network and
+    --network-GBps name, and the checks of --servers against them; bad input: UserError."""
+    from .scaling import model as scaling_model
     intra = scaling_model.link(args.link)
     if intra.scope != "machine":
         raise UserError("--link %s is a network; give the link between devices of a machine (pcie3, pcie4, "
@@ -272,12 +296,15 @@ def main(argv=None):
     if args.servers and args.placement == "colocated" and args.servers > min(args.machines):
         raise UserError("--servers %d colocated on %d machine(s): at most one server per machine; lower "
                         "--servers or use --placement dedicated" % (args.servers, min(args.machines)))
+    return intra, inter
 
-    from .experiments import scaling_checks
-    if args.allreduce:
-        intra = scaling_checks.link_from_allreduce(scaling_checks.read_records(args.allreduce, "allreduce"))
+
+def measured_step(args, ctxs):
+    """The per-device step the prediction starts from: from --scaling's records, --t1 (and
+    --update, --cpu), or measured now (--measure) on the first context."""
+    from .scaling import parts
     if args.scaling:
-        step = scaling_checks.step_from_scaling(scaling_checks.read_records(args.scaling, "scaling"))
+        step = parts.step_from_scaling(parts.read_records(args.scaling, "scaling"))
         if step["model"] and step["model"] != args.model:
             cli.note("note: %s was measured with --model %s; predicting for --model %s"
                      % (args.scaling, label(step["model"]), label(args.model)))
@@ -290,22 +317,19 @@ def main(argv=None):
         config = TrainConfig(model=args.model, dataset="synthetic", batch_size=batch, limit=batch, steps=10,
                              optimizer=args.optimizer)
         with cli.progress_bar(10, "measure"):
-            step = scaling_checks.measure_step(config, ctxs[0], steps=10)
+            step = parts.measure_step(config, ctxs[0], steps=10)
     if args.t1 is not None:
         step["cpu_s"] = args.cpu
     if args.cores and step.get("cpu_s") is None:
         raise UserError("--cores needs the worker's CPU time per step: give --cpu SEC with --t1, or a --scaling "
                         "file written by this version of gluonperf (its rows carry cpu_s), or --measure")
-    nbytes, keys, _ = scaling_checks.gradient_bytes(args.model)
-    fusion = int(args.fusion_threshold_mb * 2 ** 20)
-    results = scaling_checks.prediction_results(
-        args.model, step, nbytes, args.devices, args.machines, intra, inter, args.servers,
-        overlap=args.overlap == "yes", placement=args.placement, base_lr=args.lr, base_batch=args.lr_batch,
-        per_device_batch=args.per_device_batch, keys=keys, engine=args.engine, fusion_threshold=fusion,
-        cycle_time_s=args.cycle_time_ms / 1e3, cores=args.cores)
-    results = [type(r)(r.bench, r.name, dict(r.metrics, efficient=r.metrics["efficiency"] >= args.min_efficiency))
-               for r in results]
-    best = scaling_checks.best_results(results, args.min_efficiency)
+    return step
+
+
+def show(args, ctxs, results, best, step, intra, inter, nbytes, keys, fusion):
+    """The predictions' table (and --json / --csv, with the 'largest N' records), then the
+    table of the most devices per machine that keep --min-efficiency."""
+    from .scaling import model as scaling_model
     m = results[0].metrics
     if args.engine == "horovod":
         scheme = ("Horovod, one process per device: one ring over all devices, %s (%.4g GB/s) within a machine, "
@@ -335,7 +359,6 @@ def main(argv=None):
                     title="most devices per machine with efficiency >= %g (comm_bound: t2 > t1; "
                           "global batches above %d lose accuracy even with warm-up, Goyal et al. 2017)"
                           % (args.min_efficiency, scaling_model.LARGEST_SAFE_BATCH))
-    return 0
 
 
 if __name__ == "__main__":

@@ -319,7 +319,7 @@ def test_kill_9_while_saving_loses_nothing(tmp_path):
     55 ms after a save (the 5 ms poll and the random wait), and the first run, killed after its
     first save, has 19 epochs to go (27 ms each on a 2-core Xeon, 0.5 s; a machine twice as
     fast still needs 0.25 s, and its exit). With 6, the 5 epochs left took 0.14 s here."""
-    from gluonperf.training.loop import read_checkpoint
+    from gluonperf.training.checkpoints import read_checkpoint
     argv = TRAIN + ["--model", "mlp", "--epochs", "20", "--log-interval", "0"]
     whole = str(tmp_path / "whole")
     p = command(argv + ["--save", whole, "--json", str(tmp_path / "whole.json")], tmp_path, OMP_NUM_THREADS="1")

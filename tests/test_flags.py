@@ -72,7 +72,7 @@ def test_predict_links_network_servers_placement_overlap_allreduce_and_measure(t
          "--servers", "1", "--placement", "dedicated", "--overlap", "yes", "--json", str(tmp_path / "given.json")],
         ["-m", "gluonperf.predict", "--model", "mlp", "--measure", "--per-device-batch", "8", "--devices", "1,2",
          "--machines", "1", "--json", str(tmp_path / "measured.json")])
-    from gluonperf.experiments.scaling_model import LINKS
+    from gluonperf.scaling.model import LINKS
     lines = ok(links).stdout.strip().splitlines()
     assert [l.split()[0] for l in lines] == list(LINKS) and all(LINKS[n].source in l for n, l in zip(LINKS, lines))
 
@@ -151,7 +151,7 @@ def test_train_seed_wd_kvstore_lr_scale_optimizer_and_lr_decay(tmp_path):
     assert all(r["loss"] != o["loss"] for r, o in zip(first, rows["other seed"]))
 
     def squared_weights(name):
-        from gluonperf.training.loop import read_checkpoint
+        from gluonperf.training.checkpoints import read_checkpoint
         import mxnet as mx
         path, _ = read_checkpoint(str(tmp_path / (name + "-ckpt")))
         params = mx.nd.load(os.path.join(path, "params"))

@@ -10,7 +10,9 @@ from mxnet import gluon, nd
 from gluonperf.training.flat import FlatTrainer, owners
 from gluonperf.records import read_jsonl
 from gluonperf.experiments.step_time import phase
-from gluonperf.training.loop import HYBRIDIZE, TrainConfig, build_net, forward_backward, make_trainer
+from gluonperf.training.loop import HYBRIDIZE, TrainConfig
+from gluonperf.training.steps import forward_backward
+from gluonperf.training.trainers import build_net, make_trainer
 
 TWO = [mx.cpu(0), mx.cpu(1)]
 BATCH = 8

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gluonperf import UserError
-from gluonperf.experiments import from_scratch as dp
+from gluonperf.experiments import allreduce_bandwidth as bandwidth, from_scratch as dp
 from gluonperf.runtime import horovod_launcher
 from gluonperf.training.data import synthetic
 from helpers import HANGING_MXNET, ROOT, run_leaving_nothing
@@ -152,9 +152,9 @@ def test_train_learns_synthetic_data_on_two_contexts():
 
 
 def test_allreduce_bandwidth_records():
-    results = dp.allreduce_bandwidth([mx.cpu(i) for i in range(3)], [4096, 1000], counts=(2, 3),
-                                     repeat=2, number=2)
-    names = dp.METHODS + dp.KVSTORES + ["copyto"]
+    results = bandwidth.allreduce_bandwidth([mx.cpu(i) for i in range(3)], [4096, 1000], counts=(2, 3),
+                                            repeat=2, number=2)
+    names = dp.METHODS + bandwidth.KVSTORES + ["copyto"]
     assert [r.name for r in results] == names * 4
     for r in results:
         m = r.metrics
@@ -165,7 +165,7 @@ def test_allreduce_bandwidth_records():
     assert all(r.metrics["of_ceiling"] == 1 for r in results if r.name == "copyto")
     assert results[1].metrics["max_recv"] == 1 and results[13].metrics["max_recv"] == pytest.approx(4 / 3, abs=0.01)
     with pytest.raises(UserError, match="cannot allreduce over 4 contexts"):
-        dp.allreduce_bandwidth([mx.cpu(0), mx.cpu(1)], [4096], counts=(4,))
+        bandwidth.allreduce_bandwidth([mx.cpu(0), mx.cpu(1)], [4096], counts=(4,))
 
 
 # --- command line ------------------------------------------------------------
@@ -284,7 +284,7 @@ def test_a_hung_horovod_allreduce_is_stopped_leaving_nothing():
                                 "--repeat", "2", "--methods", "horovod", "--stall-timeout", "4"],
                                timeout=120, **HANGING_MXNET)
     assert done.returncode == 3 and "stalled: no progress" in done.stderr, done.stderr
-    code = ("import mxnet as mx\nfrom gluonperf.experiments.from_scratch import horovod_allreduce\n"
+    code = ("import mxnet as mx\nfrom gluonperf.experiments.allreduce_bandwidth import horovod_allreduce\n"
             "horovod_allreduce([mx.cpu(0), mx.cpu(1)], [4096], repeat=2, timeout=4)\n")
     done = run_leaving_nothing(["-c", code], timeout=120, **HANGING_MXNET)
     assert done.returncode == 1 and "made no progress for 4 s" in done.stderr and "stopped it" in done.stderr
@@ -303,20 +303,20 @@ def test_without_horovod_allreduce_refuses_it_or_leaves_it_out(tmp_path):
     done = run_leaving_nothing([*quick, "--json", str(out)], PYTHONPATH=path)
     assert done.returncode == 0, done.stderr
     assert "--methods leaves out horovod: Horovod is not installed" in done.stderr
-    assert [r["name"] for r in _rows(out)] == dp.METHODS + dp.KVSTORES + ["copyto"]
+    assert [r["name"] for r in _rows(out)] == dp.METHODS + bandwidth.KVSTORES + ["copyto"]
 
 
 def test_default_methods_take_horovod_when_it_is_installed():
     from gluonperf.bench import allreduce, shared
     methods = allreduce.methods_of(shared.namespace(allreduce.add_parser))
-    assert methods == dp.METHODS + dp.KVSTORES + ([dp.HOROVOD] if horovod_launcher.available() else [])
+    assert methods == dp.METHODS + bandwidth.KVSTORES + ([bandwidth.HOROVOD] if horovod_launcher.available() else [])
 
 
 def test_a_failed_horovod_job_is_told_by_its_ranks_error():
     lines = ["[1]<stderr>:python -m gluonperf.workers.allreduce: error: out of memory",
              "horovodrun: Horovod detected that one or more processes exited with non-zero status"]
-    assert dp._job_error(lines) == "python -m gluonperf.workers.allreduce: error: out of memory"
-    assert dp._job_error(lines[1:]) == lines[1]
-    assert dp._job_error(["[0]<stdout>:something"]) == "[0]<stdout>:something" and dp._job_error([]) == "no output"
+    assert bandwidth._job_error(lines) == "python -m gluonperf.workers.allreduce: error: out of memory"
+    assert bandwidth._job_error(lines[1:]) == lines[1]
+    assert bandwidth._job_error(["[0]<stdout>:something"]) == "[0]<stdout>:something" and bandwidth._job_error([]) == "no output"
     with pytest.raises(UserError, match="at least 2 processes"):
-        dp.horovod_allreduce([mx.cpu(0)], [4096])
+        bandwidth.horovod_allreduce([mx.cpu(0)], [4096])

@@ -44,8 +44,9 @@ def train(*flags):
 
 
 def records(path):
+    """The epochs' records (bench 'train'); train writes its memory growth records first."""
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return [r for r in (json.loads(line) for line in f if line.strip()) if r["bench"] == "train"]
 
 
 def rank_lines(stderr, epoch):

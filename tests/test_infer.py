@@ -1,8 +1,11 @@
-"""`python -m gluonperf.infer` as a user runs it: the default command at short durations, the
-server scenario with what to deploy, bad input, Ctrl-C; and an instance that cannot load its
-rung. Each run is a subprocess from a clean environment, with a timeout, leaving no process
-and no shared-memory segment behind. Nothing here depends on how fast the machine is: the
-checks are on what the records hold and how they hang together, never on a figure's size."""
+"""`python -m gluonperf.infer` as a user runs it: from training to deployment in two commands
+(a LeNet trained a few steps with `train --export`, then served from its files with
+`--calib-data digits`: every rung built here with its accuracy and cold start, the rung that
+cannot be built in one line), the server scenario with what to deploy, multi-stream under
+every layout, bad input, Ctrl-C; and an instance that cannot load its rung. Each run is a
+subprocess from a clean environment, with a timeout, leaving no process and no shared-memory
+segment behind. Nothing here depends on how fast the machine is: the checks are on what the
+records hold and how they hang together, never on a figure's size."""
 import json
 import os
 import re
@@ -29,33 +32,51 @@ def records(path):
 
 
 @pytest.fixture(scope="module")
-def default_run(tmp_path_factory):
-    """The default command (LeNet, every rung built here, every layout of the cores,
-    single-stream and offline) at short durations, once for the tests below."""
+def exported(tmp_path_factory):
+    """LeNet trained a few steps on digits and written as deployed, as a user does it:
+    `train --export PREFIX` (PREFIX-symbol.json, PREFIX-0000.params)."""
+    prefix = str(tmp_path_factory.mktemp("deploy") / "lenet")
+    p = run_leaving_nothing(["-m", "gluonperf.train", "--model", "lenet", "--dataset", "digits", "--epochs", "1",
+                             "--limit", "512", "--export", prefix], timeout=300)
+    assert p.returncode == 0, p.stderr
+    return prefix
+
+
+@pytest.fixture(scope="module")
+def served(exported, tmp_path_factory):
+    """The second of the two commands: `infer --model PREFIX-symbol.json --calib-data digits`,
+    every rung built here and both scenarios by default; short runs, one instance of one thread
+    (the layouts: the multi-stream test), 2 rounds and one cold start a rung, so that it costs
+    seconds. Once for the tests below."""
     out = tmp_path_factory.mktemp("infer") / "run.json"
     before = segments()
-    p = run_leaving_nothing(["-m", "gluonperf.infer", *SHORT, "--json", str(out)], timeout=400)
-    return p, out, segments() - before
-
-
-def test_the_default_command_serves_every_rung_layout_and_scenario(default_run):
-    p, out, left = default_run
+    p = run_leaving_nothing(["-m", "gluonperf.infer", "--model", exported + "-symbol.json", "--calib-data", "digits",
+                             *SHORT, "--layouts", "1x1", "--rounds", "2", "--cold-starts", "1", "--json", str(out)],
+                            timeout=400)
     assert p.returncode == 0, p.stderr
-    assert "Traceback" not in p.stderr and not left
-    from gluonperf.inference.instances import core_groups, factorizations
+    return p, records(out), out, segments() - before
+
+
+def built_here():
+    """The rungs an exported model has on this CPU and build: every one available but fp32."""
     from gluonperf.inference.ladder import available
-    rungs = [r for r, why in available().items() if why is None]
-    layouts = [str(l) for l in factorizations(len(core_groups()))]
-    rows = records(out)
-    seen = {(r["precision"], r["layout"], r["scenario"], r["batch_size"]) for r in rows}
-    assert seen == {(rung, lay, s, b) for rung in rungs for lay in layouts
+    return [r for r, why in available().items() if why is None and r != "fp32"]
+
+
+def test_the_exported_model_is_served_on_every_rung_built_here(served):
+    p, rows, out, left = served
+    assert "Traceback" not in p.stderr and not left
+    timed = [r for r in rows if r.get("scenario") in ("single-stream", "offline")]
+    seen = {(r["precision"], r["layout"], r["scenario"], r["batch_size"]) for r in timed}
+    assert seen == {(rung, "1x1", s, b) for rung in built_here()
                     for s, b in (("single-stream", 1), ("offline", 1), ("offline", 64))}
-    assert len(rows) == len(seen)
-    for r in rows:
-        assert r["bench"] == "inference" and r["env"]["mxnet"] and r["rounds"] == 3
+    assert len(timed) == len(seen)
+    for r in timed:
+        assert r["bench"] == "inference" and r["env"]["mxnet"] and r["rounds"] == 2
+        assert r["model"].endswith("lenet-symbol.json") and r["input_shape"] == [1, 28, 28]
         assert r["primary_metric"] == ("p90_s" if r["scenario"] == "single-stream" else "samples_per_s")
         assert r[r["primary_metric"]] > 0 and isinstance(r["loadgen_valid"], bool)
-        assert len(r["loadgen_logs"]) == 3
+        assert len(r["loadgen_logs"]) == 2
         for log in r["loadgen_logs"]:  # LoadGen's own folders are kept beside --json
             assert os.path.exists(os.path.join(str(out)[:-len(".json")] + "-loadgen", log, "mlperf_log_summary.txt"))
         if r["scenario"] == "single-stream":
@@ -63,21 +84,71 @@ def test_the_default_command_serves_every_rung_layout_and_scenario(default_run):
         if r["precision"] == "static":
             assert r["ratio"] == 1.0 and r["verdict"] == "baseline"
         else:
-            assert r["ratio_n"] == 3 and r["ratio_ci_low"] <= r["ratio"] <= r["ratio_ci_high"]
+            assert r["ratio_n"] == 2 and r["ratio_ci_low"] <= r["ratio"] <= r["ratio_ci_high"]
             assert r["verdict"] in ("faster", "slower", "same", "inconclusive")
 
 
-def test_the_default_commands_tables_and_lines(default_run):
-    p, out, _ = default_run
+def test_every_rung_carries_its_accuracy_against_fp32_static(served):
+    """Held out: the 296 digits of the test split not used to calibrate INT8 (64); each rung's
+    accuracy on them and its change against static's with the paired interval, in every record
+    of the rung; static's outputs are the reference, so its own record has its accuracy alone."""
+    _, rows, _, _ = served
+    judged = [r for r in rows if not r.get("error")]
+    assert {r["precision"] for r in judged} == set(built_here())
+    static = {r["accuracy"] for r in judged if r["precision"] == "static"}
+    assert len(static) == 1
+    for r in judged:
+        assert (r["calib_data"], r["calibration_n"], r["held_out_n"], r["evaluated_n"]) == ("digits", 64, 296, 296)
+        assert 0 <= r["accuracy"] <= 1 and "outputs" not in r and r["build_s"] >= 0 and r["note"]
+        if r["precision"] == "static":
+            assert "accuracy_change" not in r and "top1_agreement" not in r
+            continue
+        assert r["accuracy_ref"] in static and r["accuracy_n"] == r["agreement_n"] == 296
+        assert r["accuracy_change"] == pytest.approx(r["accuracy"] - r["accuracy_ref"])
+        assert -1 <= r["accuracy_change_ci_low"] <= r["accuracy_change"] <= r["accuracy_change_ci_high"] <= 1
+        assert r["accuracy_change_ci_low"] < r["accuracy_change_ci_high"]  # an interval, not a point
+        assert "Newcombe" in r["accuracy_method"] and r["accuracy_level"] == 0.95
+        assert 0 <= r["top1_agreement"] <= 1 and r["max_abs_diff"] >= 0
+        if r["precision"] == "fused":  # the same function, folded: the same answers
+            assert r["top1_agreement"] == 1 and r["accuracy_change"] == 0
+
+
+def test_a_rung_that_cannot_be_built_is_one_line_and_the_others_run(served):
+    p, rows, _, _ = served
+    (fp32,) = [r for r in rows if r["precision"] == "fp32"]
+    assert fp32["name"] == "fp32" and "no Python Block" in fp32["error"] and "\n" not in fp32["error"]
+    tables = p.stdout.split("\n\n")
+    assert any(t.startswith("not run here") and "fp32" in t and "no Python Block" in t for t in tables)
+
+
+def test_each_rung_starts_cold_in_parts(served):
+    _, rows, _, _ = served
+    colds = [r for r in rows if r.get("scenario") == "cold-start"]
+    assert sorted(r["precision"] for r in colds) == sorted(built_here())
+    for r in colds:
+        assert r["name"] == r["precision"] + " cold-start" and r["primary_metric"] == "total_s"
+        assert r["rounds"] == 1 and r["batch_sizes"] == [1, 64] and r["steady_calls"] == 10
+        (parts,) = r["round_parts"]
+        assert all(parts[k] > 0 and r[k] == parts[k] for k in parts)
+        assert parts["total_s"] == pytest.approx(parts["import_s"] + parts["load_s"] + parts["first_call_s"])
+        assert "accuracy" in r  # the rung's fields come along
+
+
+def test_the_tables_and_lines(served):
+    p, _, _, _ = served
     tables = [t for t in p.stdout.split("\n\n") if "----" in t]
-    assert [t.splitlines()[0].split(",")[0] for t in tables] == ["single-stream", "offline"]
+    assert [t.splitlines()[0].split(",")[0] for t in tables] == ["single-stream", "offline", "precision ladder",
+                                                                "cold start", "not run here"]
     for t in tables:  # fits a terminal (100 columns under a pipe)
         assert len(next(line for line in t.splitlines() if line.startswith("---"))) <= 100, t
     assert "p90 (" in tables[0] and "samples/s" in tables[1]
-    assert re.search(r"^single-stream: the lowest p90: \w+ \d+x\d+ b1, [\d.,]+ [mu]?s", p.stdout, re.M)
-    assert re.search(r"^offline: the most samples/s: \w+ \d+x\d+ b\d+, [\d.,]+/s; of the rungs against static, fp32",
+    assert "accuracy_change (95% CI)" in tables[2] and "296 held-out samples of digits" in tables[2]
+    assert "total (" in tables[3] and "first_call (" in tables[3]
+    assert re.search(r"^single-stream: the lowest p90: \w+ 1x1 b1, [\d.,]+ [mu]?s", p.stdout, re.M)
+    assert re.search(r"^offline: the most samples/s: \w+ 1x1 b\d+, [\d.,]+/s; of the rungs against static, ",
                      p.stdout, re.M)
-    assert re.search(r"infer: up to \d+ LoadGen runs .*: at least \d+ s", p.stderr)
+    assert re.search(r"infer: \d+ cold starts, then up to \d+ LoadGen runs .*: at least \d+ s", p.stderr)
+    assert "infer: judging each rung on 296 held-out samples of digits" in p.stderr
     assert "note: each instance runs with OMP_NUM_THREADS" in p.stderr
 
 
@@ -85,7 +156,8 @@ def test_the_server_search_says_what_to_deploy(tmp_path):
     out = tmp_path / "server.json"
     before = segments()
     p = run_leaving_nothing(["-m", "gluonperf.infer", "--model", "mlp", "--precision", "static", "--layouts", "1x1",
-                             "--scenario", "server", "--latency-bound", "50ms", "--max-batch", "4", *SHORT,
+                             "--scenario", "server", "--latency-bound", "50ms", "--max-batch", "4",
+                             "--cold-starts", "0", *SHORT,
                              "--json", str(out)], timeout=300)
     assert p.returncode == 0, p.stderr
     assert segments() - before == set()
@@ -108,16 +180,22 @@ def test_the_server_search_says_what_to_deploy(tmp_path):
                "--latency-bound 50ms" in last
 
 
-def test_multi_stream_splits_a_query_among_the_instances(tmp_path):
+def test_multi_stream_splits_a_query_among_the_instances_of_every_layout(tmp_path):
+    """Every layout of the cores by default (1x2 and 2x1 on 2); a query of 8 samples split
+    between the instances of a layout."""
+    from gluonperf.inference.instances import core_groups, factorizations
     out = tmp_path / "multi.json"
-    p = run_leaving_nothing(["-m", "gluonperf.infer", "--model", "mlp", "--precision", "static", "--layouts", "2x1",
-                             "--scenario", "multi-stream", "--batch-sizes", "8", "--rounds", "1", *SHORT,
+    p = run_leaving_nothing(["-m", "gluonperf.infer", "--model", "mlp", "--precision", "static", "--scenario",
+                             "multi-stream", "--batch-sizes", "8", "--rounds", "1", "--cold-starts", "0", *SHORT,
                              "--json", str(out)], timeout=300)
     assert p.returncode == 0, p.stderr
-    (r,) = records(out)
-    assert (r["name"], r["scenario"], r["batch_size"], r["primary_metric"]) == ("static 2x1 b8", "multi-stream", 8,
-                                                                                 "p99_s")
-    assert r["queries"] >= 662 and r["p50_s"] <= r["p99_s"]  # the fewest with which early stopping can pass a p99
+    rows = records(out)
+    assert [r["layout"] for r in rows] == [str(l) for l in factorizations(len(core_groups()))]
+    for r in rows:
+        assert (r["name"], r["scenario"], r["batch_size"], r["primary_metric"]) == (
+            "static %s b8" % r["layout"], "multi-stream", 8, "p99_s")
+        assert r["queries"] >= 662 and r["p50_s"] <= r["p99_s"]  # the fewest with which early stopping can pass a p99
+        assert "accuracy" not in r and "random samples" in r["accuracy_note"]  # no labels: no accuracy
     assert "multi-stream, mlp on cpu(0)" in p.stdout
 
 
@@ -128,8 +206,12 @@ def test_multi_stream_splits_a_query_among_the_instances(tmp_path):
     (["--latency-bound", "fast"], "is not a duration"),
     (["--scenario", "server"], "--scenario server needs --latency-bound"),
     (["--layouts", "64x1"], "needs 64 cores"),
-    (["--model", "{tmp}/net-symbol.json", "--input-shape", "1,28,28"], "no {tmp}/net-0000.params beside it"),
+    (["--model", "{tmp}/net-symbol.json", "--input-shape", "1,28,28"], "has no parameters beside it (net-0000.params"),
     (["--model", "nonet"], "unknown model 'nonet'"),
+    (["--model", "mlp", "--calib-data", "digits"], "--calib-data digits holds 28x28 grey images and the model "
+                                                   "takes 512"),
+    (["--calib-data", "{tmp}/nowhere"], "--calib-data {tmp}/nowhere: no such file or folder"),
+    (["--cold-starts", "-1"], "'-1' must be 0 or more"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, words, tmp_path):
     (tmp_path / "net-symbol.json").write_text("{}")
@@ -147,7 +229,8 @@ def test_ctrl_c_keeps_what_was_measured_and_leaves_nothing(tmp_path):
     out = tmp_path / "run.json"
     env, mark = marked_env(TMPDIR=str(tmp))
     before = segments()
-    proc = subprocess.Popen([PY, "-m", "gluonperf.infer", "--model", "mlp", "--duration", "0.5", "--json", str(out)],
+    proc = subprocess.Popen([PY, "-m", "gluonperf.infer", "--model", "mlp", "--precision", "static",
+                             "--cold-starts", "1", "--duration", "0.5", "--json", str(out)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     logs = str(out)[:-len(".json")] + "-loadgen"
     try:  # once a LoadGen run has finished (the next one's summary written) and others are under way
@@ -164,6 +247,9 @@ def test_ctrl_c_keeps_what_was_measured_and_leaves_nothing(tmp_path):
     assert proc.returncode == 130, stderr
     assert "SIGINT received" in stderr and "kept the" in stderr and "Traceback" not in stderr, stderr
     rows = records(out)
+    colds = [r for r in rows if r["scenario"] == "cold-start"]  # before the LoadGen runs: done, not partial
+    assert [r["precision"] for r in colds] == ["static"] and "partial" not in colds[0]
+    rows = [r for r in rows if r not in colds]
     assert rows and all(r["bench"] == "inference" and 1 <= r["rounds"] <= 3 for r in rows)
     assert all(r.get("partial") is (r["rounds"] < 3) or r["rounds"] == 3 and "partial" not in r for r in rows)
     assert "stopped before the end" in stdout

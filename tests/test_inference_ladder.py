@@ -201,6 +201,25 @@ def test_a_rung_that_cannot_be_built_says_why_in_one_line_and_the_others_build(t
         assert "no operator of this model runs in bfloat16" in one_line(bf16.error)
 
 
+def test_the_ladder_is_judged_against_static_and_a_rung_that_fails_is_one_line(trained, tmp_path):
+    """accuracy.evaluate_rungs, as infer calls it: static's outputs are the reference of the
+    others; a rung whose files are gone comes back with its error (the others are judged)."""
+    from dataclasses import replace
+    calib, held = trained["split"]
+    rungs = ladder.prepare(ladder.model_source(trained["symbol"]), ["static", "int8"], CTX, str(tmp_path), calib)
+    gone = replace(rungs[1], name="fused", symbol=str(tmp_path / "gone-symbol.json"))
+    judged, fields = accuracy.evaluate_rungs([rungs[0], gone, rungs[1]], CTX, held)
+    assert [r.name for r in judged] == ["static", "fused", "int8"]
+    assert "it failed on the held-out samples" in one_line(judged[1].error) and "fused" not in fields
+    assert fields["static"] == {"evaluated_n": 296, "accuracy": pytest.approx(fields["int8"]["accuracy_ref"])}
+    int8 = fields["int8"]
+    assert "outputs" not in int8 and int8["accuracy_n"] == int8["agreement_n"] == 296
+    assert int8["accuracy_change_ci_low"] <= int8["accuracy_change"] <= int8["accuracy_change_ci_high"]
+    unlabelled = replace(held, labels=None)
+    _, fields = accuracy.evaluate_rungs(rungs, CTX, unlabelled)
+    assert "accuracy" not in fields["int8"] and 0 <= fields["int8"]["top1_agreement"] <= 1
+
+
 def test_unknown_rungs_are_refused():
     with pytest.raises(ValueError) as e:
         ladder.available(["fp32", "fp16"])

@@ -124,6 +124,64 @@ def test_nothing_meets_the_bound_names_the_closest():
     assert deploy.recommend([]) is None
 
 
+# --- the ladder's fields, cold start ------------------------------------------------------
+
+def test_the_ladders_order_is_known_without_mxnet():
+    from gluonperf.inference import ladder
+    assert rounds.LADDER == ladder.RUNGS and rounds.REFERENCE == ladder.REFERENCE
+
+
+def test_cold_starts_make_one_record_of_medians():
+    parts = [dict(import_s=1.0 + r, load_s=0.1, first_call_s=0.05 * (r + 1), new_shape_call_s=0.02,
+                  steady_call_s=0.01, total_s=1.15 + 1.05 * r, batch_sizes=[1, 64], steady_calls=10, round=r)
+             for r in range(3)]
+    record = rounds.cold_start_record({"model": "lenet", "rungs": {"int8": {"accuracy": 0.9}}}, "int8", parts)
+    m = record.metrics
+    assert record.name == "int8 cold-start" and m["scenario"] == "cold-start" and m["primary_metric"] == "total_s"
+    assert m["import_s"] == 2.0 and m["first_call_s"] == pytest.approx(0.1) and m["total_s"] == pytest.approx(2.2)
+    assert m["round_values"] == [p["total_s"] for p in parts] and len(m["round_parts"]) == 3 and m["rounds"] == 3
+    assert m["batch_sizes"] == [1, 64] and m["accuracy"] == 0.9 and m["precision"] == "int8"
+    failed = rounds.rung_record({"model": "lenet"}, "int8", "cold start of the int8 rung failed: x",
+                                scenario=rounds.COLD_START)
+    assert failed.name == "int8 cold-start" and failed.metrics["scenario"] == "cold-start"
+
+
+def test_the_ladder_and_cold_start_tables_come_from_the_records():
+    from gluonperf.render.inference import sections
+    layout = Layout(1, 1)
+    run = {"loadgen_valid": True, "queries": 64}
+    ladder_fields = {"static": {"accuracy": 0.91, "build_s": 0.1, "note": "hybridized"},
+                     "int8": {"accuracy": 0.9, "accuracy_change": -0.01, "accuracy_change_ci_low": -0.03,
+                              "accuracy_change_ci_high": 0.01, "accuracy_n": 296, "top1_agreement": 0.98,
+                              "max_abs_diff": 0.2, "build_s": 2.0, "note": "calibrated"}}
+    base = {"model": "lenet", "ctx": "cpu(0)", "calib_data": "digits", "rungs": ladder_fields}
+    runs = {(layout, name, "offline", 8): [dict(run, round=r, samples_per_s=100.0 * (i + 1)) for r in range(2)]
+            for i, name in enumerate(("int8", "static"))}
+    colds = [rounds.cold_start_record(base, name, [dict(import_s=1.0, load_s=0.1, first_call_s=0.05,
+                                                        new_shape_call_s=0.02, steady_call_s=0.01, total_s=1.15,
+                                                        batch_sizes=[1, 8], steady_calls=10, round=0)])
+             for name in ("int8", "static")]
+    parts = {title.split(",")[0].split(":")[0]: rows for title, rows, _ in sections(
+        rounds.config_records(runs, base) + colds + [rounds.rung_record(base, "bf16", "no bfloat16 here")])}
+    assert list(parts) == ["offline", "precision ladder", "cold start", "not run here"]
+    assert [r.name for r in parts["precision ladder"]] == ["static", "int8"]  # the ladder's order
+    assert parts["precision ladder"][1].metrics["accuracy_change_ci_low"] == -0.03
+    assert [r.name for r in parts["cold start"]] == ["int8", "static"]
+    assert [r.name for r in parts["not run here"]] == ["bf16"]
+
+
+def test_what_a_rung_costs_reads_from_its_fields():
+    assert deploy.accuracy_text({"precision": "int8", "accuracy_change": -0.0034, "accuracy_change_ci_low": -0.0177,
+                                 "accuracy_change_ci_high": 0.0102, "accuracy_n": 296}) == (
+        "accuracy -0.34 points against fp32 static (95% CI -1.77 to +1.02 points) on 296 held-out samples")
+    assert deploy.accuracy_text({"precision": "int8", "top1_agreement": 0.984, "agreement_n": 64,
+                                 "accuracy_note": "random samples of the model's input: accuracy not measured"}) == (
+        "top-1 agreement with fp32 static 98.4% on 64 samples (random samples of the model's input: accuracy not "
+        "measured)")
+    assert deploy.accuracy_text({"precision": "static", "accuracy": 0.9}) == "no accuracy cost (fp32)"
+    assert "fp32 static not run" in deploy.accuracy_text({"precision": "int8", "accuracy": 0.9, "evaluated_n": 296})
+
+
 # --- layouts and batching ----------------------------------------------------------------
 
 def test_layouts():

@@ -321,6 +321,8 @@ def test_launch_runs_gluonperf_train_on_two_workers(model, limit, batch, tmp_pat
     assert done.stdout.count("(2 workers), kvstore dist_sync") == 1
     assert "[worker 0] epoch 1:" in done.stderr and "[worker 1] epoch 1:" in done.stderr
     records = [json.loads(line) for line in results.read_text().splitlines()]
+    assert {r["bench"] for r in records} == {"train", "growth"}  # growth: memory over the run (issue 63)
+    records = [r for r in records if r["bench"] == "train"]
     assert [(r["bench"], r["num_workers"], r["rank"], r["kvstore"]) for r in records] == \
         [("train", 2, 0, "dist_sync")]
     assert records[0]["train_images_per_s"] > 0

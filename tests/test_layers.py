@@ -1,8 +1,8 @@
 """Imports point down only: a module may import from its own layer or the layers below it.
 
 From the bottom: runtime, then records and config (plain data), measure, training, tuning
-(candidates against a baseline, knowing no runner), experiments, inference and script (the area
-packages: a user's script is gluonperf/script/), render, cli, and the commands at the top
+(candidates against a baseline, knowing no runner), experiments, inference, script and scaling
+(the area packages: a user's script is gluonperf/script/), render, cli, and the commands at the top
 (gluonperf/<command>.py and the bench package), beside them the workers package (processes the commands start: tune's steprate
 worker, Horovod's per-rank allreduce). The package root (`gluonperf/__init__.py`: UserError, error_line) imports nothing
 of gluonperf's and sits below everything. A module's `if __name__ == "__main__":` block is
@@ -14,8 +14,8 @@ import pathlib
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "gluonperf"
-LAYERS = ["runtime worker_site", "records config", "measure", "training", "tuning", "experiments inference script",
-          "render", "cli"]
+LAYERS = ["runtime worker_site", "records config", "measure", "training", "tuning",
+          "experiments inference script scaling", "render", "cli"]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names.split()}
 COMMANDS = len(LAYERS)  # the commands' layer: gluonperf/<command>.py, bench/, and workers/ beside them
 
@@ -78,9 +78,10 @@ def test_workers_sit_with_the_commands():
 
 
 def test_the_new_packages_are_placed():
-    """Issue 62: tuning/ below the areas (it knows no runner), script/ among them."""
+    """Issue 62: tuning/ below the areas (it knows no runner), script/ and scaling/ among them."""
     assert layer("gluonperf.tuning.search") == RANK["tuning"] < layer("gluonperf.script.runner")
     assert layer("gluonperf.script.runner") == layer("gluonperf.experiments.step_time") == RANK["script"]
+    assert layer("gluonperf.scaling.validation") == RANK["script"]
     assert RANK["training"] < RANK["tuning"]
 
 

@@ -247,7 +247,8 @@ def test_adam_resumed_after_a_crash_equals_an_uninterrupted_run(tmp_path, kvstor
     """Adam's moments and its per-parameter step counts (the bias correction) come back from
     the checkpoint: a run resumed after a crash in epoch 3 ends with the weights of one that
     never stopped, on the device kvstore and on flat (which gathers states from their owners)."""
-    from gluonperf.training.loop import fit, read_checkpoint
+    from gluonperf.training.checkpoints import read_checkpoint
+    from gluonperf.training.loop import fit
     two = [mx.cpu(0), mx.cpu(1)]
     whole, broken = str(tmp_path / "whole"), str(tmp_path / "broken")
     expected = fit(small(epochs=3, save=whole, kvstore=kvstore), two)
@@ -301,7 +302,8 @@ def test_resuming_with_other_betas_is_refused(tmp_path):
 
 def test_a_full_disk_names_the_checkpoint_not_written_and_the_intact_one(tmp_path, monkeypatch):
     import errno
-    from gluonperf.training.loop import fit, read_checkpoint
+    from gluonperf.training.checkpoints import read_checkpoint
+    from gluonperf.training.loop import fit
     ckpt = str(tmp_path / "ckpt")
     real, calls = mx.gluon.Trainer.save_states, []
 
@@ -400,12 +402,12 @@ def test_footprint_counts_adams_two_state_arrays_per_weight(run, tmp_path):
 
 def test_predict_counts_the_update_once_per_device_whatever_its_batch():
     """Every device updates all the weights: the update's time does not scale with the batch."""
-    from gluonperf.experiments import scaling_checks, scaling_model
+    from gluonperf.scaling import model as scaling_model, predictions
     step = dict(t1_s=0.04, update_s=0.01, per_device_batch=32)
     link = scaling_model.LINKS["pcie3"]
     for batch in (32, 64):
-        rows = scaling_checks.prediction_results("lenet", step, 1e6, [1, 2], [1], link, scaling_model.LINKS["25gbe"],
-                                             per_device_batch=batch)
+        rows = predictions.prediction_results("lenet", step, 1e6, [1, 2], [1], link, scaling_model.LINKS["25gbe"],
+                                              per_device_batch=batch)
         assert [r.metrics["update_s"] for r in rows if r.bench == "predict"] == [0.01, 0.01]
 
 

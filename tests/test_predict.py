@@ -1,11 +1,11 @@
-"""python -m gluonperf.predict and the arithmetic of gluonperf.experiments.scaling_model."""
+"""python -m gluonperf.predict and the arithmetic of gluonperf.scaling.model."""
 import json
 import re
 
 import pytest
 
 from gluonperf import UserError
-from gluonperf.experiments import scaling_model as sm
+from gluonperf.scaling import model as sm
 
 GBPS1 = sm.measured_link(1.0, 0.0, name="1GB/s")          # 1e9 bytes/s, no latency
 SLOW = sm.measured_link(1.0, 1e-3, name="1GB/s+1ms")
@@ -339,7 +339,7 @@ def test_validate_devices(run, tmp_path):
 
 
 def test_link_from_allreduce_records():
-    from gluonperf.experiments.scaling_checks import link_from_allreduce
+    from gluonperf.scaling.parts import link_from_allreduce
     rows = [{"name": "ring", "bus_GBps": 2.0, "tensor_bytes": 4 << 20, "contexts": 2, "median_s": 0.002},
             {"name": "copyto", "bus_GBps": 9.0, "tensor_bytes": 4 << 20, "contexts": 2, "median_s": 0.0005},
             {"name": "ring", "bus_GBps": 0.1, "tensor_bytes": 4096, "contexts": 2, "median_s": 1e-4},

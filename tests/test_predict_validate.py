@@ -9,7 +9,8 @@ import subprocess
 
 import pytest
 
-from gluonperf.experiments import scaling_checks
+from gluonperf import UserError
+from gluonperf.scaling import judging, model as scaling_model, parts, runs, validation
 from gluonperf.measure import stats
 from gluonperf.runtime import horovod_launcher
 
@@ -20,28 +21,28 @@ needs_horovod = pytest.mark.skipif(not horovod_launcher.available() and os.envir
 
 def test_judge_needs_the_whole_interval_inside_or_outside():
     tight = [0.0100, 0.0101, 0.0099, 0.0100, 0.0102]  # a step of 10 ms, 1% spread
-    measured, ratio, within, text = scaling_checks.judge(0.0105, tight)
+    measured, ratio, within, text = judging.judge(0.0105, tight)
     iv = stats.ratio_interval(tight)
     assert (measured.estimate, measured.low, measured.high, measured.n) == (iv.estimate, iv.low, iv.high, 5)
     assert (ratio.estimate, ratio.low, ratio.high) == pytest.approx((iv.estimate / 0.0105, iv.low / 0.0105,
                                                                      iv.high / 0.0105))
     assert within is True and text.startswith("within 25%: measured/predicted 0.96x (95% CI ")
-    assert scaling_checks.judge(0.0070, tight)[2] is False  # measured 1.43x the prediction, all of its interval
-    assert scaling_checks.judge(0.0150, tight)[2] is False  # 0.67x
+    assert judging.judge(0.0070, tight)[2] is False  # measured 1.43x the prediction, all of its interval
+    assert judging.judge(0.0150, tight)[2] is False  # 0.67x
     # the same mean, but a spread that reaches past 1.25: neither within nor outside
     noisy = [0.008, 0.014, 0.009, 0.013, 0.0095]
-    _, ratio, within, text = scaling_checks.judge(0.0105, noisy)
+    _, ratio, within, text = judging.judge(0.0105, noisy)
     assert ratio.low < 0.75 or ratio.high > 1.25
     assert within is None and text.startswith("inconclusive against 25%: measured/predicted ")
     # an estimate inside 25% is not enough: the old rule (|error| <= 25%) called this one within
-    assert abs(scaling_checks.scaling_model.relative_error(0.0105, stats.ratio_interval(noisy).estimate)) <= 0.25
+    assert abs(scaling_model.relative_error(0.0105, stats.ratio_interval(noisy).estimate)) <= 0.25
     # one sample has no spread to judge by
-    assert scaling_checks.judge(0.01, [0.0101])[2] is None
+    assert judging.judge(0.01, [0.0101])[2] is None
 
 
 def test_a_check_record_carries_the_measured_interval(tmp_path):
-    r = scaling_checks._check("dist_sync", 0.025, [0.036, 0.035, 0.037, 0.036], 128, what="epochs", devices=1,
-                          workers=2, servers=1)
+    r = judging.check("dist_sync", 0.025, [0.036, 0.035, 0.037, 0.036], 128, what="epochs", devices=1,
+                      workers=2, servers=1)
     m = r.metrics
     assert r.bench == "predict-check" and r.name == "dist_sync devices=1,workers=2,servers=1"
     assert m["measured_n"] == 4 and m["measured_step_low_s"] < m["measured_step_s"] < m["measured_step_high_s"]
@@ -59,8 +60,8 @@ def test_epochs_after_the_first_are_the_samples(tmp_path):
     rows = [{"bench": "train", "name": "epoch %d" % e, "epoch": e, "train_images_per_s": rate}
             for e, rate in ((1, 100.0), (2, 400.0), (3, 500.0))]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert scaling_checks._epoch_steps(str(path), 64) == pytest.approx([64 / 400.0, 64 / 500.0])
-    assert scaling_checks._mean_step([0.1, 0.4]) == pytest.approx(0.2)
+    assert runs.epoch_steps(str(path), 64) == pytest.approx([64 / 400.0, 64 / 500.0])
+    assert runs.mean_step([0.1, 0.4]) == pytest.approx(0.2)
 
 
 def test_validate_dist_judges_each_configuration_by_its_epochs(monkeypatch):
@@ -89,11 +90,11 @@ def test_validate_dist_judges_each_configuration_by_its_epochs(monkeypatch):
     def fake_corun(model, batch, steps, env, tmp, timeout, threads, workers, repeats):
         coruns.append((threads, workers, repeats))
         return 0.006 * workers, 0.0055  # side by side: each worker a little slower than alone
-    monkeypatch.setattr(scaling_checks, "_run_train", fake_run)
-    monkeypatch.setattr(scaling_checks, "_corun_step", fake_corun)
+    monkeypatch.setattr(runs, "run_train", fake_run)
+    monkeypatch.setattr(runs, "corun_step", fake_corun)
     ticks = []
-    out = scaling_checks.validate_dist("lenet", 16, ((2, 1), (4, 1)), steps=2, repeats=4, launches=2,
-                                       progress=lambda: ticks.append(1))
+    out = validation.validate_dist("lenet", 16, ((2, 1), (4, 1)), steps=2, repeats=4, launches=2,
+                                   progress=lambda: ticks.append(1))
     assert len(ticks) == 4  # the progress bar moves at every run of a job
     assert sorted(coruns) == [(1, 2, 4), (1, 4, 4)]  # the workers of each job, at its threads
     # each job runs twice, its epochs pooled; as many pairs of 1-worker runs calibrate the messages
@@ -129,11 +130,11 @@ def test_only_the_epochs_that_ran_beside_every_other_run_count(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     write(a, [100.0, 101.0, 102.0, 103.0, 104.0])  # trains 101-105 after its first epoch
     write(b, [101.5, 102.5, 103.5, 104.5, 105.5])  # 102.5-106.5
-    inside = scaling_checks._side_by_side([str(a), str(b)], "2 workers")
+    inside = runs._side_by_side([str(a), str(b)], "2 workers")
     assert [[r["train_started_at"] for r in run] for run in inside] == [[103.0, 104.0], [102.5, 103.5]]
     write(b, [101.5])  # a run with no epoch after its first
-    with pytest.raises(scaling_checks.UserError, match="no epoch records"):
-        scaling_checks._side_by_side([str(a), str(b)], "2 workers")
+    with pytest.raises(UserError, match="no epoch records"):
+        runs._side_by_side([str(a), str(b)], "2 workers")
 
 
 def test_runs_too_short_to_overlap_run_again_longer(monkeypatch, tmp_path):
@@ -154,21 +155,21 @@ def test_runs_too_short_to_overlap_run_again_longer(monkeypatch, tmp_path):
                                         "train_cpu_s": 1.2, "train_images_per_s": 640.0}) + "\n")
         return [subprocess.CompletedProcess(a, 0, None, "") for a in argvs]
     monkeypatch.setattr(guard, "run_all", fake_run_all)
-    step, cpu = scaling_checks._corun_step("lenet", 64, 10, {}, str(tmp_path), 60, 1, 2, repeats=2)
+    step, cpu = runs.corun_step("lenet", 64, 10, {}, str(tmp_path), 60, 1, 2, repeats=2)
     assert calls == [[5, 5], [20, 20]]
     assert step == pytest.approx(0.1) and cpu == pytest.approx(0.12)  # 64 images at 640/s; 1.2 s of CPU / 10 steps
     calls.clear()
-    with pytest.raises(scaling_checks.UserError, match="ran together for only 1 of one run's epochs .need 2; 1 tries."):
-        scaling_checks._corun_step("lenet", 64, 10, {}, str(tmp_path), 60, 1, 2, repeats=2, tries=1)
+    with pytest.raises(UserError, match="ran together for only 1 of one run's epochs .need 2; 1 tries."):
+        runs.corun_step("lenet", 64, 10, {}, str(tmp_path), 60, 1, 2, repeats=2, tries=1)
 
 
 def test_an_oversubscribed_job_says_so_beside_its_verdict():
     """2 dist_sync workers at 1 thread, 2 servers and the scheduler on 2 cores: 5 threads want a
     core at once; the record and the judgement say so (the prediction's cores_bound_s counts it)."""
-    crowd = scaling_checks.crowding(2, 1, {"servers": 2, "scheduler": 1}, 2)
+    crowd = judging.crowding(2, 1, {"servers": 2, "scheduler": 1}, 2)
     assert (crowd["runnable"], crowd["cores"], crowd["oversubscribed"]) == (5, 2, True)
-    r = scaling_checks._check("dist_sync", 0.025, [0.036, 0.035, 0.037, 0.036], 128, what="epochs", devices=1,
-                              workers=2, servers=2, processes=5, **crowd)
+    r = judging.check("dist_sync", 0.025, [0.036, 0.035, 0.037, 0.036], 128, what="epochs", devices=1,
+                      workers=2, servers=2, processes=5, **crowd)
     m = r.metrics
     assert m["oversubscribed"] is True and m["runnable"] == 5 and m["processes"] == 5 and "crowding_note" not in m
     assert m["within_25pct"] is False  # the verdict stands; the note says what it measured
@@ -176,11 +177,11 @@ def test_an_oversubscribed_job_says_so_beside_its_verdict():
     assert m["judgement"].endswith("; oversubscribed: 5 threads want a core at once on 2 cores (2 compute threads, "
                                    "2 servers, 1 scheduler)")
     # the cores the helpers leave: none here, so 1 thread a worker all the same; 8 cores leave room
-    assert scaling_checks._threads(2, 2, 3) == 1 and scaling_checks._threads(8, 2, 2) == 3
-    room = scaling_checks.crowding(2, 3, {"Horovod background threads": 2}, 8)
+    assert validation._threads(2, 2, 3) == 1 and validation._threads(8, 2, 2) == 3
+    room = judging.crowding(2, 3, {"Horovod background threads": 2}, 8)
     assert room["oversubscribed"] is False and room["crowding_note"] is None
-    assert "oversubscribed" not in scaling_checks._check("horovod", 0.01, [0.01, 0.011], 64, workers=2,
-                                                         **room).metrics["judgement"]
+    assert "oversubscribed" not in judging.check("horovod", 0.01, [0.01, 0.011], 64, workers=2,
+                                                 **room).metrics["judgement"]
 
 
 def test_validate_horovod_launches_horovod_jobs_and_judges_their_epochs(monkeypatch):
@@ -209,15 +210,15 @@ def test_validate_horovod_launches_horovod_jobs_and_judges_their_epochs(monkeypa
 
     def fake_corun(model, batch, steps, env, tmp, timeout, threads, workers, repeats):
         return 0.0135, 0.0125  # 2 workers side by side, no exchange: 13.5 ms a step, 12.5 ms of CPU each
-    monkeypatch.setattr(scaling_checks, "_run_train", fake_run)
-    monkeypatch.setattr(scaling_checks, "_corun_step", fake_corun)
-    monkeypatch.setattr(scaling_checks, "horovod_exchange", fake_exchange)
+    monkeypatch.setattr(runs, "run_train", fake_run)
+    monkeypatch.setattr(runs, "corun_step", fake_corun)
+    monkeypatch.setattr(runs, "horovod_exchange", fake_exchange)
     monkeypatch.setattr(horovod_launcher, "available", lambda: True)
-    monkeypatch.setattr(scaling_checks, "loopback_link",
-                        lambda nbytes: scaling_checks.scaling_model.measured_link(4.0, 1e-5, shared=True))
+    monkeypatch.setattr(parts, "loopback_link",
+                        lambda nbytes: scaling_model.measured_link(4.0, 1e-5, shared=True))
     ticks = []
-    (r,) = scaling_checks.validate_horovod("mlp", 16, (2,), steps=2, repeats=4, launches=2, cycle_time_s=2e-3,
-                                           progress=lambda: ticks.append(1))
+    (r,) = validation.validate_horovod("mlp", 16, (2,), steps=2, repeats=4, launches=2, cycle_time_s=2e-3,
+                                       progress=lambda: ticks.append(1))
     assert len(ticks) == 2  # the progress bar moves at every run of the job
     single, job, again = seen  # the job runs twice, each run after a calibration of its own
     assert len(exchanges) == 2 and again[0][again[0].index("--json") + 1] != job[0][job[0].index("--json") + 1]
@@ -283,7 +284,7 @@ def test_validate_horovod_as_users_run_it(run, tmp_path):
 def test_the_report_reads_the_judgement_with_its_interval():
     from gluonperf.render.page import render_page
     env = {"mxnet": "1.9.1", "cpu_count": 2, "cpu_model": "Test CPU", "env": {}}
-    checks = [scaling_checks._check("dist_sync", 0.025, samples, 128, what="epochs", devices=1, workers=2, servers=1)
+    checks = [judging.check("dist_sync", 0.025, samples, 128, what="epochs", devices=1, workers=2, servers=1)
               for samples in ([0.036, 0.035, 0.037, 0.036], [0.026, 0.025, 0.0255, 0.0252], [0.02, 0.04])]
     html, _ = render_page([("v.json", [(c, env) for c in checks])], "t")
     assert ("checked against runs here, measured/predicted with its interval: within 25% in 1 of 3, outside in 1, "

@@ -107,7 +107,7 @@ def _forward_and_backward_alone(s, repeat=5):
     the fastest of `repeat` (a clock independent of the breakdown's fences)."""
     from mxnet import autograd
     from gluonperf.measure.harness import sync
-    from gluonperf.training.loop import as_float32
+    from gluonperf.training.steps import as_float32
     import time
     x, y = next(s.batches)
     x, y = x.as_in_context(s.contexts[0]), y.as_in_context(s.contexts[0])

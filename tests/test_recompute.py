@@ -9,7 +9,8 @@ from gluonperf import UserError
 from gluonperf.training.models import get_model, input_shape
 from gluonperf.training.recompute import (check_segments, checkpointed, checkpointed_forward_backward, partition,
                                  segment_flags, segments, units)
-from gluonperf.training.loop import HYBRIDIZE, TrainConfig, fit, forward_backward
+from gluonperf.training.loop import HYBRIDIZE, TrainConfig, fit
+from gluonperf.training.steps import forward_backward
 
 
 def build(name, contexts, mode, batch=4, seed=0):

@@ -140,6 +140,7 @@ def test_ceiling_probe_bad_input_is_one_line(args, tmp_path):
     ("levers", ["--only", "4,19"]),  # GOMP_SPINCOUNT=infinite: it would take the cores from the others
     ("checkpointing", ["--steps", "0"]), ("checkpointing", ["--segments", "0"]), ("hybridize_suite", ["--repeat", "0"]),
     ("dist_sync_terms", ["--rounds", "0"]), ("dist_sync_terms", ["--repeats", "x"]),
+    ("inference", ["--rounds", "0"]), ("inference", ["--models", "resnet18,vgg"]), ("inference", ["--rungs", "fp8"]),
 ])
 def test_suites_bad_input_is_one_line(script, args, tmp_path):
     p = command(["benchmarks/%s.py" % script, *args, "--json", str(tmp_path / "out.json")], tmp_path)
@@ -149,7 +150,7 @@ def test_suites_bad_input_is_one_line(script, args, tmp_path):
 
 
 @pytest.mark.parametrize("script", ["train_throughput", "levers", "checkpointing", "hybridize_suite", "model_variants",
-                                    "dist_sync_terms"])
+                                    "dist_sync_terms", "inference"])
 def test_suites_refuse_an_unwritable_json_before_running(script, tmp_path):
     """Suites run for minutes to hours: a --json that cannot be written is refused before the
     first run, not after the last (where the results would be lost)."""
@@ -321,3 +322,52 @@ def test_suite_stats_fields_and_limits(suite_module):
     iv = ss.interval_of([1.2, 1.25, 1.3])
     assert ss.against_limit(iv, 1.4) == "met" and ss.against_limit(iv, 1.1) == "missed"
     assert ss.against_limit(iv, 1.25) == "inconclusive" and ss.against_limit(None, 1.4) is None
+
+
+def test_inference_suite_sets_each_rung_against_each_pytorch_system_round_by_round(suite_module):
+    """benchmarks/inference.py's reading of a Session's runs (made up here): per round,
+    PyTorch's p90 over the rung's (single-stream) and the rung's samples/s over PyTorch's
+    (offline), their geometric mean with its 95% interval and a verdict; the best rung of each
+    scenario marked."""
+    from gluonperf.inference.instances import Layout
+    from gluonperf.inference.ladder import Rung
+    from gluonperf.inference.serve import Plan, Session
+    inference = suite_module("inference")
+    torch = inference.TorchSystem("pytorch eager", "eager", "resnet18", (3, 8, 8), "calib.npy", "cache")
+    layout = Layout(1, 2)
+    plan = Plan(rungs=[Rung("static"), Rung("int8"), torch], layouts=[layout], scenarios=inference.SCENARIOS,
+                batch_sizes=(4,), rounds=3, base={"model": "resnet18"})
+    session = Session(plan, library=None)
+    p90 = {"static": [0.02, 0.021, 0.022], "int8": [0.005, 0.0052, 0.0049], "pytorch eager": [0.03, 0.03, 0.033]}
+    rate = {"static": [100.0, 98.0, 101.0], "int8": [400.0, 380.0, 390.0], "pytorch eager": [50.0, 51.0, 49.0]}
+    for name in p90:
+        session.runs[(layout, name, "single-stream", 1)] = [{"round": r, "p90_s": v, "loadgen_valid": True}
+                                                            for r, v in enumerate(p90[name])]
+        session.runs[(layout, name, "offline", 4)] = [{"round": r, "samples_per_s": v, "loadgen_valid": True}
+                                                      for r, v in enumerate(rate[name])]
+    records = {r.name: r.metrics for r in inference.against_torch(session, ["static", "int8"], ["pytorch eager"])}
+    int8 = records["resnet18 int8 1x2 b1"]
+    assert int8["vs_pytorch_eager_rounds"] == pytest.approx([6.0, 0.03 / 0.0052, 0.033 / 0.0049])
+    assert int8["vs_pytorch_eager_ci_low"] < int8["vs_pytorch_eager"] < int8["vs_pytorch_eager_ci_high"]
+    assert int8["vs_pytorch_eager_n"] == 3 and int8["vs_pytorch_eager_verdict"] == "faster" and int8["best"]
+    offline = records["resnet18 int8 1x2 b4"]
+    assert offline["vs_pytorch_eager_rounds"] == pytest.approx([8.0, 380 / 51, 390 / 49]) and offline["best"]
+    assert "best" not in records["resnet18 static 1x2 b4"] and "vs_pytorch_eager" not in records[
+        "resnet18 pytorch eager 1x2 b4"]
+    lines = inference.readings(list(inference.against_torch(session, ["static", "int8"], ["pytorch eager"])))
+    assert lines[0].startswith("resnet18 single-stream: gluonperf's best, int8, p90 5 ms; against pytorch eager ")
+
+
+def test_inference_suite_quick_without_pytorch(tmp_path):
+    """benchmarks/inference.py --quick --no-torch: gluonperf's rungs served side by side under
+    LoadGen, the records with their figures and the best rung marked."""
+    out = tmp_path / "inf.json"
+    p = command(["benchmarks/inference.py", "--quick", "--no-torch", "--rungs", "static,int8", "--json", str(out)],
+                tmp_path)
+    assert p.returncode == 0, p.stderr
+    rows = records(out)
+    assert {(r["precision"], r["scenario"], r["batch_size"]) for r in rows} == {
+        (rung, s, b) for rung in ("static", "int8") for s, b in (("single-stream", 1), ("offline", 8))}
+    assert all(r["model"] == "resnet18" and r["input_shape"] == [3, 64, 64] and r["rounds"] == 2 for r in rows)
+    assert sum(1 for r in rows if r.get("best")) == 2 and "PyTorch is left out: --no-torch" in p.stderr
+    assert os.path.isdir(str(out)[:-len(".json")] + "-loadgen")

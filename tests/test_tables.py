@@ -15,7 +15,7 @@ from gluonperf.render import kinds
 MODULES = ["gluonperf.bench.%s" % m for m in ("allreduce", "asynchronous", "engines", "footprint", "hybridize",
                                               "input", "memory", "optimizers", "overlap", "parallel", "scratch",
                                               "time_to_accuracy")] + \
-          ["gluonperf.train", "gluonperf.predict", "gluonperf.profile", "gluonperf.experiments.scaling_checks",
+          ["gluonperf.train", "gluonperf.predict", "gluonperf.profile", "gluonperf.scaling.judging",
            "gluonperf.script.tables"]
 # The tables whose columns are written out where they are printed (compare.py, tune.py).
 INLINE = {

@@ -11,7 +11,11 @@ import pytest
 from gluonperf import UserError
 from helpers import needs_bfloat16
 from gluonperf.records import read_jsonl
-from gluonperf.training.loop import Diverged, EpochStats, TrainConfig, fit, hits, lr_schedule, read_checkpoint, scaling
+from gluonperf.training.checkpoints import read_checkpoint
+from gluonperf.training.device_scaling import scaling
+from gluonperf.training.loop import Diverged, TrainConfig, fit
+from gluonperf.training.steps import EpochStats, hits
+from gluonperf.training.trainers import lr_schedule
 
 TWO = [mx.cpu(0), mx.cpu(1)]
 
@@ -172,7 +176,7 @@ def test_a_save_directory_that_cannot_be_made_is_one_line_before_any_training(ru
 
 def test_a_checkpoint_directory_that_fails_to_open_is_a_user_error(tmp_path):
     """The library's own check, for a path that turns bad after the command checked it."""
-    from gluonperf.training.loop import CheckpointDir
+    from gluonperf.training.checkpoints import CheckpointDir
     a_file = tmp_path / "a-file"
     a_file.write_text("")
     with pytest.raises(UserError, match="cannot be written"):

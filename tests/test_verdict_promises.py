@@ -159,7 +159,7 @@ def test_a_candidate_that_cannot_beat_a_faster_one_leaves():
     from gluonperf.tuning import schedule
     from gluonperf.tuning.candidates import Candidate
     from gluonperf.tuning.rounds import Rounds
-    speed = {"b": 100.0, "big": 150.0, "small": 112.0}
+    speed = {"b": 100.0, "big": 150.0, "small": 108.0}  # 1.12x settles as faster at the same look as 1.5x
     wobble = iter([1.0, 1.01, 0.99, 1.02, 0.98] * 40)
     table = schedule.Table([Candidate("b"), Candidate("big"), Candidate("small")], Rounds(), "x", start={})
     schedule.interleave(table, lambda c: (speed[c.name] * next(wobble), None))

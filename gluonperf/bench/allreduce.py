@@ -125,7 +125,7 @@ def methods_of(args):
 def measure(args):
     """Check the flags, time every method at every size and number of contexts: (records, the contexts)."""
     from .. import UserError
-    from ..experiments.from_scratch import allreduce_bandwidth
+    from ..experiments.allreduce_bandwidth import allreduce_bandwidth
     methods = methods_of(args)
     ctxs = allreduce_contexts(args)
     if len(ctxs) < 2:

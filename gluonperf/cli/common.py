@@ -1,4 +1,9 @@
-"""What every gluonperf command line shares: common flags, error handling, output.
+"""What every gluonperf command line shares: its model resolved and its outputs checked before
+any work, the output (`emit`, the tables, --json and --csv, what a stopped command keeps, the
+progress bar), the notes on stderr, and error handling (`run`, `guard_command`). The shared
+flags and argument types (`cli.shared_flags`) and the settings made before MXNet loads
+(`cli.defaults`) are imported here from their modules, so that a command needs only
+`from .cli import common as cli`.
 
 CLIs parse arguments, call an experiment, and hand its records here; they never
 compute. Bad input is one line on stderr and a non-zero exit, never a traceback.
@@ -6,7 +11,6 @@ compute. Bad input is one line on stderr and a non-zero exit, never a traceback.
 import argparse
 import atexit
 import errno
-import math
 import os
 import sys
 
@@ -15,32 +19,17 @@ from tqdm import tqdm
 from .. import UserError, error_line
 from ..runtime import guard, outputs
 from ..records import format_table, write_csv, write_jsonl
+# What runs while the stall guard watches stays in this module, whose frames the guard leaves out
+# when it says where the main thread waits (runtime.guard.where_main_waits); what runs before it
+# starts (parsing, the settings made before MXNet loads) is in the modules imported here.
+from .shared_flags import (MODEL_HELP, add_model_flags, add_stall_timeout, add_threshold, add_wide,  # noqa: F401
+                           checked, comma_list, common_parser, momentum, non_negative_float, non_negative_int,
+                           non_negative_int_list, parse_threshold, percentage, positive_float, positive_int,
+                           positive_int_list, tcp_port)
+from .defaults import allocator_defaults, dtype_defaults, subcommand_in_argv, thread_defaults  # noqa: F401
 
 # MXNet is imported where it is needed, not here: the launcher uses this module
 # without loading MXNet (importing it with a DMLC_ROLE set would start a server).
-
-
-def common_parser(ctx_default="cpu"):
-    """Flags shared by every subcommand: --ctx, --json, --csv, --wide."""
-    p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--ctx", default=ctx_default,
-                   help="contexts: cpu, cpu0,cpu1, gpu (all GPUs), gpu0,gpu1 or gpu:0 (default: %(default)s)")
-    p.add_argument("--json", metavar="PATH", help="also write the results as JSON lines, with the environment")
-    p.add_argument("--csv", metavar="PATH", help="also write the results as CSV")
-    add_wide(p)
-    add_stall_timeout(p)
-    return p
-
-
-def add_wide(p):
-    """--wide: the tables with every column under its recorded name, each cell with its unit,
-    however wide (by default a table fits the terminal, each column's unit once in its header:
-    records.format_table)."""
-    p.add_argument("--wide", action="store_true",
-                   help="print every column of the tables, however wide, under its recorded name, each cell with "
-                        "its unit (median_s: 660.3 us) and each interval's ends apart (by default a table fits the "
-                        "terminal: COLUMNS, or 100 columns under a pipe, and says a column's unit once, in its "
-                        "header: median (us): 660.3)")
 
 
 def print_table(results, args, columns=None, title=None, out=None):
@@ -52,37 +41,6 @@ def print_table(results, args, columns=None, title=None, out=None):
     if left:
         (out or sys.stdout).flush()
         say("note: " + left[0])
-
-
-def add_stall_timeout(p):
-    p.add_argument("--stall-timeout", type=non_negative_float, default=guard.DEFAULT_STALL_TIMEOUT, metavar="SEC",
-                   help="stop with exit code 3 when a timed region or a step makes no progress for SEC "
-                        "seconds, naming what it waited on (0: never; default: %(default)g)")
-
-
-def percentage(text, upper=100, upper_included=False):
-    """'5%', '5' -> 0.05 (an argparse type): from 0% up to `upper`%."""
-    raw = text.strip().rstrip("%").strip()
-    try:
-        value = float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError("%r is not a percentage; use e.g. 5%%" % text)
-    if not (0 <= value <= upper if upper_included else 0 <= value < upper):
-        raise argparse.ArgumentTypeError("%r must be between 0%% and %g%%%s" % (
-            text, upper, "" if upper_included else " (not included)"))
-    return value / 100.0
-
-
-def parse_threshold(text):
-    """'10%', '10' -> 0.10; '0.5%' -> 0.005 (0% to 1000%): compare's --fail-above, report's --threshold."""
-    return percentage(text, upper=1000, upper_included=True)
-
-
-def add_threshold(p, default=0.05):
-    """--threshold: the change below which a ratio counts as 'the same' (stats.verdict)."""
-    p.add_argument("--threshold", type=percentage, default=default, metavar="PCT",
-                   help="a change within +-PCT is 'the same'; faster/slower needs the 95%% interval to exclude "
-                        "1 and the estimate past PCT (default: " + "%g%%%%)" % (100 * default))
 
 
 def guard_command(args, prog, stall_timeout=None):
@@ -97,75 +55,11 @@ def guard_command(args, prog, stall_timeout=None):
     guard.start_stall_guard(stall_timeout, prog)
 
 
-def _checked(convert, what, ok, rule):
-    """An argparse `type` that converts with `convert` and accepts values where `ok`."""
-    def check(text):
-        try:
-            value = convert(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError("%r is not %s" % (text, what))
-        if not ok(value):
-            raise argparse.ArgumentTypeError("%r %s" % (text, rule))
-        return value
-    return check
-
-
-positive_int = _checked(int, "a whole number", lambda v: v >= 1, "must be at least 1")
-non_negative_int = _checked(int, "a whole number", lambda v: v >= 0, "must be 0 or more")
-tcp_port = _checked(int, "a whole number", lambda v: 0 < v < 65536, "is not a TCP port (1 to 65535)")
-
-positive_float = _checked(float, "a number", lambda v: math.isfinite(v) and v > 0, "must be above 0")
-non_negative_float = _checked(float, "a number", lambda v: math.isfinite(v) and v >= 0, "must be 0 or more")
-momentum = _checked(float, "a number", lambda v: 0 <= v < 1, "must be at least 0 and below 1 (e.g. 0.9)")
-
-
-def comma_list(item, example):
-    """An argparse type for whole numbers separated by commas, each read by `item` (an argparse
-    type, whose error names the item that is wrong): '10, 100,1000' -> [10, 100, 1000]."""
-    def parse(text):
-        items = [t.strip() for t in text.split(",")]
-        if not all(items):
-            raise argparse.ArgumentTypeError("%r: give whole numbers separated by commas, e.g. %s" % (text, example))
-        return [item(t) for t in items]
-    return parse
-
-
-positive_int_list = comma_list(positive_int, "10,100,1000")
-non_negative_int_list = comma_list(non_negative_int, "0,2,4")
-
-
 def print_models():
     """--list-models: the names --model accepts, one a line with its description."""
     from ..training.models import list_models
     for name, description in list_models().items():
         print("%-28s %s" % (name, description))
-
-
-MODEL_HELP = ("resnet18 (the book's 28x28 ResNet-18), lenet, mlp, a GluonCV model-zoo name (see --list-models), "
-              "or your own: package.module:factory or path/to/file.py:factory, a function that returns a "
-              "gluon Block, with --input-shape (docs: Your own model)")
-
-
-def add_model_flags(p, default, help=MODEL_HELP):
-    """--model and what a model of one's own needs: its factory's arguments, one sample's shape
-    and dtype, its loss. `resolve_model` reads them back, after parsing."""
-    from ..training.model_spec import INPUT_DTYPES
-    p.add_argument("--model", default=default, help="%s (default: %%(default)s)" % help)
-    p.add_argument("--model-args", metavar="K=V,...", default=None,
-                   help="keyword arguments for the model's factory: key=value,key=value (values read as JSON "
-                        "where they parse) or a JSON object")
-    p.add_argument("--input-shape", metavar="C,H,W", default=None, action="append",
-                   help="the shape of one sample the model takes (no batch axis), e.g. 3,32,32; needed for "
-                        "module:factory models (a built-in or zoo model has its own); once per input for a "
-                        "model that takes several")
-    p.add_argument("--input-dtype", choices=INPUT_DTYPES, default="float32",
-                   help="float32 (images, features) or int32 (token ids for an Embedding; with --vocab-size) "
-                        "(default: %(default)s)")
-    p.add_argument("--vocab-size", type=positive_int, default=None, metavar="N",
-                   help="with --input-dtype int32: token ids are drawn from 0..N-1")
-    p.add_argument("--loss", metavar="MODULE:FACTORY", default=None,
-                   help="a function returning the gluon Loss to train with, called loss(output, label) "
-                        "(default: softmax cross-entropy over the classes)")
 
 
 def resolve_model(args, classes=10):
@@ -372,56 +266,6 @@ def note_later(message):
 def flush_notes():
     while _LATER:
         say(_LATER.pop(0))
-
-
-def _asks_help(argv):
-    """True for -h/--help: the command will only print its help, so nothing is set or sampled."""
-    return any(a in ("-h", "--help") for a in argv)
-
-
-def thread_defaults(argv, at_least=1):
-    """For a command about to load MXNet: set OMP_NUM_THREADS to one thread per core,
-    shared among the CPU contexts that run at once (those of --ctx, and at least
-    `at_least`, or the processes of a Horovod job on this machine), unless the user set it. MXNet reads it once, when loaded, and by
-    default gives each operator only half the processors.
-    Returns the note to show, or None when nothing was changed."""
-    if _asks_help(argv):
-        return None
-    from ..runtime.threads import apply_thread_defaults, cpu_contexts_in_argv, job_processes_here
-    here = job_processes_here()
-    if here > 1:  # a Horovod job's processes on this machine share its cores (one device each, of a
-        # --ctx list with one per process); its siblings, starting now, are no other work to leave cores for
-        named = cpu_contexts_in_argv(argv, at_least)
-        return apply_thread_defaults(1 if named == here else named, taken=0, processes=here)
-    return apply_thread_defaults(cpu_contexts_in_argv(argv, at_least))
-
-
-def subcommand_in_argv(argv):
-    """The subcommand of a command line (its first word that is not a flag), read before argparse."""
-    return next((a for a in argv if not a.startswith("-")), None)
-
-
-def allocator_defaults(argv, stand_in_commands):
-    """For `python -m gluonperf.bench <command>` about to load MXNet: when the command is one
-    of `stand_in_commands` (CPU contexts standing in for devices) and --ctx names no GPU,
-    keep glibc from giving freed memory back (gluonperf.runtime.allocator). Returns the note to show,
-    or None when nothing was changed."""
-    if _asks_help(argv):
-        return None
-    from ..runtime.threads import ctx_in_argv
-    if subcommand_in_argv(argv) not in stand_in_commands or "gpu" in ctx_in_argv(argv).lower():
-        return None
-    from ..runtime.allocator import keep_freed_memory
-    return keep_freed_memory()
-
-
-def dtype_defaults(argv):
-    """For a command about to load MXNet with --dtype bfloat16: what gluonperf.runtime.precision.prepare
-    sets (the AMX permission, oneDNN's instruction set). Returns the note to show, or None."""
-    if _asks_help(argv):
-        return None
-    from ..runtime.precision import dtype_in_argv, prepare
-    return prepare(dtype_in_argv(argv))
 
 
 def advise(ctxs, threads_note=None, prefix=""):

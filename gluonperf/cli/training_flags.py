@@ -23,7 +23,7 @@ TRAINING_FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "l
                   "kvstore", "seed", "log_interval", "dtype")
 
 # --target-top1 (train, bench time-to-accuracy): a test accuracy above 0 and at most 1
-fraction = cli._checked(float, "a number", lambda v: 0 < v <= 1, "must be above 0 and at most 1 (e.g. 0.9)")
+fraction = cli.checked(float, "a number", lambda v: 0 < v <= 1, "must be above 0 and at most 1 (e.g. 0.9)")
 
 
 def dataset_name(text):
@@ -168,7 +168,7 @@ def check_kvstore(args, ctxs):
     there), device otherwise, said on stderr once the command's work starts; nccl refused
     off GPUs. For train and profile."""
     if args.kvstore is None:
-        from ..training.loop import default_kvstore
+        from ..training.trainers import default_kvstore
         args.kvstore = default_kvstore(ctxs)
         if args.kvstore == "flat":
             cli.note_later(KVSTORE_NOTE % len(ctxs))

@@ -281,52 +281,10 @@ def block_profile(net, inputs, ctx, depth=2, repeat=10, warmup=1, peak_flops=Non
     batch = next((x.shape[0] for x in inputs if isinstance(x, mx.nd.NDArray) and x.shape), None)
     notes = []
     step = _Step(net, inputs, loss_fn, labels)
-    try:
-        step.check()
-    except Exception as e:
-        if not _hybrid_blocks(net) or not any(b._active for b in _hybrid_blocks(net)):
-            raise
-        # a model that cannot run hybridized (Python control flow on values): measure it imperatively
-        net.hybridize(False)
-        notes.append("the model failed hybridized (%s): measured imperatively" % error_line(e))
-        step.check()
+    _check_step(net, step, notes)
     captured = capture(net, inputs, depth)
     tree = walk(net, depth)
-    timed, errors, info = {}, {}, {}
-    for path, level, block in tree:
-        args, calls = captured.get(id(block), (None, 0))
-        row = {"block": type(block).__name__, "depth": level, "calls": calls,
-               "parameters": parameter_count(block),
-               "hybridized": bool(isinstance(block, gluon.HybridBlock) and block._active)}
-        info[path] = row
-        if block is net:  # timed as the step
-            row["forward_gflop"], row["training_gflop"], row["flops_note"] = _flops(block, inputs, batch)
-            row["calls"] = 1
-            row["note"] = "timed as the step: forward, %s, backward; no optimizer update" % (
-                "loss" if loss_fn is not None else "no loss")
-            continue
-        if args is None:
-            errors[path] = "not called in the model's forward"
-            continue
-        row["forward_gflop"], row["training_gflop"], row["flops_note"] = _flops(block, args, batch)
-        t = _Timed(block, args, inputs)
-        try:
-            t.check()
-        except Exception as e:
-            if not row["hybridized"]:
-                errors[path] = "called alone: %s" % error_line(e)
-                continue
-            try:  # its graph cannot be built alone: time it imperatively
-                block.hybridize(False)
-                t.check()
-                row["hybridized"] = False
-                row["note"] = "failed hybridized alone (%s): timed imperatively" % error_line(e)
-            except Exception as e2:
-                errors[path] = "called alone: %s" % error_line(e2)
-                continue
-        if t.note:
-            row["note"] = "; ".join(n for n in (row.get("note"), t.note) if n)
-        timed[path] = t
+    timed, errors, info = _prepare(net, tree, captured, inputs, batch, loss_fn)
     fns = {STEP + "|f": step.forward, STEP + "|fb": step.forward_backward}
     for path, t in timed.items():
         fns[path + "|f"] = t.forward
@@ -362,6 +320,63 @@ def block_profile(net, inputs, ctx, depth=2, repeat=10, warmup=1, peak_flops=Non
         if notes:
             r.metrics["model_note"] = "; ".join(notes)
     return out
+
+
+def _check_step(net, step, notes):
+    """Run the model's step once; a model that cannot run hybridized (Python control flow on
+    values) is measured imperatively, and `notes` says so."""
+    try:
+        step.check()
+    except Exception as e:
+        if not _hybrid_blocks(net) or not any(b._active for b in _hybrid_blocks(net)):
+            raise
+        # a model that cannot run hybridized (Python control flow on values): measure it imperatively
+        net.hybridize(False)
+        notes.append("the model failed hybridized (%s): measured imperatively" % error_line(e))
+        step.check()
+
+
+def _prepare(net, tree, captured, inputs, batch, loss_fn):
+    """Each Block of `tree`: its row's fields (class, depth, calls, parameters, hybridized, FLOPs),
+    and, for each Block called in the model's forward that runs alone on the inputs `captured`
+    for it (imperatively when its graph cannot be built alone), its timed calls. Returns (timed
+    {path: _Timed}, errors {path: why it is not timed}, info {path: row})."""
+    timed, errors, info = {}, {}, {}
+    for path, level, block in tree:
+        args, calls = captured.get(id(block), (None, 0))
+        row = {"block": type(block).__name__, "depth": level, "calls": calls,
+               "parameters": parameter_count(block),
+               "hybridized": bool(isinstance(block, gluon.HybridBlock) and block._active)}
+        info[path] = row
+        if block is net:  # timed as the step
+            row["forward_gflop"], row["training_gflop"], row["flops_note"] = _flops(block, inputs, batch)
+            row["calls"] = 1
+            row["note"] = "timed as the step: forward, %s, backward; no optimizer update" % (
+                "loss" if loss_fn is not None else "no loss")
+            continue
+        if args is None:
+            errors[path] = "not called in the model's forward"
+            continue
+        row["forward_gflop"], row["training_gflop"], row["flops_note"] = _flops(block, args, batch)
+        t = _Timed(block, args, inputs)
+        try:
+            t.check()
+        except Exception as e:
+            if not row["hybridized"]:
+                errors[path] = "called alone: %s" % error_line(e)
+                continue
+            try:  # its graph cannot be built alone: time it imperatively
+                block.hybridize(False)
+                t.check()
+                row["hybridized"] = False
+                row["note"] = "failed hybridized alone (%s): timed imperatively" % error_line(e)
+            except Exception as e2:
+                errors[path] = "called alone: %s" % error_line(e2)
+                continue
+        if t.note:
+            row["note"] = "; ".join(n for n in (row.get("note"), t.note) if n)
+        timed[path] = t
+    return timed, errors, info
 
 
 def _time_fields(f, fb, step_s, row, peak_flops):
@@ -452,7 +467,7 @@ def setup_blocks(setup, depth=2, repeat=10, warmup=1, peak_flops=None, progress=
     """`block_profile` of a training setup (`experiments.step_time.prepare`'s Setup: the model as
     `gluonperf.train` builds it, its loss and loader) on the first context, with that context's
     part of the next batch."""
-    from ..training.loop import as_float32, split
+    from ..training.steps import as_float32, split
     x, y = next(setup.batches)
     ctx = setup.contexts[0]
     x, y = split(x, setup.contexts)[0], split(y, setup.contexts)[0]

@@ -125,7 +125,9 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
     from ..training.model_spec import parse_spec
     from ..training.models import get_model, input_shape, loss_of, random_input
     from ..training.recompute import checkpointed
-    from ..training.loop import HYBRIDIZE, TrainConfig, forward_backward, make_trainer
+    from ..config import HYBRIDIZE, TrainConfig
+    from ..training.steps import forward_backward
+    from ..training.trainers import make_trainer
     contexts = list(contexts)
     if batch_size < len(contexts):
         raise UserError("batch %d is smaller than the %d contexts" % (batch_size, len(contexts)))

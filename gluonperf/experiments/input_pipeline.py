@@ -142,7 +142,8 @@ def step_rate(model, ctx, batch_size, shape, classes, repeat=5, steps=3, warmup=
     """Images/s a training step consumes on `ctx` (forward, backward, Trainer.step, to a sync)
     on a batch of `shape` held in memory: per repeat, `steps` steps; returns the per-repeat rates."""
     from ..config import TrainConfig
-    from ..training.loop import build_net, forward_backward, make_trainer
+    from ..training.steps import forward_backward
+    from ..training.trainers import build_net, make_trainer
     config = TrainConfig(model=model, hybridize=hybridize, batch_size=batch_size)
     mx.random.seed(0)
     net = build_net(config, [ctx])
@@ -291,10 +292,10 @@ class _Timed:
 
 
 def _loop(s, batches, steps):
-    """`steps` steps as gluonperf.train runs them (loop.train_steps, loss read one batch
+    """`steps` steps as gluonperf.train runs them (steps.train_steps, loss read one batch
     late) over `batches`; (seconds per step to a sync, seconds blocked in next() per step)."""
     from ..measure.harness import sync
-    from ..training.loop import EpochStats, train_steps
+    from ..training.steps import EpochStats, train_steps
     timed = _Timed(batches, steps)
     epoch = EpochStats()
     sync()

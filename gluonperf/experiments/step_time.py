@@ -35,7 +35,8 @@ from ..training.data import load_for, loader, sample_shape
 from ..runtime.precision import check_flag
 from ..measure.trace import Trace, aggregate_stats
 from ..records import result
-from ..training.loop import EpochStats, as_float32, build_net, make_trainer, lr_for_devices, split, train_steps
+from ..training.steps import EpochStats, as_float32, split, train_steps
+from ..training.trainers import build_net, lr_for_devices, make_trainer
 from ..training.models import loss_of
 
 PARTS = (
@@ -140,7 +141,7 @@ def fenced_step(s):
 
 
 def unfenced_steps(s, steps, progress=None):
-    """`steps` steps as `gluonperf.train` runs them (`loop.train_steps`, losses and
+    """`steps` steps as `gluonperf.train` runs them (`steps.train_steps`, losses and
     accuracy read one batch late); seconds per step, timed to a sync."""
     stats = EpochStats()
     sync()

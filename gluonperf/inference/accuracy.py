@@ -125,3 +125,30 @@ def evaluate(rung, ctx, held_out, reference_outputs=None, batch_size=64):
         else:
             fields["accuracy"] = float((_top1(outputs) == np.asarray(held_out.labels).ravel()).mean())
     return fields
+
+
+def evaluate_rungs(rungs, ctx, held_out, batch_size=64):
+    """Every built rung of `rungs` (`ladder.prepare`'s) on the held-out samples, against the
+    reference rung (fp32 static) when it was built: `evaluate` of the reference first, then of
+    each other rung with the reference's outputs. Returns (rungs, {name: fields}), the fields
+    without 'outputs' (what a record takes); a rung that cannot answer here (it fails to load
+    or to run) comes back with `error` set, one line, like one that could not be built."""
+    from dataclasses import replace
+    from .. import error_line
+    from .ladder import REFERENCE
+    reference, fields, out = None, {}, {}
+    for rung in sorted(rungs, key=lambda r: r.name != REFERENCE):
+        out[rung.name] = rung
+        if rung.error:
+            continue
+        try:
+            got = evaluate(rung, ctx, held_out, reference, batch_size)
+        except Exception as e:  # noqa: BLE001 (MXNet's and the model's: the rung is out, the others run)
+            out[rung.name] = replace(rung, error="it failed on the held-out samples: %s: %s"
+                                                 % (type(e).__name__, error_line(e)))
+            continue
+        outputs = got.pop("outputs")
+        if rung.name == REFERENCE:
+            reference = outputs
+        fields[rung.name] = got
+    return [out[r.name] for r in rungs], fields

@@ -60,16 +60,25 @@ def load(what, input_shape, count, seed=0):
         data, labels = _digits(shape)
         order = rng.permutation(len(data))[:count]
         return Samples(data[order], labels[order], "digits")
-    path = os.path.expanduser(what)
+    path = check_source(what)
+    size = _image_size(what, shape)
+    data, labels = (_folder if os.path.isdir(path) else _rec)(path, size, count, rng)
+    return Samples(data, labels, what)
+
+
+def check_source(what):
+    """The path of `what` (a folder or a .rec; None for digits and for none), checked before any
+    model is loaded: ValueError, one line, for a missing path or a file that is not a .rec."""
+    if what is None or str(what) == "digits":
+        return None
+    path = os.path.expanduser(str(what))
     if not os.path.exists(path):
         raise ValueError("--calib-data %s: no such file or folder; give digits, a folder of class subfolders, "
                          "or a .rec file with its .idx" % what)
     if not (os.path.isdir(path) or path.endswith(".rec")):
         raise ValueError("--calib-data %s is a file but not a .rec; give a .rec (with its .idx beside it) or a "
                          "folder of class subfolders" % what)
-    size = _image_size(what, shape)
-    data, labels = (_folder if os.path.isdir(path) else _rec)(path, size, count, rng)
-    return Samples(data, labels, what)
+    return path
 
 
 def split(samples, calibration_count):

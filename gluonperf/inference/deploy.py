@@ -50,10 +50,13 @@ def accuracy_text(m):
         return "accuracy %+.2f points against fp32 static%s on %s held-out samples" % (
             100 * m["accuracy_change"], interval, m.get("accuracy_n", "?"))
     if m.get("top1_agreement") is not None:
-        return "top-1 agreement with fp32 static %.1f%% (accuracy not measured: no labels)" % (
-            100 * m["top1_agreement"])
+        return "top-1 agreement with fp32 static %.1f%% on %s samples (%s)" % (
+            100 * m["top1_agreement"], m.get("agreement_n", "?"), m.get("accuracy_note") or "accuracy not measured")
     if m.get("precision") in ("fp32", "static"):
         return "no accuracy cost (fp32)"
+    if m.get("accuracy") is not None:
+        return "accuracy %.4f on %s held-out samples (fp32 static not run: no change measured)" % (
+            m["accuracy"], m.get("evaluated_n", "?"))
     return "accuracy not measured"
 
 

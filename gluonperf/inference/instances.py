@@ -90,11 +90,15 @@ class Pool:
     """The instances of one rung under one layout. `start()` starts them, `ready()` waits until
     every one has loaded its rung; then `submit(batches)` (each batch a list of (id, index))
     runs each batch on the least busy instance, at most `depth` batches queued on one, and
-    calls `on_done(ids)` from a reader thread when it is answered. `close()` stops them all."""
+    calls `on_done(ids)` from a reader thread when it is answered. `close()` stops them all.
+    `command`: the instance's program, which gets the JSON config as its last argument and speaks
+    `serving`'s protocol (default: `python -m gluonperf.inference.serving`; another engine's
+    worker, e.g. benchmarks/inference_torch.py, serves the same way)."""
 
-    def __init__(self, rung_text, layout, library_spec, ctx, cores=None):
+    def __init__(self, rung_text, layout, library_spec, ctx, cores=None, command=None):
         self.rung_text, self.layout, self.library_spec, self.ctx = rung_text, layout, library_spec, ctx
         self.cores = cores or [None] * layout.instances
+        self.command = list(command or [sys.executable, "-m", "gluonperf.inference.serving"])
         self.on_done = lambda ids: None
         self.depth = 1
         self.failure = None  # the first instance's error line, once one failed
@@ -111,7 +115,7 @@ class Pool:
     def _argv(self, i):
         config = {"rung": self.rung_text, "ctx": self.ctx, "samples": self.library_spec,
                   "cores": self.cores[i], "instance": i}
-        return [sys.executable, "-m", "gluonperf.inference.serving", json.dumps(config)]
+        return self.command + [json.dumps(config)]
 
     def start(self):
         env = guard.package_env()

@@ -17,9 +17,12 @@ import statistics
 
 from ..measure import stats
 from ..records import Result
+from .coldstart import PARTS as COLD_PARTS
 from .loadgen import FIGURE
 
 REFERENCE = "static"
+LADDER = ("fp32", "static", "fused", "bf16", "int8")   # ladder.RUNGS, here without importing MXNet (render)
+COLD_START = "cold-start"   # a cold start's records' scenario (coldstart.measure, not LoadGen)
 LOWER_IS_BETTER = ("p90_s", "p99_s")
 # figures whose median over rounds is reported (the others: the first run's, e.g. its log folder)
 MEDIANS = ("p50_s", "p90_s", "p95_s", "p97_s", "p99_s", "p999_s", "mean_latency_s", "samples_per_s")
@@ -128,10 +131,24 @@ def server_record(base, precision, layout, window_s, max_batch, bound_s, peak):
     return Result("inference", config_name(precision, layout, fields["batch_size"], window_s), fields)
 
 
-def rung_record(base, rung_name, error, layout=None):
-    """A rung that cannot be built or served here: one record saying why."""
-    fields = _common(base, rung_name, layout or "-", "-", None)
+def rung_record(base, rung_name, error, layout=None, scenario=None):
+    """A rung that cannot be built or served here (under `layout`, or in `scenario`: its cold
+    start): one record saying why."""
+    fields = _common(base, rung_name, layout or "-", scenario or "-", None)
     fields.pop("primary_metric")
-    fields.pop("scenario")
+    if scenario is None:
+        fields.pop("scenario")
     fields["error"] = error
-    return Result("inference", "%s%s" % (rung_name, " %s" % layout if layout else ""), fields)
+    return Result("inference", " ".join(str(w) for w in (rung_name, layout, scenario) if w), fields)
+
+
+def cold_start_record(base, rung_name, runs):
+    """A rung's cold starts (`coldstart.measure`'s parts, one fresh process a round, each with
+    'round'): the median of each part over them, and each process's total in `round_values`."""
+    fields = _common(base, rung_name, "-", COLD_START, runs[0]["batch_sizes"][0])
+    fields.update(primary_metric="total_s", rounds=len(runs), batch_sizes=runs[0]["batch_sizes"],
+                  steady_calls=runs[0].get("steady_calls"), round_values=[r["total_s"] for r in runs],
+                  round_parts=[{k: r[k] for k in COLD_PARTS} for r in runs])
+    for key in COLD_PARTS:
+        fields[key] = statistics.median(r[key] for r in runs)
+    return Result("inference", "%s %s" % (rung_name, COLD_START), fields)

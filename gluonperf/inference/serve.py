@@ -1,6 +1,9 @@
-"""The runs of one `infer` command: every rung under every layout, its scenarios in rounds.
+"""The runs of one `infer` command: every rung's cold start, then every rung under every
+layout, its scenarios in rounds.
 
-For each layout the instances of every rung start side by side (`instances.Pool`), load their
+First each rung starts cold (`coldstart.measure`: a fresh process, start to first answer),
+once a round, the rungs' order rotating, while nothing else of the command runs. Then, for
+each layout, the instances of every rung start side by side (`instances.Pool`), load their
 rung and warm up at the batch sizes they will see; then each round runs every configuration
 (scenario x batch size) of every rung back to back, the rungs' order rotating, so that the
 host's drift hits every rung alike; then the server scenario's rate search runs for each rung
@@ -13,8 +16,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Optional
 
-from . import loadgen, rounds
-from .instances import Batcher, InstanceError, Pool, assign_cores
+from . import coldstart, loadgen, rounds
+from .instances import READY_TIMEOUT, Batcher, InstanceError, Pool, assign_cores
 from .search import Trial, find_peak_rate
 
 OFFLINE_RETRIES = 2     # LoadGen's offline query is sized by the expected rate: too few samples, run again
@@ -25,7 +28,9 @@ SERVER_TOLERANCE = 0.15
 @dataclass
 class Plan:
     """What one command measures: the prepared rungs (`ladder.Rung`, those with an error
-    are reported, not run), layouts, scenarios, batch sizes and the rest of its flags."""
+    are reported, not run), layouts, scenarios, batch sizes and the rest of its flags. A rung
+    may also be another engine's system (an object with `name`, `error` and `to_text()`)
+    whose instances run `commands[name]` (benchmarks/inference.py serves PyTorch so)."""
     rungs: list
     layouts: list
     scenarios: tuple
@@ -39,6 +44,10 @@ class Plan:
     threshold: float = 0.05
     log_dir: str = "."
     base: dict = field(default_factory=dict)   # fields of every record (model, ...; per rung under 'rungs')
+    cold_start: tuple = (1, 64)                # the batch sizes of a cold start: its first call's, a new shape's
+    cold_starts: int = 0                       # fresh processes per rung, one a round
+    commands: dict = field(default_factory=dict)  # rung -> its instances' program (instances.Pool's command)
+    ready_timeout_s: float = READY_TIMEOUT     # what an instance may take to load its rung, and to warm up
 
     def runnable(self):
         return [r for r in self.rungs if not r.error]
@@ -61,6 +70,9 @@ class Plan:
         per_layout = len(self.configurations()) * self.rounds + len(self.windows()) * SERVER_TRIALS
         return len(self.layouts) * len(self.runnable()) * per_layout
 
+    def planned_cold_starts(self):
+        return len(self.runnable()) * self.cold_starts
+
     def least_seconds(self):
         """The least the runs can take: each lasts its minimum duration (MLPerf's: 600 s)."""
         return self.planned_runs() * (600.0 if self.minimums.mlperf else self.minimums.duration_s)
@@ -76,8 +88,10 @@ class Session:
         self.servers = []   # records of finished rate searches
         self.failed = []    # records of rungs that could not be served
         self.hints = {}
+        self.colds = {}     # rung -> [coldstart.measure's parts with 'round']
 
     def run(self):
+        self._cold_starts()
         for layout in self.plan.layouts:
             self._layout(layout)
         return self.records()
@@ -88,10 +102,33 @@ class Session:
         base = self.plan.base
         built = [rounds.rung_record(base, r.name, r.error) for r in self.plan.rungs if r.error]
         measured = rounds.config_records(self.runs, base, self.plan.threshold)
-        for record in measured:
-            if record.metrics["rounds"] < self.plan.rounds:
+        colds = [rounds.cold_start_record(base, name, runs) for name, runs in self.colds.items() if runs]
+        for record in measured + colds:
+            planned = self.plan.cold_starts if record.metrics["scenario"] == rounds.COLD_START else self.plan.rounds
+            if record.metrics["rounds"] < planned:
                 record.metrics["partial"] = True
-        return built + self.failed + measured + self.servers
+        return built + self.failed + colds + measured + self.servers
+
+    def _cold_starts(self):
+        """Each runnable rung's cold start `cold_starts` times, once a round, the rungs' order
+        rotating; one that fails is a record saying why (its rung is still served)."""
+        rungs = self.plan.runnable()
+        if not self.plan.cold_starts or not rungs:
+            return
+        from ..runtime.contexts import parse_contexts
+        ctx = parse_contexts(self.plan.ctx)[0]
+        failed = set()
+        for r in range(self.plan.cold_starts):
+            for rung in rungs[r % len(rungs):] + rungs[:r % len(rungs)]:
+                if rung.name not in failed:
+                    try:
+                        parts = coldstart.measure(rung, ctx, self.plan.cold_start)
+                        self.colds.setdefault(rung.name, []).append(dict(parts, round=r))
+                    except RuntimeError as e:
+                        failed.add(rung.name)
+                        self.failed.append(rounds.rung_record(self.plan.base, rung.name, str(e),
+                                                                scenario=rounds.COLD_START))
+                self.progress()
 
     # --- one layout --------------------------------------------------------------------
 
@@ -100,7 +137,8 @@ class Session:
         pools = {}
         try:
             for rung in self.plan.runnable():
-                pools[rung.name] = Pool(rung.to_text(), layout, self.library.spec(), self.plan.ctx, cores).start()
+                pools[rung.name] = Pool(rung.to_text(), layout, self.library.spec(), self.plan.ctx, cores,
+                                        self.plan.commands.get(rung.name)).start()
             for name in list(pools):
                 self._guarded(layout, pools, name, lambda pool: self._warm(pool, layout, name))
             for r in range(self.plan.rounds):
@@ -135,8 +173,8 @@ class Session:
         return sorted(sizes)
 
     def _warm(self, pool, layout, name):
-        pool.ready()
-        self.hints[(layout, name)] = pool.warm(self._sizes(layout))
+        pool.ready(self.plan.ready_timeout_s)
+        self.hints[(layout, name)] = pool.warm(self._sizes(layout), timeout=self.plan.ready_timeout_s)
 
     # --- LoadGen runs --------------------------------------------------------------------
 

@@ -3,8 +3,8 @@ report's section. Derived from the records alone (`bench` inference); nothing he
 """
 from ..inference.deploy import accuracy_text, recommend
 from ..inference.loadgen import FIGURE
-from ..inference.rounds import LOWER_IS_BETTER
-from ..records import format_value, header_name
+from ..inference.rounds import COLD_START, LADDER, LOWER_IS_BETTER
+from ..records import Result, format_value, header_name
 from .figures import error_bars, figure, labelled_bars, svg
 from .kinds import Block, Kind, Table, interval_column, verdict_of, with_interval
 
@@ -17,6 +17,12 @@ COLUMNS = {
                "loadgen_invalid_reason"],
 }
 ERROR_COLUMNS = ["name", "error"]
+LADDER_COLUMNS = ["name", "build_s", "accuracy", "accuracy_change", "accuracy_change_ci_low", "accuracy_change_ci_high",
+                  "top1_agreement", "max_abs_diff", "note"]
+LADDER_FIELDS = ("build_s", "note", "accuracy", "accuracy_ref", "accuracy_change", "accuracy_change_ci_low",
+                 "accuracy_change_ci_high", "accuracy_n", "accuracy_level", "accuracy_method", "top1_agreement",
+                 "max_abs_diff", "agreement_n", "evaluated_n", "accuracy_note")
+COLD_COLUMNS = ["name", "total_s", "import_s", "load_s", "first_call_s", "new_shape_call_s", "steady_call_s"]
 ORDER = ("single-stream", "multi-stream", "offline", "server")  # the server last: what to deploy follows it
 WHAT = {
     "single-stream": "one query of one sample at a time: latency percentiles (LoadGen's figure: p90)",
@@ -40,10 +46,51 @@ def title(scenario, records):
     return "%s, %s on %s, %s%s" % (scenario, m.get("model"), m.get("ctx"), what, ratio)
 
 
+def ladder_rows(records):
+    """One row per precision rung, in the ladder's order: what it is (its note), how long it
+    took to build, and its accuracy against fp32 static (the ladder's fields, which every
+    record of the rung carries)."""
+    rows = {}
+    for r in records:
+        m = r.metrics
+        fields = {k: m[k] for k in LADDER_FIELDS if m.get(k) is not None}
+        if fields and not m.get("error") and m.get("precision") in LADDER and m["precision"] not in rows:
+            rows[m["precision"]] = Result("inference", m["precision"], fields)
+    return [rows[name] for name in LADDER if name in rows]
+
+
+def ladder_title(records):
+    judged = [r.metrics for r in records if not r.metrics.get("error")]
+    m = next((m for m in judged if m.get("accuracy_n") or m.get("agreement_n")), judged[0])
+    n = m.get("accuracy_n") or m.get("agreement_n") or m.get("evaluated_n")
+    judged = ("accuracy on %s held-out samples of %s, its change against fp32 static with a paired 95%% interval "
+              "(Newcombe)" % (n, m.get("calib_data")) if m.get("accuracy_n") else
+              "outputs on %s held-out samples against fp32 static's (%s)" % (n, m.get("accuracy_note") or "no labels"))
+    return "precision ladder, %s: %s; build: seconds to build the rung (calibration included)" % (m.get("model"),
+                                                                                                    judged)
+
+
+def cold_title(records):
+    m = records[0].metrics
+    sizes = m.get("batch_sizes") or [1, 64]
+    return ("cold start, %s on %s: a fresh process from its start to its first answer at batch %d (total: import, "
+            "load, first call), then its first call at batch %d (a new shape) and the median of %s calls after; "
+            "median of %s" % (m.get("model"), m.get("ctx"), sizes[0], sizes[1], m.get("steady_calls"),
+                           "1 process a rung" if m.get("rounds") == 1 else "%s processes a rung" % m.get("rounds")))
+
+
 def sections(records):
-    """(title, records, columns) of each table the command prints: one per scenario, then the
-    rungs and instances that could not run, each with its one line."""
+    """(title, records, columns) of each table the command prints: one per scenario, the
+    precision ladder (what each rung costs in accuracy), cold start, then the rungs and
+    instances that could not run, each with its one line."""
     out = [(title(s, _of(records, s)), _of(records, s), COLUMNS[s]) for s in ORDER if _of(records, s)]
+    ladder = ladder_rows(records)
+    if ladder:
+        out.append((ladder_title(records), ladder, LADDER_COLUMNS))
+    colds = _of(records, COLD_START)
+    if colds:  # a row per rung, named by it (the records: 'RUNG cold-start')
+        out.append((cold_title(colds), [Result(r.bench, r.metrics["precision"], r.metrics) for r in colds],
+                    COLD_COLUMNS))
     failed = [r for r in records if r.metrics.get("error")]
     if failed:
         out.append(("not run here", failed, ERROR_COLUMNS))

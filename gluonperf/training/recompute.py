@@ -39,8 +39,8 @@ containers are opened up), or a GluonCV classifier made of `features` then `outp
 The cut points balance the segments' activation sizes, worked out by symbolic shape
 inference; the cut is checked to compute exactly the model's own graph.
 `checkpointed_forward_backward(segs, loss_fn, xs, ys)` is the step, with the signature
-and results of `loop.forward_backward`; `checkpointed(net, n, sample_shape, flags)`
-returns a function that `loop.train_steps` can call in its place.
+and results of `steps.forward_backward`; `checkpointed(net, n, sample_shape, flags)`
+returns a function that `steps.train_steps` can call in its place.
 
 Memory saved is measured by `python -m gluonperf.bench footprint --checkpoint N`.
 """
@@ -277,7 +277,7 @@ RELEASE = ("trim", "sync", "none")
 def checkpointed_forward_backward(segs, loss_fn, xs, ys, release="trim"):
     """Forward and backward of the segmented model on every context's slice, recomputing
     each segment's activations in the backward. Same results as
-    `loop.forward_backward`: (outputs, losses), gradients in the parameters.
+    `steps.forward_backward`: (outputs, losses), gradients in the parameters.
 
     The contexts go through each phase together (every context's slice of segment k is
     recomputed and back-propagated before any goes on to segment k-1), so they still
@@ -319,7 +319,7 @@ def checkpointed_forward_backward(segs, loss_fn, xs, ys, release="trim"):
 
 
 def checkpointed(net, n, sample_shape, hybridize=None, release="trim"):
-    """A drop-in for `loop.forward_backward(net, loss_fn, xs, ys)` that runs `net`
+    """A drop-in for `steps.forward_backward(net, loss_fn, xs, ys)` that runs `net`
     cut into `n` segments with recomputation (`segments`, `checkpointed_forward_backward`).
     `net` itself keeps working as before (for evaluation, saving), hybridized like the
     segments (without static_alloc, whose buffers would stay allocated beside theirs);

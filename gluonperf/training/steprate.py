@@ -8,7 +8,7 @@ line with images/s.
 
 The loop is the book's concise multi-device loop (split_and_load, autograd,
 backward, Trainer.step, no per-step sync), each step gluonperf.train's own
-(`loop.train_step`), with the levers tune sweeps: hybridize mode, batch size,
+(`steps.train_step`), with the levers tune sweeps: hybridize mode, batch size,
 contexts, kvstore. The timed region ends in `mx.nd.waitall()`.
 """
 import json
@@ -20,7 +20,7 @@ import numpy as np
 from mxnet import gluon
 
 from ..runtime.worker_temp import share_with_workers
-from .loop import train_step
+from .steps import train_step
 from .model_spec import parse_spec
 from .models import get_model, loss_of, random_input
 
@@ -65,7 +65,7 @@ def loader_batches(model, batch_size, count, workers, classes=10, seed=0):
 
 
 def run_steps(net, trainer, loss, batches, contexts, steps, per_step_sync=False):
-    """`steps` training steps (`loop.train_step`, as gluonperf.train runs them), no sync unless
+    """`steps` training steps (`steps.train_step`, as gluonperf.train runs them), no sync unless
     `per_step_sync` (then each step reads its loss back with asscalar() before the next one is
     queued, as a loop that logs every step does). `batches`: a list to cycle through, or an iterator."""
     for i in range(steps):

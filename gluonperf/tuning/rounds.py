@@ -28,7 +28,7 @@ SEQUENTIAL, FIXED, EXHAUSTIVE = "sequential", "fixed", "exhaustive"
 class Rounds:
     """A rounds policy (see the module's docstring)."""
 
-    def __init__(self, fixed=None, maximum=10, budget=300.0, exhaustive=False, minimum=5, precision=0.05):
+    def __init__(self, fixed=None, maximum=8, budget=300.0, exhaustive=False, minimum=5, precision=0.05):
         if fixed is not None and fixed < 1:
             raise ValueError("rounds must be at least 1, got %r" % fixed)
         if fixed is None and not exhaustive and maximum < sequential.FIRST_LOOK:

@@ -1,8 +1,8 @@
 """python -m gluonperf.workers.allreduce: one rank of `bench allreduce --methods horovod`.
 
-horovodrun starts one such process per context (`experiments.from_scratch.horovod_allreduce`
+horovodrun starts one such process per context (`experiments.allreduce_bandwidth.horovod_allreduce`
 plans the job); each times Horovod's allreduce of one float32 tensor per size
-(`from_scratch.horovod_rank`), and rank 0 writes the timings as JSON to --out (or prints them
+(`allreduce_rank.horovod_rank`), and rank 0 writes the timings as JSON to --out (or prints them
 as one line). After each timed repeat rank 0 prints a progress line, which the bench reads.
 The measuring is the experiment's; this module parses the flags and writes the file.
 
@@ -45,7 +45,8 @@ def build_parser():
 
 
 def main(argv=None):
-    from ..experiments.from_scratch import PROGRESS, horovod_rank
+    from ..experiments.allreduce_bandwidth import PROGRESS
+    from ..experiments.allreduce_rank import horovod_rank
     args = build_parser().parse_args(argv)
 
     def progress():

@@ -63,7 +63,7 @@ are all taken, their CPU time is taken from the compute: a step's compute lasts 
 the CPU time the machine's processes spend in it divided by its cores,
     compute = max(t1 * devices / compute_units, (devices * worker_cpu + helper_cpu) / cores),
 with worker_cpu a worker's CPU seconds per step measured alone and helper_cpu the helpers'
-CPU time while the workers compute (measured where it can be: `scaling_checks`). On a machine
+CPU time while the workers compute (measured where it can be: `scaling.validation`). On a machine
 with cores to spare the first term is the larger and nothing changes; `oversubscribed` says
 when the threads outnumber them. Where the workers' compute side by side can be measured
 (`predict --validate`), helpers that stay busy for as long as it lasts leave it the rest of the
