@@ -17,7 +17,7 @@ tests' scripts):
    --read-every 50) or an environment line (threads, engine, bulk, ...);
 3. the script as written against the recipe applied: each run a fresh process, timed by tune's
    own runner (the hooks count Trainer.step and time the steps; with no change made by them),
-   interleaved B A B A ... for --rounds rounds (gluonperf.experiments.sweep.sweep): the ratio
+   interleaved B A B A ... for --rounds rounds (gluonperf.tuning.search.sweep): the ratio
    with its 95% interval and verdict. "No change pays here" has nothing to apply: the script
    as written is compared with itself (an A/A check of the runner, which should say "same" or
    "inconclusive").
@@ -35,7 +35,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
-from gluonperf.experiments import script_tune, sweep  # noqa: E402
+from gluonperf.script.runner import ScriptRunner, probe  # noqa: E402
+from gluonperf.tuning.candidates import Candidate  # noqa: E402
+from gluonperf.tuning.search import sweep  # noqa: E402
 from gluonperf.measure.harness import cpu_model, environment  # noqa: E402
 from gluonperf.records import format_table, result, write_jsonl  # noqa: E402
 
@@ -139,16 +141,16 @@ def cost(records):
 def compare(script, flags, env, rounds, warmup=5, steps=None):
     """The script as written against the recipe applied, interleaved: the applied side's Result."""
     command = [sys.executable, os.path.join("benchmarks", "scripts", script + ".py")]
-    written = script_tune.ScriptRunner(command, warmup, steps or 20, cwd=ROOT)
+    written = ScriptRunner(command, warmup, steps or 20, cwd=ROOT)
     # as many steps as tune's probe would time: at least 20 and 1 s, on the script as written
-    probe_runner, lines, _, error = script_tune.probe(command, warmup, steps or 20, 600, cwd=ROOT)
+    probe_runner, lines, _, error = probe(command, warmup, steps or 20, 600, cwd=ROOT)
     if error:
         raise SystemExit("%s: %s" % (script, error))
     written.steps = probe_runner.steps
-    recipe = script_tune.ScriptRunner(command + flags, warmup, probe_runner.steps, cwd=ROOT)
-    base = sweep.Candidate("as written", (), (), written)
-    other = sweep.Candidate("recipe applied", tuple(sorted(env.items())), (), recipe)
-    results = sweep.sweep([base, other], written, written.steps, rounds, script, timeout=600)
+    recipe = ScriptRunner(command + flags, warmup, probe_runner.steps, cwd=ROOT)
+    base = Candidate("as written", (), (), written)
+    other = Candidate("recipe applied", tuple(sorted(env.items())), (), recipe)
+    results = sweep([base, other], written, written.steps, rounds, script, timeout=600)
     return next(r for r in results if r.name == "recipe applied"), written.steps
 
 

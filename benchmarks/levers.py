@@ -4,11 +4,11 @@
 
 Every candidate is its own process (environment variables are read when MXNet
 starts), started and warmed up once, then asked to run --steps training steps
-per round while the others wait idle (gluonperf.experiments.sweep.paired_sweep); rounds rotate the
+per round while the others wait idle (gluonperf.tuning.search.paired_sweep); rounds rotate the
 order, and each candidate is scored by its images/s divided by the book loop's in the
 same round: the geometric mean of those per-round ratios with its confidence interval
 (95%, corrected for the candidates tried, in ratio_level) and a verdict against the book
-loop (faster / slower / same / inconclusive; sweep.summarize, gluonperf.measure.stats), read as
+loop (faster / slower / same / inconclusive; schedule.summarize, gluonperf.measure.stats), read as
 docs/suites.md says. The baseline is benchmarks/book_loop.py (the chapter's concise
 ResNet-18 loop, imperative, DataLoader with 4 workers, default environment); the others
 are gluonperf.workers.steprate (the same loop on in-memory batches) with one or more levers
@@ -20,7 +20,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gluonperf.cli import common as cli  # noqa: E402
-from gluonperf.experiments.sweep import HUGE_PAGES, STEPRATE, Candidate, Runner, Sweeps, paired_sweep, spins_when_idle  # noqa: E402
+from gluonperf.training.levers import HUGE_PAGES  # noqa: E402
+from gluonperf.training.runners import STEPRATE, CommandRunner as Runner  # noqa: E402
+from gluonperf.tuning.candidates import Candidate  # noqa: E402
+from gluonperf.tuning.schedule import Sweeps  # noqa: E402
+from gluonperf.tuning.search import paired_sweep, spins_when_idle  # noqa: E402
 
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"  # Debian's libjemalloc2
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"  # Debian's libtcmalloc-minimal4

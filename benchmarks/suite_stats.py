@@ -30,7 +30,7 @@ def ratio_fields(ratios, key="ratio", name=None, reference=None, prefix="", thre
     one); with `reference`, also the verdict of `name` against it (> 1: the first of `words`;
     ("slower", "faster") for a ratio of times; `what` the ratios are: rounds, repeats), its fields
     named `prefix` + verdict, verdict_text, threshold, rounds_needed; for the reference
-    itself (`name` == `reference`) the verdict is 'baseline', as sweep.summarize marks it.
+    itself (`name` == `reference`) the verdict is 'baseline', as schedule.summarize marks it.
     Old min..max fields of `key` are never produced: callers drop them (see `replace`)."""
     iv = interval_of(ratios)
     out = iv.fields(key) if iv else {key + s: None for s in INTERVAL_SUFFIXES}

@@ -19,7 +19,7 @@ For each batch size, in fresh processes, interleaved round by round:
     over the model's training FLOPs per image: the most images/s any loop could reach
     (float32 runs only).
 Every round runs the book loop and each candidate once, in a rotating order
-(gluonperf.experiments.sweep), and a run's ratio is to the book loop's run of its round.
+(gluonperf.tuning.search), and a run's ratio is to the book loop's run of its round.
 Until gluonperf.train exists in this checkout, gluonperf.workers.steprate (the same loop
 on in-memory batches) stands in for it, and the records say so (`runner`).
 Each record holds images/s (median over rounds) and its ratio to the book's loop: the
@@ -45,7 +45,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import suite_stats  # noqa: E402  (benchmarks/, this script's folder)
 from gluonperf.runtime.threads import load_warning, physical_cores  # noqa: E402
 from gluonperf.cli import common as cli  # noqa: E402
-from gluonperf.experiments.sweep import STEPRATE, TRAIN, Candidate, Runner, Sweeps, default_runner, sweep  # noqa: E402
+from gluonperf.training.runners import STEPRATE, TRAIN, CommandRunner as Runner, default_runner  # noqa: E402
+from gluonperf.tuning.candidates import Candidate  # noqa: E402
+from gluonperf.tuning.schedule import Sweeps  # noqa: E402
+from gluonperf.tuning.search import sweep  # noqa: E402
 
 PROG = "benchmarks/train_throughput.py"
 BOOK = Runner("benchmarks/book_loop.py", ("--warmup", "2"), serves=True)
@@ -150,8 +153,8 @@ def against(results, yardstick, key="vs_pytorch", verdict=True):
 
 def run(batch_sizes, rounds, steps, runner=None, progress=None, model="resnet18", torch=None, dtype="float32",
          sweeps=None, ceiling=True, bf16=False, compile=True):
-    """Every batch size's sweep; `sweeps` (a sweep.Sweeps) keeps what has finished for a stopped run.
-    Each result's ratio to the book loop comes with its interval and verdict from sweep.summarize
+    """Every batch size's sweep; `sweeps` (a schedule.Sweeps) keeps what has finished for a stopped run.
+    Each result's ratio to the book loop comes with its interval and verdict from schedule.summarize
     (at a level corrected for the runs compared); its ratio to each yardstick that ran (PyTorch
     eager, torch.compile; the ceiling without a verdict) gets a 95% interval here (`against`)."""
     runner = runner or default_runner()
@@ -189,7 +192,7 @@ def verdicts(results):
             continue
         ours = r.metrics.get("runner", "").startswith("gluonperf")
         m = r.metrics
-        if m.get("verdict_text"):  # sweep.summarize's, against the sweep's baseline
+        if m.get("verdict_text"):  # schedule.summarize's, against the sweep's baseline
             lines.append("b%s %s vs book loop: %s" % (m.get("batch_size"), r.name, m["verdict_text"]))
         for key in ("vs_pytorch_", "vs_torch_compile_"):
             if ours and m.get(key + "verdict_text"):

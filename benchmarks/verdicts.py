@@ -113,16 +113,20 @@ def check_known(count, repeat, number, threshold, progress=None):
 
 
 def check_tune(count, steps, threshold, budget, progress=None):
-    from gluonperf.experiments import sweep
+    from gluonperf.training.runners import STEPRATE
+    from gluonperf.tuning.candidates import Candidate
+    from gluonperf.tuning.rounds import Rounds
+    from gluonperf.tuning.schedule import winner
+    from gluonperf.tuning.search import paired_sweep
     kept = []
-    base = sweep.Candidate("defaults", (("OMP_NUM_THREADS", "1"),),
+    base = Candidate("defaults", (("OMP_NUM_THREADS", "1"),),
                            (("model", "mlp"), ("batch_size", "32"), ("ctx", "cpu0"), ("hybridize", "static")))
-    twin = sweep.Candidate("the same settings", base.env, base.flags)
+    twin = Candidate("the same settings", base.env, base.flags)
     rounds = []
     for _ in range(count):
-        results = sweep.paired_sweep([base, twin], sweep.STEPRATE, steps, sweep.Rounds(budget=budget), "aa",
+        results = paired_sweep([base, twin], STEPRATE, steps, Rounds(budget=budget), "aa",
                                      threshold=threshold)
-        kept.append(sweep.winner(results) is not None)
+        kept.append(winner(results) is not None)
         rounds.append(max(r.metrics["rounds"] for r in results if r.name == twin.name))
         if progress:
             progress()
@@ -141,20 +145,22 @@ def check_tune_script(count, threshold, progress=None):
     variable nothing reads (an A/A candidate). The A/A candidate may be called faster or slower at
     most count/10 times; hybridize (static, on an imperative Sequential: a known gain) must be
     kept every time."""
-    from gluonperf.experiments import script_tune, sweep
     from gluonperf.runtime.threads import physical_cores
+    from gluonperf.script.runner import probe
+    from gluonperf.tuning.candidates import Candidate
+    from gluonperf.tuning.rounds import Rounds
+    from gluonperf.tuning.search import coordinate
     command = [sys.executable, MLP_SCRIPT]
     aa = ("a/a", lambda b: [b, b.with_env("%s=1" % UNREAD, **{UNREAD: "1"})], lambda b: None)
     tunes = []
     for _ in range(count):
         began = time.monotonic()
-        runner, found, _, error = script_tune.probe(command, 5, 20, 600, cwd=ROOT, min_seconds=1.0, window="startup")
+        runner, found, _, error = probe(command, 5, 20, 600, cwd=ROOT, min_seconds=1.0, window="startup")
         if error:
             raise RuntimeError("the probe of %s failed: %s" % (MLP_SCRIPT, error))
-        stages, _ = script_tune.script_levers(found.get("probe", {}), physical_cores(), ["hybridize"], measured=found,
-                                              threshold=threshold, bounds=False)
-        results, _, kept = script_tune.tune_script(runner, [aa] + stages, sweep.Rounds(), timeout=600,
-                                                   threshold=threshold)
+        stages, _ = runner.levers(physical_cores(), ["hybridize"], threshold=threshold, bounds=False)
+        results, _, kept, _ = coordinate(runner, Candidate(runner.baseline), [aa] + stages, Rounds(), runner.steps,
+                                         timeout=600, threshold=threshold)
         by = {(r.metrics["lever"], r.name): r.metrics for r in results}
         twin = by[("a/a", "%s=1" % UNREAD)]
         tunes.append({"a_a_verdict": twin.get("verdict"), "a_a_ratio": twin.get("ratio"),

@@ -13,6 +13,7 @@ import argparse
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 from . import UserError
 from .cli import common as cli
@@ -28,7 +29,8 @@ if __name__ == "__main__" and "--operators-only" in sys.argv[1:]:
     os.environ["MXNET_EXEC_BULK_EXEC_TRAIN"] = "0"
 
 from .cli.training_flags import add_training_flags  # noqa: E402
-from .training.model_spec import label  # noqa: E402
+from .experiments.profile_columns import BLOCK_COLUMNS, OPERATOR_COLUMNS, TOP_OPERATORS  # noqa: E402
+from .training.model_spec import label, parse_spec  # noqa: E402
 
 PROG = "python -m gluonperf.profile"
 FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "loader", "bad_images",
@@ -38,11 +40,7 @@ CEILING_COLUMNS = ["kernel", "shape", "gflop_per_s", "median_gflop_per_s", "befo
                    "after_gflop_per_s", "ceiling"]
 WORK_COLUMNS = ["op", "layers", "forward_gflop", "backward_gflop", "training_gflop", "ceiling_images_per_s"]
 BREAKDOWN_COLUMNS = ["part", "time_s", "share", "iqr_s", "images_per_s"]
-OPERATOR_COLUMNS = ["op", "phase", "calls_per_step", "time_s", "share", "gflop_per_s", "of_ceiling"]
 VERDICT_COLUMNS = ["name", "finding"]
-BLOCK_COLUMNS = ["tree", "parameters", "forward_gflop", "training_gflop", "forward_s", "backward_s", "step_share",
-                 "gflop_per_s", "of_ceiling", "note"]
-TOP_OPERATORS = 15
 
 
 def build_parser():
@@ -90,7 +88,8 @@ def check(args, ctxs):
     check_kvstore(args, ctxs)
     check_optimizer_flags(args)
     from .training.data import classes
-    cli.resolve_model(args, classes(args.dataset))  # unknown names and models that do not run fail here
+    # unknown names and models that do not run fail here; the spec is parsed once, here
+    args.spec = parse_spec(cli.resolve_model(args, classes(args.dataset)))
     check_config(config_from(args, ctxs), ctxs)
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
@@ -157,7 +156,7 @@ def input_title(args, config, ctxs):
             "alternating rounds of %d steps as gluonperf.train runs them on the real loader and on one batch in "
             "memory, and of the loader alone; share waiting = 1 - t(memory)/t(real) per round (95%% t interval on "
             "its log); wait_share: time blocked in next()" % (
-                label(args.model), args.dataset, args.batch_size, describe(ctxs), args.loader, workers, args.rounds,
+                label(args.spec), args.dataset, args.batch_size, describe(ctxs), args.loader, workers, args.rounds,
                 args.steps))
 
 
@@ -178,13 +177,12 @@ def blocks_section(args, setup):
 
 def blocks_title(args, ctxs, blocks):
     """The Blocks section's title: what was timed how, and the check's finding."""
-    from .training.model_spec import label
     m = blocks[0].metrics
     check = blocks[-1].metrics
     return ("Blocks [run 1: this process, each Block timed alone on the inputs it gets in the model]: %s down to "
             "depth %d, batch %d on %s%s; %d interleaved rounds (median): forward under autograd.record, backward = "
             "(forward + backward) - forward; step_share of the step's forward + loss + backward; %s. %s%s"
-            % (label(args.model), args.depth, m["batch_size"], m["ctx"],
+            % (label(args.spec), args.depth, m["batch_size"], m["ctx"],
                " (the first context's part of the batch)" if len(ctxs) > 1 else "", m["rounds"],
                check["finding"], m["caveat"][0].upper() + m["caveat"][1:],
                ". " + m["model_note"][0].upper() + m["model_note"][1:] if m.get("model_note") else ""))
@@ -238,94 +236,114 @@ def main(argv=None):
     note_optimizer(args, ctxs)
     if DTYPE_NOTE and args.dtype == "bfloat16":
         cli.note_later("note: " + DTYPE_NOTE)
-
-    from .measure.ceiling import best_of, ceiling_devices, ceiling_flops, measure_ceiling
-    from .runtime.contexts import describe
-    from .render.plots import plot_step_breakdown
-    from .runtime.precision import precision_label
-    from .experiments.step_time import (BULK_VARIABLE, gap_row, model_flops, prepare, verdict,
-                                        with_ceiling, work)
     if args.input_only:
-        setup = prepare(config, ctxs)
-        rows = input_section(args, config, ctxs, setup)
+        from .experiments.step_time import prepare
+        rows = input_section(args, config, ctxs, prepare(config, ctxs))
         cli.emit(rows, args, ctxs, columns=INPUT_COLUMNS, title=input_title(args, config, ctxs))
         print(rows[-1].metrics["finding"])
         return 0
-    flops = model_flops(config, ctxs)
-    setup = prepare(config, ctxs)  # data, model and trainer: bad data settings fail before any timing
-    with cli.progress_bar(3 * 5, "ceiling") as bar:
-        start = measure_ceiling(ctxs[0], args.ceiling, progress=bar.update, dtype=args.dtype)
-    parts, growth = breakdown_section(args, config, ctxs, setup)
-    inputs = input_section(args, config, ctxs, setup) if is_path(args.dataset) else []
-    blocks = blocks_section(args, setup) if args.depth else []
-    del setup
-    with cli.progress_bar(3 * 5, "ceiling again") as bar:  # a busy spell may have hidden the peak before
-        ceiling = best_of([start, measure_ceiling(ctxs[0], args.ceiling, progress=bar.update, dtype=args.dtype)],
-                          ("before", "after"))
-    peak = ceiling_flops(ceiling) * ceiling_devices(ctxs)
-    operators = with_ceiling(operators_in_fresh_process(args, args.trace), peak)
-    if blocks:
-        from .experiments.block_profile import with_ceiling as blocks_with_ceiling
-        blocks = blocks_with_ceiling(blocks, ceiling_flops(ceiling))  # timed on the first context alone
-    found = verdict(flops, ceiling, parts, operators, ctxs)
-    from .training.data import sample_shape
-    shape = sample_shape(args.dataset, args.model)
-    works = work(flops, args.model, shape, ceiling, ctxs)
-
-    profiled = next(r for r in operators if r.name == "profiled step")
-    summary = profiled.metrics
-    table = [r for r in operators if r.name != "profiled step"][:TOP_OPERATORS] + [gap_row(profiled)]
-    step = next(r for r in parts if r.name == "fenced step").metrics
-    where = "%s, batch %d on %s, hybridize %s, kvstore %s, %s data%s" % (
-        label(args.model), args.batch_size, describe(ctxs), args.hybridize, args.kvstore, args.dataset,
-        precision_label(args.dtype))
-    threads = ceiling[0].metrics["omp_threads"]
-    sections = [
-        ("ceiling: peak %s GFLOP/s on %s with %d OpenMP thread(s) per operator: fastest of %d repeats, "
-         "measured before and after run 1, the higher counts (its median beside it)%s"
-         % (args.dtype, ctxs[0], threads, ceiling[0].metrics["repeats"],
-                                  "; x%d contexts' worth" % ceiling_devices(ctxs) if ceiling_devices(ctxs) > 1 else ""),
-         ceiling, CEILING_COLUMNS),
-        ("work: GFLOP per training image of %s, input %s (1 multiply-add = 2 FLOPs; backward = 2x forward "
-         "for layers with weights)%s" % (label(args.model), "x".join(map(str, shape)),
-                                         "; not counted: " + ", ".join(flops.uncounted) if flops and flops.uncounted
-                                         else ""),
-         works, WORK_COLUMNS),
-        ("step breakdown [run 1: this process, no profiler, bulk execution as in training]: %s; %d fenced "
-         "steps (a sync after each part; mean of the middle %d by step time) and %d unfenced steps as "
-         "gluonperf.train runs them (median of %d rounds)"
-         % (where, args.steps, step["typical_steps"], args.steps,
-            next(r for r in parts if r.name == "unfenced step").metrics["repeats"]), parts, BREAKDOWN_COLUMNS),
-        ("operators [run 2: a fresh process, %s=%s, MXNet profiler on]: per step of %d steps as gluonperf.train "
-         "runs them; profiled step %.4g ms (run 1 fenced: %.4g ms); operators sum to %.0f%% of it, some operator "
-         "runs %.0f%%; top %d of %d" % (BULK_VARIABLE, summary["bulk_exec_train"], args.steps, 1e3 * summary["step_s"],
-                                        1e3 * step["time_s"], 100 * summary["operator_share"],
-                                        100 * summary["busy_share"], min(TOP_OPERATORS, len(operators) - 1),
-                                        len(operators) - 1),
-         table, OPERATOR_COLUMNS),
-        ("verdict (achieved: run 1; losses: run 2, ranked by time beyond what their FLOPs need at the ceiling)",
-         found, VERDICT_COLUMNS),
-    ]
-    if blocks:
-        sections.insert(3, (blocks_title(args, ctxs, blocks), blocks, BLOCK_COLUMNS))
-    if flops is None:  # a model that cannot be hybridized: its FLOPs are not known (the verdict says so)
-        sections = [section for section in sections if section[1] is not works]
-    if inputs:
-        sections.append((input_title(args, config, ctxs), inputs, INPUT_COLUMNS))
-    cli.emit_sections(sections, args, ctxs,
-                      records=ceiling + works + parts + blocks + operators + found + inputs + growth)
-    if inputs:
-        print(inputs[-1].metrics["finding"])
-    for r in growth:  # memory over the breakdown's steps (measure.growth)
+    runs = measure(args, config, ctxs)
+    cli.emit_sections(sections(args, config, ctxs, runs), args, ctxs,
+                      records=runs.ceiling + runs.works + runs.parts + runs.blocks + runs.operators + runs.found
+                      + runs.inputs + runs.growth)
+    if runs.inputs:
+        print(runs.inputs[-1].metrics["finding"])
+    for r in runs.growth:  # memory over the breakdown's steps (measure.growth)
         print(r.metrics["finding"])
+    step = runs.step
     if step["noisy"]:
         cli.note("note: the fenced steps are noisy (IQR %.0f%% of the median): other work competes for the "
                  "cores; raise --steps or run on a quieter machine" % (100 * step["iqr_s"] / step["time_s"]))
     if args.trace:
         cli.note("wrote profiler trace %s (the profiled steps of run 2; open in ui.perfetto.dev)" % args.trace)
     if args.plot:
-        plot_step_breakdown(parts, operators, peak, args.plot, where)
+        from .render.plots import plot_step_breakdown
+        plot_step_breakdown(runs.parts, runs.operators, runs.peak, args.plot, where(args, ctxs))
     return 0
+
+
+def measure(args, config, ctxs):
+    """Every measurement, in order: the model's FLOPs, the ceiling (before and after run 1), run 1
+    (the breakdown, the input section with image data, the Blocks), run 2 (the operators, a fresh
+    process) and the verdict; their records, by part."""
+    from .experiments.step_time import model_flops, prepare, verdict, with_ceiling, work
+    from .measure.ceiling import best_of, ceiling_devices, ceiling_flops, measure_ceiling
+    from .training.data import sample_shape
+    from .training.image_data import is_path
+    runs = SimpleNamespace(flops=model_flops(config, ctxs))
+    setup = prepare(config, ctxs)  # data, model and trainer: bad data settings fail before any timing
+    with cli.progress_bar(3 * 5, "ceiling") as bar:
+        start = measure_ceiling(ctxs[0], args.ceiling, progress=bar.update, dtype=args.dtype)
+    runs.parts, runs.growth = breakdown_section(args, config, ctxs, setup)
+    runs.inputs = input_section(args, config, ctxs, setup) if is_path(args.dataset) else []
+    runs.blocks = blocks_section(args, setup) if args.depth else []
+    del setup
+    with cli.progress_bar(3 * 5, "ceiling again") as bar:  # a busy spell may have hidden the peak before
+        runs.ceiling = best_of([start, measure_ceiling(ctxs[0], args.ceiling, progress=bar.update,
+                                                       dtype=args.dtype)], ("before", "after"))
+    runs.peak = ceiling_flops(runs.ceiling) * ceiling_devices(ctxs)
+    runs.operators = with_ceiling(operators_in_fresh_process(args, args.trace), runs.peak)
+    if runs.blocks:
+        from .experiments.block_profile import with_ceiling as blocks_with_ceiling
+        runs.blocks = blocks_with_ceiling(runs.blocks, ceiling_flops(runs.ceiling))  # timed on the first context
+    runs.found = verdict(runs.flops, runs.ceiling, runs.parts, runs.operators, ctxs)
+    runs.shape = sample_shape(args.dataset, args.model)
+    runs.works = work(runs.flops, args.model, runs.shape, runs.ceiling, ctxs)
+    runs.step = next(r for r in runs.parts if r.name == "fenced step").metrics
+    return runs
+
+
+def where(args, ctxs):
+    """What ran: the model, the batch, the contexts and the settings, for titles."""
+    from .runtime.contexts import describe
+    from .runtime.precision import precision_label
+    return "%s, batch %d on %s, hybridize %s, kvstore %s, %s data%s" % (
+        label(args.spec), args.batch_size, describe(ctxs), args.hybridize, args.kvstore, args.dataset,
+        precision_label(args.dtype))
+
+
+def sections(args, config, ctxs, runs):
+    """(title, records, columns) of each table, in the order they are printed."""
+    from .experiments.step_time import BULK_VARIABLE, gap_row
+    from .measure.ceiling import ceiling_devices
+    profiled = next(r for r in runs.operators if r.name == "profiled step")
+    summary, step, flops = profiled.metrics, runs.step, runs.flops
+    table = [r for r in runs.operators if r.name != "profiled step"][:TOP_OPERATORS] + [gap_row(profiled)]
+    threads = runs.ceiling[0].metrics["omp_threads"]
+    out = [
+        ("ceiling: peak %s GFLOP/s on %s with %d OpenMP thread(s) per operator: fastest of %d repeats, "
+         "measured before and after run 1, the higher counts (its median beside it)%s"
+         % (args.dtype, ctxs[0], threads, runs.ceiling[0].metrics["repeats"],
+                                  "; x%d contexts' worth" % ceiling_devices(ctxs) if ceiling_devices(ctxs) > 1 else ""),
+         runs.ceiling, CEILING_COLUMNS),
+        ("work: GFLOP per training image of %s, input %s (1 multiply-add = 2 FLOPs; backward = 2x forward "
+         "for layers with weights)%s" % (label(args.spec), "x".join(map(str, runs.shape)),
+                                         "; not counted: " + ", ".join(flops.uncounted) if flops and flops.uncounted
+                                         else ""),
+         runs.works, WORK_COLUMNS),
+        ("step breakdown [run 1: this process, no profiler, bulk execution as in training]: %s; %d fenced "
+         "steps (a sync after each part; mean of the middle %d by step time) and %d unfenced steps as "
+         "gluonperf.train runs them (median of %d rounds)"
+         % (where(args, ctxs), args.steps, step["typical_steps"], args.steps,
+            next(r for r in runs.parts if r.name == "unfenced step").metrics["repeats"]), runs.parts,
+         BREAKDOWN_COLUMNS),
+        ("operators [run 2: a fresh process, %s=%s, MXNet profiler on]: per step of %d steps as gluonperf.train "
+         "runs them; profiled step %.4g ms (run 1 fenced: %.4g ms); operators sum to %.0f%% of it, some operator "
+         "runs %.0f%%; top %d of %d" % (BULK_VARIABLE, summary["bulk_exec_train"], args.steps, 1e3 * summary["step_s"],
+                                        1e3 * step["time_s"], 100 * summary["operator_share"],
+                                        100 * summary["busy_share"], min(TOP_OPERATORS, len(runs.operators) - 1),
+                                        len(runs.operators) - 1),
+         table, OPERATOR_COLUMNS),
+        ("verdict (achieved: run 1; losses: run 2, ranked by time beyond what their FLOPs need at the ceiling)",
+         runs.found, VERDICT_COLUMNS),
+    ]
+    if runs.blocks:
+        out.insert(3, (blocks_title(args, ctxs, runs.blocks), runs.blocks, BLOCK_COLUMNS))
+    if flops is None:  # a model that cannot be hybridized: its FLOPs are not known (the verdict says so)
+        out = [section for section in out if section[1] is not runs.works]
+    if runs.inputs:
+        out.append((input_title(args, config, ctxs), runs.inputs, INPUT_COLUMNS))
+    return out
 
 
 if __name__ == "__main__":

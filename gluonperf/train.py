@@ -1,7 +1,8 @@
 """python -m gluonperf.train: data-parallel training with gluon.Trainer on several contexts.
 
-Parses and checks the flags, calls `gluonperf.training.loop.fit` (or `scaling`), and
-hands the per-epoch records to `gluonperf.cli.common.emit`. Nothing is computed here.
+Parses and checks the flags, calls `gluonperf.training.loop.fit` (or
+`gluonperf.training.device_scaling.scaling`), and hands the per-epoch records to
+`gluonperf.cli.common.emit`. Nothing is computed here.
 """
 import argparse
 import sys
@@ -114,7 +115,7 @@ def check(args, ctxs):
     from .training.data import check_available
     check_available(args.dataset, args.data_dir, args.model, args.loader)
     if args.resume:
-        from .training.loop import check_resumable, read_checkpoint
+        from .training.checkpoints import check_resumable, read_checkpoint
         _, meta = read_checkpoint(args.resume)
         check_resumable(config_from(args, ctxs), meta, args.resume)
 
@@ -179,13 +180,25 @@ def memory_growth(memory, args, results):
                       contexts=results[0].metrics["contexts"])
 
 
+def run_scaling(args, ctxs, config):
+    """`train --scaling`: the fixed steps on 1, 2, ... N contexts and their table."""
+    from .training.device_scaling import scaling
+    with cli.progress_bar(len(ctxs) * args.steps, "scaling") as bar:
+        results = scaling(config, ctxs, args.steps, progress=bar.update)
+    cli.emit(results, args, ctxs, columns=SCALING_COLUMNS,
+             title="%s, %d images per device, %d steps per device count (kvstore %s): t1 compute, "
+                   "t2 communication; a step costs ~max(t1,t2) when they overlap, t1+t2 when not"
+                   % (args.model, results[0].metrics["per_device_batch"], args.steps, args.kvstore))
+    return 0
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     cli.guard_command(args, PROG)
     if args.list_models:
         cli.print_models()
         return 0
-    from .training.loop import fit, scaling
+    from .training.loop import fit
     from .render.plots import plot_epochs
     ctxs = cli.contexts(args)
     if args.kvstore == "horovod":
@@ -202,13 +215,7 @@ def main(argv=None):
                  "static buffers would keep every segment's recomputed activations allocated")
     config = config_from(args, ctxs)
     if args.scaling:
-        with cli.progress_bar(len(ctxs) * args.steps, "scaling") as bar:
-            results = scaling(config, ctxs, args.steps, progress=bar.update)
-        cli.emit(results, args, ctxs, columns=SCALING_COLUMNS,
-                 title="%s, %d images per device, %d steps per device count (kvstore %s): t1 compute, "
-                       "t2 communication; a step costs ~max(t1,t2) when they overlap, t1+t2 when not"
-                       % (args.model, results[0].metrics["per_device_batch"], args.steps, args.kvstore))
-        return 0
+        return run_scaling(args, ctxs, config)
 
     bar = cli.progress_bar(None, "train")
 

@@ -61,7 +61,7 @@ def test_rounds_rotate_and_each_ratio_has_its_interval(tmp_path, monkeypatch):
         engine = "horovod" if "horovod" in argv else "dist_sync" if "dist_sync" in argv else "single"
         ran.append(engine)
         _write_epochs(argv, {"single": 0.010, "horovod": 0.020, "dist_sync": 0.040}[engine] * (1 + 0.01 * len(ran)), 3)
-    monkeypatch.setattr(engines, "_run_train", fake_run)
+    monkeypatch.setattr(engines, "run_train", fake_run)
     out = engines.compare_engines("mlp", ["cpu0", "cpu1"], 8, epochs=3, rounds=3)
     assert ran == ["single", "horovod", "dist_sync", "horovod", "dist_sync", "single",
                    "dist_sync", "single", "horovod"]
@@ -87,7 +87,7 @@ def test_bench_engines_without_horovod_leaves_it_out_or_refuses_it(tmp_path, mon
         monkeypatch.delitem(sys.modules, name)
     assert not available()
     ran = []
-    monkeypatch.setattr(engines, "_run_train",  # a stand-in for each run: the train records of 2 epochs
+    monkeypatch.setattr(engines, "run_train",  # a stand-in for each run: the train records of 2 epochs
                         lambda argv, *a, **k: ran.append(argv) or _write_epochs(argv, 0.020 if "dist_sync" in argv
                                                                                 else 0.010, 2))
     out = tmp_path / "out.json"

@@ -76,16 +76,18 @@ def test_the_input_verdict_flips_when_the_loader_is_slow(images, tmp_path):
 
 
 def test_tune_data_lever_tries_workers_and_for_a_rec_the_record_iterator():
-    from gluonperf.experiments.sweep import TRAIN, Candidate, Runner, levers
+    from gluonperf.training.levers import levers
+    from gluonperf.training.runners import TRAIN
+    from gluonperf.tuning.candidates import Candidate
     base = Candidate("b", (), (("ctx", "cpu0"), ("hybridize", "none")))
 
     def data_candidates(runner):
         make = dict(levers(base, ["cpu0"], [8], ["device"], cores=2, runner=runner))["data"]
         return [dict(c.flags) for c in make(base)[1:]]
-    rec = Runner(TRAIN.module, ("--dataset", "/data/train.rec") + TRAIN.fixed[2:], TRAIN.steps_flag)
+    rec = TRAIN.on_dataset("/data/train.rec")
     assert [(f.get("loader"), f["workers"]) for f in data_candidates(rec)] == [
         (None, "0"), (None, "1"), (None, "2"), ("recorditer", "1"), ("recorditer", "2")]
-    folder = Runner(TRAIN.module, ("--dataset", "/data/images") + TRAIN.fixed[2:], TRAIN.steps_flag)
+    folder = TRAIN.on_dataset("/data/images")
     assert all("loader" not in f for f in data_candidates(folder))
 
 

@@ -1,8 +1,8 @@
 """Imports point down only: a module may import from its own layer or the layers below it.
 
 From the bottom: runtime, then records and config (plain data), measure, training, tuning
-(candidates against a baseline, knowing no runner), experiments, inference and scaling (the
-area packages), render, cli, and the commands at the top
+(candidates against a baseline, knowing no runner), experiments, inference, script and scaling
+(the area packages: a user's script is gluonperf/script/), render, cli, and the commands at the top
 (gluonperf/<command>.py and the bench package), beside them the workers package (processes the commands start: tune's steprate
 worker, Horovod's per-rank allreduce). The package root (`gluonperf/__init__.py`: UserError, error_line) imports nothing
 of gluonperf's and sits below everything. A module's `if __name__ == "__main__":` block is
@@ -14,8 +14,8 @@ import pathlib
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "gluonperf"
-LAYERS = ["runtime worker_site", "records config", "measure", "training", "tuning", "experiments inference scaling", "render",
-          "cli"]
+LAYERS = ["runtime worker_site", "records config", "measure", "training", "tuning",
+          "experiments inference script scaling", "render", "cli"]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names.split()}
 COMMANDS = len(LAYERS)  # the commands' layer: gluonperf/<command>.py, bench/, and workers/ beside them
 
@@ -74,7 +74,39 @@ def test_imports_point_down():
 
 def test_workers_sit_with_the_commands():
     assert layer("gluonperf.workers.steprate") == layer("gluonperf.tune") == COMMANDS
-    assert layer("gluonperf.cli.profile_script") == RANK["cli"]
+    assert layer("gluonperf.cli.profile_script") == layer("gluonperf.cli.tune_script") == RANK["cli"]
+
+
+def test_the_new_packages_are_placed():
+    """Issue 62: tuning/ below the areas (it knows no runner), script/ and scaling/ among them."""
+    assert layer("gluonperf.tuning.search") == RANK["tuning"] < layer("gluonperf.script.runner")
+    assert layer("gluonperf.script.runner") == layer("gluonperf.experiments.step_time") == RANK["script"]
+    assert layer("gluonperf.scaling.validation") == RANK["script"]
+    assert RANK["training"] < RANK["tuning"]
+
+
+def package_imports(package, root=PACKAGE):
+    """(module, line, imported gluonperf module) of every import in gluonperf/<package>/."""
+    for path in sorted((root / package).rglob("*.py")):
+        for line, target in imports(path):
+            yield module_name(path), line, target
+
+
+@pytest.mark.parametrize("one, other", [("script", "tuning"), ("tuning", "script")])
+def test_script_and_tuning_never_import_each_other(one, other):
+    """The command hands the script's runner to tuning: neither package needs the other (the
+    script's levers build candidates through the candidate they are given)."""
+    found = ["%s:%d imports %s" % (m, line, t) for m, line, t in package_imports(one)
+             if t.split(".")[:2] == ["gluonperf", other]]
+    assert found == []
+
+
+def test_tuning_knows_no_runner():
+    """tuning/ imports no runner: not gluonperf's training runners, not a user's script's."""
+    found = ["%s:%d imports %s" % (m, line, t) for m, line, t in package_imports("tuning")
+             if t.startswith(("gluonperf.training.runners", "gluonperf.training.levers", "gluonperf.script",
+                              "gluonperf.inference", "gluonperf.workers"))]
+    assert found == []
 
 
 def test_the_top_level_holds_only_the_commands():

@@ -2,11 +2,16 @@
 case cannot reach 1 + threshold is named with its bound and not run, unless --levers names it.
 Plain data in, no process started."""
 import math
+import os
 
 import pytest
 
-from gluonperf.experiments import lever_bounds, script_tune
 from gluonperf.measure import stats
+from gluonperf.script import bounds as lever_bounds
+from gluonperf.script.levers import LEVER_NAMES, script_levers
+from gluonperf.tuning import search
+from gluonperf.tuning.candidates import Candidate
+from gluonperf.tuning.rounds import Rounds
 
 MODEL = {"class": "Sequential", "kind": "sequential", "mode": "none", "file": "/x/train.py", "line": 7}
 LOADER = {"file": "/x/train.py", "line": 5, "num_workers": 0, "thread_pool": False, "batch_size": 128}
@@ -42,7 +47,7 @@ def test_the_bf16_bound_counts_the_operators_amp_runs_in_bfloat16():
 
 
 def levers(measured, only=None, bounds=True, environ=None):
-    stages, idle = script_tune.script_levers(FOUND, 2, only, environ=environ or {}, measured=measured,
+    stages, idle = script_levers(FOUND, 2, only, environ=environ or {}, measured=measured,
                                              bounds=bounds)
     return [s[0] for s in stages], idle
 
@@ -65,21 +70,21 @@ def test_a_lever_that_cannot_pay_is_named_with_its_bound_and_not_run(monkeypatch
 def test_levers_that_pay_on_many_scripts_go_first_and_the_thread_count_in_use_is_not_tried():
     names, _ = levers({"rate": rate(0.3)})
     assert names[:4] == ["hybridize", "data", "threads", "dtype"] or names[:3] == ["hybridize", "data", "threads"]
-    order = list(script_tune.LEVER_NAMES)
+    order = list(LEVER_NAMES)
     assert [order.index(n) for n in names] == sorted(order.index(n) for n in names)
-    stages, _ = script_tune.script_levers(FOUND, 2, ["threads"], environ={}, measured={})
+    stages, _ = script_levers(FOUND, 2, ["threads"], environ={}, measured={})
     threads = dict((s[0], s[1]) for s in stages)["threads"]
-    base = script_tune.sweep.Candidate("as it is")
+    base = Candidate("as it is")
     # OMP_NUM_THREADS unset: MXNet uses half the 2 processors, 1 thread, already: only 2 is tried
-    assert [c.name for c in threads(base)] == ["as it is", "OMP_NUM_THREADS=2"] or script_tune.os.cpu_count() != 2
-    stages, _ = script_tune.script_levers(FOUND, 2, ["threads"], environ={"OMP_NUM_THREADS": "2"}, measured={})
+    assert [c.name for c in threads(base)] == ["as it is", "OMP_NUM_THREADS=2"] or os.cpu_count() != 2
+    stages, _ = script_levers(FOUND, 2, ["threads"], environ={"OMP_NUM_THREADS": "2"}, measured={})
     assert [c.name for c in dict((s[0], s[1]) for s in stages)["threads"](base)] == ["as it is", "OMP_NUM_THREADS=1"]
 
 
 def test_bulk_has_nothing_to_try_while_the_model_runs_imperatively():
-    stages, _ = script_tune.script_levers(FOUND, 2, ["bulk"], environ={}, measured={})
+    stages, _ = script_levers(FOUND, 2, ["bulk"], environ={}, measured={})
     (name, make, why), = stages
-    base = script_tune.sweep.Candidate("as it is")
+    base = Candidate("as it is")
     assert "hybridized graph" in why(base)
     assert why(base.with_flags("hybridize=static", hybridize="static")) is None
 
@@ -87,5 +92,5 @@ def test_bulk_has_nothing_to_try_while_the_model_runs_imperatively():
 def test_tune_script_names_a_lever_left_with_nothing_to_try():
     idle = {}
     stages = [("bulk", lambda b: [b, b.with_env("x", X="1")], lambda b: "nothing here")]
-    out, confirm, kept = script_tune.tune_script(None, stages, script_tune.sweep.Rounds(), idle=idle)
+    out, confirm, kept, _ = search.coordinate(None, Candidate("as it is"), stages, Rounds(), idle=idle)
     assert out == [] and confirm is None and kept == [] and idle == {"bulk": "nothing here"}

@@ -95,8 +95,8 @@ def test_a_cache_filled_once_after_the_warm_up_is_not_a_leak(runs):
 def test_a_growing_run_names_the_line_and_ends_what_to_change_with_an_unnumbered_finding(tmp_path):
     """The command's side, on what a script's process wrote (no script run): a run whose memory
     grows 250 KiB a step, with a window that saw 20 arrays of a line held; and a flat one."""
-    from gluonperf.experiments import script_memory
-    from gluonperf.experiments.script_profile import advice_lines
+    from gluonperf.script import advice as script_advice, parts
+    from gluonperf.script.text import advice_lines
     from gluonperf.records import result
     script = tmp_path / "train.py"
     script.write_text("import mxnet\nfor step in range(400):\n    out = net(data)\n")
@@ -109,18 +109,18 @@ def test_a_growing_run_names_the_line_and_ends_what_to_change_with_an_unnumbered
         memory = {"rss": {"steps": steps, "bytes": [300 * 2 ** 20 + per_step * s for s in steps],
                           "available_bytes": 16 * 2 ** 30}}
         return {"memory_steps": {"warmup": 58, "steps_run": 400, "memory": memory}, "held": held}
-    grows = script_memory.growth_rows(run(256_000), cwd=str(tmp_path))[0].metrics
+    grows = parts.growth_rows(run(256_000), cwd=str(tmp_path))[0].metrics
     assert grows["growth_verdict"] == "grows" and grows["where"] == "train.py:3" and grows["code"] == "out = net(data)"
     assert grows["growth_bytes_per_step"] == pytest.approx(256_000) and grows["warmup_steps"] == 80
     assert grows["steps_to_exhaust"] == pytest.approx(16 * 2 ** 30 / 256_000)
     assert "20 arrays (4.88 MiB) made at train.py:3 `out = net(data)`" in grows["finding"]
-    flat = script_memory.growth_rows(run(0), cwd=str(tmp_path))[0].metrics
+    flat = parts.growth_rows(run(0), cwd=str(tmp_path))[0].metrics
     assert flat["growth_verdict"] == "flat" and "train.py:3" not in flat["finding"]
-    summary = {"growth": script_memory.growth_rows(run(256_000), cwd=str(tmp_path))}
-    advice = script_memory.growth_advice(summary)
+    summary = {"growth": parts.growth_rows(run(256_000), cwd=str(tmp_path))}
+    advice = script_advice.growth_advice(summary)
     assert [(a.metrics["lever"], a.metrics["measured"], a.metrics["where"]) for a in advice] == [
         ("memory", False, "train.py:3")]
-    assert not script_memory.growth_advice({"growth": script_memory.growth_rows(run(0), cwd=str(tmp_path))})
+    assert not script_advice.growth_advice({"growth": parts.growth_rows(run(0), cwd=str(tmp_path))})
     measured = result("advice", "hybridize", lever="hybridize", change="call net.hybridize()", where=None,
                       measured=True, verdict="faster")
     lines = advice_lines([measured] + advice)

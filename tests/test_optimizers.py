@@ -415,7 +415,8 @@ def test_tunes_optimizer_lever_offers_the_multi_tensor_update_only_where_it_give
     """The same weights per array and multi-tensor: SGD (to the bit) and AdamW (to float32
     rounding), tested above; MXNet 1.9.1 has one implementation of the others."""
     from gluonperf import config
-    from gluonperf.experiments.sweep import Candidate, levers
+    from gluonperf.training.levers import levers
+    from gluonperf.tuning.candidates import Candidate
     stage = dict(levers(Candidate("b", (), (("ctx", "cpu0"),)), ["cpu0"], [64], ["device"], cores=2))["optimizer"]
     for name in optimizers.NAMES:
         base = Candidate("b", (), (("ctx", "cpu0"), ("optimizer", name)))

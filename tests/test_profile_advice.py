@@ -65,7 +65,7 @@ def test_only_changes_measured_faster_are_numbered():
     """A numbered line reads as an instruction: only a change measured faster gets one; a measurement
     that was not faster (inconclusive, same, slower) and what is only to try are listed apart, each
     with the tune -- line that settles it (issue 60, item 5)."""
-    from gluonperf.experiments.script_profile import advice_lines
+    from gluonperf.script.text import advice_lines
     from gluonperf.records import result
 
     def hybridize(verdict):

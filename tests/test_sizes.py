@@ -6,10 +6,6 @@ A table of argparse flags is aside: a function counts as one when all but FLAG_T
 its lines lie inside calls that make a parser or add flags to it (`ArgumentParser(...)`,
 `p.add_argument(...)`, `p.add_argument_group(...)`, a helper named `add_*` such as
 `cli.add_model_flags(p)`), wherever they sit (a dict of them, as `add_training_flags` holds).
-
-KNOWN lists the files that another developer was changing while the first part of issue 62
-was done, with what they exceed; the second part splits them and removes them from the list
-(`test_the_known_exceptions_still_exceed` fails when one no longer does).
 """
 import ast
 import pathlib
@@ -18,13 +14,6 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "gluonperf"
 MODULE_LINES = 500
 FUNCTION_LINES = 80
 FLAG_TABLE_OTHER = 20  # lines of a table of flags outside its flag calls: signature, docstring, a loop
-
-BEING_CHANGED = "changed by another developer during issue 62's first part; its second part splits it"
-KNOWN = {
-    "gluonperf/experiments/script_profile.py": BEING_CHANGED,  # the module; issue 62: the script package
-    "gluonperf/experiments/script_tune.py": BEING_CHANGED,     # the module; issue 62: the script package
-    "gluonperf/profile.py": BEING_CHANGED,                     # main; issue 62: the command halves in cli/
-}
 
 
 def is_flag_call(node):
@@ -70,14 +59,7 @@ def sizes(root=PACKAGE):
 
 
 def test_no_module_or_function_over_the_limits():
-    over = {path: what for path, what in sizes().items() if path not in KNOWN}
-    assert over == {}, "split these along their concerns (a module per concern, a function per step)"
-
-
-def test_the_known_exceptions_still_exceed():
-    """An exception that no longer exceeds the limits is removed from KNOWN."""
-    found = sizes()
-    assert [path for path in KNOWN if path not in found] == []
+    assert sizes() == {}, "split these along their concerns (a module per concern, a function per step)"
 
 
 def test_the_check_counts_lines_and_sets_flag_tables_aside(tmp_path):

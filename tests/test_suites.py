@@ -252,7 +252,7 @@ def test_throughput_suite_runs_pytorch_eager_and_compiled_and_bfloat16_beside_fl
     """The yardsticks: PyTorch eager and torch.compile for every model torch_loop has; on a
     CPU with bfloat16, gluonperf.train --dtype bfloat16 and PyTorch's autocast (eager and
     compiled) beside float32."""
-    from gluonperf.experiments.sweep import Runner
+    from gluonperf.training.runners import CommandRunner as Runner
     tt = suite_module("train_throughput")
     torch = Runner("benchmarks/torch_loop.py", python="/torch/python")
     for model in ("resnet18", "lenet"):

@@ -16,7 +16,7 @@ MODULES = ["gluonperf.bench.%s" % m for m in ("allreduce", "asynchronous", "engi
                                               "input", "memory", "optimizers", "overlap", "parallel", "scratch",
                                               "time_to_accuracy")] + \
           ["gluonperf.train", "gluonperf.predict", "gluonperf.profile", "gluonperf.scaling.judging",
-           "gluonperf.experiments.script_profile"]
+           "gluonperf.script.tables"]
 # The tables whose columns are written out where they are printed (compare.py, tune.py).
 INLINE = {
     "compare": ["name", "model", "task", "batch_size", "ctx", "metric", "better", "old", "new", "change", "ratio",

@@ -5,9 +5,16 @@ import pytest
 
 from gluonperf import UserError
 
-from gluonperf.experiments import sweep
-from gluonperf.experiments.sweep import STEPRATE, TRAIN, Candidate, Runner, count_runs, levers, paired_sweep
+from gluonperf.training import levers as model_levers
+from gluonperf.training.levers import levers
+from gluonperf.training.runners import STEPRATE, TRAIN, CommandRunner as Runner
 from gluonperf.tune import parse_args
+from gluonperf.tuning import model as model_tune, search
+from gluonperf.tuning.candidates import Candidate
+from gluonperf.tuning.model import count_runs
+from gluonperf.tuning.rounds import Rounds
+from gluonperf.tuning.schedule import Sweeps, winner
+from gluonperf.tuning.search import paired_sweep
 
 FAKE = textwrap.dedent("""
     import json, os, random, sys
@@ -38,7 +45,7 @@ def test_sweep_ranks_by_ratio_and_records_failures(tmp_path):
     base = Candidate("base", (("FAKE_RATE", "10"), ("PYTHONPATH", str(tmp_path))), (("batch_size", "8"),))
     fast = base.with_env("fast", FAKE_RATE=25)
     broken = base.with_env("broken", FAKE_FAIL=1)
-    out = sweep.sweep([base, fast, broken], runner, steps=1, rounds=2, lever="test")
+    out = search.sweep([base, fast, broken], runner, steps=1, rounds=2, lever="test")
     by = {r.name: r.metrics for r in out}
     assert [r.name for r in out][:2] == ["fast", "base"]
     assert by["fast"]["ratio"] == pytest.approx(2.5) and by["fast"]["rank"] == 1 and by["fast"]["rounds"] == 2
@@ -87,14 +94,14 @@ def test_paired_sweep_keeps_one_process_per_candidate(tmp_path):
 
 
 def test_sweeps_keep_what_a_stopped_sweep_has_finished(tmp_path):
-    """sweep.Sweeps: while a sweep runs, results() is the finished sweeps plus the running one
+    """schedule.Sweeps: while a sweep runs, results() is the finished sweeps plus the running one
     summarized from its finished runs, marked partial and tidied; once it ends, nothing is partial."""
     (tmp_path / "fake_worker.py").write_text(FAKE)
     runner = Runner("fake_worker", serves=True)
     base = Candidate("base", (("FAKE_RATE", "10"), ("FAKE_STARTS", str(tmp_path / "starts")),
                               ("PYTHONPATH", str(tmp_path))), (("batch_size", "8"),))
     fast = base.with_env("fast", FAKE_RATE=20)
-    sweeps = sweep.Sweeps(tidy=lambda rs: [r.metrics.update(suite="test") for r in rs])
+    sweeps = Sweeps(tidy=lambda rs: [r.metrics.update(suite="test") for r in rs])
     snapshots = []
     paired_sweep([base, fast], runner, steps=1, rounds=2, lever="first", sweeps=sweeps,
                  log=lambda m: snapshots.append(sweeps.results()))
@@ -107,7 +114,7 @@ def test_sweeps_keep_what_a_stopped_sweep_has_finished(tmp_path):
     assert len(done) == 2 and not any(r.metrics.get("partial") for r in done)
     assert all(r.metrics["suite"] == "test" and r.metrics["rounds"] for r in done)
     # a second sweep: the first one's results stay whole beside the running one's
-    sweep.sweep([base, fast], Runner("fake_worker"), steps=1, rounds=1, lever="second", sweeps=sweeps,
+    search.sweep([base, fast], Runner("fake_worker"), steps=1, rounds=1, lever="second", sweeps=sweeps,
                 log=lambda m: snapshots.append(sweeps.results()))
     mid = snapshots[-1]
     assert [r.metrics["lever"] for r in mid[:2]] == ["first", "first"] and not mid[0].metrics.get("partial")
@@ -143,8 +150,8 @@ def test_count_runs():
     # with MXNet's own CPU workspace pool: 4 runs
     assert count_runs("mlp", ["cpu0", "cpu1"], [8], 1, ["device", "local"], only=["contexts"], runner=TRAIN) == 4 + 2
     # rounds chosen by the verdicts: at most the plan's last round
-    assert count_runs("mlp", ["cpu0"], [8], sweep.Rounds(), ["device"], only=["engine"],
-                      runner=STEPRATE) == (2 + 2) * sweep.Rounds().maximum
+    assert count_runs("mlp", ["cpu0"], [8], Rounds(), ["device"], only=["engine"],
+                      runner=STEPRATE) == (2 + 2) * Rounds().maximum
 
 
 def stage(name, contexts=("cpu0",), runner=TRAIN):
@@ -155,7 +162,7 @@ def stage(name, contexts=("cpu0",), runner=TRAIN):
 
 def test_allocator_lever_tries_only_installed_allocators(monkeypatch):
     import ctypes.util
-    monkeypatch.setattr(sweep, "huge_pages_tunable", lambda: None)
+    monkeypatch.setattr(model_levers, "huge_pages_tunable", lambda: None)
     monkeypatch.setattr(ctypes.util, "find_library",
                         lambda n: {"jemalloc": None, "tcmalloc": "libtcmalloc.so.4"}.get(n))
     assert [dict(c.env).get("LD_PRELOAD") for c in stage("allocator")] == [None, "libtcmalloc.so.4"]
@@ -164,7 +171,7 @@ def test_allocator_lever_tries_only_installed_allocators(monkeypatch):
 
 
 def test_other_levers_do_not_look_up_huge_pages(monkeypatch):
-    monkeypatch.setattr(sweep, "huge_pages_tunable", lambda: pytest.fail("read for a lever not chosen"))
+    monkeypatch.setattr(model_levers, "huge_pages_tunable", lambda: pytest.fail("read for a lever not chosen"))
     assert len(stage("optimizer")) == 2
 
 
@@ -173,7 +180,7 @@ def test_allocator_lever_tries_glibc_huge_pages_where_they_can_change_something(
     import platform
     monkeypatch.setattr(ctypes.util, "find_library", lambda n: None)
     mode = tmp_path / "enabled"
-    monkeypatch.setattr(sweep, "THP_MODE", str(mode))
+    monkeypatch.setattr(model_levers, "THP_MODE", str(mode))
     monkeypatch.setattr(platform, "libc_ver", lambda: ("glibc", "2.36"))
     for text, tried in (("always [madvise] never\n", True), ("[always] madvise never\n", False),
                         ("always madvise [never]\n", False)):
@@ -183,7 +190,7 @@ def test_allocator_lever_tries_glibc_huge_pages_where_they_can_change_something(
     mode.write_text("always [madvise] never\n")
     monkeypatch.setattr(platform, "libc_ver", lambda: ("glibc", "2.31"))  # before the tunable
     assert len(stage("allocator")) == 1
-    monkeypatch.setattr(sweep, "THP_MODE", str(tmp_path / "absent"))  # no THP (another kernel, or not Linux)
+    monkeypatch.setattr(model_levers, "THP_MODE", str(tmp_path / "absent"))  # no THP (another kernel, or not Linux)
     monkeypatch.setattr(platform, "libc_ver", lambda: ("glibc", "2.36"))
     assert len(stage("allocator")) == 1
 
@@ -211,10 +218,10 @@ def test_baseline_is_named_for_what_it_runs(monkeypatch):
         seen.append(cands[0].name)
         return []
 
-    monkeypatch.setattr(sweep, "paired_sweep", first_only)
-    monkeypatch.setattr(sweep, "sweep", first_only)
+    monkeypatch.setattr(search, "paired_sweep", first_only)
+    monkeypatch.setattr(search, "sweep", first_only)
     for runner in (TRAIN, STEPRATE):
-        best = sweep.tune("mlp", ["cpu"], [8], runner=runner, only=["hybridize"])[-1].metrics
+        best = model_tune.tune("mlp", ["cpu"], [8], runner=runner, only=["hybridize"])[-1].metrics
         assert best["verdict"] == "defaults"  # the fake measured nothing: nothing kept, nothing to confirm
     # gluonperf.train sets its own thread default, so its baseline is not the book's environment
     assert seen == ["imperative, train's thread default", "book defaults"]
@@ -270,11 +277,11 @@ def test_the_winners_warnings_know_that_train_sets_its_own_threads(monkeypatch):
     def baseline_wins(cands, *args, **kwargs):
         return [Result("tune", cands[0].name, {"ratio": 1.0})]
 
-    monkeypatch.setattr(sweep, "paired_sweep", baseline_wins)
-    monkeypatch.setattr(sweep, "sweep", baseline_wins)
+    monkeypatch.setattr(search, "paired_sweep", baseline_wins)
+    monkeypatch.setattr(search, "sweep", baseline_wins)
     best = {}
     for runner in (TRAIN, STEPRATE):
-        out = sweep.tune("mlp", ["cpu"], [8], runner=runner, only=["hybridize"])
+        out = model_tune.tune("mlp", ["cpu"], [8], runner=runner, only=["hybridize"])
         best[runner.module] = out[-1].metrics["warnings"]
     assert best["gluonperf.train"] == []  # no "OMP_NUM_THREADS unset" for a command that sets it
     if physical_cores() > 1:  # the steprate worker runs with the environment it is given
@@ -283,28 +290,28 @@ def test_the_winners_warnings_know_that_train_sets_its_own_threads(monkeypatch):
 
 def test_dtype_lever_only_where_bfloat16_can_pay_and_its_winner_is_flagged(monkeypatch):
     from gluonperf.records import Result
-    monkeypatch.setattr(sweep, "has_bf16", lambda: False)
+    monkeypatch.setattr(model_levers, "has_bf16", lambda: False)
     assert "dtype" not in dict(levers(Candidate("b"), ["cpu0"], [64], ["device"], cores=2, runner=TRAIN))
-    monkeypatch.setattr(sweep, "has_bf16", lambda: True)
-    monkeypatch.setattr(sweep, "why_no_bf16", lambda: "DNNL_MAX_CPU_ISA=AVX2 keeps oneDNN below AVX-512")
+    monkeypatch.setattr(model_levers, "has_bf16", lambda: True)
+    monkeypatch.setattr(model_levers, "why_no_bf16", lambda: "DNNL_MAX_CPU_ISA=AVX2 keeps oneDNN below AVX-512")
     assert "dtype" not in dict(levers(Candidate("b"), ["cpu0"], [64], ["device"], cores=2, runner=TRAIN))
-    monkeypatch.setattr(sweep, "why_no_bf16", lambda: None)
+    monkeypatch.setattr(model_levers, "why_no_bf16", lambda: None)
     assert [c.flag("dtype") for c in stage("dtype")] == [None, "bfloat16"]
     assert "dtype" not in dict(levers(Candidate("b"), ["cpu0"], [64], ["device"], cores=2, runner=STEPRATE))
     assert "dtype" not in dict(levers(Candidate("b"), ["gpu0"], [64], ["device"], cores=2, runner=TRAIN))
 
     def challenger_wins(cands, *args, **kwargs):
         return [Result("tune", cands[-1].name, {"ratio": 1.9, "ratio_ci_low": 1.5, "verdict": "faster"})]
-    monkeypatch.setattr(sweep, "paired_sweep", challenger_wins)
-    monkeypatch.setattr(sweep, "sweep", challenger_wins)
-    best = sweep.tune("mlp", ["cpu"], [8], runner=TRAIN, only=["dtype"])[-1].metrics
+    monkeypatch.setattr(search, "paired_sweep", challenger_wins)
+    monkeypatch.setattr(search, "sweep", challenger_wins)
+    best = model_tune.tune("mlp", ["cpu"], [8], runner=TRAIN, only=["dtype"])[-1].metrics
     assert "--dtype bfloat16" in best["command"] and any("changes the arithmetic" in w for w in best["warnings"])
 
 
 def test_levers_with_nothing_to_try_here_are_named_and_alone_refused(monkeypatch):
     """`--levers dtype` on a CPU without bfloat16 ran 0 runs and printed an empty table and
     '1.00x the defaults' (an AMD EPYC Zen 3): now one line says why, before anything runs."""
-    monkeypatch.setattr(sweep, "has_bf16", lambda: False)
+    monkeypatch.setattr(model_levers, "has_bf16", lambda: False)
     with pytest.raises(UserError, match=r"^--levers dtype: nothing to try here: dtype \(needs the train runner "
                                         r"\(the default\), CPU contexts and a CPU with AMX or AVX512-BF16\)$"):
         parse_args(["--levers", "dtype", "--runner", "train"])
@@ -312,7 +319,7 @@ def test_levers_with_nothing_to_try_here_are_named_and_alone_refused(monkeypatch
                                         r"dtype \(needs"):
         parse_args(["--levers", "contexts,dtype", "--ctx", "cpu0", "--runner", "train"])
     args = parse_args(["--levers", "dtype,bulk", "--runner", "train"])
-    assert args.idle_levers == ["dtype (needs %s)" % sweep.LEVER_NEEDS["dtype"]] and args.only == ["dtype", "bulk"]
+    assert args.idle_levers == ["dtype (needs %s)" % model_levers.LEVER_NEEDS["dtype"]] and args.only == ["dtype", "bulk"]
     assert parse_args(["--levers", "bulk"]).idle_levers == []
 
 
@@ -320,13 +327,13 @@ def test_every_lever_that_can_be_empty_says_what_it_needs(monkeypatch):
     """A lever with only its baseline in the barest setting (one core, one context, the
     steprate runner, no bfloat16, no allocator library, an optimizer with one implementation) must
     have an entry in LEVER_NEEDS."""
-    monkeypatch.setattr(sweep, "has_bf16", lambda: False)
-    monkeypatch.setattr(sweep, "allocators", lambda: [])
-    monkeypatch.setattr(sweep, "huge_pages_tunable", lambda: None)
+    monkeypatch.setattr(model_levers, "has_bf16", lambda: False)
+    monkeypatch.setattr(model_levers, "allocators", lambda: [])
+    monkeypatch.setattr(model_levers, "huge_pages_tunable", lambda: None)
     base = Candidate("b", (), (("ctx", "cpu0"), ("hybridize", "none"), ("optimizer", "adam")))
     bare = {lever for lever, make in levers(base, ["cpu0"], [64], ["device"], cores=1, runner=STEPRATE)
             if len(make(base)) > 1}
-    assert set(sweep.LEVER_NAMES) - bare == set(sweep.LEVER_NEEDS)
+    assert set(model_levers.LEVER_NAMES) - bare == set(model_levers.LEVER_NEEDS)
 
 
 def test_levers_refuses_a_missing_preload_library_and_unknown_candidates(monkeypatch, tmp_path):
@@ -356,7 +363,7 @@ def test_a_stopped_throughput_suite_keeps_its_runs(monkeypatch):
     monkeypatch.syspath_prepend(os.path.join(ROOT, "benchmarks"))
     import train_throughput
     # a suite stopped before PyTorch's first run keeps its other runs, without vs_pytorch
-    sweeps = sweep.Sweeps()
+    sweeps = Sweeps()
     cands = [Candidate("book loop", (), (("batch_size", "8"),), Runner("book")),
              Candidate("pytorch eager", (), (("batch_size", "8"),), Runner("torch"))]
 
@@ -383,7 +390,7 @@ def fake_tune(tmp_path, monkeypatch, gain, noise, rounds, seed="1", **kw):
                  ("FAKE_STARTS", tmp_path / "starts")):
         monkeypatch.setenv(k, str(v))
     runner = Runner("fake_worker", serves=True)
-    return sweep.tune("mlp", ["cpu"], [8], steps=1, rounds=rounds, runner=runner, only=["engine"], **kw)
+    return model_tune.tune("mlp", ["cpu"], [8], steps=1, rounds=rounds, runner=runner, only=["engine"], **kw)
 
 
 def test_a_clear_gain_is_kept_and_confirmed_with_its_interval(tmp_path, monkeypatch):
@@ -418,8 +425,8 @@ def test_winner_needs_the_interval_not_the_median():
                Result("tune", "lucky", {"verdict": "inconclusive", "ratio": 1.3, "ratio_ci_low": 0.8}),
                Result("tune", "sure", {"verdict": "faster", "ratio": 1.2, "ratio_ci_low": 1.1}),
                Result("tune", "surer", {"verdict": "faster", "ratio": 1.15, "ratio_ci_low": 1.12})]
-    assert sweep.winner(results).name == "sure"  # the highest estimate of those judged faster
-    assert sweep.winner(results[:2]) is None
+    assert winner(results).name == "sure"  # the highest estimate of those judged faster
+    assert winner(results[:2]) is None
 
 
 def test_summarize_corrects_the_level_for_the_candidates_tried():
@@ -435,14 +442,14 @@ def test_summarize_corrects_the_level_for_the_candidates_tried():
 
 
 def test_rounds_fixed_and_auto_and_the_budget():
-    fixed = sweep.Rounds(fixed=3)
+    fixed = Rounds(fixed=3)
     wide = {"c": [1.3, 0.8, 1.1, 0.9, 1.4]}
     assert fixed.more(2, wide, 10 ** 6) and not fixed.more(3, wide, 0)
-    auto = sweep.Rounds(maximum=8, budget=100)
+    auto = Rounds(maximum=8, budget=100)
     assert auto.more(1, wide, 0) and auto.more(7, wide, 99) and not auto.more(8, wide, 0)
     assert not auto.more(2, wide, 100)  # the budget stops new rounds: the intervals hold whenever they stop
     with pytest.raises(ValueError):
-        sweep.Rounds(maximum=2)
+        Rounds(maximum=2)
 
 
 def test_interleave_runs_each_candidate_until_it_leaves():
@@ -455,7 +462,7 @@ def test_interleave_runs_each_candidate_until_it_leaves():
     def measure(c):
         runs.append(c.name)
         return speed[c.name] * (1 + 0.01 * (len(runs) % 3)), None
-    table = schedule.Table([Candidate("b"), Candidate("fast"), Candidate("same")], sweep.Rounds(), "x", start={})
+    table = schedule.Table([Candidate("b"), Candidate("fast"), Candidate("same")], Rounds(), "x", start={})
     schedule.interleave(table, measure)
     by = {r.name: r.metrics for r in schedule.summarize(table)}
     assert by["fast"]["verdict"] == "faster" and by["fast"]["stopped"] == "faster"
@@ -464,7 +471,7 @@ def test_interleave_runs_each_candidate_until_it_leaves():
     # the baseline runs only while a candidate is in
     assert runs.count("fast") == by["fast"]["rounds"] and runs.count("b") == max(by["fast"]["rounds"],
                                                                                   by["same"]["rounds"])
-    assert by["b"]["rounds"] == runs.count("b") < sweep.Rounds().maximum
+    assert by["b"]["rounds"] == runs.count("b") < Rounds().maximum
     assert runs[:3] == ["b", "fast", "same"] and runs[3:6] == ["fast", "same", "b"]  # the order rotates
 
 
@@ -480,12 +487,12 @@ def test_optimizer_is_trained_in_every_candidate_and_its_lever_knows_it(monkeypa
     def record(cands, *args, **kwargs):
         seen.extend(c.flag("optimizer") for c in cands)
         return []
-    monkeypatch.setattr(sweep, "sweep", record)
-    monkeypatch.setattr(sweep, "paired_sweep", record)
-    best = sweep.tune("mlp", ["cpu"], [8], runner=TRAIN, only=["hybridize", "optimizer"], optimizer="adamw")[-1]
+    monkeypatch.setattr(search, "sweep", record)
+    monkeypatch.setattr(search, "paired_sweep", record)
+    best = model_tune.tune("mlp", ["cpu"], [8], runner=TRAIN, only=["hybridize", "optimizer"], optimizer="adamw")[-1]
     assert seen and set(seen) == {"adamw"} and "--optimizer adamw" in best.metrics["command"]
     with pytest.raises(ValueError, match="train runner"):
-        sweep.tune("mlp", ["cpu"], [8], runner=STEPRATE, optimizer="adam")
+        model_tune.tune("mlp", ["cpu"], [8], runner=STEPRATE, optimizer="adam")
     with pytest.raises(UserError, match="nothing to try here.*--optimizer sgd or adamw"):
         parse_args(["--model", "mlp", "--optimizer", "adam", "--levers", "optimizer"])
 
@@ -497,7 +504,7 @@ def test_a_candidate_slower_in_its_first_two_rounds_leaves_with_an_interval_too_
     from gluonperf.records import format_estimate
     from gluonperf.tuning import schedule
     figures = iter([10.0, 6.0, 5.0, 9.0] * 3)
-    table = schedule.Table([Candidate("b"), Candidate("slow")], sweep.Rounds(), "x", start={})
+    table = schedule.Table([Candidate("b"), Candidate("slow")], Rounds(), "x", start={})
     schedule.interleave(table, lambda c: (next(figures), None))
     m = {r.name: r.metrics for r in schedule.summarize(table)}["slow"]
     assert m["stopped"] == "slower in every round" and m["rounds"] == 2 and m["verdict"] == "inconclusive"

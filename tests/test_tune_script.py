@@ -209,8 +209,8 @@ class _Imperative(__import__("mxnet").gluon.Block):
 
 
 def test_the_recipe_keeps_only_faster_and_names_what_was_tried():
-    from gluonperf.experiments import script_tune
     from gluonperf.records import Result
+    from gluonperf.script import advice as script_advice, text as script_text
 
     def tried(lever, name, ratio, low, high, verdict, env=(), flags=()):
         return Result("tune", name, {"lever": lever, "ratio": ratio, "ratio_ci_low": low, "ratio_ci_high": high,
@@ -223,7 +223,7 @@ def test_the_recipe_keeps_only_faster_and_names_what_was_tried():
                tried("data", "num_workers=1", 1.1, 0.9, 1.3, "inconclusive",
                      flags={"hybridize": "static", "num_workers": "1"})]
     found = {"model": {"kind": "sequential", "file": "/x/train.py", "line": 7}, "loaders": []}
-    out = script_tune.recipe(results, None, ["hybridize"], found, [], "/x", "")
+    out = script_advice.recipe(results, None, ["hybridize"], found, [], "/x", "")
     assert [r.metrics["lever"] for r in out] == ["hybridize"]
     m = out[0].metrics
     assert m["where"] == "train.py:7" and m["ratio"] == 1.5 and m["hooks"] == {"hybridize": "static"}
@@ -231,17 +231,17 @@ def test_the_recipe_keeps_only_faster_and_names_what_was_tried():
     # even where another faster one has the higher lower end
     steady = tried("hybridize", "hybridize=hybrid", 1.4, 1.35, 1.45, "faster", flags={"hybridize": "hybrid"})
     noisy = tried("hybridize", "hybridize=static", 1.45, 1.05, 2.0, "faster", flags={"hybridize": "static"})
-    out = script_tune.recipe([steady, noisy], None, ["hybridize"], found, [], "/x", "")
+    out = script_advice.recipe([steady, noisy], None, ["hybridize"], found, [], "/x", "")
     assert out[0].metrics["hooks"] == {"hybridize": "static"} and out[0].metrics["ratio"] == 1.45
     assert "HybridSequential()" in m["change"] and "static_alloc=True" in m["change"]
-    text = script_tune.tried_text(results, {"dtype": "no bfloat16 here"})
+    text = script_text.tried_text(results, {"dtype": "no bfloat16 here"})
     assert "OMP_NUM_THREADS=2 0.50x (97.5% CI 0.40-0.60, 5 rounds), slower" in text
     assert "dtype not tried: no bfloat16 here" in text
-    assert script_tune.failure_notes(results) == []
+    assert script_text.failure_notes(results) == []
     shared = Result("tune", "num_workers=2", {"lever": "data", "error": "exit 1: MXNetError: ... data is on "
                                                                          "cpu_shared(0) while dense0_weight is on cpu(0)"})
-    assert "as_in_context" in script_tune.failure_notes(results + [shared])[0]
-    nothing = script_tune.recipe(results[:2], None, [], found, [], "/x", text)
+    assert "as_in_context" in script_text.failure_notes(results + [shared])[0]
+    nothing = script_advice.recipe(results[:2], None, [], found, [], "/x", text)
     assert [r.metrics["lever"] for r in nothing] == ["none"]
     assert nothing[0].metrics["change"] == "no change pays here: " + text
 
@@ -249,14 +249,14 @@ def test_the_recipe_keeps_only_faster_and_names_what_was_tried():
 def test_an_interval_too_wide_to_read_says_how_many_rounds_would_give_one():
     """2 rounds of a noisy candidate, corrected for 3 candidates: a t interval from 1e-3 to 5e2 tells
     a reader nothing; the text says so, and about how many rounds would give an interval."""
-    from gluonperf.experiments import script_tune
     from gluonperf.measure import stats
+    from gluonperf.script import text as script_text
     iv = stats.ratio_interval([0.6, 0.85], 1 - 0.05 / 3)
     assert not stats.readable(iv) and iv.high / iv.low > 1e5
     m = dict(iv.fields("ratio"), ratio_joint_level=0.95, round_ratios=[0.6, 0.85])
-    text = script_tune.interval_text(m)
+    text = script_text.interval_text(m)
     assert text.startswith("0.71x (2 rounds: too few for an interval; about ") and "would give one)" in text
     need = int(text.split("about ")[1].split()[0])
     assert stats.readable(stats.ratio_interval([0.6, 0.85] * need, 0.95))  # with that many rounds, it is
     steady = dict(stats.ratio_interval([1.3, 1.25, 1.28], 0.95).fields("ratio"), ratio_joint_level=0.95)
-    assert script_tune.interval_text(steady).startswith("1.28x (95% CI 1.")
+    assert script_text.interval_text(steady).startswith("1.28x (95% CI 1.")

@@ -113,12 +113,13 @@ def test_inconclusive_says_how_many_rounds_would_settle_it():
 def _tune_results(figures, threshold=0.05, rounds=None):
     """summarize's Results of rounds whose figures are given per candidate (the first the baseline),
     each candidate's ratio in a round its figure over the baseline's."""
-    from gluonperf.experiments import sweep
     from gluonperf.tuning import schedule
+    from gluonperf.tuning.candidates import Candidate
+    from gluonperf.tuning.rounds import Rounds
     names = list(figures)
-    cands = [sweep.Candidate(n, (("OMP_NUM_THREADS", str(i + 1)),), (("model", "mlp"),)) for i, n in enumerate(names)]
+    cands = [Candidate(n, (("OMP_NUM_THREADS", str(i + 1)),), (("model", "mlp"),)) for i, n in enumerate(names)]
     base = figures[names[0]]
-    table = schedule.Table(cands, rounds or sweep.Rounds(fixed=len(base)), "lever", threshold,
+    table = schedule.Table(cands, rounds or Rounds(fixed=len(base)), "lever", threshold,
                            figures={n: list(v) for n, v in figures.items()},
                            ratios={n: [v / b for v, b in zip(figures[n], base)] for n in names}, start={})
     return schedule.summarize(table)
@@ -137,7 +138,7 @@ def test_tune_keeps_the_faster_candidate_with_the_highest_estimate():
     """'of several such, the one with the highest estimate': of two candidates both faster beyond the
     noise, a noisy 1.30x is kept over a steady 1.20x; and a candidate whose interval reaches 1 is
     never kept, however high its estimate."""
-    from gluonperf.experiments import sweep
+    from gluonperf.tuning.schedule import winner
     base = [100.0] * 6
     noise = [0.90, 1.1, 0.95, 1.08, 0.93, 1.05]
     figures = {"base": base, "steady": [120.0, 121.0, 119.0, 120.5, 119.5, 120.0],
@@ -146,17 +147,18 @@ def test_tune_keeps_the_faster_candidate_with_the_highest_estimate():
     by = {r.name: r.metrics for r in results}
     assert by["noisy"]["ratio"] > by["steady"]["ratio"] and by["steady"]["verdict"] == by["noisy"]["verdict"] == \
         "faster" and by["noisy"]["ratio_ci_low"] < by["steady"]["ratio_ci_low"]
-    assert sweep.winner(results).name == "noisy"
+    assert winner(results).name == "noisy"
     alone = _tune_results({"base": base, "noisy": [130.0 * x for x in (0.6, 1.4, 0.7, 1.3, 0.65, 1.35)]})
     assert next(r for r in alone if r.name == "noisy").metrics["ratio"] > 1.05
-    assert sweep.winner(alone) is None
+    assert winner(alone) is None
 
 
 def test_a_candidate_that_cannot_beat_a_faster_one_leaves():
     """'Once one candidate of a lever has left as faster, another that could not be kept instead of it
     ... leaves too'."""
-    from gluonperf.experiments.sweep import Candidate, Rounds
     from gluonperf.tuning import schedule
+    from gluonperf.tuning.candidates import Candidate
+    from gluonperf.tuning.rounds import Rounds
     speed = {"b": 100.0, "big": 150.0, "small": 108.0}  # 1.12x settles as faster at the same look as 1.5x
     wobble = iter([1.0, 1.01, 0.99, 1.02, 0.98] * 40)
     table = schedule.Table([Candidate("b"), Candidate("big"), Candidate("small")], Rounds(), "x", start={})
@@ -170,7 +172,7 @@ def test_a_candidate_that_cannot_beat_a_faster_one_leaves():
 def test_rounds_exhaustive_stops_on_width_only():
     """'exhaustive: at least 5 rounds, then more until every candidate's interval is within +-5%
     of its estimate, at most 30 rounds'."""
-    from gluonperf.experiments.sweep import Rounds
+    from gluonperf.tuning.rounds import Rounds
     slow = Rounds(exhaustive=True)
     tight = {"a": [1.5, 1.5001, 1.4999, 1.5, 1.5]}
     wide = {"a": [1.0, 1.3, 0.8, 1.2, 0.9]}
@@ -186,7 +188,7 @@ def test_rounds_auto_stops_each_candidate_once_settled():
     unable to reach the smallest speed-up worth a change)': never before the first look (3 rounds),
     never after the plan's last round, and the interval of the look where it stopped spends only
     that look's share of the error rate (wider than the fixed-n interval of the same rounds)."""
-    from gluonperf.experiments.sweep import Rounds
+    from gluonperf.tuning.rounds import Rounds
     from gluonperf.measure import sequential
     auto = Rounds()
     clear = [1.5, 1.52, 1.49]

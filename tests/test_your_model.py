@@ -139,7 +139,8 @@ def test_tune_starts_train_with_the_flags_a_user_types():
     """tune's candidates (and the winning command line it prints) give a model of one's own as
     --model, --model-args and --input-shape, not as the spec's JSON."""
     import shlex
-    from gluonperf.experiments.sweep import TRAIN, Candidate
+    from gluonperf.training.runners import TRAIN
+    from gluonperf.tuning.candidates import Candidate
     from gluonperf.training.models import resolve_model
     spec, _ = resolve_model(NETS + ":branchy", {"width": 4}, (3, 8, 8))
     line = TRAIN.command_line(Candidate("baseline", flags=(("model", spec), ("batch_size", "8"))), 2)

@@ -5,34 +5,31 @@ The command runs as a child, in its own session (process group), with this termi
 input and output: its output and its exit status are the script's. gluonperf's hooks go in
 at the child's start (gluonperf/runtime/script_site, first on its PYTHONPATH; a
 sitecustomize or PYTHONPATH of the user's own still works) and write what they measure into
-a temporary folder (gluonperf.experiments.script_profile); once the child has ended, this
-command measures the machine's ceiling (when the model's FLOPs are known), summarises and
-prints the report after the script's own output.
+a temporary folder through the wire (gluonperf/script/wire.py; what runs inside the script
+is gluonperf/script/driver.py); once the child has ended, this command measures the
+machine's ceiling (when the model's FLOPs are known), summarises (script/summary.py,
+script/advice.py) and prints the report after the script's own output (script/tables.py,
+script/text.py).
 
 Ctrl-C (SIGINT), SIGTERM and SIGHUP are passed on to the child's process group (its
-DataLoader workers too); the child gets GRACE seconds to end, then SIGTERM and SIGKILL; the
-report of what was measured so far follows. Whatever the child left in its group is killed
-when it ends. Dispatched from gluonperf.profile's main when its arguments hold `--`.
+DataLoader workers too); the child gets guard.FOREGROUND_GRACE seconds to end, then SIGTERM
+and SIGKILL; the report of what was measured so far follows. Whatever the child left in its
+group is killed when it ends (runtime/guard.py: `run_foreground`). Dispatched from
+gluonperf.profile's main when its arguments hold `--`.
 """
 import argparse
-import json
 import os
-import shlex
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
-import time
 
 from .. import UserError
+from ..runtime import guard
+from ..script import wire
 from . import common as cli
 
 PROG = "python -m gluonperf.profile"
-SITE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime", "script_site")
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GRACE = 10.0   # seconds the child gets to end after a signal is passed on, before SIGTERM, then SIGKILL
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 BULK_OFF = {"MXNET_EXEC_BULK_EXEC_TRAIN": "0", "MXNET_EXEC_BULK_EXEC_INFERENCE": "0"}  # --split-bulk
 
 
@@ -77,82 +74,26 @@ def build_parser():
     return p
 
 
-def split_argv(argv):
-    """(gluonperf's flags, the command) of an argv holding `--`."""
-    at = argv.index("--")
-    return argv[:at], argv[at + 1:]
-
-
 def child_environment(tmp, args):
-    """This environment, with gluonperf's hooks first on PYTHONPATH (the user's PYTHONPATH after
-    them) and the settings the hooks read."""
-    from ..experiments.script_profile import ENTRY, ENV_OUT, ENV_SETTINGS
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (SITE, os.environ.get("PYTHONPATH")) if p)
+    """The script's environment (wire.environment) with the settings profile's driver reads."""
     settings = {"warmup": args.warmup, "steps": args.steps, "operator_steps": args.operator_steps,
                 "depth": args.depth, "stop": args.stop, "trace": os.path.abspath(args.trace) if args.trace else None}
-    env.update({ENV_OUT: tmp, ENV_SETTINGS: json.dumps(settings), "GLUONPERF_SCRIPT_HOOKS": ENTRY,
-                "GLUONPERF_SCRIPT_ROOT": ROOT})
-    return env
-
-
-def _kill_group(pid, sig):
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
+    return wire.environment(tmp, wire.PROFILE, settings)
 
 
 def run_child(command, env, timeout=0):
-    """Run `command` in its own session with this terminal's input and output; pass SIGINT,
-    SIGTERM and SIGHUP on to its group. Returns (Popen, the signal that stopped it or None,
-    whether --timeout did)."""
-    got, first, child = [], [], []  # the signals received; when the first came; the child, once started
-
-    def forward(signum, frame):
-        got.append(signum)
-        first[:] = first or [time.monotonic()]
-        if child:
-            _kill_group(child[0].pid, signum if len(got) == 1 else signal.SIGKILL)  # a second Ctrl-C: at once
-    previous = {s: signal.signal(s, forward) for s in SIGNALS}  # before the child starts: none is missed
+    """guard.run_foreground, with a command that cannot start said in one line."""
     try:
-        try:
-            proc = subprocess.Popen(command, env=env, start_new_session=True)
-        except FileNotFoundError:
-            raise UserError("cannot run %r: no such program" % command[0])
-        except PermissionError:
-            raise UserError("cannot run %r: permission denied" % command[0])
-        child.append(proc)
-        if got:
-            _kill_group(proc.pid, got[0])
-        started, timed_out, escalated = time.monotonic(), False, 0
-        while proc.poll() is None:
-            try:
-                proc.wait(timeout=0.2)
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.monotonic()
-            if timeout and not got and now - started > timeout:
-                timed_out = True
-                forward(signal.SIGINT, None)
-            if first and escalated < 2 and now - first[0] > GRACE * (escalated + 1):
-                escalated += 1  # the script did not end: SIGTERM, then SIGKILL
-                _kill_group(proc.pid, signal.SIGTERM if escalated == 1 else signal.SIGKILL)
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    _kill_group(proc.pid, signal.SIGKILL)  # what the script left behind in its group (DataLoader workers)
-    return proc, (got[0] if got and not timed_out else None), timed_out
-
-
-def status_code(returncode):
-    """A shell-style exit status: the code, or 128 + the signal's number."""
-    return 128 - returncode if returncode < 0 else returncode
+        return guard.run_foreground(command, env, timeout)
+    except FileNotFoundError:
+        raise UserError("cannot run %r: no such program" % command[0])
+    except PermissionError:
+        raise UserError("cannot run %r: permission denied" % command[0])
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
-    ours, command = split_argv(argv)
+    ours, command = wire.split_argv(argv)
     args = build_parser().parse_args(ours)
     if not command:
         raise UserError("no command after --: give the training command, e.g. -- python train.py")
@@ -166,15 +107,16 @@ def main(argv=None):
     try:
         sys.stdout.flush()
         proc, stopped, timed_out = run_child(command, child_environment(tmp, args), args.timeout)
-        return report(args, command, tmp, status_code(proc.returncode), stopped, timed_out)
+        return report(args, command, tmp, guard.status_code(proc.returncode), stopped, timed_out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def report(args, command, tmp, code, stopped, timed_out):
     """Print what the child's processes measured; return the child's exit status."""
-    from ..experiments import script_profile as sp
-    runs, sites = sp.read_runs(tmp)
+    from ..script import advice, summary as sp, tables, text
+    from ..script.text import shown
+    runs, sites = wire.read_runs(tmp)
     why = sp.nothing_measured(runs, sites)
     what = shown(command)
     ended = ("was stopped by --timeout" if timed_out else "was stopped by %s" % signal.Signals(stopped).name
@@ -187,7 +129,7 @@ def report(args, command, tmp, code, stopped, timed_out):
         return code  # a dist_sync worker of rank > 0 (launch ... -- profile -- ...): rank 0 reports
     if ended and not stopped and not timed_out:  # the script failed: its traceback stands; one line of ours
         summary = sp.summarise(run, what, args.threshold)
-        summary["advice"] = sp.advice(summary, what, os.getcwd())
+        summary["advice"] = advice.advice(summary, what, os.getcwd())
         cli.write_outputs(_records(summary), args, _contexts(run))
         cli.say("%s: the script %s; %s" % (PROG, ended, sp.one_line(run)))
         return code
@@ -195,15 +137,15 @@ def report(args, command, tmp, code, stopped, timed_out):
     if sp.needs_ceiling(run) and args.ceiling != "off" and not stopped:
         peak, devices, ceiling_note = _ceiling(run, args.ceiling)
     summary = sp.summarise(run, what, args.threshold, peak, devices)
-    summary["advice"] = sp.advice(summary, what, os.getcwd())
-    sections = sp.sections(summary, args.warmup, "`%s`" % what)
+    summary["advice"] = advice.advice(summary, what, os.getcwd())
+    sections = tables.sections(summary, args.warmup, "`%s`" % what)
     print()
     cli.emit_sections(sections, args, _contexts(run), records=_records(summary))
     print(summary["input"][0].metrics["finding"])
-    for r in summary.get("growth", []):  # memory over the whole run (experiments.script_memory)
+    for r in summary.get("growth", []):  # memory over the whole run (script/memory.py)
         print(r.metrics["finding"])
     print()
-    print("\n".join(sp.advice_lines(summary["advice"])))
+    print("\n".join(text.advice_lines(summary["advice"])))
     if args.split_bulk:
         summary["notes"].append("note: --split-bulk: the script ran with MXNet's bulk execution off, so its steps "
                                 "were timed in that setting (a hybridized model's steps often a little slower)")
@@ -218,13 +160,6 @@ def report(args, command, tmp, code, stopped, timed_out):
     if args.trace and summary["operators"]:
         cli.say("wrote profiler trace %s (the --operator-steps; open in ui.perfetto.dev)" % args.trace)
     return code
-
-
-def shown(command):
-    """The command as a user would type it: a Python interpreter given by its path shown by its
-    name (`/venv/bin/python train.py` -> `python train.py`)."""
-    from ..experiments.script_profile import shown as argv_shown
-    return " ".join(shlex.quote(c) for c in argv_shown(command))
 
 
 def _records(summary):

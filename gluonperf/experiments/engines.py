@@ -26,7 +26,7 @@ import sys
 from ..measure import stats
 from ..records import result
 from ..training.model_spec import spec_flags
-from .scaling_checks import _epoch_steps, _mean_step, _run_train
+from ..scaling.runs import epoch_steps, mean_step, run_train
 
 ENGINES = ("single", "horovod", "dist_sync")
 
@@ -91,8 +91,8 @@ def compare_engines(model, contexts, per_device_batch, engines=ENGINES, steps=8,
             for engine in order:
                 path = os.path.join(tmp, "%s-%d.json" % (engine, r))
                 argv = engine_argv(engine, model, contexts, per_device_batch, steps, epochs, path, timeout)
-                _run_train(argv, env, timeout + 30, "%s (round %d)" % (engine, r + 1), kind="the run of engine")
-                steps_of[engine].append(_mean_step(_epoch_steps(path, per_device_batch * len(contexts))))
+                run_train(argv, env, timeout + 30, "%s (round %d)" % (engine, r + 1), kind="the run of engine")
+                steps_of[engine].append(mean_step(epoch_steps(path, per_device_batch * len(contexts))))
                 if progress:
                     progress()
     return engine_records(steps_of, model, contexts, per_device_batch, steps, epochs, threshold)
@@ -105,7 +105,7 @@ def engine_records(steps_of, model, contexts, per_device_batch, steps, epochs, t
     short (a stopped command), each record says so and how many rounds each engine finished.
     Against the baseline, the rounds both finished are paired."""
     from ..runtime.contexts import parse_contexts
-    from ..training.loop import default_kvstore
+    from ..training.trainers import default_kvstore
     kvstore = default_kvstore(parse_contexts(",".join(contexts)))  # what train takes for single, --kvstore unset
     engines = [e for e in steps_of if steps_of[e]]
     if not engines:
@@ -115,7 +115,7 @@ def engine_records(steps_of, model, contexts, per_device_batch, steps, epochs, t
     out = []
     for engine in engines:
         samples = steps_of[engine]
-        step = _mean_step(samples)  # the geometric mean, as the ratios' intervals are made
+        step = mean_step(samples)  # the geometric mean, as the ratios' intervals are made
         fields = dict(engine=engine, setup=describe_engine(engine, n, kvstore), processes=1 if engine == "single" else n,
                       devices=n, per_device_batch=per_device_batch, global_batch=global_batch, model=model,
                       contexts=",".join(contexts), steps=steps, epochs=epochs, rounds=len(samples),

@@ -280,6 +280,17 @@ def verdict(interval, threshold=THRESHOLD, words=("faster", "slower"), what="rou
     return Verdict("inconclusive", "inconclusive: %s%s" % (interval.describe(what=what), more), threshold, need)
 
 
+def winner(results):
+    """The candidate to keep from one lever's results (records with `verdict`, `ratio`, `error`:
+    tuning.schedule.summarize's): of those judged faster than the baseline (each a change that
+    pays, beyond the noise), the one with the highest estimate, the best guess of which is
+    fastest; None when none is. (Not the highest lower end: under the sequential plan a
+    candidate's lower end depends as much on the look where it stopped as on its speed.) The
+    search keeps it, and tune --'s recipe names it."""
+    faster = [r for r in results if r.metrics.get("verdict") == "faster" and not r.metrics.get("error")]
+    return max(faster, key=lambda r: r.metrics["ratio"]) if faster else None
+
+
 def rounds_needed(interval, threshold=THRESHOLD, level=None):
     """How many rounds in all (with this round-to-round spread and this estimate) would make
     the interval decide: exclude 1 when the estimate is past the threshold, or fit inside

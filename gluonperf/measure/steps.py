@@ -1,7 +1,7 @@
 """The steps of a training loop, measured from inside it: torch.profiler's shape, for Gluon.
 
     from gluonperf.measure.steps import StepProfiler
-    from gluonperf.experiments.script_profile import report
+    from gluonperf.script.tables import report
 
     with StepProfiler(warmup=3, active=20, profiled=5) as prof:
         for x, y in train_data:             # the DataLoader's next() is timed: waiting for data
@@ -211,7 +211,7 @@ class StepProfiler:
             self._thread = threading.get_ident()
         if self.trainer is None:
             self.trainer = trainer
-            self.contexts = _contexts(trainer)
+            self.contexts = trainer_contexts(trainer)
         if self._fenced():
             mx.nd.waitall()  # forward and backward end here: the update is timed alone
             self._update_start = time.perf_counter()
@@ -248,7 +248,7 @@ class StepProfiler:
             self.on_block(block, args)
 
 
-def _contexts(trainer):
+def trainer_contexts(trainer):
     """The contexts of a Trainer's parameters (those of its first parameter)."""
     for p in getattr(trainer, "_params", []):
         try:

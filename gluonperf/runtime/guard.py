@@ -13,6 +13,9 @@
   inside MXNet: it stops every child, removes the temporary paths and exits 128 + signal.
 - `on_stop`: what a long command still does when a signal or a stall stops it (write
   the results it has finished), before the children are stopped.
+- `run_foreground`: a child that owns the terminal (a user's script under `profile --`): in
+  its own session, with this terminal's input and output; SIGINT, SIGTERM and SIGHUP are
+  passed on to its process group, escalated to SIGTERM and SIGKILL when it does not end.
 
 Nothing here imports MXNet.
 """
@@ -418,3 +421,59 @@ def _default_signals():
         signal.set_wakeup_fd(-1)
         for sig in _SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
+
+
+# --- a child in the foreground -------------------------------------------------------------
+
+FOREGROUND_GRACE = 10.0  # seconds a foreground child gets to end after a signal is passed on, before SIGTERM, SIGKILL
+
+
+def _signal_group(pid, sig):
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_foreground(command, env, timeout=0, grace=FOREGROUND_GRACE):
+    """Run `command` in its own session with this terminal's input and output; pass SIGINT,
+    SIGTERM and SIGHUP on to its group (a second signal: SIGKILL at once); after `grace` seconds
+    SIGTERM, then SIGKILL; after `timeout` seconds (0: never), SIGINT as Ctrl-C would. Whatever
+    it left in its group is killed once it ends. Returns (Popen, the signal that stopped it or
+    None, whether `timeout` did). FileNotFoundError / PermissionError when it cannot start."""
+    got, first, child = [], [], []  # the signals received; when the first came; the child, once started
+
+    def forward(signum, frame):
+        got.append(signum)
+        first[:] = first or [time.monotonic()]
+        if child:
+            _signal_group(child[0].pid, signum if len(got) == 1 else signal.SIGKILL)  # a second Ctrl-C: at once
+    previous = {s: signal.signal(s, forward) for s in _SIGNALS}  # before the child starts: none is missed
+    try:
+        proc = subprocess.Popen(command, env=env, start_new_session=True)
+        child.append(proc)
+        if got:
+            _signal_group(proc.pid, got[0])
+        started, timed_out, escalated = time.monotonic(), False, 0
+        while proc.poll() is None:
+            try:
+                proc.wait(timeout=0.2)
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if timeout and not got and now - started > timeout:
+                timed_out = True
+                forward(signal.SIGINT, None)
+            if first and escalated < 2 and now - first[0] > grace * (escalated + 1):
+                escalated += 1  # the child did not end: SIGTERM, then SIGKILL
+                _signal_group(proc.pid, signal.SIGTERM if escalated == 1 else signal.SIGKILL)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    _signal_group(proc.pid, signal.SIGKILL)  # what the child left behind in its group (DataLoader workers)
+    return proc, (got[0] if got and not timed_out else None), timed_out
+
+
+def status_code(returncode):
+    """A shell-style exit status: the code, or 128 + the signal's number."""
+    return 128 - returncode if returncode < 0 else returncode

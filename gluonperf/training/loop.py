@@ -30,10 +30,6 @@ from ..records import Result, result
 from .checkpoints import CheckpointDir, check_resumable, read_checkpoint, replanned_note
 from .steps import EpochStats, evaluate, forward_backward, param_checksums, train_steps
 from .trainers import build_net, create_kvstore, lr_for_devices, lr_schedule, make_trainer, sync_initial_weights
-# gluonperf/train.py and experiments/engines.py, which other developers were changing during issue 62's
-# first part, import these from here; its second part points them at their modules
-from .device_scaling import scaling  # noqa: F401
-from .trainers import default_kvstore  # noqa: F401
 
 
 class Diverged(UserError):

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ..measure import machine, sequential, stats
+from ..measure.stats import winner  # noqa: F401 (the candidate to keep of one lever's results; script/advice names it)
 from ..records import Result
 from .rounds import SEQUENTIAL, as_rounds
 
@@ -197,16 +198,6 @@ def summarize(table):
     for rank, r in enumerate(out, 1):
         r.metrics["rank"] = rank
     return out
-
-
-def winner(results):
-    """The candidate to keep from one lever's `summarize` results: of those judged faster than
-    the baseline (each a change that pays, beyond the noise), the one with the highest estimate,
-    the best guess of which is fastest; None when none is. (Not the highest lower end: under the
-    sequential plan a candidate's lower end depends as much on the look where it stopped as on
-    its speed.)"""
-    faster = [r for r in results if r.metrics.get("verdict") == "faster" and not r.metrics.get("error")]
-    return max(faster, key=lambda r: r.metrics["ratio"]) if faster else None
 
 
 class Sweeps:

@@ -6,7 +6,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from gluonperf.experiments.script_profile import report
+from gluonperf.script.tables import report
 from gluonperf.measure.steps import StepProfiler
 
 x = np.random.RandomState(0).uniform(size=(512, 100)).astype("float32")

@@ -1,5 +1,8 @@
-"""The hooks of `python -m gluonperf.profile -- COMMAND`, loaded at the start of every Python
-process the command runs (this folder is put first on the command's PYTHONPATH).
+"""The hooks of `python -m gluonperf.profile -- COMMAND` (and `tune -- COMMAND`), loaded at the
+start of every Python process the command runs (this folder is put first on the command's
+PYTHONPATH by gluonperf/script/wire.py, which names the variables read here: this file runs
+before gluonperf can be imported, so it spells them out, and tests/test_wire.py checks they
+agree).
 
 At start-up it changes nothing the script can see: MXNet is not imported here, no module of
 the script's is shadowed (this folder holds this file alone), and the sitecustomize the
@@ -12,8 +15,8 @@ path; on numpy below 1.24 it changes nothing). It adds an import hook that waits
 script to import MXNet; once MXNet is loaded, the hook takes itself out and calls the
 function GLUONPERF_SCRIPT_HOOKS names (module:function, imported from the gluonperf folder
 GLUONPERF_SCRIPT_ROOT, which is on sys.path for that import only). That function
-(gluonperf.experiments.script_profile.install) puts in the hooks on Trainer.step and the
-data loaders. It also leaves a mark, GLUONPERF_SCRIPT_OUT/<pid>.site, so that the command
+(gluonperf.script.driver.install for profile, gluonperf.script.listener.install for tune)
+puts in the hooks on Trainer.step and the data loaders. It also leaves a mark, GLUONPERF_SCRIPT_OUT/<pid>.site, so that the command
 can tell a script that never imported MXNet from a command that never ran this file
 (`python -E`).
 

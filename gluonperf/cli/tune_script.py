@@ -1,0 +1,203 @@
+"""`python -m gluonperf.tune [--levers ...] -- python train.py`: the command's half for a training
+script gluonperf has never seen (dispatched from gluonperf.tune's main when its arguments hold
+`--`). It parses and checks, runs the probe (gluonperf/script/runner.py: `probe`), takes the
+script's levers from the script's runner (script/levers.py), hands that runner and its levers
+to the one coordinate search (gluonperf/tuning/search.py: `coordinate`), and prints each
+candidate's result and the recipe (script/advice.py, script/text.py). What runs inside each
+run of the script is gluonperf/script/listener.py.
+"""
+import argparse
+import os
+import shutil
+import sys
+import time
+
+from .. import UserError
+from ..script import advice as script_advice
+from ..script import levers as script_levers
+from ..script import runner as script_runner
+from ..script import text
+from ..script.wire import split_argv
+from ..tuning import search
+from ..tuning.candidates import Candidate
+from ..tuning.schedule import Sweeps
+from . import common as cli
+from .tune_flags import add_rounds, rounds_policy
+
+PROG = "python -m gluonperf.tune"
+USAGE = ("%(prog)s [--levers L,...|all] [--rounds auto|exhaustive|N] [--steps N] [--warmup K] [--json PATH] "
+         "-- COMMAND...")
+COLUMNS = ["lever", "name", "images_per_s", "ratio", "ratio_ci_low", "ratio_ci_high", "rounds", "verdict", "error"]
+
+
+def build_parser():
+    p = argparse.ArgumentParser(
+        prog=PROG, usage=USAGE,
+        description="What to change in a training script, measured on it: the unmodified command (python train.py "
+                    "ARGS) is run once as it is (a probe: its Trainer, model, DataLoaders, waits for the engine and "
+                    "for data, and its operators), then again and again under each candidate change, interleaved "
+                    "with runs as it is; each run is a fresh process stopped after its timed steps (Trainer.step "
+                    "calls). Each candidate runs until its verdict is settled. Prints each candidate's speed against "
+                    "the script as it is (a ratio with its interval and verdict) and a recipe: what to change, where "
+                    "in the script, how much faster; only changes judged faster are in it.")
+    p.add_argument("--levers", help="only these levers, comma-separated, tried even where the probe's bound says "
+                                    "they cannot pay: %s; or all (default: every lever that can change something "
+                                    "in this script here and whose best case reaches the threshold)"
+                                    % ",".join(script_levers.LEVER_NAMES))
+    p.add_argument("--steps", type=cli.positive_int, default=20,
+                   help="timed steps per run, after --warmup (default: %(default)s)")
+    p.add_argument("--min-time", type=cli.positive_float, default=1.0, metavar="SEC",
+                   help="the probe times at least --steps steps, SEC seconds and as long as the script took to start "
+                        "(importing MXNet, building its data), so that a run measures at least as long as it starts; "
+                        "every run after it times as many steps (default: %(default)s)")
+    p.add_argument("--warmup", type=cli.positive_int, default=5,
+                   help="steps run before the timed ones in every run, at least 2: a change to the model is made "
+                        "in the second (default: %(default)s)")
+    add_rounds(p, budget=300)
+    cli.add_threshold(p)
+    p.add_argument("--timeout", type=cli.positive_int, default=600,
+                   help="seconds before one run of the script is abandoned (default: %(default)s)")
+    p.add_argument("--json", metavar="PATH", help="also write the results and the recipe as JSON lines")
+    p.add_argument("--csv", metavar="PATH", help="also write the results and the recipe as CSV")
+    cli.add_wide(p)
+    return p
+
+
+def parse_levers(text):
+    """--levers: (the levers named, whether the probe's bounds apply), or UserError."""
+    names = script_levers.LEVER_NAMES
+    if not text:
+        return None, True
+    only = [l.strip() for l in text.split(",") if l.strip()]
+    if only == ["all"]:
+        return list(names), False
+    bad = [l for l in only if l not in names]
+    if bad or not only:
+        raise UserError("--levers %s: unknown lever(s) %s; choose from %s, or all"
+                        % (text, ",".join(bad), ",".join(names)))
+    return only, False
+
+
+def parse_args(argv):
+    """(args, the user's command), checked: UserError for what cannot run."""
+    ours, command = split_argv(argv)
+    args = build_parser().parse_args(ours)
+    if not command:
+        raise UserError("no command after --: give the training command, e.g. -- python train.py")
+    if shutil.which(command[0]) is None:
+        raise UserError("cannot run %r: no such program" % command[0])
+    if args.warmup < 2:
+        raise UserError("--warmup %d: at least 2 steps (a change to the model is made in the second)" % args.warmup)
+    args.only, args.bounds = parse_levers(args.levers)
+    cli.check_outputs(args)
+    return args, command
+
+
+def probe(args, command, what):
+    """The probe's run of the script: (runner, its records), or the script's own exit status when it
+    failed as it is; UserError when it cannot be tuned."""
+    runner, found, done, error = script_runner.probe(command, args.warmup, args.steps, args.timeout,
+                                                     min_seconds=args.min_time, window="startup")
+    if not error:
+        return runner, found
+    if done is not None and done.returncode != 0 and "rate" not in found:  # the script's own failure
+        sys.stderr.write(done.stderr)
+        cli.say("%s: the script failed as it is (%s); nothing was tuned" % (PROG, error))
+        return None, done.returncode
+    if not found or found.get("exit", {}).get("steps_seen") == 0:
+        raise UserError("`%s` never called gluon.Trainer.step: tune counts a script's steps there, so it needs a "
+                        "script that trains with a gluon.Trainer" % what)
+    raise UserError("`%s`: %s; give the script more steps, or lower --warmup/--steps" % (what, error))
+
+
+def main(argv):
+    """`tune -- COMMAND`: the levers tried on the user's script, and the recipe."""
+    from ..runtime.threads import physical_cores
+    began = time.monotonic()
+    args, command = parse_args(argv)
+    what = text.shown(command)
+    cli.guard_command(args, PROG, stall_timeout=args.timeout + 120)
+    cli.note("tune: a first run of `%s` as it is (a probe: its Trainer, model, DataLoaders, waits and operators)"
+             % what)
+    runner, found = probe(args, command, what)
+    if runner is None:
+        return found
+    described = found.get("probe", {})
+    if described.get("error"):
+        cli.note("note: the probe could not describe the script (%s)" % described["error"])
+    cores = physical_cores()
+    stages, idle = runner.levers(cores, args.only, threshold=args.threshold, bounds=args.bounds)
+    cli.note("tune: %s" % text.found_text(described, found["rate"], os.getcwd()))
+    left = text.left_alone(described)
+    if left:
+        cli.note("note: " + left)
+    for lever, why in idle.items():
+        cli.note("note: not tried: %s: %s" % (lever, why))
+    done, runs = run_levers(args, runner, stages, idle, title(what, runner, args, cores))
+    advice = script_advice.recipe(
+        done.results, done.confirm, done.kept, described, runner.runs.get(runner.baseline, []) + [found["rate"]],
+        os.getcwd(), text.tried_text(done.results, idle),
+        took=dict(wall_s=time.monotonic() - began, runs=runs + 1, levers=[s[0] for s in stages], idle=idle))
+    table = [r for r in done.results if r.metrics.get("lever") != "confirm"]
+    if table:
+        cli.emit(table, args, title=title(what, runner, args, cores), columns=COLUMNS, records=done.results + advice)
+    else:
+        cli.write_outputs(advice, args)
+    print()
+    print("\n".join(text.recipe_lines(advice)))
+    for line in text.failure_notes(done.results):
+        cli.note(line)
+    return 0
+
+
+def title(what, runner, args, cores):
+    from ..measure.harness import cpu_model
+    from ..tuning.rounds import Rounds
+    how = ("each candidate until its verdict is settled (at most %d rounds), 95%% intervals held over the "
+           "candidates and the looks (a group-sequential plan)" % Rounds().maximum if args.rounds == "auto"
+           else "%s interleaved rounds, 95%% interval corrected for the candidates tried" % args.rounds)
+    return ("tune: `%s` on %s (%d cores), images/s per candidate (Trainer.step's batch_size over %d timed steps after "
+            "%d), ratio to the lever's baseline, geometric mean of its rounds; %s"
+            % (what, cpu_model(), cores, runner.steps, args.warmup, how))
+
+
+def run_levers(args, runner, stages, idle, heading):
+    """The one coordinate search (tuning/search.py) on the script's runner, under a progress bar and a
+    stop guard: (its Search, runs made)."""
+    rounds = rounds_policy(args)
+    base = Candidate(runner.baseline)
+    total = search.planned_runs(stages, base, rounds)
+    if total:
+        cli.note("tune: at most %d runs of the script, each a fresh process%s" % (
+            total, "; each candidate stops once its verdict is settled" if rounds.kind == "sequential" else ""))
+    sweeps = Sweeps()
+    bar = cli.progress_bar(total, "tune")
+    watch = _Remaining(bar)
+    try:
+        with cli.keep_on_stop(sweeps.results, args, heading, COLUMNS):
+            done = search.coordinate(runner, base, stages, rounds, runner.steps, watch.ran, args.timeout, sweeps,
+                                     args.threshold, left=watch.left, idle=idle)
+    finally:
+        bar.close()
+    return done, bar.done
+
+
+class _Remaining:
+    """The progress bar's plan, kept as the candidates leave; where the bar is not shown (stderr is not a
+    terminal), a line every half minute: the runs done, the most still to come, the time left at most."""
+    EVERY = 30.0
+
+    def __init__(self, bar):
+        self.bar, self.began, self.said = bar, time.monotonic(), time.monotonic()
+
+    def ran(self):
+        self.bar.update()
+
+    def left(self, runs):
+        self.bar.replan(runs)
+        now = time.monotonic()
+        if self.bar.disable and now - self.said >= self.EVERY and self.bar.done:
+            self.said = now
+            per_run = (now - self.began) / self.bar.done
+            cli.note("tune: %d runs done, at most %d to come (about %s at most)"
+                     % (self.bar.done, runs, text.duration(per_run * runs)))

@@ -1,0 +1,116 @@
+"""The levers `tune --` tries on a user's script, from what the probe found in it.
+
+A lever is a function of the best candidate so far that returns the candidates to try, the best
+first, built with the candidate's own `with_env` / `with_flags` (this package never imports
+tuning/: the command hands the script's runner, and these levers, to the search). The flags are
+the changes the listener makes from outside (script/listener.py: `hybridize`, `num_workers`,
+`thread_pool`, `amp`); the environment levers are gluonperf/training/levers.py's. To add a
+lever: write its function here, add it to `script_levers` (with why it has nothing to try, when
+the probe says so), its name to LEVER_NAMES in the order tune tries them, and, when the probe
+can bound what it gains, its bound to script/bounds.py; a flag needs the listener to apply it.
+"""
+import os
+
+from ..measure import stats
+from ..training import levers as environment
+from . import bounds as lever_bounds
+from .text import pct
+
+# the levers tune -- tries, in the order it tries them (names for --levers)
+LEVER_NAMES = ("hybridize", "data", "threads", "dtype", "bulk", "engine", "allocator", "openmp")
+ENVIRONMENT = {"engine": environment.engine, "allocator": environment.allocator, "bulk": environment.bulk,
+               "openmp": environment.openmp}
+
+
+def script_levers(found, cores, only=None, environ=None, measured=None, threshold=stats.THRESHOLD, bounds=True):
+    """The lever stages for a script, in the order they are tried (levers that pay on many
+    scripts first: hybridize, data, threads, dtype; then bulk, engine, allocator, openmp), from
+    what the probe `found` and `measured` (its `rate` and `operators` records): only what can
+    change something here (a model that can be hybridized and is not yet static, a DataLoader,
+    bfloat16 where the CPU has it, a thread count other than MXNet's own here), and, unless
+    `bounds` is False, only what can reach 1 + `threshold` at best (script/bounds.py). Returns
+    (stages: [(lever, best candidate -> [candidates], best candidate -> why nothing to try or
+    None)], {lever: why it has nothing to try})."""
+    from ..runtime.precision import has_bf16, prepare, why_no_bf16
+    from ..runtime.threads import omp_threads
+    environ = os.environ if environ is None else environ
+    measured = measured or {}
+    stages, idle = [], {}
+    model = found.get("model")
+    if model is None:
+        idle["hybridize"] = "no model found (%s)" % (found.get("model_note") or "?")
+    elif model["kind"] == "imperative":
+        idle["hybridize"] = "the model, %s, is not a HybridBlock nor a Sequential of HybridBlocks" % model["class"]
+    elif model["mode"] == "static":
+        idle["hybridize"] = "the model is hybridized with static_alloc and static_shape already"
+    else:
+        modes = ["hybrid", "static"] if model["mode"] == "none" else ["static"]
+        stages.append(("hybridize", lambda b: [b] + [b.with_flags("hybridize=%s" % m, hybridize=m) for m in modes]))
+    loaders = found.get("loaders") or []
+    waits = lever_bounds.data_bound(measured.get("rate"))
+    if not loaders:
+        idle["data"] = "no gluon DataLoader"
+    elif bounds and lever_bounds.cannot_pay(waits, threshold):
+        idle["data"] = ("the step waits %s for its data (95%% CI %s-%s): workers could make it at most %.3gx faster, "
+                        "less than the %g%% worth a change" % (pct(1 - 1 / waits.estimate), pct(1 - 1 / waits.low),
+                                                              pct(1 - 1 / waits.high), waits.high, 100 * threshold))
+    else:
+        stages.append(("data", _data_lever(loaders, cores)))
+    current = omp_threads(environ)
+    if cores > 1:
+        stages.append(("threads", lambda b: [b] + [b.with_env("OMP_NUM_THREADS=%d" % n, OMP_NUM_THREADS=n)
+                                                   for n in range(1, cores + 1) if n != current]))
+    else:
+        idle["threads"] = "one core"
+    ctxs = (found.get("contexts") or "cpu").split(",")
+    why = why_no_bf16(environ) if has_bf16() else "this CPU has no bfloat16 instructions (AMX, AVX512-BF16)"
+    if why is None and not all(c.startswith("cpu") for c in ctxs):
+        why = "bfloat16 AMP runs on CPU contexts only"
+    bf16 = lever_bounds.bf16_bound(measured.get("operators"))
+    if why is None and bounds and lever_bounds.cannot_pay(bf16, threshold):
+        why = ("the operators bfloat16 would run take %s of a step: it could make it at most %.3gx faster, less "
+               "than the %g%% worth a change" % (pct(1 - 1 / bf16), bf16, 100 * threshold))
+    if why:
+        idle["dtype"] = why
+    else:
+        env = {}
+        prepare("bfloat16", environ=env)  # what oneDNN needs for it here (AMX's ISA setting), if anything
+        stages.append(("dtype", lambda b: [b, b.with_flags("amp=bfloat16", amp="bfloat16").with_env(
+            "amp=bfloat16", **env)]))
+    stages += list(ENVIRONMENT.items())
+    order = {name: i for i, name in enumerate(LEVER_NAMES)}
+    stages = [(name, make, _bulk_idle(model) if name == "bulk" else _never)
+              for name, make in sorted(stages, key=lambda s: order[s[0]])]
+    if only:
+        stages = [s for s in stages if s[0] in only]
+        idle = {k: v for k, v in idle.items() if k in only}
+    return stages, idle
+
+
+def _never(best):
+    return None
+
+
+def _data_lever(loaders, cores):
+    current = max(l.get("num_workers") or 0 for l in loaders)
+    workers = [n for n in range(1, cores + 1) if n != current]
+
+    def data(b):
+        out = [b] + [b.with_flags("num_workers=%d" % n, num_workers=n) for n in workers]
+        if not any(l.get("thread_pool") for l in loaders):
+            out.append(b.with_flags("num_workers=%d thread_pool" % cores, num_workers=cores, thread_pool=1))
+        return out
+    return data
+
+
+def _bulk_idle(model):
+    """Bulk execution groups the operators of a hybridized graph (MXNet's CachedOp): nothing to try while
+    the model runs imperatively, as the script has it and with no hybridize kept."""
+    hybridized = (model or {}).get("mode") in ("hybrid", "static")
+
+    def why(best):
+        if hybridized or best.flag("hybridize") in ("hybrid", "static"):
+            return None
+        return ("bulk execution groups the operators of a hybridized graph, and the model runs imperatively (as "
+                "the script has it, and hybridize was not kept)")
+    return why

@@ -1,0 +1,120 @@
+"""Memory over the whole run of a script `profile --` runs: is it leaking, and from where? This
+is what runs inside the script; it never spawns a process.
+
+`Follower`, the listener of runtime.script_hooks that profile's driver installs
+(script/driver.py): every `Trainer.step` of the script's first Trainer, to the script's end,
+samples its resident memory (and each GPU context's: measure.memory.StepMemory). While profile
+measures, the other hooks go to its StepProfiler; once it is done (`follow`), only the
+Trainer's hooks stay in. Then, once: the script runs UNFENCED_STEPS steps as it was written,
+the time `mx.nd.waitall()` takes is how much work Python had queued ahead of the engine; then
+for WINDOW_STEPS steps tracemalloc traces Python's allocations and the model's input shapes
+are noted (measure.held); at the window's end, the NDArrays made in it that are still alive,
+by the script's line that made them. At exit, the samples go to the command (one line of
+`$GLUONPERF_SCRIPT_OUT/<pid>.jsonl`); the steps up to the window's end are warm-up.
+
+In the command: `parts.growth_rows` (measure.growth's verdict on the samples, as records, with
+where the memory comes from when the window could tell) and `advice.growth_advice` (when memory
+grows, a finding for profile's "what to change", with the line to look at).
+"""
+UNFENCED_STEPS = 10    # steps the script runs as written before the work queued ahead is timed
+WINDOW_STEPS = 20      # steps traced for where held arrays are made
+
+
+def _ignore(*args, **kwargs):
+    return None
+
+
+class Follower:
+    """The hooks' listener over the whole run (see the module's docstring). `inner`: profile's
+    StepProfiler, given every hook until `follow` is called; `write(**line)`: the driver's."""
+
+    def __init__(self, inner, write):
+        from ..measure.memory import StepMemory
+        self.inner, self.write = inner, write
+        self.trainer, self.step = None, 0
+        self.memory = StepMemory()
+        self.model = self.step_s = None
+        self.window_at = None   # the step at which the window (after UNFENCED_STEPS) starts
+        self.window = self.shapes = None
+        self.window_start = self.window_end = None
+        self.drain_s = None
+
+    def __getattr__(self, name):  # data waits, engine waits, loaders, Blocks: profile's while it measures
+        inner = self.__dict__.get("inner")
+        return getattr(inner, name) if inner is not None else _ignore
+
+    def before_update(self, trainer, batch_size):
+        if self.trainer is None:
+            from ..measure.steps import trainer_contexts
+            self.trainer = trainer
+            self.memory.add_contexts(trainer_contexts(trainer))
+        if self.inner is not None:
+            self.inner.before_update(trainer, batch_size)
+
+    def after_update(self, trainer, batch_size):
+        if self.inner is not None:
+            self.inner.after_update(trainer, batch_size)  # its last measured step calls the driver's ready
+        if trainer is not self.trainer:
+            return
+        self.step += 1
+        self.memory.sample(self.step)
+        if self.window_at is not None and self.step >= self.window_at:
+            self._window()
+
+    def block_called(self, block, args):
+        if self.inner is not None:
+            self.inner.block_called(block, args)
+        elif self.shapes is not None and block is self.model:
+            self.shapes.seen(args)
+
+    def follow(self, model=None, step_s=None):
+        """profile's steps are done: from now on the Trainer's hooks alone, for the memory samples."""
+        from ..runtime import script_hooks
+        self.inner, self.model, self.step_s = None, model, step_s
+        self.window_at = self.step + UNFENCED_STEPS
+        script_hooks.remove()
+        script_hooks.install(self, data=False)
+
+    def _window(self):
+        from ..measure import held
+        from ..runtime import script_hooks
+        if self.window is None:
+            self.drain_s = held.drain_seconds()
+            self.window, self.shapes = held.HeldArrays(), held.InputShapes()
+            self.window_start = self.step
+            if not self.window.start():
+                self.window_at, self.window_end = None, self.step
+                self.write(kind="held", start=self.step, steps=0, drain_s=self.drain_s, step_s=self.step_s,
+                           note="the script traces memory itself (tracemalloc): the window was left out")
+                return
+            if self.model is not None:
+                script_hooks.watch_blocks(True)
+        elif self.step - self.window_start >= WINDOW_STEPS:
+            self.close_window()
+
+    def close_window(self):
+        """End the window (at its last step, or at exit): what it found, as a line."""
+        if self.window is None or self.window_end is not None:
+            return
+        from ..runtime import script_hooks
+        steps = self.step - self.window_start
+        lines = self.window.stop(steps)
+        script_hooks.watch_blocks(False)
+        self.window_at, self.window_end = None, self.step
+        self.write(kind="held", start=self.window_start, steps=steps, lines=lines, shapes=self.shapes.summary(),
+                   drain_s=self.drain_s, step_s=self.step_s)
+
+    def at_exit(self):
+        """The samples, for the command (the steps up to the window's end are warm-up); then the
+        hooks go and nothing of the script's is held: a Trainer kept alive past MXNet's own exit
+        (by this listener, in script_hooks' module) aborted a dist_sync worker ("terminate called
+        without an active exception": its kvstore was freed after MXNet had shut down)."""
+        from ..runtime import script_hooks
+        try:
+            self.close_window()
+            self.write(kind="memory_steps", steps_run=self.step, warmup=self.window_end or self.step,
+                       memory=self.memory.plain())
+        finally:
+            script_hooks.remove()
+            self.inner = self.trainer = self.model = None
+            self.memory.contexts = []

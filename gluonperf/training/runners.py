@@ -1,0 +1,234 @@
+"""How `tune --model` runs a candidate: gluonperf's training loop and the steprate worker, each a
+runner (the protocol: gluonperf/tuning/runner.py).
+
+- `CommandRunner`: `python -m <module>` (or `python <script>.py`) with the candidate's flags,
+  `--steps N`; its figure is images_per_s in the last JSON line it prints. With `serves`, it
+  also runs warm: started once with `--serve`, it answers `run N` on stdin with a JSON line
+  (`Worker`; gluonperf.workers.steprate, the benchmarks' book and PyTorch loops).
+  STEPRATE is gluonperf.workers.steprate (plain SGD on a model, no data).
+- `TrainRunner`: gluonperf.train --dataset synthetic --epochs 2, a run bounded by --limit
+  (batch x steps images), its figure the last epoch's train_images_per_s in its --json
+  records (the first epoch pays for graph building and first allocations); a model of one's
+  own passed as the flags a user types. TRAIN is the default one.
+
+Every run is a fresh process, started from the package root with this gluonperf first on its
+path and MXNet's and OpenMP's variables of this shell left out (the candidate says them all).
+"""
+import importlib.util
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, replace
+from typing import Optional, Tuple
+
+from ..runtime import guard
+from ..runtime.threads import TAKEN_VARIABLE, recommended_threads
+from . import levers as _levers
+from .model_spec import spec_flags
+
+# the variables a candidate sets itself: this shell's are left out of its process
+CANDIDATE_SETS = ("MXNET_", "OMP_", "KMP_", "GOMP_", "DNNL_", "ONEDNN_")
+
+
+def candidate_env(candidate):
+    """This environment without MXNet/OpenMP settings (the candidate says them all), plus the candidate's,
+    with this gluonperf first on PYTHONPATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(CANDIDATE_SETS) and k != TAKEN_VARIABLE}
+    env.update(dict(candidate.env))
+    env = guard.package_env(env)
+    env.setdefault("MXNET_STORAGE_FALLBACK_LOG_VERBOSE", "0")
+    return env
+
+
+@dataclass(frozen=True)
+class CommandRunner:
+    """A command run for a candidate (see the module's docstring)."""
+    module: str
+    fixed: Tuple[str, ...] = ()
+    steps_flag: Optional[str] = "--steps"
+    serves: bool = False  # answers `run N` on stdin after `--serve` (see steprate.serve)
+    python: Optional[str] = None  # the interpreter (default: this one), e.g. another venv's
+    description: Optional[str] = None  # how errors name it (None: its module)
+
+    baseline = "book defaults"
+
+    @property
+    def name(self):
+        return self.description or self.module
+
+    @property
+    def warm(self):
+        return self.serves
+
+    def model_flags(self, text):
+        return ["--model", text]
+
+    def bound(self, candidate, steps, json_path, serve):
+        """The flags that end a run after `steps` steps (or make it a warm worker)."""
+        if serve:
+            return ["--serve"]
+        return [self.steps_flag, str(steps)] if self.steps_flag else []
+
+    def argv(self, candidate, steps, json_path=None, serve=False):
+        head = [self.module] if self.module.endswith(".py") else ["-m", self.module]
+        args = [self.python or sys.executable, *head, *self.fixed]
+        for k, v in candidate.flags:  # an empty value is a switch (store_true flag)
+            if k == "model":
+                args += self.model_flags(v)
+                continue
+            args += ["--" + k.replace("_", "-")] + ([v] if v != "" else [])
+        return args + self.bound(candidate, steps, json_path, serve)
+
+    def figure(self, stdout, json_path):
+        return float(json.loads(stdout.strip().splitlines()[-1])["images_per_s"])
+
+    def measure(self, candidate, steps, timeout=900):
+        """Run one candidate in a fresh process: (images_per_s, None) or (None, one-line error)."""
+        with guard.temp_dir(prefix="gluonperf-tune-") as tmp:
+            json_path = os.path.join(tmp, "out.json")
+            try:
+                p = guard.run(self.argv(candidate, steps, json_path), env=candidate_env(candidate),
+                              cwd=guard.PACKAGE_ROOT, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return None, "timed out after %ds" % timeout
+            if p.returncode != 0:
+                return None, "exit %d: %s" % (p.returncode, guard.last_line(p.stderr, "no message"))
+            try:
+                return self.figure(p.stdout, json_path), None
+            except (OSError, ValueError, KeyError, IndexError):
+                return None, "no throughput figure in the output of %s" % self.module
+
+    def start(self, candidate, timeout):
+        if not self.serves:
+            raise ValueError("%s does not run warm (serves=False)" % self.module)
+        return Worker(self, candidate, timeout)
+
+    def command_line(self, candidate, steps):
+        env = " ".join("%s=%s" % (k, shlex.quote(v)) for k, v in candidate.env)
+        argv = self.argv(candidate, steps, "RESULTS.json")
+        argv[0] = "python"
+        return (env + " " if env else "") + " ".join(shlex.quote(a) for a in argv)
+
+    def levers(self, contexts, batch_sizes, kvstores, cores=None):
+        return _levers.model_levers(contexts, kvstores, cores)
+
+    def threads(self, contexts):
+        return None  # it runs with the environment it is given
+
+    def takes(self, setting):
+        return False
+
+
+@dataclass(frozen=True)
+class TrainRunner(CommandRunner):
+    """gluonperf.train on a candidate (see the module's docstring)."""
+    module: str = "gluonperf.train"
+    fixed: Tuple[str, ...] = ("--dataset", "synthetic", "--epochs", "2")
+    steps_flag: Optional[str] = None
+
+    baseline = "imperative, train's thread default"
+
+    def model_flags(self, text):
+        return spec_flags(text)  # a model of one's own as its flags, as a user would type them
+
+    def bound(self, candidate, steps, json_path, serve):
+        batch = int(candidate.flag("batch_size", 64))
+        return ["--limit", str(batch * steps), "--json", json_path]
+
+    def figure(self, stdout, json_path):
+        with open(json_path) as f:
+            rows = [json.loads(l) for l in f if l.strip()]
+        rows = [r for r in rows if r.get("train_images_per_s")]
+        return float(rows[-1]["train_images_per_s"])
+
+    def on_dataset(self, dataset):
+        """This runner training on `dataset` (tune --dataset: a named set, an image folder or a .rec)."""
+        return replace(self, fixed=("--dataset", dataset) + self.fixed[2:])
+
+    def levers(self, contexts, batch_sizes, kvstores, cores=None):
+        # a .rec (tune --dataset) can also be read by MXNet's ImageRecordIter, its threads set by --workers
+        rec = any(str(a).endswith(".rec") for a in self.fixed)
+        return _levers.model_levers(contexts, kvstores, cores, data_lever=True, rec=rec, dtype_lever=True)
+
+    def threads(self, contexts):
+        """gluonperf.train picks its own thread count when OMP_NUM_THREADS is unset."""
+        return recommended_threads(sum(1 for c in contexts if c.startswith("cpu")))
+
+    def takes(self, setting):
+        return setting in ("optimizer", "dataset")
+
+
+STEPRATE = CommandRunner("gluonperf.workers.steprate", ("--warmup", "2"), serves=True,
+                         description="the steprate worker")
+TRAIN = TrainRunner()
+
+
+def train_available():
+    """True when this gluonperf has the gluonperf.train command (found as a module, wherever
+    the package is installed, whatever the current directory)."""
+    return importlib.util.find_spec(TRAIN.module) is not None
+
+
+def default_runner():
+    """gluonperf.train once it exists in this package, else the steprate worker."""
+    return TRAIN if train_available() else STEPRATE
+
+
+class Worker:
+    """A warmed-up candidate process that runs N steps when asked (`--serve`)."""
+
+    def __init__(self, runner, candidate, timeout):
+        self.candidate, self.timeout = candidate, timeout
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = guard.popen(runner.argv(candidate, 0, serve=True), env=candidate_env(candidate),
+                                cwd=guard.PACKAGE_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=self.err, text=True, bufsize=1)
+        self.error = None
+        self._read()  # {"ready": true} after warm-up
+
+    def _read(self):
+        """The worker's next line as JSON; None with `error` set when it exited, or when no
+        line came within --timeout (the worker is then killed)."""
+        import select
+        line = ""
+        if self.error is None:
+            if select.select([self.proc.stdout], [], [], self.timeout)[0]:
+                line = self.proc.stdout.readline()
+            else:
+                guard.kill_group(self.proc)
+                self.error = "timed out after %ds" % self.timeout
+        if not line:
+            self.proc.wait()
+            self.err.seek(0)
+            self.error = self.error or "exit %s: %s" % (self.proc.returncode,
+                                                        guard.last_line(self.err.read(), "no message"))
+            return None
+        try:
+            return json.loads(line)
+        except ValueError:
+            self.error = "unexpected output: %s" % line.strip()[:200]
+            return None
+
+    def run(self, steps):
+        """(images_per_s, None) or (None, error)."""
+        if self.error:
+            return None, self.error
+        try:
+            self.proc.stdin.write("run %d\n" % steps)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+        row = self._read()
+        return (float(row["images_per_s"]), None) if row else (None, self.error)
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        guard.kill_group(self.proc)  # also reaps it, and anything it started
+        self.err.close()

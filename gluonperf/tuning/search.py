@@ -1,0 +1,156 @@
+"""The sweep engine and the one coordinate search, behind `tune --model` and `tune --`.
+
+`sweep` measures candidates against the first (the baseline), each run a fresh process,
+interleaved round after round in rotating order (`schedule.interleave`), each scored by its
+figure's ratio to the baseline's in the same round: on a machine other people use, load
+changes during the sweep hit every candidate alike. `paired_sweep` is the same rounds with one
+warm process per candidate, for a runner that runs warm (`runner.warm`).
+
+`coordinate` sweeps a runner's levers one at a time, keeping the best of each before trying
+the next: a lever's candidates run against the best so far and one is kept only when judged
+`faster` (`schedule.winner`); the kept set is then confirmed against the baseline in one
+interleaved run. `planned_runs` counts the most runs it can make, for a progress bar.
+
+Plain functions returning Results; they never parse arguments and never print. What a run is
+belongs to the runner it is given (tuning/runner.py): nothing here knows one.
+"""
+from typing import NamedTuple, Optional
+
+from ..measure import stats
+from ..runtime import guard
+from . import schedule
+from .candidates import Candidate, unique
+from .rounds import as_rounds
+
+
+def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=900, log=None, sweeps=None,
+          threshold=stats.THRESHOLD, left=None):
+    """Measure candidates, each run in a fresh process, interleaved with the baseline.
+
+    The first candidate is the baseline; each round runs it and every other candidate
+    still in once, in an order that rotates from round to round, and a candidate's ratio
+    is its images/s over the baseline's in the same round (gluonperf.tuning.schedule). `rounds`: a number, or a `Rounds` (`Rounds()`: each
+    candidate until its verdict is settled). A candidate runs on its own runner when it has one
+    (`Candidate.runner`), else on `runner`. `log(message)`, if given, hears of every run as
+    it ends, `progress()` too, `left(runs)` of the most runs still to come after each round;
+    `sweeps` (a `Sweeps`) keeps what has finished for a command that is stopped.
+    Returns one Result per candidate, best first (see `schedule.summarize`)."""
+    table = _table(candidates, runner, steps, rounds, lever, sweeps, threshold)
+    schedule.interleave(table, lambda c: (c.runner or runner).measure(c, steps, timeout), progress, left, log,
+                        guard.stopping)
+    results = schedule.summarize(table)
+    return sweeps.finish(results) if sweeps else results
+
+
+def _table(candidates, runner, steps, rounds, lever, sweeps, threshold):
+    """The schedule's table of one sweep, registered with `sweeps`: each record also says its
+    batch size, settings and the command line that reproduces it."""
+    def describe(c):
+        return {"batch_size": int(c.flag("batch_size", 0)) or None, "env_vars": dict(c.env), "flags": dict(c.flags),
+                "command": (c.runner or runner).command_line(c, steps)}
+    table = schedule.Table(list(candidates), rounds, lever, threshold, describe)
+    if sweeps:
+        sweeps.start(table)
+    return table
+
+
+def spins_when_idle(candidate):
+    """True for a candidate whose OpenMP threads never sleep (GOMP_SPINCOUNT=infinite): waiting
+    warm in a paired sweep, it spins on the cores, and every other candidate ran several times
+    slower beside it (docs/levers.md, "Threads")."""
+    return str(dict(candidate.env).get("GOMP_SPINCOUNT", "")).lower() == "infinite"
+
+
+def paired_sweep(candidates, runner, steps, rounds=5, lever="", progress=None, timeout=900, log=None,
+                 sweeps=None, threshold=stats.THRESHOLD, left=None):
+    """Like `sweep` (the same rounds), but each candidate is ONE warmed-up
+    process (started once, with its own environment: `runner.start`) that runs `steps` steps when
+    asked while the others wait idle: rounds are short, and start-up and warm-up are paid
+    once and never timed. ValueError for a candidate that `spins_when_idle`: it would
+    slow every other one (`sweep` runs it alone, in a process that exits)."""
+    spinning = [c.name for c in candidates if spins_when_idle(c)]
+    if spinning:
+        raise ValueError("%r cannot wait warm beside the other candidates: its idle OpenMP threads spin for ever "
+                         "and take the cores from them; leave it out, or measure it with sweep" % spinning[0])
+    table = _table(candidates, runner, steps, rounds, lever, sweeps, threshold)
+    workers = {}
+    try:
+        for c in candidates:  # one at a time, so warm-ups do not compete
+            workers[c.name] = (c.runner or runner).start(c, timeout)
+        schedule.interleave(table, lambda c: workers[c.name].run(steps), progress, left, log, guard.stopping)
+    finally:
+        for w in workers.values():
+            w.close()
+    results = schedule.summarize(table)
+    return sweeps.finish(results) if sweeps else results
+
+
+def stage_sizes(stages, base):
+    """{lever: candidates including its baseline} of the stages ((lever, make, ...)) that have a
+    candidate besides the baseline when tried from `base`."""
+    sizes = {stage[0]: len(unique(stage[1](base))) for stage in stages}
+    return {lever: n for lever, n in sizes.items() if n > 1}
+
+
+def planned_runs(stages, base, rounds, confirm=False):
+    """The most runs `coordinate` makes in these stages (each round runs the baseline and every
+    candidate once; with `confirm`, the confirmation's rounds of the baseline and the kept set
+    too), for a progress bar: the sequential plan's candidates leave as their verdicts settle,
+    and the bar's total shrinks with them."""
+    planned = as_rounds(rounds).planned
+    return sum(n * planned for n in stage_sizes(stages, base).values()) + (2 * planned if confirm else 0)
+
+
+class Search(NamedTuple):
+    """What `coordinate` found: every candidate's Result, the confirmation's Result (or None), the
+    kept levers' names and the best candidate (the base when none was kept)."""
+    results: list
+    confirm: Optional[object]
+    kept: list
+    best: Candidate
+
+
+def coordinate(runner, base, stages, rounds, steps=None, progress=None, timeout=900, sweeps=None,
+               threshold=stats.THRESHOLD, left=None, idle=None, confirm="together", confirm_after=2):
+    """Each lever's candidates against the best so far (`base` to start with: the runner's
+    baseline, `Candidate(runner.baseline)` or with the settings every candidate shares), interleaved
+    with it; a lever's candidate is kept only when judged
+    `faster`; once `confirm_after` levers are kept, the kept set (named `confirm`) against `base`
+    in one interleaved run. `stages`: [(lever, best -> [candidates], best -> why nothing to try or
+    None)] (a stage of two is a lever with nothing to say why). `progress()` hears of every run,
+    `left(runs)` of the most runs still to come in the whole search; a lever with nothing to try
+    once the levers before it are kept goes into `idle` ({lever: why}). Returns a `Search`."""
+    best, out, kept = base, [], []
+    plans = [len(unique(stage[1](base))) for stage in stages]
+    for i, stage in enumerate(stages):
+        lever, make, why = (tuple(stage) + (None,))[:3]
+        later = sum(n * as_rounds(rounds).planned for n in plans[i + 1:] if n > 1)
+        reason = why(best) if why else None
+        cands = [] if reason else unique(make(best))
+        if len(cands) < 2:
+            if reason and idle is not None:
+                idle[lever] = reason
+            continue
+        results = _measure(runner)(cands, runner, steps, rounds, lever, progress, timeout, sweeps=sweeps,
+                                   threshold=threshold,
+                                   left=(lambda n, later=later: left(n + later)) if left else None)
+        out.extend(results)
+        won = schedule.winner(results)
+        if won is not None:
+            best = next(c for c in cands if c.name == won.name)
+            kept.append(lever)
+        if left:
+            left(later)
+    together = None
+    if len(kept) >= confirm_after:
+        final = Candidate(confirm, best.env, best.flags, best.runner)
+        results = _measure(runner)([base, final], runner, steps, rounds, "confirm", progress, timeout,
+                                   sweeps=sweeps, threshold=threshold, left=left)
+        out.extend(results)
+        together = next(r for r in results if r.name == confirm)
+    return Search(out, together, kept, best)
+
+
+def _measure(runner):
+    """The sweep that runs this runner's candidates: warm workers, or a fresh process a run."""
+    return paired_sweep if runner.warm else sweep
