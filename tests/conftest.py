@@ -36,29 +36,62 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "alone: the test times work or reads the machine's load (or makes load), so no other "
                    "test may run beside it: it runs in `python -m pytest -m alone -n 0`")
-    if not hasattr(config, "workerinput"):  # the run's own process: before its workers start
-        _private_temp(config)
+    _private_temp(config)
 
 
 def _private_temp(config):
-    """The run's temporary directory is a folder of its own (TMPDIR, inherited by the workers and by
-    every command a test starts), so that what the commands and their children leave in it can be
-    told from what anything else on the machine leaves in the shared one; `pytest_sessionfinish`
-    fails the run if anything but pytest's own base folder is left there; a run that passed removes
-    it (one that failed keeps it, as pytest keeps its base folder, to look at)."""
-    config._gluonperf_tmp = tempfile.mkdtemp(prefix="gluonperf-suite-")
-    os.environ["TMPDIR"] = config._gluonperf_tmp
+    """The commands the tests start get a temporary directory of the run's own (TMPDIR, inherited
+    by the xdist workers and every command they start), a folder per worker, so that what they and
+    their children leave there can be told from what anything else on the machine leaves in the
+    shared one, and pinned on the test that left it (`_nothing_left_in_temp`). pytest's own base
+    folder (tmp_path) stays where it was (PYTEST_DEBUG_TEMPROOT): a Unix socket's path in it must
+    stay under 108 bytes. `pytest_sessionfinish` fails the run if anything is left."""
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker is None:  # the run's own process, before its workers start
+        os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+        config._gluonperf_tmp = tempfile.mkdtemp(prefix="gluonperf-suite-")
+        os.environ["TMPDIR"] = config._gluonperf_tmp
+    elif os.path.basename(os.environ.get("TMPDIR", "")).startswith("gluonperf-suite-"):
+        own = os.path.join(os.environ["TMPDIR"], worker)
+        os.makedirs(own, exist_ok=True)
+        os.environ["TMPDIR"] = own
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
 
+@pytest.fixture(autouse=True)
+def _nothing_left_in_temp():
+    """What a test's commands leave in the run's temporary directory (a pymp-* folder of a
+    DataLoader worker, a tune's folder, ...) is a warning on that test, and fails the run."""
+    where = os.environ.get("TMPDIR", "")
+    if "gluonperf-suite-" not in where:
+        yield
+        return
+    before = set(os.listdir(where))
+    yield
+    left = sorted(set(os.listdir(where)) - before)
+    if left:
+        import warnings
+        warnings.warn("left in the temporary directory by this test's commands: %s" % ", ".join(left))
+
+
+def _left_in(root):
+    """Everything under `root` but the workers' own (empty) folders."""
+    left = []
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name)
+        if name.startswith("gw") and os.path.isdir(path):
+            left += [os.path.join(name, inner) for inner in sorted(os.listdir(path))]
+        else:
+            left.append(name)
+    return left
+
+
 def pytest_sessionfinish(session, exitstatus):
-    """Nothing of gluonperf's or its children's (pymp-* folders of DataLoader workers, a tune's or
-    a script's folder, LoadGen's logs) is left in the run's temporary directory."""
+    """Nothing of gluonperf's or its children's is left in the run's temporary directory."""
     tmp = getattr(session.config, "_gluonperf_tmp", None)
     if tmp is None:
         return
-    ours = "pytest-of-"
-    left = sorted(name for name in os.listdir(tmp) if not name.startswith(ours))
+    left = _left_in(tmp)
     session.config._gluonperf_passed = not left and exitstatus in (0, pytest.ExitCode.NO_TESTS_COLLECTED)
     if left:
         session.config._gluonperf_left = left
@@ -69,10 +102,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     left = getattr(config, "_gluonperf_left", None)
     if left:
         terminalreporter.write_line("FAILED: left in the run's temporary directory (%s) by the commands the tests "
-                                    "started: %s" % (config._gluonperf_tmp, ", ".join(left)), red=True)
+                                    "started (the warnings above name the tests): %s"
+                                    % (config._gluonperf_tmp, ", ".join(left)), red=True)
 
 
 def pytest_unconfigure(config):
+    """A run that passed removes its temporary directory; one that failed keeps it to look at."""
     tmp = getattr(config, "_gluonperf_tmp", None)
     if tmp is not None and getattr(config, "_gluonperf_passed", False):
         shutil.rmtree(tmp, ignore_errors=True)
