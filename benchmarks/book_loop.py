@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 from mxnet import autograd, gluon, init, nd  # noqa: E402
 from mxnet.gluon import data as gdata, loss as gloss, utils as gutils  # noqa: E402
 
+from gluonperf.runtime.worker_temp import share_with_workers  # noqa: E402
 from gluonperf.training.models import get_model, resnet18  # noqa: E402
 
 
@@ -56,6 +57,8 @@ def load_data(dataset, batch_size, num_workers=None):
     """As d2l.load_data_fashion_mnist: shuffled DataLoader, 4 workers except on Windows."""
     if num_workers is None:
         num_workers = 0 if sys.platform.startswith("win32") else 4
+    if num_workers:  # not the book's: its workers, ended mid-batch, would leave pymp-* folders (runtime.worker_temp)
+        share_with_workers()
     return gdata.DataLoader(dataset, batch_size, shuffle=True, num_workers=num_workers)
 
 
