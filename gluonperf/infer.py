@@ -130,12 +130,14 @@ def check(args):
     shape = parse_shape(args.input_shape) if args.input_shape else None
     try:
         from .inference import ladder
+        model = args.model  # an exported model's file, or a spec (the ladder takes its ModelSpec)
         if not str(args.model).endswith("-symbol.json"):
-            from .training.models import resolve_model
-            args.model, notes = resolve_model(args.model, parse_model_args(args.model_args), shape)
+            from .training.models import resolve_spec
+            model, notes = resolve_spec(args.model, parse_model_args(args.model_args), shape)
+            args.model = model.text
             for line in notes:
                 cli.note_later("note: " + line)
-        source = ladder.model_source(args.model, args.params, shape)
+        source = ladder.model_source(model, args.params, shape)
     except UserError:
         raise
     except ValueError as e:

@@ -245,7 +245,7 @@ def main(argv=None):
     if args.validate:
         import mxnet as mx
         model_flags = argparse.Namespace(**dict(vars(args), model=args.validate_model))
-        args.validate_model = cli.resolve_model(model_flags)  # the spec the validation runs pass on
+        args.validate_model = cli.resolve_model(model_flags).text  # the spec the validation runs pass on
         n = args.validate_devices if args.validate in ("all", "devices") else 1
         cli.advise([mx.cpu(i) for i in range(n)], THREADS_NOTE)  # the most run at once
         return validate(args, ctxs)
@@ -264,7 +264,7 @@ def main(argv=None):
     if args.allreduce:
         intra = parts.link_from_allreduce(parts.read_records(args.allreduce, "allreduce"))
     step = measured_step(args, ctxs)
-    nbytes, keys, _ = parts.gradient_bytes(args.model)
+    nbytes, keys, _ = parts.gradient_bytes(args.spec)
     fusion = int(args.fusion_threshold_mb * 2 ** 20)
     results = predictions.prediction_results(
         args.model, step, nbytes, args.devices, args.machines, intra, inter, args.servers,
@@ -307,7 +307,7 @@ def measured_step(args, ctxs):
         step = parts.step_from_scaling(parts.read_records(args.scaling, "scaling"))
         if step["model"] and step["model"] != args.model:
             cli.note("note: %s was measured with --model %s; predicting for --model %s"
-                     % (args.scaling, label(step["model"]), label(args.model)))
+                     % (args.scaling, label(step["model"]), args.spec.label))
     elif args.t1 is not None:
         step = dict(t1_s=args.t1, update_s=args.update, per_device_batch=args.per_device_batch)
     else:
@@ -346,7 +346,7 @@ def show(args, ctxs, results, best, step, intra, inter, nbytes, keys, fusion):
     cli.emit(results, args, ctxs, columns=columns, records=results + best,
              title="%s: %.1f MiB of gradients in %d arrays, %d images per device, t1 %.4g ms, update %.4g ms; "
                    "%s; %s%s; lr %g per %d images, scaled linearly with %d warm-up epochs"
-                   % (label(args.model), nbytes / 2 ** 20, keys, m["per_device_batch"], 1e3 * step["t1_s"]
+                   % (args.spec.label, nbytes / 2 ** 20, keys, m["per_device_batch"], 1e3 * step["t1_s"]
                       * m["per_device_batch"] / step["per_device_batch"], 1e3 * step["update_s"]
                       * m["per_device_batch"] / step["per_device_batch"], scheme,
                       "overlap assumed: step = max(t1,t2) + update" if args.overlap == "yes"

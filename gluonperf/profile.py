@@ -30,7 +30,6 @@ if __name__ == "__main__" and "--operators-only" in sys.argv[1:]:
 
 from .cli.training_flags import add_training_flags  # noqa: E402
 from .experiments.profile_columns import BLOCK_COLUMNS, OPERATOR_COLUMNS, TOP_OPERATORS  # noqa: E402
-from .training.model_spec import label, parse_spec  # noqa: E402
 
 PROG = "python -m gluonperf.profile"
 FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "loader", "bad_images",
@@ -89,13 +88,13 @@ def check(args, ctxs):
     check_optimizer_flags(args)
     from .training.data import classes
     # unknown names and models that do not run fail here; the spec is parsed once, here
-    args.spec = parse_spec(cli.resolve_model(args, classes(args.dataset)))
+    cli.resolve_model(args, classes(args.dataset))  # args.spec, and its text in args.model
     check_config(config_from(args, ctxs), ctxs)
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
     cli.check_output_path(args.trace, "--trace")
     from .training.data import check_available
-    check_available(args.dataset, args.data_dir, args.model, args.loader)
+    check_available(args.dataset, args.data_dir, args.spec, args.loader)
 
 
 def child_argv(args, out, trace):
@@ -156,7 +155,7 @@ def input_title(args, config, ctxs):
             "alternating rounds of %d steps as gluonperf.train runs them on the real loader and on one batch in "
             "memory, and of the loader alone; share waiting = 1 - t(memory)/t(real) per round (95%% t interval on "
             "its log); wait_share: time blocked in next()" % (
-                label(args.spec), args.dataset, args.batch_size, describe(ctxs), args.loader, workers, args.rounds,
+                args.spec.label, args.dataset, args.batch_size, describe(ctxs), args.loader, workers, args.rounds,
                 args.steps))
 
 
@@ -182,7 +181,7 @@ def blocks_title(args, ctxs, blocks):
     return ("Blocks [run 1: this process, each Block timed alone on the inputs it gets in the model]: %s down to "
             "depth %d, batch %d on %s%s; %d interleaved rounds (median): forward under autograd.record, backward = "
             "(forward + backward) - forward; step_share of the step's forward + loss + backward; %s. %s%s"
-            % (label(args.spec), args.depth, m["batch_size"], m["ctx"],
+            % (args.spec.label, args.depth, m["batch_size"], m["ctx"],
                " (the first context's part of the batch)" if len(ctxs) > 1 else "", m["rounds"],
                check["finding"], m["caveat"][0].upper() + m["caveat"][1:],
                ". " + m["model_note"][0].upper() + m["model_note"][1:] if m.get("model_note") else ""))
@@ -287,7 +286,7 @@ def measure(args, config, ctxs):
         from .experiments.block_profile import with_ceiling as blocks_with_ceiling
         runs.blocks = blocks_with_ceiling(runs.blocks, ceiling_flops(runs.ceiling))  # timed on the first context
     runs.found = verdict(runs.flops, runs.ceiling, runs.parts, runs.operators, ctxs)
-    runs.shape = sample_shape(args.dataset, args.model)
+    runs.shape = sample_shape(args.dataset, args.spec)
     runs.works = work(runs.flops, args.model, runs.shape, runs.ceiling, ctxs)
     runs.step = next(r for r in runs.parts if r.name == "fenced step").metrics
     return runs
@@ -298,7 +297,7 @@ def where(args, ctxs):
     from .runtime.contexts import describe
     from .runtime.precision import precision_label
     return "%s, batch %d on %s, hybridize %s, kvstore %s, %s data%s" % (
-        label(args.spec), args.batch_size, describe(ctxs), args.hybridize, args.kvstore, args.dataset,
+        args.spec.label, args.batch_size, describe(ctxs), args.hybridize, args.kvstore, args.dataset,
         precision_label(args.dtype))
 
 
@@ -317,7 +316,7 @@ def sections(args, config, ctxs, runs):
                                   "; x%d contexts' worth" % ceiling_devices(ctxs) if ceiling_devices(ctxs) > 1 else ""),
          runs.ceiling, CEILING_COLUMNS),
         ("work: GFLOP per training image of %s, input %s (1 multiply-add = 2 FLOPs; backward = 2x forward "
-         "for layers with weights)%s" % (label(args.spec), "x".join(map(str, runs.shape)),
+         "for layers with weights)%s" % (args.spec.label, "x".join(map(str, runs.shape)),
                                          "; not counted: " + ", ".join(flops.uncounted) if flops and flops.uncounted
                                          else ""),
          runs.works, WORK_COLUMNS),

@@ -17,7 +17,6 @@ THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else 
 DTYPE_NOTE = cli.dtype_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 
 from .config import JOB_KVSTORES, TrainConfig  # noqa: E402
-from .training.model_spec import label  # noqa: E402
 from .cli.training_flags import (add_training_flags, check_kvstore, check_optimizer_flags, config_from,  # noqa: E402
                                  fraction, note_optimizer)
 
@@ -92,7 +91,7 @@ def check(args, ctxs):
                         "needs at least one sample per batch" % (args.batch_size, len(ctxs)))
     if args.checkpoint_segments:
         from .training.recompute import check_segments
-        check_segments(get_model(args.model), args.checkpoint_segments)
+        check_segments(get_model(args.spec), args.checkpoint_segments)
         if args.scaling:
             raise UserError("--scaling times the plain step; drop --checkpoint-segments (bench footprint measures it)")
     if args.dtype == "bfloat16" and args.checkpoint_segments:  # flags that conflict on any machine: said first
@@ -113,7 +112,7 @@ def check(args, ctxs):
     cli.check_output_dir(args.save, "--save")
     check_export(args)
     from .training.data import check_available
-    check_available(args.dataset, args.data_dir, args.model, args.loader)
+    check_available(args.dataset, args.data_dir, args.spec, args.loader)
     if args.resume:
         from .training.checkpoints import check_resumable, read_checkpoint
         _, meta = read_checkpoint(args.resume)
@@ -127,11 +126,9 @@ def check_export(args):
         return
     if args.scaling:
         raise UserError("--export writes the trained model; --scaling only times steps: use one or the other")
-    from .training.model_spec import parse_spec
-    spec = parse_spec(args.model)
-    if not spec.hybridizable:
+    if not args.spec.hybridizable:
         raise UserError("--export: --model %s cannot be hybridized (%s), so it has no graph to export"
-                        % (label(args.model), spec.why_not_hybrid))
+                        % (args.spec.label, args.spec.why_not_hybrid))
     for suffix in ("-symbol.json", "-0000.params"):
         cli.check_output_path(args.export + suffix, "--export")
 
@@ -145,8 +142,8 @@ def exporter(args, ctxs):
 
     def trained(net):
         try:  # under bfloat16 AMP the check compares float32 files with bfloat16 outputs
-            written.append(export_trained(net, args.model, classes(args.dataset),
-                                          sample_shape(args.dataset, args.model), ctxs[0], args.export,
+            written.append(export_trained(net, args.spec, classes(args.dataset),
+                                          sample_shape(args.dataset, args.spec), ctxs[0], args.export,
                                           5e-2 if args.dtype == "bfloat16" else 1e-4))
         except ValueError as e:
             raise UserError("--export %s: %s" % (args.export, e)) from None
@@ -236,7 +233,7 @@ def main(argv=None):
     def title(results):
         first = results[0].metrics
         return ("%s on %s, global batch %d on %s (%d worker%s), kvstore %s, hybridize %s"
-                % (label(args.model), args.dataset, args.batch_size * first["num_workers"], first["contexts"],
+                % (args.spec.label, args.dataset, args.batch_size * first["num_workers"], first["contexts"],
                    first["num_workers"], "s" if first["num_workers"] > 1 else "", args.kvstore,
                    args.hybridize) + precision_label(args.dtype)
                 + ("" if args.optimizer == "sgd" else ", optimizer %s" % args.optimizer))

@@ -24,7 +24,6 @@ from .cli.tune_flags import add_rounds, rounds_policy
 from .measure import machine
 from .training import levers as model_levers
 from .training import runners
-from .training.model_spec import label, parse_spec
 from .tuning import model as model_tune
 from .tuning.schedule import Sweeps
 
@@ -101,7 +100,7 @@ def parse_args(argv):
                             % (args.levers, ",".join(bad), ",".join(model_levers.LEVER_NAMES)))
     from .cli.common import resolve_model
     # unknown names and models that do not run fail here, in one line; the spec is parsed once, here
-    args.spec = parse_spec(resolve_model(args))
+    resolve_model(args)  # args.spec
     check_output_path(args.json, "--json")
     runner = {"auto": runners.default_runner(), "train": runners.TRAIN, "steprate": runners.STEPRATE}[args.runner]
     if runner is runners.TRAIN and not runners.train_available():
@@ -110,7 +109,7 @@ def parse_args(argv):
         if not runner.takes("dataset"):
             raise UserError("--dataset trains on data: it needs the train runner (--runner train), not steprate")
         from .training.data import check_available
-        check_available(args.dataset, None, args.model)  # one line for bad data, before any run
+        check_available(args.dataset, None, args.spec)  # one line for bad data, before any run
         runner = runner.on_dataset(args.dataset)
     args.runner_obj = runner
     if args.optimizer is not None and not runner.takes("optimizer"):
@@ -149,7 +148,7 @@ def main_model(argv=None):
     bar = progress_bar(total, "tune")
     title = "tune: %s on %s, images/s per candidate, ratio to the lever's baseline (geometric mean of %s " \
             "interleaved rounds, 95%% interval corrected for the candidates tried)" % (
-                label(args.spec), ",".join(args.contexts), "auto" if args.rounds == "auto" else args.rounds)
+                args.spec.label, ",".join(args.contexts), "auto" if args.rounds == "auto" else args.rounds)
     columns = ["batch_size", "lever", "rank", "name", "images_per_s", "ratio", "ratio_ci_low", "ratio_ci_high",
                "rounds", "verdict", "error"]
     sweeps = Sweeps()

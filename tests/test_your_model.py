@@ -213,3 +213,51 @@ def test_the_loss_gets_the_outputs_back_apart():
     x = mx.nd.array([[1, 2, 3]])
     loss(SeveralOutputs(Two())(x), mx.nd.array([1], dtype="int32"))
     assert seen == [([[2, 4, 6]], [[[1, 2, 3]]], x.dtype)]
+
+
+def test_as_spec_passes_a_spec_on_and_parses_text_once():
+    """as_spec: a ModelSpec is itself, text is parsed, anything else is a ValueError; the spec
+    carries its own text (records, child processes), flags and label."""
+    from gluonperf.training.model_spec import ModelSpec, as_spec, label, parse_spec, spec_flags, spec_text
+    spec = ModelSpec(NETS + ":branchy", {"depth": 2}, (3, 8, 8))
+    assert as_spec(spec) is spec
+    assert as_spec(spec.text) == spec and as_spec("lenet") == ModelSpec("lenet")
+    assert spec.text == spec_text(spec) and parse_spec(spec.text) == spec and ModelSpec("lenet").text == "lenet"
+    assert spec.flags == spec_flags(spec.text) and spec.label == label(spec.text) == "nets.py:branchy(depth=2) 3x8x8"
+    for wrong in (None, 3, ["lenet"]):
+        with pytest.raises(ValueError, match="give a ModelSpec or a spec's text"):
+            as_spec(wrong)
+
+
+def test_a_spec_resolved_by_the_command_is_not_parsed_again(monkeypatch):
+    """The command parses --model once (cli.resolve_model); the library functions it hands the
+    ModelSpec to never parse a spec's text again, and their records carry the same text."""
+    import argparse
+    import mxnet as mx
+    import numpy as np
+    from gluonperf.cli import common
+    from gluonperf.experiments.hybridize import compare_modes
+    from gluonperf.inference import ladder
+    from gluonperf.training import data, model_spec, models, steprate
+    parsed = []
+    real = model_spec.parse_spec
+
+    def counting(text):
+        if not isinstance(text, model_spec.ModelSpec):
+            parsed.append(text)
+        return real(text)
+    monkeypatch.setattr(model_spec, "parse_spec", counting)
+    parser = argparse.ArgumentParser()
+    common.add_model_flags(parser, "resnet18")
+    args = parser.parse_args(["--model", NETS + ":branchy", "--input-shape", "3,8,8"])
+    spec = common.resolve_model(args)
+    assert len(parsed) == 1 and args.spec is spec and args.model == spec.text
+    del parsed[:]
+    models.get_model(spec), models.loss_of(spec), models.random_input(spec, 2, np.random.RandomState(0))
+    assert data.sample_shape("synthetic", spec) == (3, 8, 8)
+    data.check_available("synthetic", None, spec)
+    assert ladder.model_source(spec).spec == spec.text
+    records = compare_modes(spec, batch_size=2, ctx=mx.cpu(), repeat=2, number=1, warmup=0)
+    figures = steprate.step_rate(spec, batch_size=2, steps=1, warmup=0)
+    assert parsed == []
+    assert {r.metrics["model"] for r in records} == {figures["model"]} == {spec.text}

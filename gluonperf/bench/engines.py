@@ -2,7 +2,6 @@
 import argparse
 
 from ..cli import common as cli
-from ..training.model_spec import label
 
 NAME = "engines"
 # (the quick run leaves Horovod's engine to tests/test_engines.py and tests/test_horovod.py, which run it)
@@ -97,12 +96,12 @@ def measure(args):
     if len(engines) < 2:
         cli.note("note: only %s to run: nothing to compare it with" % engines[0])
     steps_of = {}  # each engine's step per finished run: what a stopped bench keeps
-    kept = lambda: engine_records(steps_of, args.model, devices, args.batch_size, args.steps,  # noqa: E731
+    kept = lambda: engine_records(steps_of, args.spec, devices, args.batch_size, args.steps,  # noqa: E731
                                   args.epochs, args.threshold, partial=True)
     with cli.progress_bar(args.rounds * len(engines), "engines") as bar, \
-            cli.keep_on_stop(kept, args, "%s on %s: the runs that finished" % (label(args.model), ",".join(devices)),
+            cli.keep_on_stop(kept, args, "%s on %s: the runs that finished" % (args.spec.label, ",".join(devices)),
                              COLUMNS, devices):
-        records = compare_engines(args.model, devices, args.batch_size, engines, steps=args.steps,
+        records = compare_engines(args.spec, devices, args.batch_size, engines, steps=args.steps,
                                   epochs=args.epochs, rounds=args.rounds, threshold=args.threshold,
                                   timeout=args.timeout, progress=bar.update, steps_of=steps_of)
     return records, devices
@@ -114,7 +113,7 @@ def show(args, records, devices):
     cli.emit(records, args, devices, columns=COLUMNS,
              title="%s on %s, %d images per device (global batch %d), %d rounds of %d epochs x %d steps "
                    "(first epoch untimed); vs_baseline: speed against %s (> 1: faster)"
-             % (label(args.model), ",".join(devices), first["per_device_batch"], first["global_batch"],
+             % (args.spec.label, ",".join(devices), first["per_device_batch"], first["global_batch"],
                 first["rounds"], first["epochs"], first["steps"], first["baseline"]))
     for r in records[1:]:
         print("%s against %s: %s" % (r.name, first["baseline"], r.metrics["verdict_text"]))

@@ -86,7 +86,7 @@ def measure(args):
     budgets = sorted(set(args.budget or []))
     check_dtype(args.dtype, ctxs, args.checkpoint)  # before any note about it
     if 0 in args.checkpoint and any(args.checkpoint):
-        why = why_not_cut(args.model, max(args.checkpoint))
+        why = why_not_cut(args.spec, max(args.checkpoint))
         if why:  # the plain step is still worth measuring
             args.checkpoint = [0]
             cli.note("note: --checkpoint: %s; measuring without checkpointing" % why)
@@ -98,8 +98,8 @@ def measure(args):
     runs = {}  # what a stopped run keeps: the runs it finished
     with cli.progress_bar(len(configs) * (len(args.batch_sizes) + len(budgets)) * args.repeat, "footprint") as bar, \
             cli.keep_on_stop(lambda: rows_of(dict(runs), configs), args, "%s training step on %s: the runs that "
-                             "finished" % (label(args.model), ",".join(map(str, ctxs))), COLUMNS, ctxs):
-        rows = footprint(args.model, args.batch_sizes, ctxs, args.hybridize, args.checkpoint, steps=args.steps,
+                             "finished" % (args.spec.label, ",".join(map(str, ctxs))), COLUMNS, ctxs):
+        rows = footprint(args.spec, args.batch_sizes, ctxs, args.hybridize, args.checkpoint, steps=args.steps,
                          warmup=args.warmup, budgets=budgets, seed=args.seed, repeat=args.repeat,
                          progress=bar.update, dtype=args.dtype, runs=runs, optimizer=args.optimizer)
     return rows, ctxs
@@ -120,7 +120,7 @@ def show(args, rows, ctxs):
     sections = [("%s training step on %s (%s%s): %s, %d warm-up + %d timed steps; "
                  "model = parameters + gradients + optimizer states; peak above = peak %s during the steps above "
                  "the model%s; needs = model + peak above"
-                 % (label(args.model), ",".join(map(str, ctxs)),
+                 % (args.spec.label, ",".join(map(str, ctxs)),
                     "sgd, momentum" if args.optimizer == "sgd" else args.optimizer, precision_label(args.dtype),
                     "one fresh process per run" if args.repeat == 1 else "%d fresh processes per run" % args.repeat,
                     args.warmup, args.steps, memory, " (median over the processes)" if args.repeat > 1 else ""),

@@ -47,7 +47,7 @@ def measure(args):
     cli.check_outputs(args)
     cli.check_output_dir(args.export, "--export")
     with cli.progress_bar(3 * args.repeat, "hybridize") as bar:
-        results = compare_modes(model=args.model, batch_size=args.batch_size, ctx=ctxs[0],
+        results = compare_modes(model=args.spec, batch_size=args.batch_size, ctx=ctxs[0],
                                 repeat=args.repeat, number=_number(args), warmup=args.warmup,
                                 train=args.train, export_dir=args.export, progress=bar.update,
                                 threshold=args.threshold)
@@ -64,7 +64,7 @@ def show(args, results, ctxs):
     timed = [r for r in results if r.name != "export"]
     cli.emit(timed, args, ctxs,
              title="%s: per-call time over %d repeats of %d calls"
-                   % (heading(args.model, args.train, args.batch_size, ctxs[0]), args.repeat, _number(args)),
+                   % (heading(args.spec, args.train, args.batch_size, ctxs[0]), args.repeat, _number(args)),
              columns=COLUMNS)
     for r in timed:
         if r.metrics.get("verdict_text"):

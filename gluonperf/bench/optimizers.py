@@ -1,7 +1,6 @@
 """python -m gluonperf.bench optimizers: what an optimizer's update costs."""
 from ..cli import common as cli
 from . import shared
-from ..training.model_spec import label
 
 NAME = "optimizers"
 QUICK = ["--optimizers", "sgd,adam", "--repeat", "2", "--steps", "2"]
@@ -48,7 +47,7 @@ def measure(args):
     cli.check_outputs(args)
     ways = sum(3 if n in ("sgd", "adam") else 2 for n in names) + 1
     with cli.progress_bar(args.repeat * ways, "optimizers") as bar:
-        results = optimizer_cost(args.model, ctxs[0], args.batch_size, names, args.repeat, args.steps,
+        results = optimizer_cost(args.spec, ctxs[0], args.batch_size, names, args.repeat, args.steps,
                                  progress=bar.update)
     return results, ctxs[:1]
 
@@ -59,7 +58,7 @@ def show(args, results, ctxs):
     cli.emit(results[1:], args, ctxs, columns=COLUMNS, records=results,
              title="optimizer updates on %s's %d parameters (%d bytes) on %s: median of %d interleaved repeats "
                    "of %d steps; forward-backward at batch %d: %.4g s; speedup over the from-scratch update "
-                   "(95%% CI, n repeats)" % (label(args.model), step["parameters"], step["param_bytes"], ctxs[0],
+                   "(95%% CI, n repeats)" % (args.spec.label, step["parameters"], step["param_bytes"], ctxs[0],
                                               args.repeat, args.steps, args.batch_size, step["median_s"]))
     shared.warn_noisy(results)
 

@@ -25,7 +25,7 @@ import sys
 
 from ..measure import stats
 from ..records import result
-from ..training.model_spec import spec_flags
+from ..training.model_spec import as_spec
 from ..scaling.runs import epoch_steps, mean_step, run_train
 
 ENGINES = ("single", "horovod", "dist_sync")
@@ -38,7 +38,7 @@ def engine_argv(engine, model, contexts, per_device_batch, steps, epochs, path, 
     if engine not in ENGINES:
         raise ValueError("unknown engine %r; choose from %s" % (engine, ", ".join(ENGINES)))
     n = len(contexts)
-    train = [sys.executable, "-m", "gluonperf.train", *spec_flags(model), "--dataset", "synthetic",
+    train = [sys.executable, "-m", "gluonperf.train", *as_spec(model).flags, "--dataset", "synthetic",
              "--limit", str(per_device_batch * n * steps), "--epochs", str(epochs), "--lr", "0.05",
              "--log-interval", "0", "--json", path]
     launch = [sys.executable, "-m", "gluonperf.launch", "-n", str(n), "--timeout", str(timeout)]
@@ -74,7 +74,7 @@ def compare_engines(model, contexts, per_device_batch, engines=ENGINES, steps=8,
     fills with each engine's step per finished run, as it goes (what a stopped command keeps:
     `engine_records(steps_of, ..., partial=True)`)."""
     from ..runtime import guard
-    engines = list(engines)
+    engines, spec = list(engines), as_spec(model)
     if len(contexts) < 2:
         raise ValueError("the engines differ in how they sum the gradients of several devices: give at "
                          "least 2 contexts, got %d" % len(contexts))
@@ -90,12 +90,12 @@ def compare_engines(model, contexts, per_device_batch, engines=ENGINES, steps=8,
             order = engines[r % len(engines):] + engines[:r % len(engines)]
             for engine in order:
                 path = os.path.join(tmp, "%s-%d.json" % (engine, r))
-                argv = engine_argv(engine, model, contexts, per_device_batch, steps, epochs, path, timeout)
+                argv = engine_argv(engine, spec, contexts, per_device_batch, steps, epochs, path, timeout)
                 run_train(argv, env, timeout + 30, "%s (round %d)" % (engine, r + 1), kind="the run of engine")
                 steps_of[engine].append(mean_step(epoch_steps(path, per_device_batch * len(contexts))))
                 if progress:
                     progress()
-    return engine_records(steps_of, model, contexts, per_device_batch, steps, epochs, threshold)
+    return engine_records(steps_of, spec, contexts, per_device_batch, steps, epochs, threshold)
 
 
 def engine_records(steps_of, model, contexts, per_device_batch, steps, epochs, threshold=stats.THRESHOLD,
@@ -117,7 +117,7 @@ def engine_records(steps_of, model, contexts, per_device_batch, steps, epochs, t
         samples = steps_of[engine]
         step = mean_step(samples)  # the geometric mean, as the ratios' intervals are made
         fields = dict(engine=engine, setup=describe_engine(engine, n, kvstore), processes=1 if engine == "single" else n,
-                      devices=n, per_device_batch=per_device_batch, global_batch=global_batch, model=model,
+                      devices=n, per_device_batch=per_device_batch, global_batch=global_batch, model=as_spec(model).text,
                       contexts=",".join(contexts), steps=steps, epochs=epochs, rounds=len(samples),
                       step_s=step, samples_s=samples, images_per_s=global_batch / step,
                       baseline=base)

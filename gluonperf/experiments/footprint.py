@@ -77,10 +77,12 @@ def model_bytes(net, trainer, contexts):
 def parameter_bytes(model, classes=10):
     """Bytes of one copy of `model`'s parameters (aux states included), from symbolic
     shape inference: nothing is allocated."""
+    from ..training.model_spec import as_spec
     from ..training.models import get_model, input_shape
-    net = get_model(model, classes)
+    spec = as_spec(model)
+    net = get_model(spec, classes)
     out = net(mx.sym.var("data"))
-    arg_shapes, _, aux_shapes = out.infer_shape(data=(1,) + tuple(input_shape(model)))
+    arg_shapes, _, aux_shapes = out.infer_shape(data=(1,) + tuple(input_shape(spec)))
     shapes = dict(zip(out.list_arguments(), arg_shapes))
     shapes.update(zip(out.list_auxiliary_states(), aux_shapes))
     total = 0
@@ -122,21 +124,21 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
     module's docstring). Meant to run alone in a fresh process (`run_step_footprint`)."""
     from mxnet import autograd, gluon
     from ..training.data import CLASSES
-    from ..training.model_spec import parse_spec
+    from ..training.model_spec import as_spec
     from ..training.models import get_model, input_shape, loss_of, random_input
     from ..training.recompute import checkpointed
     from ..config import HYBRIDIZE, TrainConfig
     from ..training.steps import forward_backward
     from ..training.trainers import make_trainer
-    contexts = list(contexts)
+    contexts, spec = list(contexts), as_spec(model)
     if batch_size < len(contexts):
         raise UserError("batch %d is smaller than the %d contexts" % (batch_size, len(contexts)))
     check_dtype(dtype, contexts, [checkpoint])
     precision.enable(dtype, contexts)  # asks for AMX in this worker; the command set DNNL_MAX_CPU_ISA
     mx.random.seed(seed)
     rng = np.random.RandomState(seed)
-    shape = tuple(input_shape(model))
-    net = get_model(model, CLASSES, contexts)
+    shape = tuple(input_shape(spec))
+    net = get_model(spec, CLASSES, contexts)
     net.initialize(mx.init.Xavier(), ctx=contexts)
     with autograd.pause():  # allocate the parameters (imperatively: no cached graph yet)
         for ctx in contexts:
@@ -148,14 +150,14 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
         step_fn = forward_backward
         if flags is not None:
             net.hybridize(**flags)
-    x = mx.nd.array(random_input(model, batch_size, rng), dtype=parse_spec(model).input_dtype)
+    x = mx.nd.array(random_input(spec, batch_size, rng), dtype=spec.input_dtype)
     y = mx.nd.array(rng.randint(0, CLASSES, size=batch_size))
     xs = gluon.utils.split_and_load(x, contexts, even_split=False)
     ys = gluon.utils.split_and_load(y, contexts, even_split=False)
     del x, y
-    config = TrainConfig(model=model, hybridize=hybridize, batch_size=batch_size, lr=lr, optimizer=optimizer)
+    config = TrainConfig(model=spec.text, hybridize=hybridize, batch_size=batch_size, lr=lr, optimizer=optimizer)
     trainer = make_trainer(net, config, lr, kvstore=config.kvstore)
-    loss_fn = loss_of(model)
+    loss_fn = loss_of(spec)
 
     def step():
         step_fn(net, loss_fn, xs, ys)
@@ -184,7 +186,7 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
     model_total = counted["param_bytes"] + counted["grad_bytes"] + counted["state_bytes"]
     m = Measurement("step", tuple(times))
     return dict(
-        model=model, batch_size=batch_size, hybridize=hybridize, checkpoint=checkpoint, dtype=dtype,
+        model=spec.text, batch_size=batch_size, hybridize=hybridize, checkpoint=checkpoint, dtype=dtype,
         optimizer=optimizer, contexts=",".join(str(c) for c in contexts), memory="device" if on_device else "rss",
         steps=steps, warmup=warmup, step_samples_s=list(times),
         base_bytes=base, peak_bytes=peak, warmup_peak_above_bytes=warm_peak - base - counted["state_bytes"],
@@ -337,10 +339,12 @@ def largest_batch(points, budget, run, min_batch=1, max_runs=MAX_CONFIRM_RUNS):
 
 def why_not_cut(model, n):
     """Why checkpointing cannot cut `model` into `n` segments ('' when it can)."""
+    from ..training.model_spec import as_spec
     from ..training.models import get_model, input_shape
     from ..training.recompute import segments
+    spec = as_spec(model)
     try:
-        segments(get_model(model), n, input_shape(model))
+        segments(get_model(spec), n, input_shape(spec))
     except ValueError as e:
         return str(e)
     return ""
@@ -373,9 +377,10 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
     filled as the runs end ({(hybridize, checkpoint, batch): row}; `rows_of` makes them
     Results): what a command that is stopped still has."""
     from ..runtime.contexts import describe
+    from ..training.model_spec import as_spec
     from ..training.models import get_model
-    contexts = list(contexts)
-    get_model(model)  # an unknown name fails before any work
+    contexts, spec = list(contexts), as_spec(model)
+    get_model(spec)  # an unknown name fails before any work
     for h in hybridize:
         if h not in HYBRIDIZE:
             raise UserError("unknown hybridize setting %r; choose from %s" % (h, ",".join(HYBRIDIZE)))
@@ -387,21 +392,21 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
         raise UserError("batch size %d is smaller than the %d contexts; every context needs a sample"
                         % (small[0], len(contexts)))
     if budgets:
-        params = parameter_bytes(model) * len(contexts)
+        params = parameter_bytes(spec) * len(contexts)
     for budget in budgets:
         if budget < params:
             raise UserError("budget %.1f MiB is below the %.1f MiB that %s's parameters alone take (on %d "
-                            "context%s); raise it" % (budget / 2 ** 20, params / 2 ** 20, model, len(contexts),
+                            "context%s); raise it" % (budget / 2 ** 20, params / 2 ** 20, spec.text, len(contexts),
                                                      "s" if len(contexts) > 1 else ""))
     if checkpoint and max(checkpoint) > 0:  # a model that cannot be cut fails here, before any work
-        why = why_not_cut(model, max(checkpoint))
+        why = why_not_cut(spec, max(checkpoint))
         if why:
             raise UserError(why)
     configs = effective_configs(hybridize, checkpoint)
     ctx_text = describe(contexts)
 
     def params_for(h, c, batch):
-        return {"model": model, "batch_size": batch, "contexts": ctx_text, "hybridize": h, "checkpoint": c,
+        return {"model": spec.text, "batch_size": batch, "contexts": ctx_text, "hybridize": h, "checkpoint": c,
                 "steps": steps, "warmup": warmup, "seed": seed, "dtype": dtype, "optimizer": optimizer}
 
     runs = {} if runs is None else runs
@@ -420,7 +425,7 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
             points = [row for (rh, rc, _), row in runs.items() if (rh, rc) == (h, c)]
             found = largest_batch(points, budget, lambda batch, h=h, c=c: run(h, c, batch),
                                   min_batch=len(contexts))
-            budget_rows.append(result("footprint-budget", config_name(h, c), model=model, hybridize=h,
+            budget_rows.append(result("footprint-budget", config_name(h, c), model=spec.text, hybridize=h,
                                       checkpoint=c, **found))
     return rows_of(runs, configs) + budget_rows
 

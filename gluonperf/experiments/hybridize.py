@@ -17,7 +17,7 @@ from mxnet.gluon import nn
 
 from .. import UserError
 from ..measure.harness import measure_interleaved
-from ..training.model_spec import label, parse_spec
+from ..training.model_spec import as_spec
 from ..training.models import get_model, loss_of, random_input
 from ..records import result
 from ..measure import machine
@@ -51,15 +51,16 @@ class Counted(nn.HybridBlock):
 
 def build_variants(model, ctx, batch_size, classes=None, seed=0):
     """{mode: Counted(net)} with identical weights, plus the input batch and labels."""
-    classes = classes or (2 if model == "mlp" else 10)
+    spec = as_spec(model)
+    classes = classes or (2 if spec.text == "mlp" else 10)
     mx.random.seed(seed)
     rng = np.random.RandomState(seed)
-    x = mx.nd.array(random_input(model, batch_size, rng), ctx=ctx, dtype=parse_spec(model).input_dtype)
+    x = mx.nd.array(random_input(spec, batch_size, rng), ctx=ctx, dtype=spec.input_dtype)
     y = mx.nd.array(rng.randint(0, classes, size=batch_size), ctx=ctx)
     reference = None
     variants = {}
     for mode, flags in MODES.items():
-        net = get_model(model, classes)
+        net = get_model(spec, classes)
         net.initialize(mx.init.Xavier(), ctx=ctx)
         net(x)  # finish deferred initialisation, imperatively
         params = net._collect_params_with_prefix()
@@ -69,7 +70,7 @@ def build_variants(model, ctx, batch_size, classes=None, seed=0):
             for k, p in params.items():
                 p.set_data(reference[k])
         wrapped = Counted(net)
-        if flags is not None and parse_spec(model).hybridizable:  # else it runs imperatively (a note says so)
+        if flags is not None and spec.hybridizable:  # else it runs imperatively (a note says so)
             wrapped.hybridize(**flags)
         variants[mode] = wrapped
     return variants, x, y
@@ -128,14 +129,13 @@ def compare_modes(model="mlp", batch_size=1, ctx=None, repeat=5, number=1000, wa
     largest output difference, how often Python's hybrid_forward ran), plus one
     'export' Result when `export_dir` is given.
     """
-    ctx = ctx or mx.cpu()
-    variants, x, y = build_variants(model, ctx, batch_size)
+    ctx, spec = ctx or mx.cpu(), as_spec(model)
+    variants, x, y = build_variants(spec, ctx, batch_size)
     ref, diffs = check_outputs(variants, x, tolerance)
-    spec = parse_spec(model)
     if export_dir is not None and not spec.hybridizable:
         raise UserError("--export: --model %s cannot be hybridized (%s), so it has no graph to export"
-                        % (label(model), spec.why_not_hybrid))
-    make = (lambda net, x, y: _train_step(net, x, y, loss_of(model))) if train else (lambda net, x, y: _forward(net, x))
+                        % (spec.label, spec.why_not_hybrid))
+    make = (lambda net, x, y: _train_step(net, x, y, loss_of(spec))) if train else (lambda net, x, y: _forward(net, x))
     fns = {mode: make(net, x, y) for mode, net in variants.items()}
     with machine.Check() as check:
         measurements = measure_interleaved(fns, warmup=warmup, repeat=repeat, number=number, progress=progress,
@@ -150,7 +150,7 @@ def compare_modes(model="mlp", batch_size=1, ctx=None, repeat=5, number=1000, wa
             speedup_fields(base, m.samples, threshold=threshold, level=check.level)
         results.append(result(
             "hybridize", mode, m,
-            model=model, task=task, batch_size=batch_size, ctx=str(ctx),
+            model=spec.text, task=task, batch_size=batch_size, ctx=str(ctx),
             samples_per_s=batch_size / m.median,
             **speedup,
             max_abs_diff=diffs[mode],
@@ -164,10 +164,10 @@ def compare_modes(model="mlp", batch_size=1, ctx=None, repeat=5, number=1000, wa
         # against the hybridized net as it is now: with `train` its weights have moved since `ref`
         now = variants["hybrid"](x).asnumpy()
         symbol_file, params_file, out = export_and_import(variants["hybrid"], x, export_dir,
-                                                                 re.sub(r"[^\w.-]+", "_", label(model)), ctx)
+                                                                 re.sub(r"[^\w.-]+", "_", spec.label), ctx)
         diff = float(np.abs(out.asnumpy() - now).max())
         if diff > tolerance * max(1.0, float(np.abs(now).max())):
             raise UserError("the exported model's outputs differ from the original by %.3g" % diff)
-        results.append(result("hybridize", "export", model=model, symbol_file=symbol_file,
+        results.append(result("hybridize", "export", model=spec.text, symbol_file=symbol_file,
                               params_file=params_file, max_abs_diff=diff))
     return results

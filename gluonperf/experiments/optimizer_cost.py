@@ -172,16 +172,17 @@ def model_gradients(model, ctx, batch_size, seed=0):
     """(net, the trainable weights, their gradients, the forward-backward step): one forward
     and backward of a seeded synthetic batch through `model`, hybridized static as train runs it."""
     from ..training.data import CLASSES
-    from ..training.model_spec import parse_spec
+    from ..training.model_spec import as_spec
     from ..training.models import get_model, loss_of, random_input
+    spec = as_spec(model)
     mx.random.seed(seed)
     rng = np.random.RandomState(seed)
-    net = get_model(model, CLASSES, [ctx])
+    net = get_model(spec, CLASSES, [ctx])
     net.initialize(mx.init.Xavier(), ctx=ctx)
     net.hybridize(static_alloc=True, static_shape=True)
-    x = nd.array(random_input(model, batch_size, rng), ctx=ctx, dtype=parse_spec(model).input_dtype)
+    x = nd.array(random_input(spec, batch_size, rng), ctx=ctx, dtype=spec.input_dtype)
     y = nd.array(rng.randint(0, CLASSES, batch_size), ctx=ctx)
-    loss_fn = loss_of(model)
+    loss_fn = loss_of(spec)
 
     def step():
         with autograd.record():
@@ -235,8 +236,9 @@ def optimizer_cost(model="lenet", ctx=None, batch_size=64, optimizers=OPTIMIZERS
     backward + update), the state's bytes, `speedup` over the scratch implementation with
     its interval fields (speedup_ci_low/high, speedup_n, speedup_level) and verdict, and
     `max_abs_diff` from the agreement check; and one Result for the forward-backward step."""
-    ctx = ctx or mx.cpu()
-    net, weights, grads, step = model_gradients(model, ctx, batch_size)
+    from ..training.model_spec import as_spec
+    ctx, spec = ctx or mx.cpu(), as_spec(model)
+    net, weights, grads, step = model_gradients(spec, ctx, batch_size)
     param_bytes = nbytes(weights)
     fns, meta = {STEP: step}, {}
     for opt in optimizers:
@@ -255,7 +257,7 @@ def optimizer_cost(model="lenet", ctx=None, batch_size=64, optimizers=OPTIMIZERS
                                state_bytes=nbytes([a for s in states for a in s]),
                                max_abs_diff=diffs[name])
     measured = measure_interleaved(fns, warmup=warmup, repeat=repeat, number=steps, progress=progress)
-    common = dict(model=model, ctx=str(ctx), batch_size=batch_size, param_bytes=param_bytes, repeats=repeat,
+    common = dict(model=spec.text, ctx=str(ctx), batch_size=batch_size, param_bytes=param_bytes, repeats=repeat,
                   steps_per_repeat=steps, parameters=len(weights))
     fb = measured[STEP]
     results = [result("optimizers", STEP, fb, optimizer=None, implementation=None, update_s=None, step_s=fb.median,

@@ -484,8 +484,9 @@ def model_flops(config, contexts=None):
     """flops.FlopCount per training image of config.model on the data set's samples (1x28x28, or 3xSxS
     for image data at the model's input size S), as
     built for `contexts` (gluonperf.training.models fuses some operators on CPU contexts)."""
-    from ..training.model_spec import parse_spec
+    from ..training.model_spec import as_spec
     from ..training.models import count_model_flops
-    if not parse_spec(config.model).hybridizable:
+    spec = as_spec(config.model)  # config.model: the text records and checkpoints keep
+    if not spec.hybridizable:
         return None  # FLOPs are counted on the symbol graph, which such a model cannot give
-    return count_model_flops(config.model, sample_shape(config.dataset, config.model), contexts=contexts)
+    return count_model_flops(spec, sample_shape(config.dataset, spec), contexts=contexts)

@@ -202,11 +202,11 @@ def export_trained(net, model, classes, sample_shape, ctx, prefix, tolerance=1e-
     hybridized, in checkpointed segments). Under bfloat16 AMP the copy's graph carries AMP's
     casts, which export() drops: the files are float32 (as AMP's weights are), and the
     check's `tolerance` must allow for bfloat16's rounding. Returns export_checked's tuple."""
-    from ..training.model_spec import parse_spec, random_input
+    from ..training.model_spec import as_spec, random_input
     from ..training.models import get_model
-    spec = parse_spec(model)
+    spec = as_spec(model)
     x = mx.nd.array(random_input(spec, sample_shape, 2, np.random.RandomState(0)), ctx=ctx, dtype=spec.input_dtype)
-    copy = get_model(model, classes, [ctx])
+    copy = get_model(spec, classes, [ctx])
     copy.initialize(ctx=ctx)
     copy(x)  # finishes deferred initialisation, imperatively
     trained = net._collect_params_with_prefix()

@@ -80,60 +80,59 @@ def model_source(model, params=None, input_shape=None):
         shape, classes = exported.input_shape_of(model, params, given=shape)
         return ModelSource(symbol=os.path.abspath(model), params=os.path.abspath(params), input_shape=shape,
                            classes=classes)
-    from ..training.model_spec import absolute, parse_spec, spec_text
+    from ..training.model_spec import absolute, as_spec
     from ..training.models import input_shape as default_shape
-    spec = parse_spec(model)  # a file.py:factory made absolute: worker processes start elsewhere
-    text = spec_text(replace(spec, model=absolute(spec.model)))
+    spec = as_spec(model)  # a file.py:factory made absolute: worker processes start elsewhere
+    spec = replace(spec, model=absolute(spec.model))
     if params is None:
-        _build_spec(text, DEFAULT_CLASSES)  # an unknown name fails here, in one line
-        return ModelSource(spec=text, input_shape=shape or tuple(default_shape(text)), classes=DEFAULT_CLASSES)
-    shape, classes = _fit_params(text, params, shape)
-    return ModelSource(spec=text, params=os.path.abspath(params), input_shape=shape, classes=classes)
+        _build_spec(spec, DEFAULT_CLASSES)  # an unknown name fails here, in one line
+        return ModelSource(spec=spec.text, input_shape=shape or tuple(default_shape(spec)), classes=DEFAULT_CLASSES)
+    shape, classes = _fit_params(spec, params, shape)
+    return ModelSource(spec=spec.text, params=os.path.abspath(params), input_shape=shape, classes=classes)
 
 
-def _build_spec(text, classes, ctx=None):
+def _build_spec(spec, classes, ctx=None):
     from ..training.models import get_model
-    return get_model(text, classes, [ctx or mx.cpu()])
+    return get_model(spec, classes, [ctx or mx.cpu()])
 
 
-def _shapes_built(text, classes, shape):
+def _shapes_built(spec, classes, shape):
     """{parameter name: shape} of the model built for `classes` and run once on `shape`, or
     None when it does not take that input."""
-    from ..training.model_spec import parse_spec
-    net = _build_spec(text, classes)
+    net = _build_spec(spec, classes)
     net.initialize(mx.init.Zero())
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            net(mx.nd.zeros((1,) + tuple(shape), dtype=parse_spec(text).input_dtype))
+            net(mx.nd.zeros((1,) + tuple(shape), dtype=spec.input_dtype))
     except mx.base.MXNetError:
         return None
     return {name: tuple(p.shape) for name, p in net._collect_params_with_prefix().items()}
 
 
-def _fit_params(text, params, shape):
-    """(input shape, classes) for which model `text` holds exactly the parameters in `params`
+def _fit_params(spec, params, shape):
+    """(input shape, classes) for which model `spec` (a ModelSpec) holds exactly the parameters in `params`
     (a file of save_parameters, as train --save writes); ValueError in one line if none."""
     from ..training.models import input_shape as default_shape
     saved = exported.saved_shapes(params)
-    shapes = [shape] if shape else list(dict.fromkeys([tuple(default_shape(text)), (1, 28, 28)]))
+    shapes = [shape] if shape else list(dict.fromkeys([tuple(default_shape(spec)), (1, 28, 28)]))
     for candidate in shapes:
-        built = _shapes_built(text, DEFAULT_CLASSES, candidate)
+        built = _shapes_built(spec, DEFAULT_CLASSES, candidate)
         if built is None:
             continue
         if set(built) != set(saved):
             missing = sorted(set(built) ^ set(saved))
             raise ValueError("--params %s does not hold --model %s's parameters (%s, ...); give the weights "
-                             "this model was trained to" % (params, text, ", ".join(missing[:3])))
+                             "this model was trained to" % (params, spec.text, ", ".join(missing[:3])))
         # the output layer's first axis is the number of classes: read it from the weights
         classes = {saved[k][0] for k, v in built.items()
                    if saved[k] != v and v[0] == DEFAULT_CLASSES and saved[k][1:] == v[1:]}
         classes = classes.pop() if len(classes) == 1 else DEFAULT_CLASSES
         if classes != DEFAULT_CLASSES:
-            built = _shapes_built(text, classes, candidate)
+            built = _shapes_built(spec, classes, candidate)
         if built == saved:
             return candidate, classes
     raise ValueError("--params %s does not fit --model %s with input %s; give the --input-shape it was "
-                     "trained with" % (params, text, " or ".join("x".join(map(str, s)) for s in shapes)))
+                     "trained with" % (params, spec.text, " or ".join("x".join(map(str, s)) for s in shapes)))
 
 
 @dataclass(frozen=True)
@@ -241,19 +240,20 @@ def prepare(source, rungs, ctx, workdir, calibration=None):
 
 def input_dtype(spec):
     """The dtype of the input of model `spec` (its spec text; float32 for an exported model)."""
-    from ..training.model_spec import parse_spec
-    return parse_spec(spec).input_dtype if spec else "float32"
+    from ..training.model_spec import as_spec
+    return as_spec(spec).input_dtype if spec else "float32"
 
 
 def _from_spec(source, base, ctx, workdir):
     """(the fp32 rung, the static rung) of a spec: the Block built with its weights (the
     trained ones, or a seeded initialisation saved to workdir so that every process gets the
     same), then hybridized and exported."""
-    from ..training.model_spec import parse_spec
+    from ..training.model_spec import as_spec
     start = time.perf_counter()
     mx.random.seed(0)
-    net = _build_spec(source.spec, source.classes or DEFAULT_CLASSES, ctx)
-    x = mx.nd.zeros((1,) + tuple(source.input_shape), ctx=ctx, dtype=input_dtype(source.spec))
+    spec = as_spec(source.spec)  # text in the ModelSource, which travels to worker processes
+    net = _build_spec(spec, source.classes or DEFAULT_CLASSES, ctx)
+    x = mx.nd.zeros((1,) + tuple(source.input_shape), ctx=ctx, dtype=spec.input_dtype)
     if source.params:
         net.load_parameters(source.params, ctx=ctx)
         params = source.params
@@ -264,7 +264,6 @@ def _from_spec(source, base, ctx, workdir):
         net.save_parameters(params)
     fp32 = replace(base, name="fp32", kind="spec", params=params, hybridize="none",
                    build_s=time.perf_counter() - start, note="the Block as written, run imperatively")
-    spec = parse_spec(source.spec)
     if not spec.hybridizable:
         return fp32, replace(base, kind="symbol", error="the model cannot be hybridized (%s)" % spec.why_not_hybrid)
 

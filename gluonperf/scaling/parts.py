@@ -23,20 +23,22 @@ from ..config import ALLREDUCE_HOROVOD
 
 
 def gradient_shapes(model):
-    """The shapes of the gradient arrays of `model` (a gluonperf.training.models name), in the
-    order of its parameters: the trainable ones (BatchNorm's running statistics are not summed)."""
+    """The shapes of the gradient arrays of `model` (a ModelSpec, or its text), in the order of
+    its parameters: the trainable ones (BatchNorm's running statistics are not summed)."""
     import mxnet as mx
 
     from ..training.data import CLASSES
+    from ..training.model_spec import as_spec
     from ..training.models import get_model, input_shape
-    net = get_model(model, CLASSES)
+    spec = as_spec(model)
+    net = get_model(spec, CLASSES)
     net.initialize(mx.init.Xavier(), ctx=mx.cpu())
-    net(mx.nd.zeros((1,) + tuple(input_shape(model)), ctx=mx.cpu()))
+    net(mx.nd.zeros((1,) + tuple(input_shape(spec)), ctx=mx.cpu()))
     return [tuple(p.shape) for p in net.collect_params().values() if p.grad_req != "null"]
 
 
 def gradient_bytes(model):
-    """(bytes, arrays, parameters) of the gradients of `model` (a gluonperf.training.models name)."""
+    """(bytes, arrays, parameters) of the gradients of `model` (a ModelSpec, or its text)."""
     import math
     shapes = gradient_shapes(model)
     count = sum(math.prod(shape) for shape in shapes)

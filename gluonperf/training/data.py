@@ -20,7 +20,7 @@ from ..config import DATASETS
 from ..runtime.worker_temp import share_with_workers
 from . import image_data
 from .image_data import classes_of, digits_arrays, image_size, is_path
-from .model_spec import label, parse_spec
+from .model_spec import as_spec
 from .models import input_shape
 from .sampler import PartSampler
 
@@ -97,9 +97,10 @@ def check_available(name, data_dir=None, model=None, loader_kind="dataloader"):
         image_data.check(name, model, loader_kind)
         return []
     if name != "synthetic" and own_input(model):
-        if parse_spec(model).input_dtype != "float32" or tuple(input_shape(model)) != (1, 28, 28):
+        spec = as_spec(model)
+        if spec.input_dtype != "float32" or tuple(input_shape(spec)) != (1, 28, 28):
             raise UserError("--dataset %s holds 1x28x28 images; --model %s takes another input: use --dataset "
-                            "synthetic (samples of its own shape) or an image folder" % (name, label(model)))
+                            "synthetic (samples of its own shape) or an image folder" % (name, spec.label))
     if name != "fashion-mnist":
         return []
     root = os.path.expanduser(data_dir or DEFAULT_DATA_DIR)
@@ -193,7 +194,8 @@ def synthetic_like(model, train_size=6000, test_size=1000, seed=0, noise=0.5):
     for float inputs each class a fixed random pattern of the input's shape at a random
     brightness plus noise, in [0, 1]; for token ids each class draws most of its ids from its
     own tenth of the vocabulary."""
-    spec, shape = parse_spec(model), input_shape(model)
+    spec = as_spec(model)
+    shape = input_shape(spec)
     rng = np.random.RandomState(seed)
     if spec.input_dtype == "int32":
         band = max(1, spec.vocab // CLASSES)
@@ -215,7 +217,7 @@ def synthetic_like(model, train_size=6000, test_size=1000, seed=0, noise=0.5):
 
 def own_input(model):
     """True when `model` is a spec that says what it takes (its input is not a 28x28 image)."""
-    spec = parse_spec(model) if model else None
+    spec = as_spec(model) if model else None
     return bool(spec and (spec.input_shape or spec.input_dtype != "float32"))
 
 

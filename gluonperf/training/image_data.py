@@ -342,14 +342,15 @@ def _held_out(n):
 
 def image_size(model):
     """The side of the square images `model` takes (gluonperf.training.models.input_shape); UserError for the MLP."""
+    from .model_spec import as_spec
     from .models import input_shape
-    shape = input_shape(model)
-    from .model_spec import parse_spec
-    if parse_spec(model).input_dtype != "float32":
+    spec = as_spec(model)
+    shape = input_shape(spec)
+    if spec.input_dtype != "float32":
         raise UserError("--model takes token ids, not images; use --dataset synthetic")
     if len(shape) != 3:
         raise UserError("--model %s takes %s features, not images; choose an image model for --dataset PATH "
-                        "(lenet, resnet18, or a GluonCV one such as resnet18_v1)" % (model, "x".join(map(str, shape))))
+                        "(lenet, resnet18, or a GluonCV one such as resnet18_v1)" % (spec.text, "x".join(map(str, shape))))
     return shape[-1]
 
 

@@ -1,16 +1,18 @@
-"""A model as a spec: what to build and what it takes, passed around as one string.
+"""A model as a spec: what to build and what it takes, one object inside a process, text outside.
 
 A spec names a model (a built-in name, a GluonCV zoo name, `package.module:factory` or
 `path/to/file.py:factory`) and, where the model's own default does not fit, what it takes:
 keyword arguments for the factory, one sample's shape, the input's dtype (int32 token ids
 with a vocabulary size) and a loss (`module:factory`). Commands resolve it once
-(`make_spec`) and pass its text (`spec_text`) wherever a model name went before: to
-`get_model`, to `input_shape`, and to the processes they start, which read it back with
-`parse_spec`. A spec of a name and nothing else is that name, so records and commands of
-the built-in models read as they always have.
+(`models.resolve_spec`) and pass the ModelSpec on wherever a model name went before: to
+`get_model`, to `input_shape`, to the experiments. Text stands for it only where it leaves
+the process: in records (`spec.text`, the `model` field) and on the command lines of the
+processes a command starts (`spec.flags`), which read it back with `parse_spec`. A spec of a
+name and nothing else is that name, so records and commands of the built-in models read as
+they always have. The functions that take a model accept its text too (`as_spec`).
 
-    text, notes = models.resolve_model("mynet.py:build", args={"width": 64}, shape=(3, 32, 32))
-    net = models.get_model(text, classes=10)     # mynet.build(width=64, classes=10)
+    spec, notes = models.resolve_spec("mynet.py:build", args={"width": 64}, shape=(3, 32, 32))
+    net = models.get_model(spec, classes=10)     # mynet.build(width=64, classes=10)
 
 A model that takes several inputs (`--input-shape` once per input) is fed one flat batch,
 each sample its inputs flattened one after the other, which a thin HybridBlock before it
@@ -40,6 +42,31 @@ class ModelSpec:
     output_shapes: tuple = ()           # one sample's shape per output, for a model with several
     hybridizable: bool = True           # False: hybridize() fails on it; it runs imperatively
     why_not_hybrid: str = ""
+
+    @property
+    def text(self):
+        """The text that stands for it, in records and on a child process's command line."""
+        return spec_text(self)
+
+    @property
+    def label(self):
+        """A short name for tables and titles, e.g. ``mynet.py:build(width=64) 3x32x32``."""
+        return _label(self)
+
+    @property
+    def flags(self):
+        """The command-line flags that give it to a command (``--model X``, ``--input-shape`` ...)."""
+        return _flags(self)
+
+
+def as_spec(model):
+    """`model` as a ModelSpec: itself when it is one, else its text parsed (`parse_spec`). The
+    entry points that take a model call this once; inside a process the object is passed on."""
+    if isinstance(model, ModelSpec):
+        return model
+    if not isinstance(model, str):
+        raise ValueError("model: give a ModelSpec or a spec's text, not %s" % type(model).__name__)
+    return parse_spec(model)
 
 
 def _shape_tuple(value):
@@ -93,9 +120,13 @@ def spec_text(spec):
 
 
 def spec_flags(text):
-    """The command-line flags that give the model `text` to a command: `--model X` and, for a
-    model of one's own, `--model-args`, `--input-shape`, `--input-dtype`, `--vocab-size`, `--loss`."""
-    spec = parse_spec(text)
+    """The command-line flags that give the model `text` (or a ModelSpec) to a command: `--model X`
+    and, for a model of one's own, `--model-args`, `--input-shape`, `--input-dtype`, `--vocab-size`,
+    `--loss`."""
+    return parse_spec(text).flags
+
+
+def _flags(spec):
     flags = ["--model", spec.model]
     if spec.args:
         flags += ["--model-args", json.dumps(spec.args, sort_keys=True, separators=(",", ":"))]
@@ -109,8 +140,12 @@ def spec_flags(text):
 
 
 def label(text):
-    """A short name for tables and titles: `mynet.py:build(width=64) 3x32x32 int32`."""
-    spec = parse_spec(text)
+    """A short name for tables and titles of the model `text` (or a ModelSpec); a record's
+    `model` field is text (anything else is read as its str, as records of old were)."""
+    return parse_spec(text).label
+
+
+def _label(spec):
     name = spec.model
     if is_factory(name):
         where, factory = name.rsplit(":", 1)
@@ -219,7 +254,7 @@ def build_factory(spec, classes):
     try:
         net = factory(**kwargs)
     except Exception as e:
-        raise ValueError("--model %s: %s(%s) failed: %s: %s" % (label(spec_text(spec)), spec.model.rsplit(":", 1)[1],
+        raise ValueError("--model %s: %s(%s) failed: %s: %s" % (spec.label, spec.model.rsplit(":", 1)[1],
                          ", ".join("%s=%r" % kv for kv in kwargs.items()), type(e).__name__, e))
     if not isinstance(net, gluon.Block):
         raise ValueError("--model %s: the factory returned %s, not a gluon Block" % (spec.model, type(net).__name__))

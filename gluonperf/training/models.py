@@ -8,7 +8,9 @@ made before: a checkpoint's trainer states then load into any later instance.
 `get_model(name, classes)` builds any of them by name, or a model of one's own from its
 spec (gluonperf.training.model_spec: `module:factory`, `file.py:factory`, with its input);
 `input_shape(name)` is the shape of one sample it expects; `list_models()` lists the names
-`--model` accepts; `resolve_model` checks a spec once, in the command, before any work.
+`--model` accepts; `resolve_spec` checks a spec once, in the command, before any work, and
+the ModelSpec it returns is what the rest of the process passes on (each of these functions
+takes its text too).
 """
 import contextlib
 import io
@@ -19,9 +21,8 @@ import mxnet as mx
 from mxnet.gluon import nn
 
 from .. import UserError, error_line
-from .model_spec import (ModelSpec, build_factory, flat_size, input_shapes, is_factory, label, load_factory,
-                         load_loss, parse_spec,
-                         random_input as _random_input, spec_text)
+from .model_spec import (ModelSpec, as_spec, build_factory, flat_size, input_shapes, is_factory, load_factory,
+                         load_loss, random_input as _random_input)
 
 BUILTIN = {
     "mlp": "the book's MLP for the hybridize chapter: 512 -> 256 -> 128 -> 2 (ReLU)",
@@ -150,8 +151,8 @@ def list_models():
 
 
 def input_shape(name):
-    """Shape of one input sample (without the batch axis) of the model `name` (a name or a spec)."""
-    spec = parse_spec(name)
+    """Shape of one input sample (without the batch axis) of the model `name` (a ModelSpec or its text)."""
+    spec = as_spec(name)
     shapes = input_shapes(spec)
     if len(shapes) > 1:  # several inputs travel as one flat sample (SeveralInputs)
         return (sum(flat_size(shape) for shape in shapes),)
@@ -173,13 +174,14 @@ def input_shape(name):
 
 def random_input(name, batch_size, rng):
     """A batch (numpy) of what model `name` takes: uniform floats in [0, 1), or token ids."""
-    return _random_input(parse_spec(name), input_shape(name), batch_size, rng)
+    spec = as_spec(name)
+    return _random_input(spec, input_shape(spec), batch_size, rng)
 
 
 def loss_of(name):
     """The loss model `name` trains with: its spec's own (given labels as `LabelLike` does), or
     softmax cross-entropy."""
-    spec = parse_spec(name)
+    spec = as_spec(name)
     return LabelLike(load_loss(spec), spec.output_shapes) if spec.loss else load_loss(spec)
 
 
@@ -223,7 +225,7 @@ def get_model(name, classes=10, contexts=None):
 
     `contexts`: where it will run; resnet18 then fuses BatchNorm with ReLU when they are
     all CPU contexts with oneDNN (`fusable`)."""
-    spec = parse_spec(name)
+    spec = as_spec(name)
     if is_factory(spec.model):
         model = build_factory(spec, classes)
     else:
@@ -279,17 +281,24 @@ def _named_model(name, classes, contexts, args):
 
 
 def resolve_model(model, args=None, shape=None, input_dtype="float32", vocab=None, loss=None, classes=10):
-    """(spec text, notes) of the model the flags describe, checked before any work: the factory
+    """(spec text, notes): `resolve_spec`'s spec as the text that stands for it."""
+    spec, notes = resolve_spec(model, args, shape, input_dtype, vocab, loss, classes)
+    return spec.text, notes
+
+
+def resolve_spec(model, args=None, shape=None, input_dtype="float32", vocab=None, loss=None, classes=10):
+    """(ModelSpec, notes) of the model the flags describe, checked before any work: the factory
     imports and returns a Block, its first forward takes the input (batch of 2, on the CPU),
     the loss takes its output; a model whose hybridize() fails is marked to run imperatively
     (a note says so). ValueError in one line otherwise, naming files as they were given."""
+    base = as_spec(model)
     given = {}
-    for ref in (parse_spec(model).model, loss or ""):
+    for ref in (base.model, loss or ""):
         where = ref.rpartition(":")[0]
         if where.endswith(".py"):
             given[os.path.abspath(where)] = where
     try:
-        return _resolve(model, args, shape, input_dtype, vocab, loss, classes)
+        return _resolve(base, args, shape, input_dtype, vocab, loss, classes)
     except ValueError as e:
         message = str(e)
         for full, short in sorted(given.items(), key=lambda kv: -len(kv[0])):
@@ -297,8 +306,7 @@ def resolve_model(model, args=None, shape=None, input_dtype="float32", vocab=Non
         raise type(e)(message) from None
 
 
-def _resolve(model, args, shape, input_dtype, vocab, loss, classes):
-    base = parse_spec(model)
+def _resolve(base, args, shape, input_dtype, vocab, loss, classes):
     if is_factory(base.model):
         from .model_spec import absolute
         base = ModelSpec(absolute(base.model), **{k: v for k, v in base.__dict__.items() if k != "model"})
@@ -312,37 +320,34 @@ def _resolve(model, args, shape, input_dtype, vocab, loss, classes):
                      tuple(shape) if shape else base.input_shape,
                      input_dtype if input_dtype != "float32" else base.input_dtype,
                      vocab or base.vocab, loss or base.loss)
-    text = spec_text(spec)
     if not is_factory(spec.model) and spec == ModelSpec(spec.model):
-        get_model(spec.model)  # an unknown name fails here; the shipped models need no probe
-        return text, []
+        get_model(spec)  # an unknown name fails here; the shipped models need no probe
+        return spec, []
     if is_factory(spec.model):
         load_factory(spec.model)  # a file or module that is not there says so before anything else
         if spec.loss:
             load_factory(spec.loss, "--loss")
-    shape = input_shape(text)
+    shape = input_shape(spec)
     if spec.input_dtype == "int32" and not all(isinstance(n, int) for n in shape):
         raise ValueError("--input-shape %s: token ids need whole numbers" % (shape,))
     notes = []
-    outputs = _first_forward(text, spec, shape, classes, hybridize=False)
+    outputs = _first_forward(spec, shape, classes, hybridize=False)
     if len(outputs) > 1:
         spec = ModelSpec(**dict(spec.__dict__, output_shapes=tuple(outputs)))
-        text = spec_text(spec)
-    why = _first_forward(text, spec, shape, classes, hybridize=True)
+    why = _first_forward(spec, shape, classes, hybridize=True)
     if why:
         spec = ModelSpec(**dict(spec.__dict__, hybridizable=False, why_not_hybrid=why))
-        text = spec_text(spec)
         notes.append("--model %s cannot be hybridized (%s): it is measured imperatively, whatever --hybridize says"
-                     % (label(text), why))
-    return text, notes
+                     % (spec.label, why))
+    return spec, notes
 
 
-def _first_forward(text, spec, shape, classes, hybridize):
+def _first_forward(spec, shape, classes, hybridize):
     """Build `spec`, run a forward on a batch of 2 and its loss; with `hybridize`, return why
     hybridize() fails on it ('' when it does not); without, ValueError for what fails."""
     import numpy as np
-    what = "--model %s with input %s" % (label(spec.model), "x".join(map(str, shape)))
-    net = get_model(text, classes)
+    what = "--model %s with input %s" % (ModelSpec(spec.model).label, "x".join(map(str, shape)))
+    net = get_model(spec, classes)
     if hybridize and not isinstance(net, mx.gluon.HybridBlock):
         has_hybrid = any(isinstance(b, mx.gluon.HybridBlock) for b in _blocks(net))
         return "" if has_hybrid else "a Block, not a HybridBlock, with no HybridBlock inside"
@@ -369,7 +374,7 @@ def _first_forward(text, spec, shape, classes, hybridize):
         raise ValueError("%s: it returns %d outputs; give the loss that takes them, --loss module:factory, called "
                          "loss(output1, output2, ..., label)" % (what, len(outs)))
     try:
-        loss = load_loss(spec) if spec.loss else loss_of(text)
+        loss = load_loss(spec) if spec.loss else loss_of(spec)
         labels = mx.nd.array(np.arange(2) % classes, dtype=outs[0].dtype)
         loss(*outs, labels).wait_to_read()
     except ValueError:

@@ -21,7 +21,7 @@ from mxnet import gluon
 
 from ..runtime.worker_temp import share_with_workers
 from .steps import train_step
-from .model_spec import parse_spec
+from .model_spec import as_spec
 from .models import get_model, loss_of, random_input
 
 HYBRIDIZE = {
@@ -33,8 +33,8 @@ HYBRIDIZE = {
 
 def synthetic_batches(model, batch_size, count, classes=10, seed=0):
     """`count` (X, y) batches of random images on the CPU, made before timing starts."""
-    rng = np.random.RandomState(seed)
-    return [(mx.nd.array(random_input(model, batch_size, rng), dtype=parse_spec(model).input_dtype),
+    rng, spec = np.random.RandomState(seed), as_spec(model)
+    return [(mx.nd.array(random_input(spec, batch_size, rng), dtype=spec.input_dtype),
              mx.nd.array(rng.randint(0, classes, size=batch_size).astype("float32")))
             for _ in range(count)]
 
@@ -78,14 +78,14 @@ def run_steps(net, trainer, loss, batches, contexts, steps, per_step_sync=False)
 def session(model="resnet18", contexts=None, batch_size=64, hybridize="none", kvstore="device",
             warmup=2, per_step_sync=False, loader_workers=None):
     """Build and warm up one configuration; returns `timed(steps) -> seconds` (to a sync)."""
-    contexts = contexts or [mx.cpu()]
+    contexts, spec = contexts or [mx.cpu()], as_spec(model)
     if batch_size < len(contexts):
         raise ValueError("batch size %d is smaller than the %d contexts" % (batch_size, len(contexts)))
-    net, trainer, loss = build(model, contexts, hybridize, kvstore)
+    net, trainer, loss = build(spec, contexts, hybridize, kvstore)
     if loader_workers is None:
-        batches = synthetic_batches(model, batch_size, 4)
+        batches = synthetic_batches(spec, batch_size, 4)
     else:
-        batches = loader_batches(model, batch_size, 8, loader_workers)
+        batches = loader_batches(spec, batch_size, 8, loader_workers)
     run_steps(net, trainer, loss, batches, contexts, warmup, per_step_sync)
     mx.nd.waitall()
 
@@ -118,12 +118,12 @@ def serve(timed, batch_size, stdin=None, stdout=None):
 def step_rate(model="resnet18", contexts=None, batch_size=64, hybridize="none", kvstore="device",
               steps=10, warmup=2, repeat=1, per_step_sync=False, loader_workers=None):
     """Images/s of the book's loop with these settings: a dict of the figures."""
-    contexts = contexts or [mx.cpu()]
-    timed = session(model, contexts, batch_size, hybridize, kvstore, warmup, per_step_sync, loader_workers)
+    contexts, spec = contexts or [mx.cpu()], as_spec(model)
+    timed = session(spec, contexts, batch_size, hybridize, kvstore, warmup, per_step_sync, loader_workers)
     samples = [timed(steps) for _ in range(repeat)]
     seconds = float(np.median(samples))
     return {"images_per_s": batch_size * steps / seconds, "step_s": seconds / steps,
             "samples_s": samples, "steps": steps, "batch_size": batch_size,
             "contexts": ",".join("%s%d" % (c.device_type, c.device_id) for c in contexts),
-            "hybridize": hybridize, "kvstore": kvstore, "model": model,
+            "hybridize": hybridize, "kvstore": kvstore, "model": spec.text,
             "per_step_sync": per_step_sync, "loader_workers": loader_workers}

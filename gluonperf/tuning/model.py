@@ -9,7 +9,7 @@ run. It knows the runner through the protocol alone (tuning/runner.py).
 from ..measure import stats
 from ..records import Result
 from ..runtime.threads import idle_warnings
-from ..training.model_spec import parse_spec, spec_text
+from ..training.model_spec import as_spec
 from . import search
 from .candidates import Candidate
 from .rounds import Rounds, as_rounds
@@ -37,7 +37,7 @@ def tune(model, contexts, batch_sizes, steps=10, rounds=None, kvstores=("device"
     if optimizer is not None and not runner.takes("optimizer"):
         raise ValueError("--optimizer needs the train runner; %s trains with SGD only" % runner.name)
     rounds = Rounds() if rounds is None else rounds
-    contexts, text = list(contexts), spec_text(parse_spec(model))  # text in the records and command lines
+    contexts, text = list(contexts), as_spec(model).text  # text in the records and command lines
     out = []
     for batch in batch_sizes:
         # the baseline is the book's run: one context, imperative, the runner's thread default
