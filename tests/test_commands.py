@@ -360,8 +360,10 @@ def test_kill_9_while_saving_loses_nothing(tmp_path):
 
 
 def test_launcher_example_creates_the_workers_output_folder(tmp_path):
+    """The workers run on the interpreter running the suite (a bare `python` is the PATH's, which
+    has no MXNet when the suite is started without the venv activated)."""
     out = tmp_path / "fresh" / "out"
-    p = command(["-m", "gluonperf.launch", "-n", "2", "-s", "1", "--timeout", "120", "--", "python",
+    p = command(["-m", "gluonperf.launch", "-n", "2", "-s", "1", "--timeout", "120", "--", PY,
                  "tests/dist_worker.py", str(out), "--steps", "4"], tmp_path)
     assert p.returncode == 0, p.stderr
     assert sorted(os.listdir(out)) == ["params-rank0.npz", "params-rank1.npz"]
