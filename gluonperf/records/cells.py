@@ -191,7 +191,12 @@ def format_cell(key, value, unit, low=None, high=None, n=4):
         return format_value(key, value)
     if not math.isfinite(value):
         return str(value)
-    head = unit.number(value, n) + unit.suffix
+    return _with_interval(key, unit.number(value, n) + unit.suffix, unit, low, high, n)
+
+
+def _with_interval(key, head, unit, low, high, n):
+    """`head` (the estimate as written) followed by its interval, or by '(too few rounds)' when
+    the interval is too wide to read; `head` alone without one."""
     if low is None or high is None:
         return head
     if too_wide(key, low, high):
@@ -228,12 +233,7 @@ def format_estimate(key, value, low=None, high=None):
     if not math.isfinite(value):
         return str(value)
     unit = column_unit(key, [value], ESTIMATE_FIGURES)
-    head = unit.number(value, ESTIMATE_FIGURES) + unit.alone
-    if low is None or high is None:
-        return head
-    if too_wide(key, low, high):
-        return "%s (too few rounds)" % head
-    return "%s (%s)" % (head, _bounds(unit, low, high, ESTIMATE_FIGURES))
+    return _with_interval(key, unit.number(value, ESTIMATE_FIGURES) + unit.alone, unit, low, high, ESTIMATE_FIGURES)
 
 
 def interval_pairs(columns):
