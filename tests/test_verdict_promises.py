@@ -201,6 +201,26 @@ def test_rounds_auto_stops_each_candidate_once_settled():
     assert seq.low < fixed.low and seq.high > fixed.high and seq.level > 0.95
 
 
+def test_the_plans_intervals_cover_together_at_its_level():
+    """'All the intervals a candidate shows over its looks then cover its true ratio together with
+    probability 1 - alpha': on sequences simulated apart from the plan's own (another seed), the
+    share whose interval misses the truth at one look or more is alpha, where Bonferroni over the
+    looks would give far less (the boundaries pay for the looks' correlation, not for their number)."""
+    import numpy as np
+    from gluonperf.measure import sequential
+    plan, paths = sequential.Plan(8, 0.05), 40_000
+    logs = np.random.default_rng(11).normal(0.0, 0.3, size=(paths, plan.rounds))
+    missed = np.zeros(paths, dtype=bool)
+    for n in range(sequential.BEHIND_LOOK, plan.rounds + 1):
+        mean, sd = logs[:, :n].mean(axis=1), logs[:, :n].std(axis=1, ddof=1)
+        half = stats.t_quantile(0.5 + plan.level(n) / 2, n - 1) * sd / np.sqrt(n)
+        missed |= np.abs(mean) > half
+    se = np.sqrt(0.05 * 0.95 / paths)
+    assert abs(missed.mean() - 0.05) < 4 * se, missed.mean()
+    assert [plan.level(n) > 0.95 for n in range(1, 9)] == [True] * 8
+    assert plan.level(8) < plan.level(3)  # the power family spends most at the last looks
+
+
 # --- compare ------------------------------------------------------------------------------
 
 def _run(value, samples=None, **more):
