@@ -33,6 +33,7 @@ from .. import UserError
 from ..measure import stats
 from ..runtime.contexts import describe
 from ..records import result
+from ..training.model_spec import text_of
 
 SOURCES = ("folder", "rec", "recorditer")
 
@@ -347,7 +348,7 @@ def input_bound(config, contexts, steps=10, rounds=5, warmup=3, threshold=stats.
     wait_ci = _t_interval(waits)
     rate = lambda seconds: [batch / t for t in seconds]  # noqa: E731
     real_i, mem_i, alone_i = (stats.ratio_interval(rate(v)) for v in (real, memory, alone))
-    common = dict(model=config.model, batch_size=batch, contexts=describe(s.contexts), dataset=config.dataset,
+    common = dict(model=text_of(config.model), batch_size=batch, contexts=describe(s.contexts), dataset=config.dataset,
                   loader=config.loader, workers=config.workers, steps=steps, rounds=rounds)
     judged = stats.verdict(slowdown, threshold, words=("input-bound", "faster on real data"), what="rounds")
     cpu = all(c.device_type == "cpu" for c in s.contexts)
