@@ -304,3 +304,21 @@ def test_a_whole_train_run_parses_the_spec_once(parsed, tmp_path, monkeypatch, c
     assert [r.metrics["model"] for r in fit(config, [mx.cpu()])] == [text] * 3
     assert parsed == [text]  # the checkpoint's text, parsed once where the run starts
 
+
+def test_tune_gives_its_candidates_the_flags_of_the_spec_it_resolved(parsed):
+    """tune --model resolves the spec once and hands the runner the ModelSpec (`for_model`): every
+    candidate's command line gets the object's flags, the candidates' text is not parsed again."""
+    from gluonperf import tune
+    from gluonperf.tuning.candidates import Candidate
+    args = tune.parse_args(["--model", NETS + ":branchy", "--model-args", "width=4", "--input-shape", "3,8,8",
+                            "--runner", "train", "--batch-sizes", "32", "--ctx", "cpu0"])
+    assert len(parsed) == 1 and args.runner_obj.spec is args.spec
+    del parsed[:]
+    candidate = Candidate("c", (), (("batch_size", "32"), ("ctx", "cpu0"), ("model", args.spec.text)))
+    argv = args.runner_obj.argv(candidate, 5, "out.json")
+    line = args.runner_obj.command_line(candidate, 5)
+    assert parsed == []
+    start = argv.index("--model")
+    assert argv[start:start + len(args.spec.flags)] == args.spec.flags == [
+        "--model", NETS + ":branchy", "--model-args", '{"width":4}', "--input-shape", "3,8,8"]
+    assert "--model-args '{\"width\":4}' --input-shape 3,8,8" in line
