@@ -131,10 +131,11 @@ def check(args):
     try:
         from .inference import ladder
         model = args.model  # an exported model's file, or a spec (the ladder takes its ModelSpec)
+        args.model_label = model  # what titles and records call it: an exported model, its file
         if not str(args.model).endswith("-symbol.json"):
             from .training.models import resolve_spec
             model, notes = resolve_spec(args.model, parse_model_args(args.model_args), shape)
-            args.model = model.text
+            args.model, args.model_label = model.text, model.label  # the spec's label, not its text parsed again
             for line in notes:
                 cli.note_later("note: " + line)
         source = ladder.model_source(model, args.params, shape)
@@ -225,15 +226,14 @@ def build_ladder(args, source, samples, asked, ctx, scratch):
     """The rungs built (INT8 calibrated on the calibration samples) and judged on the held-out
     ones against fp32 static: (rungs, the records' common fields with each rung's under 'rungs')."""
     from .inference import accuracy, ladder
-    from .training.model_spec import label
     calib, held = samples
-    cli.note("infer: building %s for %s" % (", ".join(asked) or "no rung", label(args.model)))
+    cli.note("infer: building %s for %s" % (", ".join(asked) or "no rung", args.model_label))
     rungs = ladder.prepare(source, asked, ctx, scratch, calibration=calib)
     judged = held if held.labels is not None else _first(held, UNLABELLED_JUDGED)
     cli.note("infer: judging each rung on %d held-out samples of %s against fp32 static%s" % (
         len(judged), held.source, "" if judged.labels is not None else " (%s)" % (held.note or "no labels")))
     rungs, fields = accuracy.evaluate_rungs(rungs, ctx, judged)
-    base = {"model": label(args.model), "ctx": str(ctx), "input_shape": list(source.input_shape),
+    base = {"model": args.model_label, "ctx": str(ctx), "input_shape": list(source.input_shape),
             "calib_data": calib.source, "calibration_n": len(calib), "held_out_n": len(held),
             "rungs": {r.name: dict({k: v for k, v in (("build_s", r.build_s), ("note", r.note)) if v is not None},
                                    **fields.get(r.name, {})) for r in rungs}}
@@ -250,7 +250,6 @@ def measure(args, source, samples, asked, unavailable, scenarios, layouts, scrat
     from .inference.samples import SampleLibrary
     from .inference.serve import Plan, Session
     from .runtime.contexts import parse_contexts
-    from .training.model_spec import label
     ctx = parse_contexts(args.ctx)[0]
     rungs, base = build_ladder(args, source, samples, asked, ctx, scratch)
     window = args.batch_window if args.batch_window is not None else (
@@ -270,7 +269,7 @@ def measure(args, source, samples, asked, unavailable, scenarios, layouts, scrat
                                                                              "infer") as bar:
         session = Session(plan, library, bar.update)
         kept = ["name", "scenario", "p90_s", "samples_per_s", "total_s", "ratio", "verdict", "error"]
-        with cli.keep_on_stop(lambda: unbuilt + session.records(), args, "infer: %s" % label(args.model), kept, [ctx]):
+        with cli.keep_on_stop(lambda: unbuilt + session.records(), args, "infer: %s" % args.model_label, kept, [ctx]):
             return unbuilt + session.run()
 
 

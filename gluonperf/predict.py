@@ -204,14 +204,14 @@ def validate(args, ctxs):
             (len(args.validate_ranks) * args.validate_launches if "horovod" in kinds else 0)
     with cli.progress_bar(total, "validate") as bar:
         if "devices" in kinds:
-            results += validate_devices(args.validate_model, args.validate_batch, args.validate_devices,
+            results += validate_devices(args.validate_spec, args.validate_batch, args.validate_devices,
                                         args.validate_steps, progress=bar.update)
         if "dist" in kinds:
-            results += validate_dist(args.validate_model, args.validate_batch, args.validate_jobs, args.validate_steps,
+            results += validate_dist(args.validate_spec, args.validate_batch, args.validate_jobs, args.validate_steps,
                                      progress=bar.update, repeats=args.validate_repeats,
                                      launches=args.validate_launches)
         if "horovod" in kinds:
-            results += validate_horovod(args.validate_model, args.validate_batch, args.validate_ranks,
+            results += validate_horovod(args.validate_spec, args.validate_batch, args.validate_ranks,
                                         args.validate_steps, progress=bar.update, repeats=args.validate_repeats,
                                         launches=args.validate_launches,
                                         fusion_threshold=int(args.fusion_threshold_mb * 2 ** 20),
@@ -224,7 +224,7 @@ def validate(args, ctxs):
              title="predicted vs measured on this machine: %s, %d images per device/worker, %d steps; "
                    "load average %.1f (the cores are shared); measured/predicted with its 95%% CI: within 25%% "
                    "in %d, outside in %d, inconclusive in %d%s"
-                   % (label(args.validate_model), args.validate_batch, args.validate_steps, load, counts["within"],
+                   % (args.validate_spec.label, args.validate_batch, args.validate_steps, load, counts["within"],
                       counts["outside"], counts["inconclusive"],
                       "; %d of %d measured oversubscribed (more threads wanting a core than the %d cores: the "
                       "compute is bounded by their CPU time over the cores)" % (len(over), len(results), over[0]["cores"])
@@ -245,7 +245,7 @@ def main(argv=None):
     if args.validate:
         import mxnet as mx
         model_flags = argparse.Namespace(**dict(vars(args), model=args.validate_model))
-        args.validate_model = cli.resolve_model(model_flags).text  # the spec the validation runs pass on
+        args.validate_spec = cli.resolve_model(model_flags)  # passed on as the object; its text to the runs
         n = args.validate_devices if args.validate in ("all", "devices") else 1
         cli.advise([mx.cpu(i) for i in range(n)], THREADS_NOTE)  # the most run at once
         return validate(args, ctxs)
@@ -314,7 +314,7 @@ def measured_step(args, ctxs):
         from .training.loop import TrainConfig
         cli.advise(ctxs[:1], THREADS_NOTE)
         batch = args.per_device_batch or 32
-        config = TrainConfig(model=args.model, dataset="synthetic", batch_size=batch, limit=batch, steps=10,
+        config = TrainConfig(model=args.spec, dataset="synthetic", batch_size=batch, limit=batch, steps=10,
                              optimizer=args.optimizer)
         with cli.progress_bar(10, "measure"):
             step = parts.measure_step(config, ctxs[0], steps=10)

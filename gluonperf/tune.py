@@ -111,7 +111,7 @@ def parse_args(argv):
         from .training.data import check_available
         check_available(args.dataset, None, args.spec)  # one line for bad data, before any run
         runner = runner.on_dataset(args.dataset)
-    args.runner_obj = runner
+    args.runner_obj = runner.for_model(args.spec)  # its candidates' flags from the object, not their text
     if args.optimizer is not None and not runner.takes("optimizer"):
         raise UserError("--optimizer needs --runner train; the steprate worker trains with SGD only")
     args.rounds_policy = rounds_policy(args)

@@ -229,7 +229,21 @@ def test_as_spec_passes_a_spec_on_and_parses_text_once():
             as_spec(wrong)
 
 
-def test_a_spec_resolved_by_the_command_is_not_parsed_again(monkeypatch):
+@pytest.fixture
+def parsed(monkeypatch):
+    """The texts parse_spec is given from now on (a ModelSpec passed through is not a parse)."""
+    from gluonperf.training import model_spec
+    texts, real = [], model_spec.parse_spec
+
+    def counting(text):
+        if not isinstance(text, model_spec.ModelSpec):
+            texts.append(text)
+        return real(text)
+    monkeypatch.setattr(model_spec, "parse_spec", counting)
+    return texts
+
+
+def test_a_spec_resolved_by_the_command_is_not_parsed_again(parsed):
     """The command parses --model once (cli.resolve_model); the library functions it hands the
     ModelSpec to never parse a spec's text again, and their records carry the same text."""
     import argparse
@@ -238,15 +252,7 @@ def test_a_spec_resolved_by_the_command_is_not_parsed_again(monkeypatch):
     from gluonperf.cli import common
     from gluonperf.experiments.hybridize import compare_modes
     from gluonperf.inference import ladder
-    from gluonperf.training import data, model_spec, models, steprate
-    parsed = []
-    real = model_spec.parse_spec
-
-    def counting(text):
-        if not isinstance(text, model_spec.ModelSpec):
-            parsed.append(text)
-        return real(text)
-    monkeypatch.setattr(model_spec, "parse_spec", counting)
+    from gluonperf.training import data, models, steprate
     parser = argparse.ArgumentParser()
     common.add_model_flags(parser, "resnet18")
     args = parser.parse_args(["--model", NETS + ":branchy", "--input-shape", "3,8,8"])
@@ -261,3 +267,58 @@ def test_a_spec_resolved_by_the_command_is_not_parsed_again(monkeypatch):
     figures = steprate.step_rate(spec, batch_size=2, steps=1, warmup=0)
     assert parsed == []
     assert {r.metrics["model"] for r in records} == {figures["model"]} == {spec.text}
+
+
+def test_a_whole_train_run_parses_the_spec_once(parsed, tmp_path, monkeypatch, capsys):
+    """train in this process, a model of one's own on synthetic data shaped for it: the command
+    parses --model once, and the training loop (data, model, loss, checkpoints) takes the
+    ModelSpec from the config; records and checkpoints keep the spec's text, and a run resumed
+    from that text parses it once too, as do --scaling and a library caller's text config."""
+    import mxnet as mx
+    from gluonperf import train
+    from gluonperf.cli import common
+    from gluonperf.config import TrainConfig
+    from gluonperf.records import read_jsonl
+    from gluonperf.training.checkpoints import read_checkpoint
+    from gluonperf.training.loop import fit
+    from gluonperf.training.model_spec import ModelSpec
+    monkeypatch.setattr(common, "_AS_COMMAND", False)  # main alone: no signal handlers, no stall guard here
+    model = ["--model", NETS + ":branchy", "--model-args", "width=4", "--input-shape", "3,8,8"]
+    flags = [*model, "--dataset", "synthetic", "--limit", "64", "--batch-size", "32", "--workers", "0",
+             "--log-interval", "0", "--warmup-epochs", "0"]
+    text = ModelSpec(NETS + ":branchy", {"width": 4}, (3, 8, 8)).text
+    out, ckpt = tmp_path / "train.jsonl", tmp_path / "ckpt"
+    runs = {"saved": [*flags, "--epochs", "1", "--save", str(ckpt), "--json", str(out)],
+            "resumed": [*flags, "--epochs", "2", "--resume", str(ckpt)],
+            "scaling": [*flags, "--scaling", "--steps", "1"]}
+    for name, argv in runs.items():
+        del parsed[:]
+        assert train.main(argv) == 0, name
+        assert len(parsed) == 1, (name, parsed)  # cli.resolve_model's, of the command line's text
+    capsys.readouterr()
+    assert {r.metrics["model"] for r, _ in read_jsonl(str(out))} == {text}
+    path, meta = read_checkpoint(str(ckpt))
+    assert meta["epoch"] == 2 and meta["config"]["model"] == text  # text, as checkpoints of every version
+    del parsed[:]
+    config = TrainConfig(**dict(meta["config"], epochs=3, save=None, resume=str(ckpt)))
+    assert [r.metrics["model"] for r in fit(config, [mx.cpu()])] == [text] * 3
+    assert parsed == [text]  # the checkpoint's text, parsed once where the run starts
+
+
+def test_tune_gives_its_candidates_the_flags_of_the_spec_it_resolved(parsed):
+    """tune --model resolves the spec once and hands the runner the ModelSpec (`for_model`): every
+    candidate's command line gets the object's flags, the candidates' text is not parsed again."""
+    from gluonperf import tune
+    from gluonperf.tuning.candidates import Candidate
+    args = tune.parse_args(["--model", NETS + ":branchy", "--model-args", "width=4", "--input-shape", "3,8,8",
+                            "--runner", "train", "--batch-sizes", "32", "--ctx", "cpu0"])
+    assert len(parsed) == 1 and args.runner_obj.spec is args.spec
+    del parsed[:]
+    candidate = Candidate("c", (), (("batch_size", "32"), ("ctx", "cpu0"), ("model", args.spec.text)))
+    argv = args.runner_obj.argv(candidate, 5, "out.json")
+    line = args.runner_obj.command_line(candidate, 5)
+    assert parsed == []
+    start = argv.index("--model")
+    assert argv[start:start + len(args.spec.flags)] == args.spec.flags == [
+        "--model", NETS + ":branchy", "--model-args", '{"width":4}', "--input-shape", "3,8,8"]
+    assert "--model-args '{\"width\":4}' --input-shape 3,8,8" in line

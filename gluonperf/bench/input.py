@@ -64,13 +64,15 @@ def measure(args):
     """Check the flags, time each loader, each stage and the training step: (records, the context)."""
     from .. import UserError
     from ..training.data import check_available
+    from ..training.model_spec import as_spec
     from ..experiments.input_pipeline import SOURCES, bench_input, sources_of
     from ..training.image_data import is_path
     if not is_path(args.dataset):
         raise UserError("--dataset %s is held in memory, with no loader to measure; give the PATH of a folder of class "
                         "subfolders or of a .rec (python -m gluonperf.dataset make DIR --rec makes both)" % args.dataset)
     ctxs = cli.contexts(args)
-    check_available(args.dataset, None, args.model)  # one line for bad data, before any work
+    spec = as_spec(args.model)  # --model parsed once, here, and passed on as the object
+    check_available(args.dataset, None, spec)  # one line for bad data, before any work
     sources = sources_of(args.dataset)
     if args.sources:
         asked = [v.strip() for v in args.sources.split(",") if v.strip()]
@@ -81,7 +83,7 @@ def measure(args):
     cli.check_outputs(args)
     runs = sum(len([w for w in args.workers if w or s != "recorditer"]) for s in sources)
     with cli.progress_bar(args.repeat * (1 + runs + len([s for s in sources if s != "recorditer"])), "input") as bar:
-        results = bench_input(args.dataset, args.model, ctxs[0], args.batch_size, args.workers, sources, args.repeat,
+        results = bench_input(args.dataset, spec, ctxs[0], args.batch_size, args.workers, sources, args.repeat,
                               args.batches, args.sample, threshold=args.threshold, progress=bar.update)
     return results, ctxs[:1]
 

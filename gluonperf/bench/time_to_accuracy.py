@@ -40,19 +40,19 @@ def measure(args):
     """Check the flags, train per optimizer and seed: (records, the contexts)."""
     from .. import UserError
     from ..config import OPTIMIZERS, TrainConfig
-    from ..training.data import check_available
-    from ..training.models import get_model
+    from ..training.data import check_available, classes
     from ..experiments.time_to_accuracy import time_to_accuracy
     ctxs = cli.contexts(args)
     names = _optimizers(args)
     if not names or any(n not in OPTIMIZERS for n in names):
         raise UserError("--optimizers %r: choose from %s, comma-separated" % (args.optimizers, ",".join(OPTIMIZERS)))
-    get_model(args.model)
+    cli.resolve_model(args, classes(args.dataset))  # a bad model fails here; args.spec, parsed once
     if args.batch_size < len(ctxs):
         raise UserError("--batch-size %d is smaller than the number of contexts (%d)" % (args.batch_size, len(ctxs)))
     check_available(args.dataset, args.data_dir)
     cli.check_outputs(args)
-    config = TrainConfig(**{f: getattr(args, f) for f in TTA_FLAGS}, target_top1=args.target_top1, workers=0,
+    flags = dict({f: getattr(args, f) for f in TTA_FLAGS}, model=args.spec)  # the ModelSpec, passed on
+    config = TrainConfig(**flags, target_top1=args.target_top1, workers=0,
                          log_interval=0, kvstore="flat" if len(ctxs) > 1 else "device")
     with cli.progress_bar(len(names) * args.seeds, "time to accuracy") as bar:
         results = time_to_accuracy(config, ctxs, names, list(range(args.seeds)), progress=bar.update)

@@ -149,12 +149,15 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
 
 
 def config_from(args, ctxs):
+    """The TrainConfig of the parsed flags, its model the ModelSpec `cli.resolve_model` put in args.spec."""
     from ..config import config_fields
     values = {name: getattr(args, name) for name in config_fields() if hasattr(args, name)}
     if values.get("momentum", 0) is None:  # --momentum not given: TrainConfig's (which checkpoints compare)
         del values["momentum"]
     if values["workers"] is None:
         values["workers"] = 0 if all(c.device_type == "cpu" for c in ctxs) else TrainConfig.workers
+    if getattr(args, "spec", None) is not None:  # the ModelSpec cli.resolve_model made: passed on, not parsed again
+        values["model"] = args.spec
     return TrainConfig(**values)
 
 

@@ -155,7 +155,7 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
     xs = gluon.utils.split_and_load(x, contexts, even_split=False)
     ys = gluon.utils.split_and_load(y, contexts, even_split=False)
     del x, y
-    config = TrainConfig(model=spec.text, hybridize=hybridize, batch_size=batch_size, lr=lr, optimizer=optimizer)
+    config = TrainConfig(model=spec, hybridize=hybridize, batch_size=batch_size, lr=lr, optimizer=optimizer)
     trainer = make_trainer(net, config, lr, kvstore=config.kvstore)
     loss_fn = loss_of(spec)
 

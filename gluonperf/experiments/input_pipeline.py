@@ -33,6 +33,7 @@ from .. import UserError
 from ..measure import stats
 from ..runtime.contexts import describe
 from ..records import result
+from ..training.model_spec import text_of
 
 SOURCES = ("folder", "rec", "recorditer")
 
@@ -218,8 +219,11 @@ def bench_input(path, model, ctx, batch_size=32, workers=(0, 1, 2), sources=None
     over the step's (a Welch interval on the logs: the two ran apart) with a verdict
     (keeps up / too slow); bench='input-stage' per stage of the Python pipeline (seconds per
     image, interval, and the images/s one core would reach on that stage alone);
-    bench='input-step': the step's consumption rate on `ctx`."""
+    bench='input-step': the step's consumption rate on `ctx`. `model`: a ModelSpec, or its text,
+    parsed here once and passed on."""
     from ..training.image_data import image_size
+    from ..training.model_spec import as_spec
+    model = as_spec(model)
     size = image_size(model)
     shape = (3, size, size)
     sources = list(sources or sources_of(path))
@@ -233,7 +237,7 @@ def bench_input(path, model, ctx, batch_size=32, workers=(0, 1, 2), sources=None
     classes = next(iter(train_sets.values())).classes
     rates_step = step_rate(model, ctx, batch_size, shape, classes, repeat=step_repeat, progress=progress)
     _, step_fields = _interval_fields("images_per_s", rates_step)
-    common = dict(model=model, batch_size=batch_size, image_size=size, dataset=path, context=describe([ctx]))
+    common = dict(model=model.text, batch_size=batch_size, image_size=size, dataset=path, context=describe([ctx]))
     out.append(result("input-step", "training step (batch in memory)", source="step on %s" % describe([ctx]),
                       step_repeats=step_repeat, **step_fields, **common))
     for src in sources:
@@ -347,7 +351,7 @@ def input_bound(config, contexts, steps=10, rounds=5, warmup=3, threshold=stats.
     wait_ci = _t_interval(waits)
     rate = lambda seconds: [batch / t for t in seconds]  # noqa: E731
     real_i, mem_i, alone_i = (stats.ratio_interval(rate(v)) for v in (real, memory, alone))
-    common = dict(model=config.model, batch_size=batch, contexts=describe(s.contexts), dataset=config.dataset,
+    common = dict(model=text_of(config.model), batch_size=batch, contexts=describe(s.contexts), dataset=config.dataset,
                   loader=config.loader, workers=config.workers, steps=steps, rounds=rounds)
     judged = stats.verdict(slowdown, threshold, words=("input-bound", "faster on real data"), what="rounds")
     cpu = all(c.device_type == "cpu" for c in s.contexts)

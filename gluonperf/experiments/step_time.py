@@ -36,8 +36,9 @@ from ..runtime.precision import check_flag
 from ..measure.trace import Trace, aggregate_stats
 from ..records import result
 from ..training.steps import EpochStats, as_float32, split, train_steps
-from ..training.trainers import build_net, lr_for_devices, make_trainer
+from ..training.trainers import build_net, lr_for_devices, make_trainer, with_spec
 from ..training.models import loss_of
+from ..training.model_spec import text_of
 
 PARTS = (
     ("load", "next batch (loader)"),
@@ -97,8 +98,9 @@ def endless(data):
 
 def prepare(config, contexts):
     """Model on every context, Trainer over config.kvstore, loss, and an endless loader
-    over the training set: the pieces `training.fit` uses (constant learning rate)."""
-    contexts = list(contexts)
+    over the training set: the pieces `training.fit` uses (constant learning rate). `config.model`:
+    a ModelSpec, or its text, parsed here once (`with_spec`)."""
+    contexts, config = list(contexts), with_spec(config)
     check_config(config, contexts)
     train_set, _ = load_for(config)
     data = loader(train_set, config.batch_size, shuffle=True, workers=config.workers, last_batch="discard",
@@ -216,8 +218,8 @@ def breakdown(config, contexts, steps=10, warmup=3, rounds=2, progress=None, set
     middle = middle_half(whole)
     typical = sum(whole[i] for i in middle) / len(middle)
     batch = config.batch_size
-    common = dict(model=config.model, batch_size=batch, contexts=describe(s.contexts), hybridize=config.hybridize,
-                  kvstore=config.kvstore, dataset=config.dataset, steps=steps, run=RUN_TIMED)
+    common = dict(model=text_of(config.model), batch_size=batch, contexts=describe(s.contexts),
+                  hybridize=config.hybridize, kvstore=config.kvstore, dataset=config.dataset, steps=steps, run=RUN_TIMED)
     out = []
     for key, label in PARTS + (REST,):
         seconds = sum(parts[key][i] for i in middle) / len(middle)
@@ -335,8 +337,8 @@ def operator_table(config, contexts, steps=10, warmup=3, trace_path=None, flops=
     waits = context_waits(data, s.contexts)
     batch = config.batch_size
     bulk = os.environ.get(BULK_VARIABLE, "unset (bulk execution on)")
-    common = dict(model=config.model, batch_size=batch, contexts=describe(s.contexts), hybridize=config.hybridize,
-                  kvstore=config.kvstore, steps=steps, run=RUN_PROFILED, bulk_exec_train=bulk)
+    common = dict(model=text_of(config.model), batch_size=batch, contexts=describe(s.contexts),
+                  hybridize=config.hybridize, kvstore=config.kvstore, steps=steps, run=RUN_PROFILED, bulk_exec_train=bulk)
     rows = []
     for name, stat in stats.get("Time", {}).get("operator", {}).items():
         seconds = stat["Total"] / 1000.0 / steps
@@ -486,7 +488,7 @@ def model_flops(config, contexts=None):
     built for `contexts` (gluonperf.training.models fuses some operators on CPU contexts)."""
     from ..training.model_spec import as_spec
     from ..training.models import count_model_flops
-    spec = as_spec(config.model)  # config.model: the text records and checkpoints keep
+    spec = as_spec(config.model)  # the command's ModelSpec, passed on; text (a library caller's) parsed
     if not spec.hybridizable:
         return None  # FLOPs are counted on the symbol graph, which such a model cannot give
     return count_model_flops(spec, sample_shape(config.dataset, spec), contexts=contexts)

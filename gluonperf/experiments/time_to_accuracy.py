@@ -30,6 +30,8 @@ def time_to_accuracy(config, contexts, optimizers, seeds, progress=None):
         raise ValueError("time to accuracy needs a target test top-1 (target_top1)")
     if not optimizers or not seeds:
         raise ValueError("give at least one optimizer and one seed")
+    from ..training.trainers import with_spec
+    config = with_spec(config)  # its model parsed once here (if text), not by every run's fit
     runs = {opt: [] for opt in optimizers}
     out = []
     for i, seed in enumerate(seeds):
@@ -40,14 +42,14 @@ def time_to_accuracy(config, contexts, optimizers, seeds, progress=None):
             row = {k: last.get(k) for k in RUN_FIELDS}
             runs[opt].append(row)
             out.append(result("time-to-accuracy-run", "%s seed %d" % (opt, seed), optimizer=opt, seed=seed,
-                              model=config.model, dataset=config.dataset, target_top1=config.target_top1,
+                              model=config.model.text, dataset=config.dataset, target_top1=config.target_top1,
                               lr=last.get("lr"), **row))
             if progress:
                 progress()
     base = optimizers[0]
     for opt in optimizers:
         reached = [r for r in runs[opt] if r["target_reached"]]
-        m = dict(optimizer=opt, model=config.model, dataset=config.dataset, target_top1=config.target_top1,
+        m = dict(optimizer=opt, model=config.model.text, dataset=config.dataset, target_top1=config.target_top1,
                  seeds=len(seeds), reached=len(reached),
                  median_time_to_target_s=_median([r["time_to_target_s"] for r in reached]),
                  median_epochs_to_target=_median([r["epochs_to_target"] for r in reached]),

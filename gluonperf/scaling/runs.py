@@ -18,7 +18,7 @@ import sys
 
 from .. import UserError
 from . import model as scaling_model
-from ..training.model_spec import spec_flags
+from ..training.model_spec import as_spec
 
 
 def job_env():
@@ -30,7 +30,7 @@ def job_env():
 
 
 def train_argv(model, batch, limit, epochs, extra=()):
-    return [sys.executable, "-m", "gluonperf.train", *spec_flags(model), "--dataset", "synthetic",
+    return [sys.executable, "-m", "gluonperf.train", *as_spec(model).flags, "--dataset", "synthetic",
             "--limit", str(limit), "--batch-size", str(batch), "--epochs", str(epochs), "--lr", "0.05",
             "--log-interval", "0", "--stall-timeout", "120", *extra]
 

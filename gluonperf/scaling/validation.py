@@ -18,6 +18,7 @@ import os
 from .. import UserError
 from . import model as scaling_model, parts, runs
 from .judging import check, crowding
+from ..training.model_spec import as_spec
 
 
 def validate_devices(model, per_device_batch, max_devices, steps=5, dataset="synthetic", progress=None):
@@ -35,6 +36,7 @@ def validate_devices(model, per_device_batch, max_devices, steps=5, dataset="syn
     from ..runtime.threads import omp_threads, physical_cores
     from ..config import TrainConfig
     from ..training.device_scaling import scaling
+    model = as_spec(model)  # a ModelSpec passed on (text: parsed once here); its text in the records
     ctxs = [mx.cpu(i) for i in range(max_devices)]
     config = TrainConfig(model=model, dataset=dataset, batch_size=per_device_batch * max_devices,
                          kvstore="device", steps=steps, hybridize="static", limit=per_device_batch * max_devices)
@@ -60,7 +62,7 @@ def validate_devices(model, per_device_batch, max_devices, steps=5, dataset="syn
                          t2_s=p["t2_s"], measured_t1_s=m["t1_s"], measured_t2_s=m["t2_s"],
                          link_GBps=lnk.GBps, link_latency_s=lnk.latency_s, compute_units=units, keys=keys,
                          worker_cpu_s=cpu, cores_bound_s=p["cores_bound_s"], update_s=p["update_s"], processes=1,
-                         cores=cores, load=os.getloadavg()[0], model=model))
+                         cores=cores, load=os.getloadavg()[0], model=model.text))
     return out
 
 
@@ -97,6 +99,7 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
     runs of the same job differed by more than their epochs did (docs/commands/predict.md)."""
     from ..runtime import guard
     from ..runtime.threads import physical_cores
+    model = as_spec(model)  # a ModelSpec passed on (text: parsed once here); its text in the records
     nbytes, keys, _ = parts.gradient_bytes(model)
     lnk = parts.loopback_link(nbytes)
     cores = physical_cores()
@@ -141,7 +144,7 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
                              link_GBps=lnk.GBps, link_latency_s=lnk.latency_s, compute_units=units,
                              processes=workers + servers + 1,  # + ps-lite's scheduler
                              **crowding(workers, threads, {"servers": servers, "scheduler": 1}, cores),
-                             load=os.getloadavg()[0], model=model))
+                             load=os.getloadavg()[0], model=model.text))
     return out
 
 
@@ -171,6 +174,7 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
     horovod_launcher.require("validating Horovod")
     if any(n < 2 for n in ranks):
         raise UserError("a Horovod validation needs at least 2 ranks a job (got %s)" % ",".join(map(str, ranks)))
+    model = as_spec(model)  # a ModelSpec passed on (text: parsed once here); its text in the records
     shapes = parts.gradient_shapes(model)
     nbytes, keys, _ = parts.gradient_bytes(model)
     lnk = parts.loopback_link(nbytes)
@@ -221,5 +225,5 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
                              buffers=buffers, fusion_threshold_bytes=int(fusion_threshold),
                              cycle_time_s=cycle_time_s, processes=n,
                              **crowding(n, threads, {"Horovod background threads": n}, cores),
-                             load=os.getloadavg()[0], model=model))
+                             load=os.getloadavg()[0], model=model.text))
     return out

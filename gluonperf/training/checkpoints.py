@@ -14,6 +14,7 @@ import tempfile
 from dataclasses import replace
 
 from .. import UserError, error_line
+from .model_spec import text_of
 from .trainers import lr_schedule
 from ..runtime.outputs import umask_mode, write_output
 
@@ -186,13 +187,17 @@ def read_checkpoint(directory):
 
 
 def check_resumable(config, meta, directory):
+    """UserError when `config` may not continue the run checkpointed in `meta` (other RESUME_KEYS,
+    or its epochs done). The model is compared as the text the checkpoint keeps (`text_of`:
+    config.model may be a ModelSpec), so a checkpoint of any version is read as it was written."""
     saved = meta.get("config", {})
     for key in RESUME_KEYS:
-        if key in saved and saved[key] != getattr(config, key):
+        value = text_of(config.model) if key == "model" else getattr(config, key)
+        if key in saved and saved[key] != value:
             def shown(value):  # an optimizer's hyper-parameter left unset took the optimizer's default
                 return "unset (the optimizer's default)" if value is None else value
             raise UserError("--resume %s was trained with --%s %s, not %s; use the same settings to continue"
-                            % (directory, key.replace("_", "-"), shown(saved[key]), shown(getattr(config, key))))
+                            % (directory, key.replace("_", "-"), shown(saved[key]), shown(value)))
     if meta["epoch"] >= config.epochs:
         raise UserError("--resume %s already finished %d epochs; pass --epochs above %d to train on"
                         % (directory, meta["epoch"], meta["epoch"]))

@@ -15,7 +15,7 @@ from ..runtime.contexts import describe
 from .data import load_for
 from .models import loss_of
 from .steps import forward_backward
-from .trainers import build_net, lr_for_devices, make_trainer
+from .trainers import build_net, lr_for_devices, make_trainer, with_spec
 from ..records import result
 
 
@@ -28,9 +28,10 @@ def scaling(config, contexts, steps=None, progress=None):
     update; the book's model says a step costs about max(t1, t2) when
     communication overlaps compute and t1 + t2 when it does not. Speedup (with its 95%
     interval from the step times of the two phases) and parallel efficiency are relative
-    to one device. Returns Results, bench='scaling'.
+    to one device. Returns Results, bench='scaling'. `config.model`: a ModelSpec, or its text,
+    parsed here once (`trainers.with_spec`).
     """
-    contexts = list(contexts)
+    contexts, config = list(contexts), with_spec(config)
     steps = steps or config.steps
     per_device = config.batch_size // len(contexts)
     if per_device < 1:
@@ -91,7 +92,7 @@ def scaling(config, contexts, steps=None, progress=None):
         results.append(result(
             "scaling", "%d device%s" % (n, "s" if n > 1 else ""), m["step"],
             devices=n, contexts=describe(ctxs), per_device_batch=per_device, batch_size=batch,
-            model=config.model, kvstore=config.kvstore, steps=steps,
+            model=config.model.text, kvstore=config.kvstore, steps=steps,
             step_s=m["step"].median, t1_s=t1, t2_s=t2, update_s=upd, cpu_s=m["cpu"].median,
             overlap_model_s=max(t1, t2) + upd, serial_model_s=t1 + t2 + upd,
             images_per_s=rate, efficiency=speedup["speedup"] / n, **speedup))

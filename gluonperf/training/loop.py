@@ -29,7 +29,9 @@ from .horovod import Job
 from ..records import Result, result
 from .checkpoints import CheckpointDir, check_resumable, read_checkpoint, replanned_note
 from .steps import EpochStats, evaluate, forward_backward, param_checksums, train_steps
-from .trainers import build_net, create_kvstore, lr_for_devices, lr_schedule, make_trainer, sync_initial_weights
+from .model_spec import text_of
+from .trainers import (build_net, create_kvstore, lr_for_devices, lr_schedule, make_trainer, sync_initial_weights,
+                       with_spec)
 
 
 class Diverged(UserError):
@@ -55,8 +57,9 @@ def fit(config, contexts, progress=None, log=None, epoch_done=None, trained=None
     UserError) when the loss becomes NaN or infinite, leaving the last good checkpoint
     in place. `memory`: a measure.memory.StepMemory, sampled at every training step (its
     `warmup`: the steps of the first epoch this run trains), for the growth verdict.
+    `config.model`: a ModelSpec, or its text, parsed here once (`trainers.with_spec`).
     """
-    contexts = list(contexts)
+    contexts, config = list(contexts), with_spec(config)
     kvstore = create_kvstore(config)  # before data loading: dist workers need their rank
     if isinstance(kvstore, Job) and len(contexts) > 1:
         raise ValueError("a Horovod job runs one process per device; this process got %d contexts (%s)"
@@ -108,7 +111,7 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
     job = kvstore if isinstance(kvstore, Job) else None
     if num_workers > 1 or not isinstance(kvstore, str):
         sync_initial_weights(net, trainer, contexts, train_set[0][0].shape, job)
-    common = dict(model=config.model, dataset=config.dataset, batch_size=config.batch_size,
+    common = dict(model=config.model.text, dataset=config.dataset, batch_size=config.batch_size,
                   contexts=describe(contexts), devices=len(contexts), num_workers=num_workers, rank=rank,
                   hybridize=config.hybridize, kvstore=config.kvstore, workers=config.workers, dtype=config.dtype,
                   optimizer=config.optimizer)
@@ -132,7 +135,7 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
                                             ", weights checksum %.10g" % record.metrics["weights_checksum"]
                                             if num_workers > 1 else ""))
         if saver:
-            saver.save(epoch + 1, net, trainer, {"epoch": epoch + 1, "config": asdict(config),
+            saver.save(epoch + 1, net, trainer, {"epoch": epoch + 1, "config": _saved(config),
                                                  "history": [r.row() for r in history]})
         if epoch_done:
             epoch_done(list(history))
@@ -141,6 +144,11 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
     if trained and rank == 0:
         trained(net)
     return history
+
+
+def _saved(config):
+    """`config` as a checkpoint keeps it: its fields, the model as the spec's text."""
+    return dict(asdict(config), model=text_of(config.model))
 
 
 def _resume(config, net, trainer, contexts, checkpoint, meta, lr, batches, schedule, rank, log):

@@ -69,6 +69,12 @@ def as_spec(model):
     return parse_spec(model)
 
 
+def text_of(model):
+    """The text that stands for `model` (a ModelSpec, or a spec's text, returned as it is), without
+    parsing: what records and checkpoints keep of a model that may be either (`TrainConfig.model`)."""
+    return model.text if isinstance(model, ModelSpec) else model
+
+
 def _shape_tuple(value):
     """A shape from JSON: (3, 32, 32), or a tuple of shapes for several inputs."""
     value = tuple(value)

@@ -11,6 +11,10 @@ runner (the protocol: gluonperf/tuning/runner.py).
   records (the first epoch pays for graph building and first allocations); a model of one's
   own passed as the flags a user types. TRAIN is the default one.
 
+The command gives a runner its model's ModelSpec (`for_model`): a candidate carries the spec's
+text (its records and command line show it), and the runner writes the flags of the object it
+holds rather than parsing that text again for every run.
+
 Every run is a fresh process, started from the package root with this gluonperf first on its
 path and MXNet's and OpenMP's variables of this shell left out (the candidate says them all).
 """
@@ -21,7 +25,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 
 from ..runtime import guard
@@ -52,6 +56,7 @@ class CommandRunner:
     serves: bool = False  # answers `run N` on stdin after `--serve` (see steprate.serve)
     python: Optional[str] = None  # the interpreter (default: this one), e.g. another venv's
     description: Optional[str] = None  # how errors name it (None: its module)
+    spec: Optional[object] = field(default=None, compare=False)  # the model's ModelSpec (`for_model`)
 
     baseline = "book defaults"
 
@@ -62,6 +67,10 @@ class CommandRunner:
     @property
     def warm(self):
         return self.serves
+
+    def for_model(self, spec):
+        """This runner for the candidates of `spec` (a ModelSpec), which it passes on as the object."""
+        return replace(self, spec=spec)
 
     def model_flags(self, text):
         return ["--model", text]
@@ -132,7 +141,11 @@ class TrainRunner(CommandRunner):
     baseline = "imperative, train's thread default"
 
     def model_flags(self, text):
-        return spec_flags(text)  # a model of one's own as its flags, as a user would type them
+        """A model of one's own as its flags, as a user would type them: the flags of the spec it
+        was given (`for_model`) when `text` is that spec's, else of `text` parsed."""
+        if self.spec is not None and self.spec.text == text:
+            return self.spec.flags
+        return spec_flags(text)
 
     def bound(self, candidate, steps, json_path, serve):
         batch = int(candidate.flag("batch_size", 64))

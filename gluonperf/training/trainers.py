@@ -1,11 +1,12 @@
-"""What a data-parallel training run is built from, before its first step: the model on its
-contexts (`build_net`), the learning rate scaled with the devices and its schedule
-(`lr_for_devices`, `lr_schedule`), the kvstore (`default_kvstore`, `create_kvstore`), the
-Trainer over it (`make_trainer`) and the same first weights on every worker
-(`sync_initial_weights`). Used by the training loop (`training.loop.fit`), the scaling steps
+"""What a data-parallel training run is built from, before its first step: its model as a
+ModelSpec (`with_spec`), the model on its contexts (`build_net`), the learning rate scaled with
+the devices and its schedule (`lr_for_devices`, `lr_schedule`), the kvstore (`default_kvstore`,
+`create_kvstore`), the Trainer over it (`make_trainer`) and the same first weights on every
+worker (`sync_initial_weights`). Used by the training loop (`training.loop.fit`), the scaling steps
 (`training.device_scaling`) and the experiments that time a step.
 """
 import os
+from dataclasses import replace
 
 import mxnet as mx
 from mxnet import gluon
@@ -14,11 +15,21 @@ from .. import UserError
 from ..config import HYBRIDIZE
 from .data import classes
 from .models import get_model
+from .model_spec import ModelSpec, as_spec
 from . import optimizers
 from .horovod import Job
 from ..runtime import precision
 
 DMLC_ENV = ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_WORKER", "DMLC_NUM_SERVER")
+
+
+def with_spec(config):
+    """`config` with its model as a ModelSpec: itself when it holds one (a command puts the spec
+    it resolved there, `cli.training_flags.config_from`), else a copy with its text parsed, once
+    here (a checkpoint's config, a library caller's `TrainConfig(model="lenet")`). The entry
+    points of a run (`loop.fit`, `device_scaling.scaling`, the experiments that take a config)
+    call it, and pass on a config whose model every later step takes as the object."""
+    return config if isinstance(config.model, ModelSpec) else replace(config, model=as_spec(config.model))
 
 
 def create_kvstore(config):
