@@ -232,7 +232,7 @@ def build_ladder(args, source, samples, asked, ctx, scratch):
     judged = held if held.labels is not None else _first(held, UNLABELLED_JUDGED)
     cli.note("infer: judging each rung on %d held-out samples of %s against fp32 static%s" % (
         len(judged), held.source, "" if judged.labels is not None else " (%s)" % (held.note or "no labels")))
-    rungs, fields = accuracy.evaluate_rungs(rungs, ctx, judged)
+    rungs, fields = accuracy.evaluate_rungs(rungs, ctx, judged, spec=source.model_spec())
     base = {"model": args.model_label, "ctx": str(ctx), "input_shape": list(source.input_shape),
             "calib_data": calib.source, "calibration_n": len(calib), "held_out_n": len(held),
             "rungs": {r.name: dict({k: v for k, v in (("build_s", r.build_s), ("note", r.note)) if v is not None},

@@ -243,15 +243,16 @@ def parsed(monkeypatch):
     return texts
 
 
-def test_a_spec_resolved_by_the_command_is_not_parsed_again(parsed):
+def test_a_spec_resolved_by_the_command_is_not_parsed_again(parsed, tmp_path):
     """The command parses --model once (cli.resolve_model); the library functions it hands the
-    ModelSpec to never parse a spec's text again, and their records carry the same text."""
+    ModelSpec to never parse a spec's text again (infer's ladder built and judged in its parent
+    too), and their records carry the same text."""
     import argparse
     import mxnet as mx
     import numpy as np
     from gluonperf.cli import common
     from gluonperf.experiments.hybridize import compare_modes
-    from gluonperf.inference import ladder
+    from gluonperf.inference import accuracy, calibration, ladder
     from gluonperf.training import data, models, steprate
     parser = argparse.ArgumentParser()
     common.add_model_flags(parser, "resnet18")
@@ -262,7 +263,12 @@ def test_a_spec_resolved_by_the_command_is_not_parsed_again(parsed):
     models.get_model(spec), models.loss_of(spec), models.random_input(spec, 2, np.random.RandomState(0))
     assert data.sample_shape("synthetic", spec) == (3, 8, 8)
     data.check_available("synthetic", None, spec)
-    assert ladder.model_source(spec).spec == spec.text
+    source = ladder.model_source(spec)
+    assert source.spec == spec.text and source.model_spec().text == spec.text
+    rungs = ladder.prepare(source, ["fp32", "static"], mx.cpu(), str(tmp_path))
+    held = calibration.Samples(np.zeros((4, 3, 8, 8), dtype="float32"), None, "zeros")
+    rungs, fields = accuracy.evaluate_rungs(rungs, mx.cpu(), held, spec=source.model_spec())
+    assert [r.error for r in rungs] == [None, None] and fields["fp32"]["evaluated_n"] == 4
     records = compare_modes(spec, batch_size=2, ctx=mx.cpu(), repeat=2, number=1, warmup=0)
     figures = steprate.step_rate(spec, batch_size=2, steps=1, warmup=0)
     assert parsed == []

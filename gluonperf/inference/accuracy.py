@@ -107,15 +107,16 @@ def outputs_of(forward, data, ctx, batch_size=64):
     return np.concatenate(out)
 
 
-def evaluate(rung, ctx, held_out, reference_outputs=None, batch_size=64):
+def evaluate(rung, ctx, held_out, reference_outputs=None, batch_size=64, spec=None):
     """The rung's outputs on the held-out samples and the fields above against the reference
     (fp32 static) outputs; accuracy fields only when `held_out.labels` is not None.
 
     Returns {'outputs': (n, classes) numpy, 'evaluated_n': n} plus, with `reference_outputs`,
     `outputs_agree`'s fields and, with labels, `paired_accuracy`'s; with labels and no
-    reference, 'accuracy' alone. The caller drops 'outputs' before it writes a record."""
+    reference, 'accuracy' alone. The caller drops 'outputs' before it writes a record. `spec`:
+    the rung's ModelSpec where the caller holds it (`ladder.load`)."""
     from . import ladder
-    outputs = outputs_of(ladder.load(rung, ctx), held_out.data, ctx, batch_size)
+    outputs = outputs_of(ladder.load(rung, ctx, spec), held_out.data, ctx, batch_size)
     fields = {"outputs": outputs, "evaluated_n": int(len(outputs))}
     if reference_outputs is not None:
         fields.update(outputs_agree(reference_outputs, outputs))
@@ -127,12 +128,13 @@ def evaluate(rung, ctx, held_out, reference_outputs=None, batch_size=64):
     return fields
 
 
-def evaluate_rungs(rungs, ctx, held_out, batch_size=64):
+def evaluate_rungs(rungs, ctx, held_out, batch_size=64, spec=None):
     """Every built rung of `rungs` (`ladder.prepare`'s) on the held-out samples, against the
     reference rung (fp32 static) when it was built: `evaluate` of the reference first, then of
     each other rung with the reference's outputs. Returns (rungs, {name: fields}), the fields
     without 'outputs' (what a record takes); a rung that cannot answer here (it fails to load
-    or to run) comes back with `error` set, one line, like one that could not be built."""
+    or to run) comes back with `error` set, one line, like one that could not be built. `spec`:
+    the model's ModelSpec where the caller holds it (`ModelSource.model_spec`)."""
     from dataclasses import replace
     from .. import error_line
     from .ladder import REFERENCE
@@ -142,7 +144,7 @@ def evaluate_rungs(rungs, ctx, held_out, batch_size=64):
         if rung.error:
             continue
         try:
-            got = evaluate(rung, ctx, held_out, reference, batch_size)
+            got = evaluate(rung, ctx, held_out, reference, batch_size, spec)
         except Exception as e:  # noqa: BLE001 (MXNet's and the model's: the rung is out, the others run)
             out[rung.name] = replace(rung, error="it failed on the held-out samples: %s: %s"
                                                  % (type(e).__name__, error_line(e)))

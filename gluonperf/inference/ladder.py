@@ -32,7 +32,7 @@ import json
 import os
 import time
 import warnings
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Optional
 
 import mxnet as mx
@@ -58,6 +58,13 @@ class ModelSource:
     params: Optional[str] = None        # trained weights (.params), or the exported model's params
     input_shape: tuple = ()             # one sample's shape (without the batch axis)
     classes: Optional[int] = None       # output classes, when known
+    # the ModelSpec that `spec` is the text of, in the process that resolved it (never parsed again here)
+    model: Optional[object] = field(default=None, compare=False, repr=False)
+
+    def model_spec(self):
+        """The ModelSpec of `spec` (the object this source was made from, else its text parsed), or None."""
+        from ..training.model_spec import as_spec
+        return self.model if self.model is not None else as_spec(self.spec) if self.spec else None
 
 
 def model_source(model, params=None, input_shape=None):
@@ -86,9 +93,10 @@ def model_source(model, params=None, input_shape=None):
     spec = replace(spec, model=absolute(spec.model))
     if params is None:
         _build_spec(spec, DEFAULT_CLASSES)  # an unknown name fails here, in one line
-        return ModelSource(spec=spec.text, input_shape=shape or tuple(default_shape(spec)), classes=DEFAULT_CLASSES)
+        return ModelSource(spec=spec.text, input_shape=shape or tuple(default_shape(spec)), classes=DEFAULT_CLASSES,
+                           model=spec)
     shape, classes = _fit_params(spec, params, shape)
-    return ModelSource(spec=spec.text, params=os.path.abspath(params), input_shape=shape, classes=classes)
+    return ModelSource(spec=spec.text, params=os.path.abspath(params), input_shape=shape, classes=classes, model=spec)
 
 
 def _build_spec(spec, classes, ctx=None):
@@ -215,7 +223,7 @@ def prepare(source, rungs, ctx, workdir, calibration=None):
     workdir = os.path.abspath(workdir)  # the files' paths travel to processes that start elsewhere
     os.makedirs(workdir, exist_ok=True)
     base = Rung(REFERENCE, spec=source.spec, input_shape=tuple(source.input_shape), classes=source.classes)
-    out = {}
+    out, spec = {}, source.model_spec()
     if source.symbol:
         static = replace(base, kind="symbol", symbol=source.symbol, params=source.params)
         out["fp32"] = replace(base, name="fp32", error="an exported model has no Python Block to run as written; "
@@ -223,9 +231,9 @@ def prepare(source, rungs, ctx, workdir, calibration=None):
         if "static" in asked:
             out["static"] = _timed("static", static, lambda: {"note": "loaded with SymbolBlock.imports"})
     else:
-        out["fp32"], static = _from_spec(source, base, ctx, workdir)
+        out["fp32"], static = _from_spec(source, spec, base, ctx, workdir)
         out["static"] = static
-    x = mx.nd.zeros((1,) + tuple(source.input_shape), ctx=ctx, dtype=input_dtype(source.spec))
+    x = mx.nd.zeros((1,) + tuple(source.input_shape), ctx=ctx, dtype=spec.input_dtype if spec else "float32")
     builders = {"fused": _fused, "bf16": _bf16, "int8": lambda s, x, c, p: _int8(s, x, c, p, calibration)}
     for name in asked:
         if name in builders:
@@ -244,14 +252,12 @@ def input_dtype(spec):
     return as_spec(spec).input_dtype if spec else "float32"
 
 
-def _from_spec(source, base, ctx, workdir):
-    """(the fp32 rung, the static rung) of a spec: the Block built with its weights (the
-    trained ones, or a seeded initialisation saved to workdir so that every process gets the
-    same), then hybridized and exported."""
-    from ..training.model_spec import as_spec
+def _from_spec(source, spec, base, ctx, workdir):
+    """(the fp32 rung, the static rung) of `source`'s ModelSpec `spec`: the Block built with its
+    weights (the trained ones, or a seeded initialisation saved to workdir so that every process
+    gets the same), then hybridized and exported."""
     start = time.perf_counter()
     mx.random.seed(0)
-    spec = as_spec(source.spec)  # text in the ModelSource, which travels to worker processes
     net = _build_spec(spec, source.classes or DEFAULT_CLASSES, ctx)
     x = mx.nd.zeros((1,) + tuple(source.input_shape), ctx=ctx, dtype=spec.input_dtype)
     if source.params:
@@ -359,14 +365,15 @@ def _int8(static, x, ctx, prefix, calibration):
     return dict(files, note=note)
 
 
-def load(rung, ctx):
+def load(rung, ctx, spec=None):
     """In the process that serves: the rung's forward for a batch (NDArray of shape (n,)+input_shape
     on `ctx`), returning the output NDArray (not synced: the caller syncs). No warm-up here.
+    `spec`: the ModelSpec of a kind "spec" rung where the caller holds it (else its text is parsed).
     ValueError for a rung that could not be built (its `error`)."""
     if rung.error:
         raise ValueError("%s: %s" % (rung.name, rung.error))
     if rung.kind == "spec":
-        net = _build_spec(rung.spec, rung.classes or DEFAULT_CLASSES, ctx)
+        net = _build_spec(spec or rung.spec, rung.classes or DEFAULT_CLASSES, ctx)
         net.load_parameters(rung.params, ctx=ctx)
         if rung.hybridize == "static":
             net.hybridize(**STATIC)
