@@ -226,6 +226,7 @@ def build_parser():
 def main(argv=None):
     p = build_parser()
     args = p.parse_args(argv)
+    cli.check_outputs(args)  # before the model's check below loads MXNet: refused at once
     if args.dtype == "bfloat16" and args.runner == "steprate":
         p.error("--dtype bfloat16 needs --runner train")
     if args.dtype == "bfloat16":
@@ -239,7 +240,6 @@ def main(argv=None):
     if args.model not in models:
         p.error("unknown model %r; python -m gluonperf.train --list-models shows the %d names --model accepts"
                 % (args.model, len(models)))
-    cli.check_outputs(args)
     cli.guard_command(args, PROG, stall_timeout=0)  # each run has its own timeout; stop children on signals
     runner = {"auto": None, "train": TRAIN, "steprate": STEPRATE}[args.runner]
     has_torch_model = args.model in torch_models()

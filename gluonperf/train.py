@@ -79,11 +79,18 @@ def target_line(last):
             "change the settings" % (last["target_top1"], last["epoch"], last["best_test_top1"]))
 
 
+def check_flags(args):
+    """Refuse bad input that the flags alone show, before MXNet loads (a second or two): at once."""
+    check_optimizer_flags(args)
+    cli.check_outputs(args)
+    cli.check_output_path(args.plot, "--plot")
+    cli.check_output_dir(args.save, "--save")
+
+
 def check(args, ctxs):
-    """Refuse bad input before any long work starts."""
+    """Refuse bad input before any long work starts (after `check_flags`)."""
     from .training.models import get_model
     check_kvstore(args, ctxs)
-    check_optimizer_flags(args)
     from .training.data import classes
     cli.resolve_model(args, classes(args.dataset))  # unknown names and models that do not run fail here
     if args.batch_size < len(ctxs):
@@ -107,9 +114,6 @@ def check(args, ctxs):
         raise UserError("--scaling compares the contexts of one machine; use --kvstore flat, device or local")
     if args.scaling and args.target_top1 is not None:
         raise UserError("--target-top1 stops a training run; --scaling only times steps: use one or the other")
-    cli.check_outputs(args)
-    cli.check_output_path(args.plot, "--plot")
-    cli.check_output_dir(args.save, "--save")
     check_export(args)
     from .training.data import check_available
     check_available(args.dataset, args.data_dir, args.spec, args.loader)
@@ -195,6 +199,7 @@ def main(argv=None):
     if args.list_models:
         cli.print_models()
         return 0
+    check_flags(args)
     from .training.loop import fit
     from .render.plots import plot_epochs
     ctxs = cli.contexts(args)

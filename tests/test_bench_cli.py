@@ -2,10 +2,14 @@ import json
 
 import pytest
 
+from helpers import shared_run
 
-def test_hybridize_default_run_writes_json(run, tmp_path):
-    out = tmp_path / "h.json"
-    p = run("gluonperf.bench", "hybridize", "--repeat", "2", "--number", "50", "--json", str(out))
+
+def test_hybridize_default_run_writes_json(tmp_path_factory):
+    """The quick run test_commands checks the table of (helpers.shared_run: one run for both; what
+    is checked here does not depend on how many calls are timed)."""
+    from gluonperf.bench import hybridize
+    p, out = shared_run(tmp_path_factory, ["gluonperf.bench", "hybridize", *hybridize.QUICK])
     assert p.returncode == 0, p.stderr
     assert "imperative" in p.stdout and "static" in p.stdout and "speedup" in p.stdout
     rows = [json.loads(line) for line in open(out)]

@@ -176,7 +176,7 @@ def test_report_of_real_outputs_is_self_contained_and_holds_every_record(results
     assert "vs pytorch CI" in text and "min..max 1.15..1.26 (75%, n=3)" in page.cells
     assert re.search(r"of the ceiling \([0-9.]+ GFLOP/s", readings)  # profile's verdict
     assert "least memory per sample: " in readings and "the plain step's memory at" in readings  # footprint
-    assert re.search(r"largest batch within 64 MiB for hybrid: [0-9]+", readings)
+    assert re.search(r"largest batch within 2 MiB for hybrid: [0-9]+", readings)  # footprint's QUICK --budget
     assert re.search(r"4 devices \(2x2\): efficiency [0-9.]+", readings) and "at efficiency >= 0.8" in readings
     assert "not drawn" not in text
 

@@ -182,11 +182,14 @@ def test_model_variants_suite_tiny(tmp_path):
 
 def test_checkpointing_suite_stopped_during_timing_keeps_the_memory_records(tmp_path):
     """The memory runs (fresh processes) take most of the suite's time: they are in --json
-    as soon as they finish, so a run stopped while it times the steps keeps them."""
+    as soon as they finish, so a run stopped while it times the steps keeps them. --budget 2M:
+    above LeNet's parameters (a budget below them is refused) and below what its step needs at
+    batch 4, so each configuration has its budget row without the runs that would confirm a
+    larger batch (up to 3 fresh processes each with 64M)."""
     out = tmp_path / "ckpt.json"
     env, mark = marked_env()
     proc = subprocess.Popen([PY, "benchmarks/checkpointing.py", "--model", "lenet", "--batch-size", "4",
-                             "--segments", "2", "--steps", "1", "--budget", "64M", "--rounds", "1000000",
+                             "--segments", "2", "--steps", "1", "--budget", "2M", "--rounds", "1000000",
                              "--json", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -206,6 +209,7 @@ def test_checkpointing_suite_stopped_during_timing_keeps_the_memory_records(tmp_
     assert {r["bench"] for r in rows} == {"footprint", "footprint-budget"}, rows
     assert {r["name"] for r in rows if r["bench"] == "footprint"} >= {"hybrid", "static", "hybrid ckpt2"}
     assert all(r["peak_above_bytes"] > 0 for r in rows if r["bench"] == "footprint" and not r.get("error"))
+    assert all(r["confirm_runs"] == 0 and r["fits"] is False for r in rows if r["bench"] == "footprint-budget"), rows
     assert not processes_of(mark)
 
 

@@ -34,6 +34,9 @@ it is in it:
   `section`; the others' records go to its generic table);
 - `QUICK`: flags for a run of seconds (the tests run every subcommand with them; None when
   it needs data on disk);
+- optional: `check(args)`: the checks of its flags that need no MXNet (an output directory, ...),
+  run before MXNet loads, so that bad input there is refused at once (--json and --csv, every
+  subcommand's, are checked then too);
 - optional: `AT_LEAST_CONTEXTS` (CPU contexts it runs at once whatever --ctx says; default 1)
   or `contexts_at_once(argv)` (the same, read from the command line), `STAND_IN` (its CPU
   contexts stand in for devices, so glibc keeps freed memory: runtime.allocator), and
@@ -130,6 +133,10 @@ def main(argv=None, threads_note=None, malloc_note=None, dtype_note=None):
         cli.print_models()
         return 0
     module = BY_NAME[args.command]
+    # bad output paths are refused before MXNet loads (cli.contexts below loads it): at once, not after 1.5 s
+    cli.check_outputs(args)
+    if hasattr(module, "check"):
+        module.check(args)
     used = getattr(args, "contexts_used", cli.contexts)
     if not getattr(module, "RUNS_COMMANDS", False):  # those commands advise on their own threads
         cli.advise(used(args), threads_note)

@@ -6,8 +6,11 @@ from ..cli import units
 from ..training.model_spec import label
 
 NAME = "footprint"
+# --budget 2M: above LeNet's parameters (a budget below them is refused), below what its step needs, so that
+# the budget rows come without the runs that confirm a batch (up to 3 fresh processes per configuration;
+# tests/test_footprint.py runs that search)
 QUICK = ["--model", "lenet", "--batch-sizes", "8", "--hybridize", "hybrid", "--checkpoint", "0,2", "--steps", "1",
-         "--budget", "64M"]
+         "--budget", "2M"]
 RECORDS = ("footprint", "footprint-budget")
 TITLE = "Memory of a training step: settings, checkpointing, budgets"
 # the runs (with --repeat N the terminal adds the peak's min and max; error where a run failed) ...

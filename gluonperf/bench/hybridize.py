@@ -39,13 +39,18 @@ def _number(args):
     return args.number or (10 if args.train else 1000)
 
 
+def check(args):
+    """The flags' checks that need no MXNet: the output files and --export's directory."""
+    cli.check_outputs(args)
+    cli.check_output_dir(args.export, "--export")
+
+
 def measure(args):
     """Check the flags, run the experiment: (records, the contexts they ran on)."""
     from ..experiments.hybridize import compare_modes
+    check(args)
     cli.resolve_model(args, 2 if args.model == "mlp" else 10)  # bad models fail here, before any work
     ctxs = cli.contexts(args)
-    cli.check_outputs(args)
-    cli.check_output_dir(args.export, "--export")
     with cli.progress_bar(3 * args.repeat, "hybridize") as bar:
         results = compare_modes(model=args.spec, batch_size=args.batch_size, ctx=ctxs[0],
                                 repeat=args.repeat, number=_number(args), warmup=args.warmup,

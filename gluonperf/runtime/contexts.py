@@ -3,10 +3,11 @@
 Accepted: `cpu`, `cpu0`, `cpu:1`, `cpu0,cpu1`, `gpu0,gpu1`, `gpu:0`, and `gpu`
 (every GPU MXNet sees). Several `cpu(i)` contexts are separate devices to MXNet's
 engine, which is how the multi-device code paths are tested without a GPU.
+
+MXNet is imported only once the text is well formed: a mistyped --ctx is refused at once, not
+after MXNet's start of a second or two.
 """
 import re
-
-import mxnet as mx
 
 from .. import UserError
 
@@ -14,6 +15,7 @@ _ITEM = re.compile(r"^(cpu|gpu)(?::?(\d+))?$")
 
 
 def num_gpus():
+    import mxnet as mx
     try:
         return mx.context.num_gpus()
     except mx.base.MXNetError:
@@ -25,17 +27,18 @@ def parse_contexts(spec, gpus=None):
 
     `gpus` is the number of visible GPUs (asked of MXNet when None).
     """
-    if gpus is None:
-        gpus = num_gpus()
     items = [s.strip().lower() for s in str(spec).split(",")]
     if not spec or not all(items):
         raise UserError("--ctx %r is empty or has an empty item; use e.g. cpu, cpu0,cpu1 or gpu0,gpu1" % spec)
+    for item in items:
+        if not _ITEM.match(item):
+            raise UserError("--ctx item %r is not a context; use cpu, cpuN, gpu, gpuN or gpu:N, comma-separated" % item)
+    import mxnet as mx
+    if gpus is None:
+        gpus = num_gpus()
     contexts = []
     for item in items:
-        match = _ITEM.match(item)
-        if not match:
-            raise UserError("--ctx item %r is not a context; use cpu, cpuN, gpu, gpuN or gpu:N, comma-separated" % item)
-        kind, index = match.group(1), match.group(2)
+        kind, index = _ITEM.match(item).groups()
         if kind == "gpu":
             if gpus == 0:
                 raise UserError(
@@ -56,6 +59,7 @@ def parse_contexts(spec, gpus=None):
 
 
 def _build():
+    import mxnet as mx
     return "CUDA" if mx.runtime.Features().is_enabled("CUDA") else "CPU-only"
 
 
