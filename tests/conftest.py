@@ -107,9 +107,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 def pytest_unconfigure(config):
-    """A run that passed removes its temporary directory; one that failed keeps it to look at."""
+    """A run that passed removes its temporary directory; one that failed keeps it to look at when
+    the commands left something in it (an empty one, a failed assertion's run, goes too)."""
     tmp = getattr(config, "_gluonperf_tmp", None)
-    if tmp is not None and getattr(config, "_gluonperf_passed", False):
+    if tmp is not None and (getattr(config, "_gluonperf_passed", False) or not _left_in(tmp)):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
