@@ -165,11 +165,13 @@ def check_tune_script(count, threshold, progress=None):
         twin = by[("a/a", "%s=1" % UNREAD)]
         tunes.append({"a_a_verdict": twin.get("verdict"), "a_a_ratio": twin.get("ratio"),
                       "a_a_ci": [twin.get("ratio_ci_low"), twin.get("ratio_ci_high")], "a_a_rounds": twin["rounds"],
-                      "a_a_stopped": twin.get("stopped"), "a_a_round_ratios": twin.get("round_ratios"), "kept": kept,
+                      "a_a_stopped": twin.get("stopped"), "a_a_round_ratios": twin.get("round_ratios"),
+                      "a_a_rerun_rounds": twin.get("rerun_rounds"), "kept": kept,
                       # each round's ratio and the other processes' load beside it: what a miss came from
                       "hybridize": {name: {k: m.get(k) for k in ("verdict", "ratio", "ratio_ci_low", "ratio_ci_high",
                                                                  "ratio_level", "rounds", "stopped", "round_ratios",
-                                                                 "round_load", "round_steal", "machine_warnings")}
+                                                                 "round_load", "round_steal", "rerun_rounds",
+                                                                 "machine_warnings")}
                                     for (lever, name), m in by.items() if lever == "hybridize"},
                       "runs": 1 + sum(r.metrics["rounds"] for r in results), "seconds": time.monotonic() - began})
         if progress:

@@ -25,7 +25,7 @@ from .measure import machine
 from .training import levers as model_levers
 from .training import runners
 from .tuning import model as model_tune
-from .tuning.schedule import Sweeps
+from .tuning.schedule import Sweeps, rerun_line
 
 
 def build_parser():
@@ -164,6 +164,8 @@ def main_model(argv=None):
     warned = sorted({w for r in table for w in r.metrics.get("machine_warnings", ())})
     if warned:
         note(machine.warning_line(warned))
+    if rerun_line(table):
+        note("note: " + rerun_line(table))
     failed = []
     for best in (r for r in results if r.name == "best"):
         m = best.metrics

@@ -509,3 +509,54 @@ def test_a_candidate_slower_in_its_first_two_rounds_leaves_with_an_interval_too_
     m = {r.name: r.metrics for r in schedule.summarize(table)}["slow"]
     assert m["stopped"] == "slower in every round" and m["rounds"] == 2 and m["verdict"] == "inconclusive"
     assert format_estimate("ratio", m["ratio"], m["ratio_ci_low"], m["ratio_ci_high"]).endswith("(too few rounds)")
+
+
+def test_a_round_with_the_machine_busy_elsewhere_runs_again(monkeypatch):
+    """Under the sequential plan a round during which other processes kept more than 0.1 of a core
+    busy (measured beside the runs, not from their figures) is set aside whole and run again, at
+    most `reruns` times a lever; its ratios stay in the records and a line says so. Rounds under a
+    second are not judged (the CPU times count in ticks), and a fixed number of rounds runs exactly."""
+    from gluonperf.measure import machine
+    from gluonperf.tuning import schedule
+    loads = []
+
+    class Watch:  # the machine's load in each round, as the test sets it
+        def round(self):
+            return loads.pop(0)
+    monkeypatch.setattr(machine, "Watch", Watch)
+    quiet = {"others_busy_cores": 0.0, "steal_share": 0.0, "seconds": 5.0}
+    busy = {"others_busy_cores": 0.3, "steal_share": 0.0, "seconds": 5.0}
+    assert machine.disturbed(busy) and not machine.disturbed(quiet)
+    assert not machine.disturbed(dict(busy, seconds=0.2))
+    assert machine.disturbed(dict(quiet, steal_share=0.2))
+
+    def tune(rounds, pattern):
+        loads[:] = list(pattern)
+        runs = []
+        speed = {"b": 10.0, "fast": 20.0}
+
+        def measure(c):
+            runs.append(c.name)
+            return speed[c.name] * (0.5 if loads and loads[0] is busy else 1.0) * (1 + 0.01 * (len(runs) % 3)), None
+        table = schedule.Table([Candidate("b"), Candidate("fast")], rounds, "x", start={})
+        schedule.interleave(table, measure)
+        return {r.name: r.metrics for r in schedule.summarize(table)}, runs
+
+    # the 2nd round is busy: it runs again, and the ratios are those of the quiet rounds only
+    by, runs = tune(Rounds(), [quiet, busy] + [quiet] * 10)
+    fast = by["fast"]
+    assert fast["verdict"] == "faster" and len(fast["round_ratios"]) == fast["rounds"]
+    assert runs.count("fast") == fast["rounds"] + 1 and len(fast["round_load"]) == fast["rounds"]
+    assert fast["rerun_rounds"] == [dict(busy, round=2, why="other processes kept 0.30 of a core busy",
+                                         ratio=pytest.approx(2.0, rel=0.03))]
+    assert by["b"]["rerun_rounds"][0]["ratio"] == 1.0 and max(fast["round_load"]) == 0.0
+    from gluonperf.records import Result
+    assert schedule.rerun_line([Result("tune", "fast", fast)]) == (
+        "1 round ran again: the machine was busy elsewhere during it (other processes kept 0.30 of a core busy)")
+    assert schedule.rerun_line([Result("tune", "b", by["b"]), Result("tune", "fast", fast)]).startswith("1 round")
+    # at most `reruns` a lever: past them the busy rounds are kept
+    by, runs = tune(Rounds(reruns=2), [busy] * 12)
+    assert len(by["fast"]["rerun_rounds"]) == 2 and by["fast"]["round_load"][0] == 0.3
+    # a fixed number of rounds: exactly those, busy or not
+    by, runs = tune(Rounds(fixed=3), [busy] * 3)
+    assert "rerun_rounds" not in by["fast"] and runs.count("fast") == 3

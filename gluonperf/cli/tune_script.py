@@ -20,7 +20,8 @@ from ..script import text
 from ..script.wire import split_argv
 from ..tuning import search
 from ..tuning.candidates import Candidate
-from ..tuning.schedule import Sweeps
+from ..measure import machine
+from ..tuning.schedule import Sweeps, rerun_line
 from . import common as cli
 from .tune_flags import add_rounds, rounds_policy
 
@@ -147,6 +148,10 @@ def main(argv):
     print("\n".join(text.recipe_lines(advice)))
     for line in text.failure_notes(done.results):
         cli.note(line)
+    warned = sorted({w for r in done.results for w in r.metrics.get("machine_warnings", ())})
+    for line in (machine.warning_line(warned), rerun_line(done.results)):
+        if line:
+            cli.note("note: " + line)
     return 0
 
 

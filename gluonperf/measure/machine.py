@@ -16,6 +16,12 @@ import psutil
 BUSY_CORES = 0.5      # other processes' average load, in cores
 STEAL_SHARE = 0.10    # share of the CPU time the hypervisor gave to other guests
 BASELINE_DRIFT = 0.25  # the baseline's slowest round against its fastest, less 1
+# A round of interleaved runs during which other processes kept more than RERUN_CORES busy, or the
+# hypervisor took more than RERUN_STEAL of the CPU time, is run again (`disturbed`). What decides is
+# measured beside the runs, never their figures, and the whole round goes (the baseline's run with the
+# candidates'), so no candidate is favoured and the intervals keep their level.
+RERUN_CORES = 0.1
+RERUN_STEAL = 0.05
 
 
 def _busy_and_steal(times):
@@ -40,8 +46,8 @@ def _own_seconds(proc):
 
 class Watch:
     """CPU time of the machine and of this process tree, from one `round()` to the next:
-    each round's `others_busy_cores` (the load of other processes, in cores) and
-    `steal_share` (of the machine's CPU time)."""
+    each round's `others_busy_cores` (the load of other processes, in cores),
+    `steal_share` (of the machine's CPU time) and `seconds` (its wall time)."""
 
     def __init__(self):
         self._proc = psutil.Process()
@@ -60,7 +66,7 @@ class Watch:
         others = max(0.0, (busy1 - busy0) - (own - self._own)) / elapsed
         steal = (steal1 - steal0) / (total1 - total0) if total1 > total0 else 0.0
         self._mark()
-        return {"others_busy_cores": round(others, 3), "steal_share": round(steal, 4)}
+        return {"others_busy_cores": round(others, 3), "steal_share": round(steal, 4), "seconds": round(elapsed, 3)}
 
 
 def before(interval=0.5):
@@ -74,6 +80,18 @@ def before(interval=0.5):
     except (AttributeError, OSError):
         pass
     return out
+
+
+def disturbed(load):
+    """Why a round whose `Watch.round()` figures are `load` should be run again, or None. A round
+    shorter than a second is never judged: the CPU times count in ticks of 10 ms."""
+    if load.get("seconds", 0.0) < 1.0:
+        return None
+    if load.get("others_busy_cores", 0.0) > RERUN_CORES:
+        return "other processes kept %.2f of a core busy" % load["others_busy_cores"]
+    if load.get("steal_share", 0.0) > RERUN_STEAL:
+        return "the hypervisor took %.0f%% of the CPU time" % (100 * load["steal_share"])
+    return None
 
 
 def drift(baseline):

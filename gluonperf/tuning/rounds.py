@@ -10,6 +10,8 @@ candidate's ratio is its figure over the baseline's in that round (`schedule`). 
   smallest speed-up worth a change, or unable to be shown faster within the plan). Its
   interval is the one of the look where it left, valid under that stopping. `budget` seconds
   of a lever start no new round (the intervals stay valid: they hold whenever the rounds stop).
+  A round during which the machine was busy elsewhere is run again, at most `reruns` (4) times
+  a lever (`schedule.interleave`): the plan's few rounds cannot absorb one spoiled round.
 - **fixed** (`Rounds(fixed=N)`): every candidate N rounds, judged once at the end at 95%
   (Bonferroni over the candidates).
 - **exhaustive** (`Rounds(exhaustive=True)`, `--rounds exhaustive`): tune's rule before the
@@ -28,7 +30,7 @@ SEQUENTIAL, FIXED, EXHAUSTIVE = "sequential", "fixed", "exhaustive"
 class Rounds:
     """A rounds policy (see the module's docstring)."""
 
-    def __init__(self, fixed=None, maximum=8, budget=300.0, exhaustive=False, minimum=5, precision=0.05):
+    def __init__(self, fixed=None, maximum=8, budget=300.0, exhaustive=False, minimum=5, precision=0.05, reruns=4):
         if fixed is not None and fixed < 1:
             raise ValueError("rounds must be at least 1, got %r" % fixed)
         if fixed is None and not exhaustive and maximum < sequential.FIRST_LOOK:
@@ -38,6 +40,7 @@ class Rounds:
         self.kind = FIXED if fixed is not None else EXHAUSTIVE if exhaustive else SEQUENTIAL
         self.minimum = minimum
         self.maximum = 30 if exhaustive else maximum
+        self.reruns = reruns if self.kind == SEQUENTIAL else 0  # fixed and exhaustive: exactly the rounds asked for
 
     @property
     def planned(self):

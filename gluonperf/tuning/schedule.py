@@ -8,7 +8,11 @@ steadily favours none. `measure(candidate)` is the caller's (a runner's) run of 
 (figure, None) or (None, one-line error). A candidate's ratio in a round is its figure over the
 baseline's in the same round; rounds share no run, so their ratios are independent, as the
 intervals assume. A candidate whose run fails leaves at once, every candidate when the baseline
-fails. `summarize(table)` turns the tables into Results (bench 'tune'): the figure's median and
+fails. A round during which other processes or the hypervisor took the CPU
+(`measure.machine.disturbed`, decided from the machine's load beside the runs, never from their
+figures) is set aside whole and run again, at most `Rounds.reruns` times a lever (the sequential
+plan's; the other policies run exactly the rounds asked for); its ratios stay in the records
+(`rerun_rounds`). `summarize(table)` turns the tables into Results (bench 'tune'): the figure's median and
 range, the ratio with its interval (`Rounds.interval`: under the sequential plan, the one of
 the look where it left) and verdict, `stopped` (why it left), `rank`. On an unstable machine
 (`measure.machine.judge`: other processes busy, steal, a baseline that moved) every level goes
@@ -44,6 +48,7 @@ class Table:
     errors: dict = field(default_factory=dict)    # name -> its first error
     loads: list = field(default_factory=list)     # per round: machine.Watch().round()
     stopped: dict = field(default_factory=dict)   # name -> {"reason", "stable", "round"}
+    reruns: list = field(default_factory=list)    # the rounds set aside (machine.disturbed): why, load, ratios
     start: Optional[dict] = None                  # machine.before() as the rounds began
 
     def __post_init__(self):
@@ -105,10 +110,21 @@ def interleave(table, measure, progress=None, left=None, log=None, stopping=lamb
     while (active or not others) and rounds.more(r, {c.name: table.ratios[c.name] for c in active}, time.monotonic() - began):
         figures = {c.name: one(c, r) for c in _rotated([base] + active, r)}
         b = figures[base.name]
+        load = watch.round()
+        why = machine.disturbed(load)
+        if why and len(table.reruns) < rounds.reruns and not stopping() and all(figures.values()):
+            # the machine was busy elsewhere during this round: its runs are set aside and it runs again
+            table.reruns.append(dict(round=r + 1, why=why, **load, ratios={
+                c.name: figures[c.name] / b for c in active}))
+            for name in figures:
+                table.figures[name].pop()
+            if log:
+                log("%s round %d: run again: %s" % (table.lever, r + 1, why))
+            continue
         for c in active:
             table.ratios[c.name].append(figures[c.name] / b if figures[c.name] and b else None)
         table.ratios[base.name].append(1.0 if b else None)
-        table.loads.append(watch.round())
+        table.loads.append(load)
         r += 1
         stable = table.stable()
         for c in list(active):
@@ -186,6 +202,9 @@ def summarize(table):
         if table.loads:
             metrics["round_load"] = [l["others_busy_cores"] for l in table.loads]
             metrics["round_steal"] = [l["steal_share"] for l in table.loads]
+        if table.reruns:  # the rounds run again, with this candidate's ratio in them (None: it was not in)
+            metrics["rerun_rounds"] = [dict({k: v for k, v in x.items() if k != "ratios"}, ratio=x["ratios"].get(
+                c.name, 1.0 if c is table.candidates[0] else None)) for x in table.reruns]
         if drift is not None:
             metrics["baseline_drift"] = drift
         if warnings:
@@ -198,6 +217,19 @@ def summarize(table):
     for rank, r in enumerate(out, 1):
         r.metrics["rank"] = rank
     return out
+
+
+def rerun_line(results):
+    """One line for people on the rounds run again because the machine was busy elsewhere, or None."""
+    seen = {}
+    for r in results:
+        for x in r.metrics.get("rerun_rounds") or ():
+            seen[(r.metrics.get("batch_size"), r.metrics.get("lever"), x["round"], x["others_busy_cores"])] = x["why"]
+    if not seen:
+        return None
+    return ("%d round%s ran again: the machine was busy elsewhere during %s (%s)"
+            % (len(seen), "s" if len(seen) > 1 else "", "them" if len(seen) > 1 else "it",
+               "; ".join(sorted(set(seen.values()))[:3])))
 
 
 class Sweeps:
