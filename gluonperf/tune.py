@@ -25,7 +25,7 @@ from .measure import machine
 from .training import levers as model_levers
 from .training import runners
 from .tuning import model as model_tune
-from .tuning.schedule import Sweeps, rerun_line
+from .tuning.schedule import Sweeps, rerun_line, widened
 
 
 def build_parser():
@@ -163,7 +163,7 @@ def main_model(argv=None):
     emit(table, args, title=title, columns=columns, records=results)  # the files also get the winners ('best')
     warned = sorted({w for r in table for w in r.metrics.get("machine_warnings", ())})
     if warned:
-        note(machine.warning_line(warned))
+        note(machine.warning_line(warned, widened(table)))
     if rerun_line(table):
         note("note: " + rerun_line(table))
     failed = []

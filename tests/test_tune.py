@@ -560,3 +560,33 @@ def test_a_round_with_the_machine_busy_elsewhere_runs_again(monkeypatch):
     # a fixed number of rounds: exactly those, busy or not
     by, runs = tune(Rounds(fixed=3), [busy] * 3)
     assert "rerun_rounds" not in by["fast"] and runs.count("fast") == 3
+
+
+def test_a_baseline_that_moved_between_rounds_is_warned_of_without_widening_the_intervals(monkeypatch):
+    """The baseline 40% faster in one round than in another, the machine otherwise quiet: the records
+    say it moved, the intervals stay at 95% (each ratio is against the baseline's run of its own round),
+    and the note says why; other processes busy past 0.5 cores still make them 99%."""
+    from gluonperf.measure import machine
+    from gluonperf.tuning import schedule
+    loads = []
+
+    class Watch:
+        def round(self):
+            return loads.pop(0)
+    monkeypatch.setattr(machine, "Watch", Watch)
+
+    def tune(load):
+        loads[:] = [dict(load, seconds=0.5)] * 3
+        figures = {"b": iter([10.0, 14.0, 10.0]), "c": iter([20.0, 29.4, 20.5])}
+        table = schedule.Table([Candidate("b"), Candidate("c")], Rounds(fixed=3), "x", start={})
+        schedule.interleave(table, lambda c: (next(figures[c.name]), None))
+        return table, {r.name: r for r in schedule.summarize(table)}
+
+    table, by = tune({"others_busy_cores": 0.0, "steal_share": 0.0})
+    m = by["c"].metrics
+    assert table.stable() and m["ratio_joint_level"] == 0.95 and not schedule.widened(by.values())
+    assert m["machine_warnings"] == ["the baseline itself moved by 40% between rounds"]
+    assert "the drift cancels" in machine.warning_line(m["machine_warnings"], schedule.widened(by.values()))
+    table, by = tune({"others_busy_cores": 0.7, "steal_share": 0.0})
+    assert not table.stable() and by["c"].metrics["ratio_joint_level"] == 0.99 and schedule.widened(by.values())
+    assert "99% instead of 95%" in machine.warning_line(by["c"].metrics["machine_warnings"], True)

@@ -21,7 +21,7 @@ from ..script.wire import split_argv
 from ..tuning import search
 from ..tuning.candidates import Candidate
 from ..measure import machine
-from ..tuning.schedule import Sweeps, rerun_line
+from ..tuning.schedule import Sweeps, rerun_line, widened
 from . import common as cli
 from .tune_flags import add_rounds, rounds_policy
 
@@ -149,7 +149,7 @@ def main(argv):
     for line in text.failure_notes(done.results):
         cli.note(line)
     warned = sorted({w for r in done.results for w in r.metrics.get("machine_warnings", ())})
-    for line in (machine.warning_line(warned), rerun_line(done.results)):
+    for line in (machine.warning_line(warned, widened(done.results)), rerun_line(done.results)):
         if line:
             cli.note("note: " + line)
     return 0

@@ -123,10 +123,14 @@ def judge(rounds=(), start=None, baseline=None):
     return out
 
 
-def warning_line(warnings):
-    """One line for people, or None."""
+def warning_line(warnings, widened=True):
+    """One line for people, or None. `widened`: the intervals were made at 99% for it (tune's
+    interleaved rounds widen them for load and steal only, not for a baseline that moved)."""
     if not warnings:
         return None
+    if not widened:
+        return ("the machine was unstable (%s): each round's ratios are against the baseline's run of the "
+                "same round, so the drift cancels and the spread it adds is in the intervals" % "; ".join(warnings))
     return ("the machine was unstable (%s): intervals are at 99%% instead of 95%%, so fewer changes "
             "are called" % "; ".join(warnings))
 

@@ -15,8 +15,8 @@ plan's; the other policies run exactly the rounds asked for); its ratios stay in
 (`rerun_rounds`). `summarize(table)` turns the tables into Results (bench 'tune'): the figure's median and
 range, the ratio with its interval (`Rounds.interval`: under the sequential plan, the one of
 the look where it left) and verdict, `stopped` (why it left), `rank`. On an unstable machine
-(`measure.machine.judge`: other processes busy, steal, a baseline that moved) every level goes
-from 95% to 99%, as the rounds go.
+(`measure.machine.judge`: other processes busy, steal) every level goes from 95% to 99%, as the
+rounds go; a baseline that moved between rounds is a warning only (the pairing cancels it).
 """
 import math
 import statistics
@@ -67,8 +67,11 @@ class Table:
         return max(1, len(self.candidates) - 1)
 
     def stable(self):
-        """No warning about the machine so far (the rounds' loads and the baseline's figures)."""
-        return not machine.judge(self.loads, self.start, self.figures[self.candidates[0].name])
+        """No other process busy and no steal past `machine`'s lines so far. A baseline that moved
+        between rounds is warned of (`summarize`) but does not widen the intervals: each ratio is
+        taken against the baseline's run of the same round, which cancels a drift, and the spread
+        a drift adds within a round is in the ratios' own."""
+        return not machine.judge(self.loads, self.start)
 
     def ratios_estimate(self, name):
         """The geometric mean of a candidate's per-round ratios."""
@@ -191,7 +194,7 @@ def summarize(table):
         if c is table.candidates[0]:
             metrics.update(ratio=1.0 if ratios else None, verdict="baseline")
         elif ratios:
-            stable = stop["stable"] if stop else not warnings
+            stable = stop["stable"] if stop else table.stable()
             interval = table.rounds.interval(ratios, table.tried, stable)
             metrics.update(interval.fields("ratio"), ratio_joint_level=stats.level_for(stable))
             if table.rounds.kind == SEQUENTIAL:
@@ -217,6 +220,11 @@ def summarize(table):
     for rank, r in enumerate(out, 1):
         r.metrics["rank"] = rank
     return out
+
+
+def widened(results):
+    """Were any of these Results' intervals made at the unstable machine's level?"""
+    return any(r.metrics.get("ratio_joint_level") == stats.UNSTABLE_LEVEL for r in results)
 
 
 def rerun_line(results):
