@@ -514,8 +514,8 @@ def test_a_candidate_slower_in_its_first_two_rounds_leaves_with_an_interval_too_
 def test_a_round_with_the_machine_busy_elsewhere_runs_again(monkeypatch):
     """Under the sequential plan a round during which other processes kept more than 0.1 of a core
     busy (measured beside the runs, not from their figures) is set aside whole and run again, at
-    most `reruns` times a lever; its ratios stay in the records and a line says so. Rounds under a
-    second are not judged (the CPU times count in ticks), and a fixed number of rounds runs exactly."""
+    most `reruns` times a lever, and not again once a run again was busy too; its ratios stay in the
+    records and a line says so. Rounds under a second are not judged (the CPU times count in ticks), and a fixed number of rounds runs exactly."""
     from gluonperf.measure import machine
     from gluonperf.tuning import schedule
     loads = []
@@ -555,8 +555,12 @@ def test_a_round_with_the_machine_busy_elsewhere_runs_again(monkeypatch):
         "1 round ran again: the machine was busy elsewhere during it (other processes kept 0.30 of a core busy)")
     assert schedule.rerun_line([Result("tune", "b", by["b"]), Result("tune", "fast", fast)]).startswith("1 round")
     # at most `reruns` a lever: past them the busy rounds are kept
-    by, runs = tune(Rounds(reruns=2), [busy] * 12)
-    assert len(by["fast"]["rerun_rounds"]) == 2 and by["fast"]["round_load"][0] == 0.3
+    by, runs = tune(Rounds(reruns=2), [busy, quiet, busy, quiet, busy] + [quiet] * 10)
+    assert [x["round"] for x in by["fast"]["rerun_rounds"]] == [1, 2] and by["fast"]["round_load"][:3] == [0.0, 0.0, 0.3]
+    # a machine busy for longer than a round: the round run again is kept, and no other runs again
+    by, runs = tune(Rounds(), [busy] * 12)
+    assert [x["round"] for x in by["fast"]["rerun_rounds"]] == [1] and set(by["fast"]["round_load"]) == {0.3}
+    assert runs.count("fast") == by["fast"]["rounds"] + 1
     # a fixed number of rounds: exactly those, busy or not
     by, runs = tune(Rounds(fixed=3), [busy] * 3)
     assert "rerun_rounds" not in by["fast"] and runs.count("fast") == 3

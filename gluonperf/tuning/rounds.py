@@ -11,7 +11,8 @@ candidate's ratio is its figure over the baseline's in that round (`schedule`). 
   interval is the one of the look where it left, valid under that stopping. `budget` seconds
   of a lever start no new round (the intervals stay valid: they hold whenever the rounds stop).
   A round during which the machine was busy elsewhere is run again, at most `reruns` (4) times
-  a lever (`schedule.interleave`): the plan's few rounds cannot absorb one spoiled round.
+  a lever, and not once a run again was disturbed too (`schedule.interleave`): the plan's few
+  rounds cannot absorb one spoiled round.
 - **fixed** (`Rounds(fixed=N)`): every candidate N rounds, judged once at the end at 95%
   (Bonferroni over the candidates).
 - **exhaustive** (`Rounds(exhaustive=True)`, `--rounds exhaustive`): tune's rule before the

@@ -11,7 +11,9 @@ intervals assume. A candidate whose run fails leaves at once, every candidate wh
 fails. A round during which other processes or the hypervisor took the CPU
 (`measure.machine.disturbed`, decided from the machine's load beside the runs, never from their
 figures) is set aside whole and run again, at most `Rounds.reruns` times a lever (the sequential
-plan's; the other policies run exactly the rounds asked for); its ratios stay in the records
+plan's; the other policies run exactly the rounds asked for); when the run again is disturbed
+too, the machine is busy for longer than a round: that round is kept and no other is run again
+(its warning and wider level take over). The rounds set aside stay in the records
 (`rerun_rounds`). `summarize(table)` turns the tables into Results (bench 'tune'): the figure's median and
 range, the ratio with its interval (`Rounds.interval`: under the sequential plan, the one of
 the look where it left) and verdict, `stopped` (why it left), `rank`. On an unstable machine
@@ -109,13 +111,15 @@ def interleave(table, measure, progress=None, left=None, log=None, stopping=lamb
             progress()
         return value
 
-    active, r = list(others), 0
+    active, r, again = list(others), 0, True
     while (active or not others) and rounds.more(r, {c.name: table.ratios[c.name] for c in active}, time.monotonic() - began):
         figures = {c.name: one(c, r) for c in _rotated([base] + active, r)}
         b = figures[base.name]
         load = watch.round()
         why = machine.disturbed(load)
-        if why and len(table.reruns) < rounds.reruns and not stopping() and all(figures.values()):
+        if why and table.reruns and table.reruns[-1]["round"] == r + 1:
+            again = False  # its run again was disturbed too: the machine is busy for longer than a round
+        if why and again and len(table.reruns) < rounds.reruns and not stopping() and all(figures.values()):
             # the machine was busy elsewhere during this round: its runs are set aside and it runs again
             table.reruns.append(dict(round=r + 1, why=why, **load, ratios={
                 c.name: figures[c.name] / b for c in active}))
