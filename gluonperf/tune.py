@@ -162,10 +162,9 @@ def main_model(argv=None):
     table = [r for r in results if r.name != "best"]
     emit(table, args, title=title, columns=columns, records=results)  # the files also get the winners ('best')
     warned = sorted({w for r in table for w in r.metrics.get("machine_warnings", ())})
-    if warned:
-        note(machine.warning_line(warned, widened(table)))
-    if rerun_line(table):
-        note("note: " + rerun_line(table))
+    for line in (machine.warning_line(warned, widened(table)), rerun_line(table)):
+        if line:
+            note("note: " + line)
     failed = []
     for best in (r for r in results if r.name == "best"):
         m = best.metrics

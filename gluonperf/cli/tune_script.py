@@ -13,6 +13,7 @@ import sys
 import time
 
 from .. import UserError
+from ..measure import machine
 from ..script import advice as script_advice
 from ..script import levers as script_levers
 from ..script import runner as script_runner
@@ -20,7 +21,6 @@ from ..script import text
 from ..script.wire import split_argv
 from ..tuning import search
 from ..tuning.candidates import Candidate
-from ..measure import machine
 from ..tuning.schedule import Sweeps, rerun_line, widened
 from . import common as cli
 from .tune_flags import add_rounds, rounds_policy

@@ -14,8 +14,8 @@ figures) is set aside whole and run again, at most `Rounds.reruns` times a lever
 plan's; the other policies run exactly the rounds asked for); when the run again is disturbed
 too, the machine is busy for longer than a round: that round is kept and no other is run again
 (its warning and wider level take over). The rounds set aside stay in the records
-(`rerun_rounds`). `summarize(table)` turns the tables into Results (bench 'tune'): the figure's median and
-range, the ratio with its interval (`Rounds.interval`: under the sequential plan, the one of
+(`rerun_rounds`). `summarize(table)` turns the tables into Results (bench 'tune'): the figure's
+median and range, the ratio with its interval (`Rounds.interval`: under the sequential plan, the one of
 the look where it left) and verdict, `stopped` (why it left), `rank`. On an unstable machine
 (`measure.machine.judge`: other processes busy, steal) every level goes from 95% to 99%, as the
 rounds go; a baseline that moved between rounds is a warning only (the pairing cancels it).
