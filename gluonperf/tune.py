@@ -21,11 +21,10 @@ import sys
 
 from . import UserError
 from .cli.tune_flags import add_rounds, rounds_policy
-from .measure import machine
 from .training import levers as model_levers
 from .training import runners
 from .tuning import model as model_tune
-from .tuning.schedule import Sweeps, rerun_line, widened
+from .tuning.schedule import Sweeps, machine_notes
 
 
 def build_parser():
@@ -161,10 +160,8 @@ def main_model(argv=None):
         bar.close()
     table = [r for r in results if r.name != "best"]
     emit(table, args, title=title, columns=columns, records=results)  # the files also get the winners ('best')
-    warned = sorted({w for r in table for w in r.metrics.get("machine_warnings", ())})
-    for line in (machine.warning_line(warned, widened(table)), rerun_line(table)):
-        if line:
-            note("note: " + line)
+    for line in machine_notes(table):
+        note("note: " + line)
     failed = []
     for best in (r for r in results if r.name == "best"):
         m = best.metrics

@@ -13,7 +13,6 @@ import sys
 import time
 
 from .. import UserError
-from ..measure import machine
 from ..script import advice as script_advice
 from ..script import levers as script_levers
 from ..script import runner as script_runner
@@ -21,7 +20,7 @@ from ..script import text
 from ..script.wire import split_argv
 from ..tuning import search
 from ..tuning.candidates import Candidate
-from ..tuning.schedule import Sweeps, rerun_line, widened
+from ..tuning.schedule import Sweeps, machine_notes
 from . import common as cli
 from .tune_flags import add_rounds, rounds_policy
 
@@ -148,10 +147,8 @@ def main(argv):
     print("\n".join(text.recipe_lines(advice)))
     for line in text.failure_notes(done.results):
         cli.note(line)
-    warned = sorted({w for r in done.results for w in r.metrics.get("machine_warnings", ())})
-    for line in (machine.warning_line(warned, widened(done.results)), rerun_line(done.results)):
-        if line:
-            cli.note("note: " + line)
+    for line in machine_notes(done.results):
+        cli.note("note: " + line)
     return 0
 
 

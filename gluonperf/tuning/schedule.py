@@ -226,6 +226,13 @@ def summarize(table):
     return out
 
 
+def machine_notes(results):
+    """The lines for people on the machine under these Results: its warnings (saying whether they
+    widened the intervals) and the rounds run again; empty when there is nothing to say."""
+    warned = sorted({w for r in results for w in r.metrics.get("machine_warnings", ())})
+    return [line for line in (machine.warning_line(warned, widened(results)), rerun_line(results)) if line]
+
+
 def widened(results):
     """Were any of these Results' intervals made at the unstable machine's level?"""
     return any(r.metrics.get("ratio_joint_level") == stats.UNSTABLE_LEVEL for r in results)
