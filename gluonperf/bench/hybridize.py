@@ -40,14 +40,15 @@ def _number(args):
 
 
 def check(args):
-    """The flags' checks that need no MXNet: the output files and --export's directory."""
-    cli.check_outputs(args)
+    """The flags' check that needs no MXNet beyond --json and --csv (bench's main checks those):
+    --export's directory."""
     cli.check_output_dir(args.export, "--export")
 
 
 def measure(args):
     """Check the flags, run the experiment: (records, the contexts they ran on)."""
     from ..experiments.hybridize import compare_modes
+    cli.check_outputs(args)
     check(args)
     cli.resolve_model(args, 2 if args.model == "mlp" else 10)  # bad models fail here, before any work
     ctxs = cli.contexts(args)
