@@ -105,7 +105,7 @@ def main(argv=None):
     if not args.wide:  # the figures first, the ratio and its interval in one cell; what identifies a record after
         # them, the first to go when the terminal is narrow (the name holds most of it)
         levels = {r.metrics.get("ratio_level") for r in results} - {None}  # 99% on an unstable machine
-        cell = "ratio (%g%% CI)" % (100 * levels.pop()) if len(levels) == 1 else "ratio (95% CI)" if not levels \
+        cell = "ratio (%s CI)" % stats.level_text(levels.pop()) if len(levels) == 1 else "ratio (95% CI)" if not levels \
             else "ratio (CI)"
         for row, r in zip(shown, results):
             m = r.metrics

@@ -9,6 +9,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Optional
 
+from ..measure.stats import level_text
 from ..records import Result, format_value
 
 
@@ -45,7 +46,7 @@ def accuracy_text(m):
     """What the rung costs in accuracy, as its record says (the ladder's fields)."""
     if m.get("accuracy_change") is not None:
         low, high = m.get("accuracy_change_ci_low"), m.get("accuracy_change_ci_high")
-        interval = " (%g%% CI %+.2f to %+.2f points)" % (100 * (m.get("accuracy_level") or 0.95), 100 * low,
+        interval = " (%s CI %+.2f to %+.2f points)" % (level_text(m.get("accuracy_level") or 0.95), 100 * low,
                                                           100 * high) if low is not None and high is not None else ""
         return "accuracy %+.2f points against fp32 static%s on %s held-out samples" % (
             100 * m["accuracy_change"], interval, m.get("accuracy_n", "?"))

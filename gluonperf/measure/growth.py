@@ -106,7 +106,8 @@ class Growth:
         rate = "%s MB per 1,000 steps" % _mb(self.rate)
         over = "%d increments between blocks of %d steps, %d steps after %d of warm-up" % (
             self.n, self.block, self.steps, self.warmup)
-        ci = "%g%% CI %s to %s, %s" % (100 * self.level, _mb(self.low), _mb(self.high), over)
+        from .stats import level_text
+        ci = "%s CI %s to %s, %s" % (level_text(self.level), _mb(self.low), _mb(self.high), over)
         floor = "a floor of %s a step" % _bytes(self.floor)
         if self.verdict == "flat":
             return "flat: %s (%s), all of it below %s" % (rate, ci, floor)

@@ -54,7 +54,8 @@ def _level(key, rows):
     if not levels:
         return "95% CI"
     if len(levels) == 1:
-        return "%g%% CI" % (100 * levels.pop())
+        from ..measure.stats import level_text  # records is below measure: imported when a table is made
+        return "%s CI" % level_text(levels.pop())
     return "CI"
 
 

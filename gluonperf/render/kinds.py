@@ -83,8 +83,9 @@ def with_interval(m, key, what="rounds", pct=False):
     head = percent(value) if pct else format_estimate("ratio", value)  # '1.12x', as the terminal's tables
     iv = interval_of(m, key)
     if iv is not None:
-        text = ("%g%% CI unknown" % (100 * iv.level) if not iv.high < float("inf")
-                else "%g%% CI %s-%s" % (100 * iv.level, bound(iv.low), bound(iv.high)))
+        from ..measure.stats import level_text
+        text = ("%s CI unknown" % level_text(iv.level) if not iv.high < float("inf")
+                else "%s CI %s-%s" % (level_text(iv.level), bound(iv.low), bound(iv.high)))
         return "%s (%s, %d %s)" % (head, text, iv.n, what if iv.n != 1 else what.rstrip("s"))
     lo, hi = m.get(key + "_min"), m.get(key + "_max")
     if lo is not None and hi is not None:
@@ -107,7 +108,8 @@ def interval_column(key, pct=False):
         if iv is not None:
             bounds = ("%s-%s" % (fmt(iv.low), fmt(iv.high) if iv.high < float("inf") else "inf") if pct
                       else format_bounds(key, iv.low, iv.high, like=iv.estimate))
-            return "%s (%g%%, n=%d)" % (bounds, 100 * iv.level, iv.n)
+            from ..measure.stats import level_text
+            return "%s (%s, n=%d)" % (bounds, level_text(iv.level), iv.n)
         if m.get(key + "_min") is not None and m.get(key + "_max") is not None:
             from ..measure.stats import minmax_level
             n = _rounds_of(m, key)

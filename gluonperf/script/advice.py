@@ -8,7 +8,7 @@ as a gain it has not measured. The lines a person reads are script/text.py's.
 """
 import statistics
 
-from ..measure.stats import winner
+from ..measure.stats import level_text, winner
 from ..records import result
 from .text import code_at, pct, size, times, where
 
@@ -121,8 +121,8 @@ def growth_advice(summary):
         m = r.metrics
         if m["growth_verdict"] != "grows":
             continue
-        what = "%s grows %s MB per 1,000 steps (%g%% CI %s-%s)" % (
-            m["memory"], _figure(m["growth_mb_per_1000_steps"]), 100 * m["growth_mb_per_1000_steps_level"],
+        what = "%s grows %s MB per 1,000 steps (%s CI %s-%s)" % (
+            m["memory"], _figure(m["growth_mb_per_1000_steps"]), level_text(m["growth_mb_per_1000_steps_level"]),
             _figure(m["growth_mb_per_1000_steps_ci_low"]), _figure(m["growth_mb_per_1000_steps_ci_high"]))
         if m.get("steps_to_exhaust"):
             what += ", about {:,.0f} more steps before this machine's available memory runs out".format(
