@@ -38,8 +38,11 @@ The JSON file also holds the environment, so `python -m gluonperf.compare OLD NE
 compare two such files.
 """
 import argparse
+import contextlib
 import os
+import shutil
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import suite_stats  # noqa: E402  (benchmarks/, this script's folder)
@@ -72,6 +75,23 @@ def torch_runner(python=None):
     except (OSError, subprocess.TimeoutExpired):
         ok = False
     return Runner("benchmarks/torch_loop.py", ("--warmup", "2"), serves=True, python=python) if ok else None
+
+
+@contextlib.contextmanager
+def torch_cache():
+    """TorchInductor's cache in a folder of this run's, removed at its end: PyTorch makes
+    $TMPDIR/torchinductor_<user> even for an eager run, and nothing of a run may stay in the
+    temporary directory. A TORCHINDUCTOR_CACHE_DIR the user set is left as it is."""
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        yield
+        return
+    folder = tempfile.mkdtemp(prefix="gluonperf-torchinductor-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder  # the yardstick's runs inherit it
+    try:
+        yield
+    finally:
+        del os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def torch_models():
@@ -241,6 +261,12 @@ def main(argv=None):
         p.error("unknown model %r; python -m gluonperf.train --list-models shows the %d names --model accepts"
                 % (args.model, len(models)))
     cli.guard_command(args, PROG, stall_timeout=0)  # each run has its own timeout; stop children on signals
+    with torch_cache():
+        suite(args)
+
+
+def suite(args):
+    """The suite's runs, their table and verdicts (main's arguments checked)."""
     runner = {"auto": None, "train": TRAIN, "steprate": STEPRATE}[args.runner]
     has_torch_model = args.model in torch_models()
     torch = torch_runner(args.torch_python) if has_torch_model else None
