@@ -13,7 +13,7 @@ import sys
 from . import UserError
 from .measure import comparison, stats
 from .cli.common import add_threshold, add_wide, check_output_path, parse_threshold, percentage, positive_int
-from .records import format_estimate, format_table, write_jsonl
+from .records import format_estimate, format_table, level_text, write_jsonl
 
 
 def floor_bands():
@@ -105,7 +105,7 @@ def main(argv=None):
     if not args.wide:  # the figures first, the ratio and its interval in one cell; what identifies a record after
         # them, the first to go when the terminal is narrow (the name holds most of it)
         levels = {r.metrics.get("ratio_level") for r in results} - {None}  # 99% on an unstable machine
-        cell = "ratio (%s CI)" % stats.level_text(levels.pop()) if len(levels) == 1 else "ratio (95% CI)" if not levels \
+        cell = "ratio (%s CI)" % level_text(levels.pop()) if len(levels) == 1 else "ratio (95% CI)" if not levels \
             else "ratio (CI)"
         for row, r in zip(shown, results):
             m = r.metrics

@@ -6,6 +6,7 @@ import pytest
 from scipy import stats as sp
 
 from gluonperf.measure import stats
+from gluonperf.records import level_text
 
 
 def test_t_interval_matches_scipy_on_the_log_ratios():
@@ -125,7 +126,7 @@ def test_an_interval_too_wide_for_a_float_ends_at_infinity():
 def test_a_level_spent_over_looks_is_written_rounded_down():
     # tune's confirmation of the recipe printed "99.0155% CI": the level as a reader reads it, and
     # rounded down, so that what is written still holds
-    assert [stats.level_text(x) for x in (0.95, 0.99, 0.995, 0.990155, 0.98759, 0.9999)] == \
+    assert [level_text(x) for x in (0.95, 0.99, 0.995, 0.990155, 0.98759, 0.9999)] == \
         ["95%", "99%", "99.5%", "99%", "98.7%", "99.9%"]
     iv = stats.Interval(1.34, 1.04, 1.72, 5, level=0.990155)
     assert iv.describe() == "1.34x (99% CI 1.04-1.72, 5 rounds)"

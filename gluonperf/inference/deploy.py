@@ -9,8 +9,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Optional
 
-from ..measure.stats import level_text
-from ..records import Result, format_value
+from ..records import Result, format_value, level_text
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+from ..records import level_text
+
 FLOOR_BYTES = 4096      # a step's growth below this (one page) means nothing
 MIN_BLOCK = 5           # samples in a block, at least
 BLOCKS = 30             # blocks to aim for: 29 increments, of which the 5 lowest and 5 highest are trimmed
@@ -106,7 +108,6 @@ class Growth:
         rate = "%s MB per 1,000 steps" % _mb(self.rate)
         over = "%d increments between blocks of %d steps, %d steps after %d of warm-up" % (
             self.n, self.block, self.steps, self.warmup)
-        from .stats import level_text
         ci = "%s CI %s to %s, %s" % (level_text(self.level), _mb(self.low), _mb(self.high), over)
         floor = "a floor of %s a step" % _bytes(self.floor)
         if self.verdict == "flat":

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from ..records import READABLE_SPAN
+from ..records import READABLE_SPAN, level_text
 
 LEVEL = 0.95
 UNSTABLE_LEVEL = 0.99       # an unstable machine gets wider intervals (see `level_for`)
@@ -88,13 +88,6 @@ class Interval:
         if not (math.isfinite(self.low) and math.isfinite(self.high)):
             return "%s CI unknown" % level_text(self.level)
         return "%s CI %s-%s" % (level_text(self.level), _num(self.low), _num(self.high))
-
-
-def level_text(level):
-    """An interval's level as a reader reads it: '95%', '99.5%'; a level spent over looks or
-    candidates (0.990155) is rounded down to a tenth of a percent ('99%'), which still holds: an
-    interval at 99.0155% covers at least 99% of the time."""
-    return "%g%%" % (math.floor(1000 * level + 1e-6) / 10)
 
 
 def _num(x):

@@ -28,6 +28,13 @@ def figures(value, n=4):
     return "%.*g" % (n, value)
 
 
+def level_text(level):
+    """An interval's level as a reader reads it: '95%', '99.5%'; a level spent over looks or
+    candidates (0.990155) is rounded down to a tenth of a percent ('99%'), which still holds: an
+    interval at 99.0155% covers at least 99% of the time."""
+    return "%g%%" % (math.floor(1000 * level + 1e-6) / 10)
+
+
 def is_share(key):
     """A fraction shown as a percentage."""
     return key == "share" or key.endswith("_share")

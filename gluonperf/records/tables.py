@@ -14,7 +14,7 @@ import shutil
 import textwrap
 
 from .cells import (ESTIMATE_FIGURES, column_header, column_unit, format_cell, format_value, interval_pairs,
-                    is_number)
+                    is_number, level_text)
 from .results import row_columns
 
 DEFAULT_WIDTH = 100
@@ -54,7 +54,6 @@ def _level(key, rows):
     if not levels:
         return "95% CI"
     if len(levels) == 1:
-        from ..measure.stats import level_text  # records is below measure: imported when a table is made
         return "%s CI" % level_text(levels.pop())
     return "CI"
 

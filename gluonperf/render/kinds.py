@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple
 
 from .figures import error_bars, figure, labelled_bars, per_epoch, short_number, svg
-from ..records import Result, fixed, format_bounds, format_estimate, format_value
+from ..records import Result, fixed, format_bounds, format_estimate, format_value, level_text
 from ..training.model_spec import label as model_label
 
 
@@ -83,7 +83,6 @@ def with_interval(m, key, what="rounds", pct=False):
     head = percent(value) if pct else format_estimate("ratio", value)  # '1.12x', as the terminal's tables
     iv = interval_of(m, key)
     if iv is not None:
-        from ..measure.stats import level_text
         text = ("%s CI unknown" % level_text(iv.level) if not iv.high < float("inf")
                 else "%s CI %s-%s" % (level_text(iv.level), bound(iv.low), bound(iv.high)))
         return "%s (%s, %d %s)" % (head, text, iv.n, what if iv.n != 1 else what.rstrip("s"))
@@ -108,7 +107,6 @@ def interval_column(key, pct=False):
         if iv is not None:
             bounds = ("%s-%s" % (fmt(iv.low), fmt(iv.high) if iv.high < float("inf") else "inf") if pct
                       else format_bounds(key, iv.low, iv.high, like=iv.estimate))
-            from ..measure.stats import level_text
             return "%s (%s, n=%d)" % (bounds, level_text(iv.level), iv.n)
         if m.get(key + "_min") is not None and m.get(key + "_max") is not None:
             from ..measure.stats import minmax_level

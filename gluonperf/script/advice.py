@@ -8,8 +8,8 @@ as a gain it has not measured. The lines a person reads are script/text.py's.
 """
 import statistics
 
-from ..measure.stats import level_text, winner
-from ..records import result
+from ..measure.stats import winner
+from ..records import level_text, result
 from .text import code_at, pct, size, times, where
 
 ADVICE = "advice"  # the records' bench, profile's and tune --'s alike

@@ -8,6 +8,7 @@ import os
 import shlex
 
 from ..measure import stats
+from ..records import level_text
 
 
 def pct(x):
@@ -147,7 +148,7 @@ def interval_text(m, key="ratio"):
     iv = stats.Interval(m[key], m[key + "_ci_low"], m[key + "_ci_high"], m.get(key + "_n") or 0,
                         m.get(key + "_joint_level") or m.get(key + "_level") or stats.LEVEL)
     if stats.readable(iv):
-        return "%.2fx (%s CI %.2f-%.2f, %d rounds)" % (iv.estimate, stats.level_text(iv.level), iv.low, iv.high, iv.n)
+        return "%.2fx (%s CI %.2f-%.2f, %d rounds)" % (iv.estimate, level_text(iv.level), iv.low, iv.high, iv.n)
     need = stats.rounds_for_readable(m.get("round_ratios") or [], iv.level)
     return "%.2fx (%d round%s: too few for an interval%s)" % (
         iv.estimate, iv.n, "s" if iv.n != 1 else "", "; about %d would give one" % need if need else "")
