@@ -15,13 +15,23 @@ prints one JSON line with images/s; `--serve` answers `run N` lines on stdin lik
 benchmarks/book_loop.py, so benchmarks/train_throughput.py can interleave it.
 """
 import argparse
+import atexit
 import json
+import os
+import shutil
 import sys
+import tempfile
 import time
 
-import torch
-from torch import nn
+# TorchInductor's cache: PyTorch makes $TMPDIR/torchinductor_<user> even for an eager run, and
+# nothing of a run may stay in the temporary directory. A folder of this process's, removed at
+# its exit, unless one is given (train_throughput gives its runs one of its own run's).
+if not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="gluonperf-torchinductor-")
+    atexit.register(shutil.rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], True)
 
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
 
 class Residual(nn.Module):
