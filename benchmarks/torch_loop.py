@@ -23,12 +23,14 @@ import sys
 import tempfile
 import time
 
-# TorchInductor's cache: PyTorch makes $TMPDIR/torchinductor_<user> even for an eager run, and
-# nothing of a run may stay in the temporary directory. A folder of this process's, removed at
-# its exit, unless one is given (train_throughput gives its runs one of its own run's).
-if not os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="gluonperf-torchinductor-")
-    atexit.register(shutil.rmtree, os.environ["TORCHINDUCTOR_CACHE_DIR"], True)
+# PyTorch writes under $TMPDIR even for an eager run (TorchInductor's cache, and with --compile
+# its precompiled headers: torchinductor_<user>), and nothing of a run may stay in the temporary
+# directory: this process works in a folder of its own there, removed at its exit (one killed
+# by train_throughput leaves it in that run's folder, which the run removes).
+OWN_TMP = tempfile.mkdtemp(prefix="gluonperf-torch-")
+os.environ["TMPDIR"] = OWN_TMP
+tempfile.tempdir = None
+atexit.register(shutil.rmtree, OWN_TMP, True)
 
 import torch  # noqa: E402
 from torch import nn  # noqa: E402

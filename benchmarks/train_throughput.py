@@ -78,19 +78,20 @@ def torch_runner(python=None):
 
 
 @contextlib.contextmanager
-def torch_cache():
-    """TorchInductor's cache in a folder of this run's, removed at its end: PyTorch makes
-    $TMPDIR/torchinductor_<user> even for an eager run, and nothing of a run may stay in the
-    temporary directory. A TORCHINDUCTOR_CACHE_DIR the user set is left as it is."""
-    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
-        yield
-        return
-    folder = tempfile.mkdtemp(prefix="gluonperf-torchinductor-")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder  # the yardstick's runs inherit it
+def own_temporary_folder():
+    """The run's children write in a temporary folder of the run's, removed at its end (TMPDIR):
+    the PyTorch yardstick removes what PyTorch writes there (torchinductor_<user>, even for an
+    eager run) when it exits, and a run of it killed on a timeout leaves it here."""
+    old = os.environ.get("TMPDIR")
+    folder = tempfile.mkdtemp(prefix="gluonperf-throughput-")
+    os.environ["TMPDIR"] = folder  # the runs inherit it
     try:
         yield
     finally:
-        del os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        if old is None:
+            del os.environ["TMPDIR"]
+        else:
+            os.environ["TMPDIR"] = old
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -261,7 +262,7 @@ def main(argv=None):
         p.error("unknown model %r; python -m gluonperf.train --list-models shows the %d names --model accepts"
                 % (args.model, len(models)))
     cli.guard_command(args, PROG, stall_timeout=0)  # each run has its own timeout; stop children on signals
-    with torch_cache():
+    with own_temporary_folder():
         suite(args)
 
 
