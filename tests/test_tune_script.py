@@ -277,3 +277,18 @@ def test_an_interval_too_wide_to_read_says_how_many_rounds_would_give_one():
     assert stats.readable(stats.ratio_interval([0.6, 0.85] * need, 0.95))  # with that many rounds, it is
     steady = dict(stats.ratio_interval([1.3, 1.25, 1.28], 0.95).fields("ratio"), ratio_joint_level=0.95)
     assert script_text.interval_text(steady).startswith("1.28x (95% CI 1.")
+
+
+def test_the_confirmed_recipe_says_its_interval_at_the_plans_level():
+    """The combination's line read '99.0155% CI' (the level of one look of the plan) beside changes
+    whose lines say 95% (held over the looks): it says its interval as they do."""
+    from gluonperf.measure import stats
+    from gluonperf.records import result
+    from gluonperf.script import text as script_text
+    iv = stats.ratio_interval([1.2, 1.3, 1.4, 1.35, 1.45], 0.990155083656413)
+    together = result("advice", "together", lever="together", change="all of the above", where=None,
+                      measured=True, verdict="faster", verdict_text="faster: " + iv.describe(),
+                      ratio_joint_level=0.95, **iv.fields("ratio"))
+    line, = [l for l in script_text.recipe_lines([together]) if l.startswith("together")]
+    assert line == "together, confirmed in one interleaved run: faster: 1.34x (95%% CI %.2f-%.2f, 5 rounds)" % (
+        iv.low, iv.high)

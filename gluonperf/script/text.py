@@ -215,7 +215,10 @@ def recipe_lines(advice):
             lines.append("   faster: %s" % interval_text(m))
     for r in together:
         m = r.metrics
-        lines.append("together, confirmed in one interleaved run: %s" % m.get("verdict_text"))
+        # its interval at the level held over the plan's looks, as the changes above say theirs (the
+        # verdict's own text gives the level of one look: '99.0155% CI')
+        lines.append("together, confirmed in one interleaved run: %s" % (
+            "%s: %s" % (m["verdict"], interval_text(m)) if m.get("ratio_ci_low") is not None else m.get("verdict_text")))
     for r in advice:
         if r.metrics["lever"] == "none":
             lines.append(r.metrics["change"])
