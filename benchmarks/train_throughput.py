@@ -40,14 +40,13 @@ compare two such files.
 import argparse
 import contextlib
 import os
-import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import suite_stats  # noqa: E402  (benchmarks/, this script's folder)
 from gluonperf.runtime.threads import load_warning, physical_cores  # noqa: E402
 from gluonperf.cli import common as cli  # noqa: E402
+from gluonperf.runtime import guard  # noqa: E402
 from gluonperf.training.runners import STEPRATE, TRAIN, CommandRunner as Runner, default_runner  # noqa: E402
 from gluonperf.tuning.candidates import Candidate  # noqa: E402
 from gluonperf.tuning.schedule import Sweeps  # noqa: E402
@@ -79,20 +78,20 @@ def torch_runner(python=None):
 
 @contextlib.contextmanager
 def own_temporary_folder():
-    """The run's children write in a temporary folder of the run's, removed at its end (TMPDIR):
-    the PyTorch yardstick removes what PyTorch writes there (torchinductor_<user>, even for an
-    eager run) when it exits, and a run of it killed on a timeout leaves it here."""
+    """The run's children write in a temporary folder of the run's (TMPDIR), removed at its end,
+    on a signal and on a stall (guard.temp_dir: a stopped run exits through os._exit): the PyTorch
+    yardstick removes what PyTorch writes there (torchinductor_<user>, even for an eager run) when
+    it exits, and a run of it killed on a timeout leaves it here."""
     old = os.environ.get("TMPDIR")
-    folder = tempfile.mkdtemp(prefix="gluonperf-throughput-")
-    os.environ["TMPDIR"] = folder  # the runs inherit it
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["TMPDIR"]
-        else:
-            os.environ["TMPDIR"] = old
-        shutil.rmtree(folder, ignore_errors=True)
+    with guard.temp_dir(prefix="gluonperf-throughput-") as folder:
+        os.environ["TMPDIR"] = folder  # the runs inherit it
+        try:
+            yield
+        finally:
+            if old is None:
+                del os.environ["TMPDIR"]
+            else:
+                os.environ["TMPDIR"] = old
 
 
 def torch_models():
