@@ -46,22 +46,25 @@ if "mxnet" not in sys.modules:
     sys.meta_path.insert(0, _KeepOutOfMXNet())
 
 
-def _restore_numpy_aliases_before_mxnet():
-    """On numpy 1.24 and later (Python 3.12), numpy's aliases that MXNet 1.9.1 still uses
-    (np.bool...) are put back the moment MXNet is first imported: gluonperf/runtime/numpy_aliases.py
-    says why. The package root imports nothing of gluonperf's (tests/test_layers.py), so the file,
-    which needs only the standard library and numpy, is loaded by its path, as the sitecustomize
-    files of profile's scripts and launch's workers load it."""
+def _runtime_file(name):
+    """gluonperf/runtime/NAME.py, loaded by its path: the package root imports nothing of gluonperf's
+    (tests/test_layers.py), and these files, which need only the standard library, are loaded the
+    same way by the sitecustomize files of profile's scripts and launch's workers."""
     import importlib.util
     import os
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime", "numpy_aliases.py")
-    spec = importlib.util.spec_from_file_location("_gluonperf_numpy_aliases", path)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime", name + ".py")
+    spec = importlib.util.spec_from_file_location("_gluonperf_" + name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.restore_before_mxnet()
+    return module
 
 
-_restore_numpy_aliases_before_mxnet()
+# On numpy 1.24 and later (Python 3.12), numpy's aliases that MXNet 1.9.1 still uses (np.bool...)
+# are put back the moment MXNet is first imported (gluonperf/runtime/numpy_aliases.py says why).
+_runtime_file("numpy_aliases").restore_before_mxnet()
+# MXNet's operator functions are compiled once per machine, not in every process
+# (gluonperf/runtime/operator_code.py says how). After numpy_aliases' hook, which must see `mxnet` first.
+_runtime_file("operator_code").install()
 
 
 class UserError(ValueError):

@@ -188,13 +188,16 @@ def test_a_users_own_sitecustomize_and_pythonpath_still_work(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(open(os.path.join(ROOT, SCRIPT)).read().replace(
         'print("training finished")',
-        'import os, sitecustomize, helper_of_mine\n'
+        'import os, sitecustomize, helper_of_mine, mxnet.ndarray.register\n'
         'print("training finished", os.environ.get("USER_SITE_RAN"), helper_of_mine.VALUE,\n'
-        '      sitecustomize.__file__)'))
+        '      sitecustomize.__file__)\n'
+        # MXNet's operators came from gluonperf's cache of their code (gluonperf/runtime/operator_code.py)
+        'print("operator code cached:", "exec" in vars(mxnet.ndarray.register))'))
     done = profile(*QUICK, "--depth", "0", command=[PY, str(script), "--steps", "16"],
                    PYTHONPATH=os.pathsep.join([str(mine), ROOT]))
     assert done.returncode == 0, done.stderr
     assert "training finished yes 42 %s" % (mine / "sitecustomize.py") in done.stdout
+    assert "operator code cached: True" in done.stdout
     assert "steps measured" in done.stdout
 
 

@@ -11,7 +11,10 @@ site-packages) is loaded right after this one. One exception, the least MXNet ne
 at all: on numpy 1.24 and later (Python 3.12), numpy's aliases that MXNet 1.9.1 still uses
 (`np.bool`...) are put back the moment the script first imports mxnet, in every process that
 does, scheduler and servers included (gluonperf/runtime/numpy_aliases.py, loaded here by its
-path; on numpy below 1.24 it changes nothing). It adds an import hook that waits for the
+path; on numpy below 1.24 it changes nothing). And MXNet's operator functions, which every
+process compiles as MXNet loads, come compiled from gluonperf's cache of them, as in gluonperf's
+own processes (gluonperf/runtime/operator_code.py, loaded by its path: the same functions, made
+sooner; GLUONPERF_OPERATOR_CACHE=0 turns it off). It adds an import hook that waits for the
 script to import MXNet; once MXNet is loaded, the hook takes itself out and calls the
 function GLUONPERF_SCRIPT_HOOKS names (module:function, imported from the gluonperf folder
 GLUONPERF_SCRIPT_ROOT, which is on sys.path for that import only). That function
@@ -99,14 +102,14 @@ def _install():
         sys.meta_path.insert(0, _WhenMXNetLoads())
 
 
-def _restore_numpy_aliases_before_mxnet():
-    """gluonperf/runtime/numpy_aliases.py's restore_before_mxnet, from the file beside this folder
-    (not through the gluonperf package, whose import would change more of the process)."""
-    path = os.path.join(os.path.dirname(_HERE), "numpy_aliases.py")
-    spec = importlib.util.spec_from_file_location("_gluonperf_numpy_aliases", path)
+def _runtime_file(name):
+    """gluonperf/runtime/NAME.py, from the file beside this folder (not through the gluonperf
+    package, whose import would change more of the process)."""
+    path = os.path.join(os.path.dirname(_HERE), name + ".py")
+    spec = importlib.util.spec_from_file_location("_gluonperf_" + name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module.restore_before_mxnet()
+    return module
 
 
 def _chain():
@@ -124,9 +127,13 @@ def _chain():
 if _MARK not in sys.modules:  # once per process, however often the chain of sitecustomizes comes back here
     sys.modules[_MARK] = types.ModuleType(_MARK)
     try:
-        _restore_numpy_aliases_before_mxnet()
+        _runtime_file("numpy_aliases").restore_before_mxnet()
     except Exception as e:  # noqa: BLE001
         _say("could not prepare numpy's aliases for MXNet (%s: %s)" % (type(e).__name__, e))
+    try:
+        _runtime_file("operator_code").install()  # after numpy_aliases' hook, which must see `mxnet` first
+    except Exception as e:  # noqa: BLE001 (MXNet compiles its operators as usual)
+        _say("could not use the cache of MXNet's operator code (%s: %s)" % (type(e).__name__, e))
     try:
         _install()
     except Exception as e:  # noqa: BLE001
