@@ -25,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 from advice import machine_tag  # noqa: E402
-from suite_stats import ratio_fields  # noqa: E402
+from suite_stats import columns, ratio_fields  # noqa: E402
 from gluonperf.measure.harness import cpu_model, environment  # noqa: E402
 from gluonperf.records import format_table, result, write_jsonl  # noqa: E402
 
@@ -73,15 +73,15 @@ def main():
                            wall_on_s=[a[0] for a in on], wall_off_s=[b[0] for b in off],
                            cpu_on_s=[a[1] for a in on], cpu_off_s=[b[1] for b in off],
                            **ratio_fields(wall, "wall_off_over_on"), **ratio_fields(cpu, "cpu_off_over_on"),
-                           cpu_saved_s=sorted(b[1] - a[1] for a, b in zip(on, off))[args.pairs // 2]))
+                           cpu_saved_s=sorted(b[1] - a[1] for a, b in zip(on, off))[args.pairs // 2],
+                           wall_on_median_s=sorted(a[0] for a in on)[args.pairs // 2],
+                           wall_off_median_s=sorted(b[0] for b in off)[args.pairs // 2]))
         print("%s: done" % name, file=sys.stderr)
     write_jsonl(rows, out, environment())
-    table = [result("startup", r.name, **r.metrics, wall_on_median_s=sorted(r.metrics["wall_on_s"])[args.pairs // 2],
-                    wall_off_median_s=sorted(r.metrics["wall_off_s"])[args.pairs // 2]) for r in rows]
-    print(format_table(table, ["name", "wall_off_median_s", "wall_on_median_s", "wall_off_over_on",
-                               "cpu_off_over_on", "cpu_saved_s", "pairs"],
+    print(format_table(rows, ["name", *columns("wall_off_over_on"), *columns("cpu_off_over_on"), "cpu_saved_s"],
                        "a fresh process on %s (%d cores): MXNet's operator code compiled (off) against from "
-                       "gluonperf's cache (on), alternating pairs" % (cpu_model(), os.cpu_count())))
+                       "gluonperf's cache (on), %d alternating pairs; cpu_saved: the median pair's"
+                       % (cpu_model(), os.cpu_count(), args.pairs)))
     print("wrote %s" % out)
 
 
