@@ -78,6 +78,19 @@ def test_verdicts():
     assert v.word == "inconclusive" and v.rounds_needed and v.rounds_needed > 3 and "would settle it" in v.text
 
 
+def test_a_verdict_states_the_level_its_family_holds_and_reckons_rounds_at_its_own():
+    """An interval built at 99% so that several hold 95% together is said at 95%; the rounds that
+    would settle it are reckoned at 99%, the level more rounds would be judged at."""
+    wide = stats.ratio_interval([1.3, 0.9, 1.15], 0.99)
+    own, said = stats.verdict(wide), stats.verdict(wide, stated_level=0.95)
+    assert "99% CI" in own.text and "95% CI" in said.text and said.text.replace("95%", "99%") == own.text
+    assert said.rounds_needed == own.rounds_needed == stats.rounds_needed(wide)
+    assert stats.verdict(stats.ratio_interval([1.20, 1.22, 1.18], 0.99), stated_level=0.95).text.startswith(
+        "faster: 1.20x (95% CI ")
+    with pytest.raises(ValueError):  # a level the interval does not reach is never stated
+        wide.ci_text(0.995)
+
+
 def test_rounds_needed_is_enough_by_its_own_rule():
     wide = stats.ratio_interval([1.12, 1.02, 1.20, 1.08])
     need = stats.rounds_needed(wide, 0.05)

@@ -439,6 +439,9 @@ def test_summarize_corrects_the_level_for_the_candidates_tried():
     levels = [r.metrics.get("ratio_level") for r in out if r.name != "b"]
     assert levels == [pytest.approx(1 - 0.05 / 4)] * 4
     assert all(r.metrics.get("ratio_joint_level") == 0.95 for r in out if r.name != "b")
+    # the verdict states the level the four hold together, as tune's title does, not each one's 98.75%
+    for r in (r for r in out if r.name != "b"):
+        assert r.metrics["verdict_text"].startswith("faster: 1.10x (95% CI "), r.metrics["verdict_text"]
 
 
 def test_rounds_fixed_and_auto_and_the_budget():

@@ -79,15 +79,23 @@ class Interval:
         return {key: self.estimate, key + "_ci_low": self.low, key + "_ci_high": self.high,
                 key + "_n": self.n, key + "_level": self.level}
 
-    def describe(self, unit="x", what="rounds"):
-        """'1.12x (95% CI 1.04-1.21, 12 rounds)'."""
-        return "%s%s (%s, %d %s)" % (_num(self.estimate), unit, self.ci_text(), self.n,
+    def describe(self, unit="x", what="rounds", level=None):
+        """'1.12x (95% CI 1.04-1.21, 12 rounds)'; `level`: the level to state, when the interval
+        holds it jointly with others (see `ci_text`)."""
+        return "%s%s (%s, %d %s)" % (_num(self.estimate), unit, self.ci_text(level), self.n,
                                      what if self.n != 1 else what.rstrip("s"))
 
-    def ci_text(self):
+    def ci_text(self, level=None):
+        """'95% CI 1.04-1.21' at the interval's own level, or at `level`: an interval built at a
+        higher level so that a family of them holds `level` together (over the candidates of a
+        lever, Bonferroni, and the looks of a sequential plan) is stated at the family's level,
+        which is what a reader may rely on. `level` may not exceed the interval's own."""
+        if level is not None and level > self.level + 1e-9:
+            raise ValueError("an interval at %s cannot be stated at %s" % (self.level, level))
+        stated = level_text(self.level if level is None else level)
         if not (math.isfinite(self.low) and math.isfinite(self.high)):
-            return "%s CI unknown" % level_text(self.level)
-        return "%s CI %s-%s" % (level_text(self.level), _num(self.low), _num(self.high))
+            return "%s CI unknown" % stated
+        return "%s CI %s-%s" % (stated, _num(self.low), _num(self.high))
 
 
 def _num(x):
@@ -256,28 +264,32 @@ class Verdict:
         return out
 
 
-def verdict(interval, threshold=THRESHOLD, words=("faster", "slower"), what="rounds", settle=None):
+def verdict(interval, threshold=THRESHOLD, words=("faster", "slower"), what="rounds", settle=None,
+            stated_level=None):
     """Judge a ratio's `interval` (> 1 means the first of `words`) against `threshold`
     (0.05: +-5%): faster/slower only when the interval excludes 1 and the estimate is past
     the threshold; 'same within +-m' only when the whole interval lies within +-m; otherwise
-    inconclusive. `settle` replaces the advice on how to settle an inconclusive one."""
+    inconclusive. `settle` replaces the advice on how to settle an inconclusive one.
+    `stated_level`: the level the text states, when the interval is one of a family that holds
+    it together (`Interval.ci_text`); how many rounds would settle it is reckoned at the
+    interval's own level, at which more rounds would be judged."""
     if not 0 <= threshold < 1:
         raise ValueError("threshold must be a fraction in [0, 1), got %r" % threshold)
     up, down = words
     est, lo, hi = interval.estimate, interval.low, interval.high
     bound = 1 + threshold
+    said = interval.describe(what=what, level=stated_level)
     if lo > 1 and est > bound:
-        return Verdict(up, "%s: %s" % (up, interval.describe(what=what)), threshold)
+        return Verdict(up, "%s: %s" % (up, said), threshold)
     if hi < 1 and est < 1 / bound:
-        return Verdict(down, "%s: %s" % (down, interval.describe(what=what)), threshold)
+        return Verdict(down, "%s: %s" % (down, said), threshold)
     if lo >= 1 / bound and hi <= bound:
-        return Verdict("same", "same within +-%g%%: %s" % (100 * threshold, interval.describe(what=what)),
-                       threshold)
+        return Verdict("same", "same within +-%g%%: %s" % (100 * threshold, said), threshold)
     need = rounds_needed(interval, threshold)
     more = "; " + settle if settle else ("; about %d %s would settle it" % (need, what) if need is not None
             else "; more %s would settle it" % what if interval.n < 2 or interval.sd_log is None
             else "; the change sits at the threshold: more %s will not settle it soon" % what)
-    return Verdict("inconclusive", "inconclusive: %s%s" % (interval.describe(what=what), more), threshold, need)
+    return Verdict("inconclusive", "inconclusive: %s%s" % (said, more), threshold, need)
 
 
 def winner(results):

@@ -203,7 +203,9 @@ def summarize(table):
             metrics.update(interval.fields("ratio"), ratio_joint_level=stats.level_for(stable))
             if table.rounds.kind == SEQUENTIAL:
                 metrics["plan_rounds"] = table.rounds.maximum
-            metrics.update(stats.verdict(interval, table.threshold, settle=_settle_text(stop, table)).fields())
+            # stated at the level the lever's candidates and the plan's looks hold together, as tune's title says
+            metrics.update(stats.verdict(interval, table.threshold, settle=_settle_text(stop, table),
+                                         stated_level=stats.level_for(stable)).fields())
         if stop and c is not table.candidates[0]:
             metrics["stopped"] = stop["reason"]
         if table.loads:
