@@ -35,7 +35,6 @@ import marshal
 import os
 import re
 import sys
-import tempfile
 import types
 
 MODULES = ("mxnet.ndarray.register", "mxnet.symbol.register")  # the two modules whose `exec` is replaced
@@ -94,6 +93,7 @@ class Cache:
         """Write the code this process used, when it compiled any; False when it could not."""
         if not self.compiled:
             return True
+        import tempfile  # only here: most processes find every operator in the file
         folder = os.path.dirname(self.file)
         tmp = None
         try:
