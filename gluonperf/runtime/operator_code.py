@@ -5,7 +5,7 @@ them: mxnet/ndarray/register.py's `_make_ndarray_function`, mxnet/symbol/registe
 `_make_symbol_function`, which the numpy namespaces reuse) and compiles each with `exec`. That
 compiling is a third of every process's start (`import gluonperf, mxnet`: the figures, with
 their machine and intervals, are in docs/measurements.md), and gluonperf starts many processes:
-every command, each run of a script under `tune --`, each worker of `launch`. The sources
+every command, each run of a script under `tune --`, each `gluonperf.train` worker of `launch`. The sources
 are the same in every process but for one number, the operator's handle (an address in
 libmxnet, which changes from process to process).
 
