@@ -3,6 +3,7 @@ functions are the ones MXNet makes, a second process compiles none of them, and 
 cannot be read or written changes nothing but the time. Each case is a fresh process (the
 cache acts as MXNet loads), with a cache folder of its own (XDG_CACHE_HOME)."""
 import json
+import marshal
 import os
 import stat
 import subprocess
@@ -71,11 +72,18 @@ def cache_files(cache_home):
     return sorted(os.listdir(folder)) if folder.is_dir() else []
 
 
-def test_a_second_process_compiles_nothing_and_gets_the_functions_mxnet_makes(tmp_path):
-    home = tmp_path / "cache"
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    """A cache folder of its own, written by a first process: (home, what a process with the cache
+    turned off made, what the first one made)."""
+    home = tmp_path_factory.mktemp("warm") / "cache"
     usual = describe(home, GLUONPERF_OPERATOR_CACHE="0")
     assert usual["compiled"] is None and cache_files(home) == []  # turned off: no finder, no file
-    first = describe(home)
+    return home, usual, describe(home)
+
+
+def test_a_second_process_compiles_nothing_and_gets_the_functions_mxnet_makes(warm):
+    home, usual, first = warm
     files = cache_files(home)
     assert len(files) == 1 and files[0].startswith("mxnet-operators.") and files[0].endswith(".marshal"), files
     assert stat.S_IMODE(os.stat(home / "gluonperf").st_mode) == 0o700
@@ -91,22 +99,22 @@ def test_a_second_process_compiles_nothing_and_gets_the_functions_mxnet_makes(tm
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "not a folder"])
-def test_a_cache_that_cannot_be_read_or_written_changes_nothing_but_the_time(tmp_path, damage):
+def test_a_cache_that_cannot_be_read_or_written_changes_nothing_but_the_time(warm, tmp_path, damage):
     home = tmp_path / "cache"
+    home.mkdir()
     if damage == "not a folder":  # gluonperf's folder cannot be made: compiled, nothing written, no error
-        home.mkdir()
         (home / "gluonperf").write_text("a file where the folder would be\n")
         run = describe(home)
         assert run["compiled"] > 1000 and (home / "gluonperf").read_text().startswith("a file")
         return
-    describe(home)
-    (name,) = cache_files(home)
+    (name,) = cache_files(warm[0])
+    data = (warm[0] / "gluonperf" / name).read_bytes()
+    (home / "gluonperf").mkdir(mode=0o700)
     path = home / "gluonperf" / name
-    data = path.read_bytes()
     path.write_bytes(b"\x00garbage" * 10 if damage == "garbage" else data[:len(data) // 2])
     again = describe(home)
     assert again["compiled"] > 1000 and (again["relu"], again["np"]) == ([0.0, 2.0], 3.0)
-    assert describe(home)["compiled"] == 0  # written anew
+    assert marshal.loads(path.read_bytes()).keys() == marshal.loads(data).keys()  # written anew, whole
     assert cache_files(home) == [name]
 
 
