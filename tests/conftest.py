@@ -19,6 +19,7 @@ machine's load or its free cores, or makes load itself. Run it alone with
 test skips, saying how to run it).
 """
 import os
+import pathlib
 import shutil
 import tempfile
 
@@ -30,6 +31,18 @@ from helpers import run_module
 @pytest.fixture
 def run():
     return run_module
+
+
+@pytest.fixture
+def private_tmp():
+    """A temporary directory of the test's own, to give a command as its TMPDIR, with a short path:
+    a Unix socket's path in it (a DataLoader worker's pymp-*/listener-*) must stay under 108 bytes,
+    which one under tmp_path (/tmp/pytest-of-USER/pytest-N/popen-gwN/TEST/) passed once pytest's
+    count of runs, N, reached 100. It is made in the run's temporary directory and removed after
+    the test, whatever is in it (the tests that use it check that nothing is)."""
+    path = tempfile.mkdtemp(prefix="t-")
+    yield pathlib.Path(path)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def pytest_configure(config):

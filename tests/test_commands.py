@@ -429,9 +429,8 @@ def _assert_none_left(mark):
     ["-m", "gluonperf.tune", "--model", "lenet", "--levers", "threads", "--rounds", "2", "--steps", "400"],
     ["-m", "gluonperf.bench", "memory", "--batches", "400", "--every", "1"],
 ], ids=["tune", "bench-memory"])
-def test_a_signal_mid_run_leaves_no_process_and_no_temporary_files(argv, sig, tmp_path):
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+def test_a_signal_mid_run_leaves_no_process_and_no_temporary_files(argv, sig, tmp_path, private_tmp):
+    tmp = private_tmp
     env, mark = marked_env(TMPDIR=str(tmp))
     proc = subprocess.Popen([PY, *argv], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -443,12 +442,11 @@ def test_a_signal_mid_run_leaves_no_process_and_no_temporary_files(argv, sig, tm
     assert not list(tmp.iterdir())
 
 
-def test_a_stopped_tune_keeps_the_runs_it_finished(tmp_path, sig=signal.SIGINT):
+def test_a_stopped_tune_keeps_the_runs_it_finished(tmp_path, private_tmp, sig=signal.SIGINT):
     """Interrupting a long tune (hours, for a real model) must not lose the runs already
     measured: they go to --json (the unfinished lever's rows marked partial) and their
     table to stdout; exit 128 + signal; no process or temporary file left."""
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    tmp = private_tmp
     out = tmp_path / "tune.json"
     env, mark = marked_env(TMPDIR=str(tmp))
     proc = subprocess.Popen([PY, "-m", "gluonperf.tune", "--model", "mlp", "--batch-sizes", "8", "--steps", "2",

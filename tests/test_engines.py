@@ -114,7 +114,7 @@ def test_a_run_that_fails_is_one_line(tmp_path):
         done.stderr
 
 
-def test_ctrl_c_says_it_stopped_keeps_the_rounds_run_and_leaves_nothing(tmp_path):
+def test_ctrl_c_says_it_stopped_keeps_the_rounds_run_and_leaves_nothing(tmp_path, private_tmp):
     """Ctrl-C (SIGINT to the command's process group, as a terminal sends it) while an engine
     runs, after the first round: exit 130, the line saying so, the finished runs in --json and
     their table (marked partial), no process and no temporary file left. The engines are those
@@ -126,8 +126,7 @@ def test_ctrl_c_says_it_stopped_keeps_the_rounds_run_and_leaves_nothing(tmp_path
     import time
     import psutil
     from helpers import marked_env, processes_of
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    tmp = private_tmp
     out = tmp_path / "engines.json"
     env, mark = marked_env(TMPDIR=str(tmp))
     proc = subprocess.Popen([sys.executable, "-m", "gluonperf.bench", "engines", *QUICK[:-1], "100",

@@ -77,13 +77,12 @@ def test_load_gives_model_sized_normalised_samples_and_holds_out_a_tenth(images)
 
 @pytest.mark.parametrize("source, loader, batches", [("folder", "dataloader", 5), ("rec", "dataloader", 5),
                                                      ("rec", "recorditer", 5)])
-def test_each_source_trains_an_epoch_as_a_command(images, tmp_path, source, loader, batches):
+def test_each_source_trains_an_epoch_as_a_command(images, tmp_path, source, loader, batches, private_tmp):
     """... and its DataLoader's worker processes leave nothing in the temporary directory (a
     private one): no pymp-* folder of a worker the pool killed while it worked."""
     path = images if source == "folder" else images + ".rec"
     out = str(tmp_path / "train.json")
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    tmp = private_tmp
     p = run_marked(["gluonperf.train", "--dataset", path, "--loader", loader, "--model", "lenet", "--epochs", "1",
                     "--batch-size", "4", "--workers", "2", "--json", out], TMPDIR=str(tmp))
     assert p.returncode == 0, p.stderr

@@ -223,9 +223,8 @@ def test_bad_input_is_one_line_and_exit_2(argv, words, tmp_path):
     assert p.stdout == ""
 
 
-def test_ctrl_c_keeps_what_was_measured_and_leaves_nothing(tmp_path):
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+def test_ctrl_c_keeps_what_was_measured_and_leaves_nothing(tmp_path, private_tmp):
+    tmp = private_tmp
     out = tmp_path / "run.json"
     env, mark = marked_env(TMPDIR=str(tmp))
     before = segments()

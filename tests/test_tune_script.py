@@ -106,7 +106,7 @@ def test_an_already_tuned_script_gets_no_change(tmp_path):
     assert "recipe (tune took " in done.stdout and " runs of the script, the probe included)" in done.stdout
 
 
-def test_dataloader_workers_that_slow_the_script_are_not_recommended(tmp_path):
+def test_dataloader_workers_that_slow_the_script_are_not_recommended(tmp_path, private_tmp):
     """Not `alone`: the workers sleep 32 ms a batch against a step of a few ms, slower beside any load.
     The script runs one epoch (--epochs 1: 32 batches): the probe, which times at least as long as
     the script took to start (hundreds of this fast step), reaches the script's end first and
@@ -119,8 +119,7 @@ def test_dataloader_workers_that_slow_the_script_are_not_recommended(tmp_path):
     it: none leaves a pymp-* folder (the resource sharer's socket of a worker killed at work) in
     the temporary directory, a private one."""
     out = tmp_path / "tune.json"
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    tmp = private_tmp
     done = tune("--levers", "data", "--rounds", "1", "--json", str(out),
                 command=[PY, SCRIPT, "--loader", "--slow-in-workers", "0.002", "--epochs", "1"], TMPDIR=str(tmp))
     assert done.returncode == 0, done.stderr

@@ -201,10 +201,9 @@ def test_a_users_own_sitecustomize_and_pythonpath_still_work(tmp_path):
     assert "steps measured" in done.stdout
 
 
-def test_ctrl_c_stops_the_script_and_its_workers_and_keeps_a_partial_report(tmp_path):
+def test_ctrl_c_stops_the_script_and_its_workers_and_keeps_a_partial_report(tmp_path, private_tmp):
     out = tmp_path / "partial.json"
-    tmp = tmp_path / "tmp"  # a private temporary directory: the workers leave no pymp-* folder in it
-    tmp.mkdir()
+    tmp = private_tmp  # a private temporary directory: the workers leave no pymp-* folder in it
     env, mark = marked_env(TMPDIR=str(tmp))
     proc = subprocess.Popen([PY, "-m", "gluonperf.profile", "--steps", "100000", "--warmup", "2", "--ceiling", "off",
                              "--json", str(out), "--", PY, SCRIPT, "--data", "slow", "--workers", "2",
