@@ -73,11 +73,15 @@ class Cache:
 
     def code(self, source):
         """The code object `exec(source)` would run, or None when the source is not an operator's."""
-        found = _HANDLE.findall(source)
-        if len(found) != 1 or str(STAND_IN) in source:
+        handles = []
+
+        def stand_in(m):
+            handles.append(int(m.group(2)))
+            return m.group(1) + str(STAND_IN) + m.group(3)
+        standard = _HANDLE.sub(stand_in, source)  # one pass: the handle found and replaced
+        if len(handles) != 1 or str(STAND_IN) in source:
             return None
-        handle = int(found[0][1])
-        standard = _HANDLE.sub(lambda m: m.group(1) + str(STAND_IN) + m.group(3), source)
+        handle = handles[0]
         key = hashlib.sha1(standard.encode("utf-8")).digest()
         if self.codes is None:
             self.codes = self._read()
@@ -90,9 +94,10 @@ class Cache:
         return code if replaced == 1 else None
 
     def write(self):
-        """Write the code this process used, when it compiled any; False when it could not."""
+        """Write the code this process used, when it compiled any (nothing when the folder cannot be
+        written: the next process compiles again)."""
         if not self.compiled:
-            return True
+            return
         import tempfile  # only here: most processes find every operator in the file
         folder = os.path.dirname(self.file)
         tmp = None
@@ -102,11 +107,9 @@ class Cache:
             with os.fdopen(fd, "wb") as f:
                 marshal.dump(self.used, f)
             os.replace(tmp, self.file)
-            return True
         except OSError:
             if tmp is not None and os.path.exists(tmp):
                 os.remove(tmp)
-            return False
 
 
 def _put_back(code, handle):
