@@ -69,6 +69,12 @@ def machine_tag():
     return "%s-f%dm%d" % (word, family, model)
 
 
+def user_env():
+    """This environment as a user's shell has it: no OMP_*/MXNET_* settings (the commands' own
+    thread defaults apply) and no GLUONPERF_* switches."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_", "GLUONPERF_"))}
+
+
 def tune_recipe(script, rounds, log):
     """Run tune -- on the script as a user does; its records (the recipe's 'run' record carries
     tune's wall time and its runs of the script)."""
@@ -76,7 +82,7 @@ def tune_recipe(script, rounds, log):
         out = os.path.join(tmp, "tune.json")
         argv = [sys.executable, "-m", "gluonperf.tune", "--rounds", str(rounds), "--json", out, "--",
                 sys.executable, os.path.join("benchmarks", "scripts", script + ".py")]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_", "GLUONPERF_"))}
+        env = user_env()
         log.write("%s: tune --rounds %s started at %s\n" % (script, rounds, datetime.datetime.utcnow().isoformat()))
         log.flush()
         done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)

@@ -24,7 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
-from advice import machine_tag  # noqa: E402
+from advice import machine_tag, user_env  # noqa: E402
 from suite_stats import columns, ratio_fields  # noqa: E402
 from gluonperf.measure.harness import cpu_model, environment  # noqa: E402
 from gluonperf.records import format_table, result, write_jsonl  # noqa: E402
@@ -38,7 +38,7 @@ COMMANDS = {
 
 def timed(argv, cache):
     """(wall s, CPU s) of one fresh process, from an environment without OMP_*/MXNET_* settings."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "MXNET_", "GLUONPERF_"))}
+    env = user_env()
     env["PYTHONPATH"] = ROOT
     if not cache:
         env["GLUONPERF_OPERATOR_CACHE"] = "0"
