@@ -41,6 +41,7 @@ import argparse
 import contextlib
 import os
 import sys
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import suite_stats  # noqa: E402  (benchmarks/, this script's folder)
@@ -82,16 +83,8 @@ def own_temporary_folder():
     on a signal and on a stall (guard.temp_dir: a stopped run exits through os._exit): the PyTorch
     yardstick removes what PyTorch writes there (torchinductor_<user>, even for an eager run) when
     it exits, and a run of it killed on a timeout leaves it here."""
-    old = os.environ.get("TMPDIR")
-    with guard.temp_dir(prefix="gluonperf-throughput-") as folder:
-        os.environ["TMPDIR"] = folder  # the runs inherit it
-        try:
-            yield
-        finally:
-            if old is None:
-                del os.environ["TMPDIR"]
-            else:
-                os.environ["TMPDIR"] = old
+    with guard.temp_dir(prefix="gluonperf-throughput-") as folder, mock.patch.dict(os.environ, TMPDIR=folder):
+        yield  # the runs inherit TMPDIR; the user's own comes back after
 
 
 def torch_models():
