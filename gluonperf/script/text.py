@@ -215,8 +215,9 @@ def recipe_lines(advice):
             lines.append("   faster: %s" % interval_text(m))
     for r in together:
         m = r.metrics
-        # its interval at the level held over the plan's looks, as the changes above say theirs (the
-        # verdict's own text gives the level of one look: '99.0155% CI')
+        # its interval as the changes above say theirs (interval_text: at the level held over the plan's
+        # looks, and "too few rounds" where the interval is too wide to read); the verdict's own text
+        # states the same level (schedule.summarize) but gives a wide interval as it is
         lines.append("together, confirmed in one interleaved run: %s" % (
             "%s: %s" % (m["verdict"], interval_text(m)) if m.get("ratio_ci_low") is not None else m.get("verdict_text")))
     for r in advice:
