@@ -61,8 +61,8 @@ def advice(summary, command, cwd):
         if m.get("ratio") is None:
             continue
         code = hybridize_code(m.get("kind"))
-        iv = "%.2fx (%d%% CI %.2f-%.2f, %d rounds)" % (m["ratio"], round(100 * m["ratio_level"]), m["ratio_ci_low"],
-                                                      m["ratio_ci_high"], m["ratio_n"])
+        iv = "%.2fx (%s CI %.2f-%.2f, %d rounds)" % (m["ratio"], level_text(m["ratio_level"]), m["ratio_ci_low"],
+                                                    m["ratio_ci_high"], m["ratio_n"])
         found = {"faster": "was %s faster hybridized static" % iv,
                  "slower": "was slower hybridized static: %s" % iv,
                  "same": "was no faster hybridized static: %s, within +-%g%%" % (iv, 100 * m["threshold"]),
