@@ -221,8 +221,9 @@ def horovod_allreduce(ctxs, sizes, repeat=5, warmup=1, number=None, target_s=0.0
                 else:
                     lines.append(line)
             code = proc.wait()
-            if code != 0 and guard.stopping():  # a signal or the stall guard stopped the job, and ends this process
-                threading.Event().wait()
+            # a signal or the stall guard stopped the job and ends this process: whatever the job's exit
+            # (horovodrun can exit 0 once its ranks are killed), its end is not a result nor a failure
+            guard.hold_if_stopping()
             if code != 0:
                 raise UserError("the Horovod allreduce over %d processes failed (%s): %s"
                                 % (k, "exit code %d" % code if code > 0 else "signal %d" % -code,

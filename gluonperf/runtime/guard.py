@@ -41,7 +41,7 @@ _on_stop = []  # what a stopped command still does first (`on_stop`, run by `run
 KEEP_TIMEOUT = 60.0  # seconds an on_stop function may take before the process exits without it
 
 
-def _hold_if_stopping():
+def hold_if_stopping():
     """Once the process is stopping (signal, stall), the main thread must not start a
     new child or make a new temporary path behind cleanup's back, nor report as a failure a
     child that cleanup killed (`bench engines` said "the run of engine horovod failed (exit
@@ -55,7 +55,7 @@ def _hold_if_stopping():
 def popen(argv, **kwargs):
     """subprocess.Popen in a new session (its own process group), registered for `cleanup`."""
     while True:
-        _hold_if_stopping()  # outside the lock: cleanup needs it
+        hold_if_stopping()  # outside the lock: cleanup needs it
         with _lock:  # registered before cleanup's snapshot, or not started at all
             if not _stopping.is_set():
                 proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
@@ -98,7 +98,7 @@ def run(argv, timeout=None, **kwargs):
         with _lock:
             _children.discard(proc)
     _kill_what_is_left(proc)
-    _hold_if_stopping()  # a signal or a stall is stopping the command, which killed this child: its end is moot
+    hold_if_stopping()  # a signal or a stall is stopping the command, which killed this child: its end is moot
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
@@ -124,7 +124,7 @@ def run_all(argvs, timeout=None, **kwargs):
             procs.append(popen(argv, stdout=subprocess.DEVNULL, stderr=errs[-1], text=True, **kwargs))
         for proc in procs:
             proc.wait(timeout=None if deadline is None else max(0.0, deadline - time.monotonic()))
-        _hold_if_stopping()  # killed because the command is being stopped: not a failure to report
+        hold_if_stopping()  # killed because the command is being stopped: not a failure to report
         done = []
         for argv, proc, err in zip(argvs, procs, errs):
             err.seek(0)
@@ -174,7 +174,7 @@ def temp_dir(prefix="gluonperf-", **kwargs):
     """A temporary directory removed on exit, on a signal and on a stall."""
     path = None
     while path is None:
-        _hold_if_stopping()
+        hold_if_stopping()
         with _lock:
             if not _stopping.is_set():
                 path = tempfile.mkdtemp(prefix=prefix, **kwargs)
