@@ -143,3 +143,30 @@ def test_a_level_spent_over_looks_is_written_rounded_down():
         ["95%", "99%", "99.5%", "99%", "98.7%", "99.9%"]
     iv = stats.Interval(1.34, 1.04, 1.72, 5, level=0.990155)
     assert iv.describe() == "1.34x (99% CI 1.04-1.72, 5 rounds)"
+
+
+def test_an_interval_too_wide_to_read_is_not_written_out_in_any_verdict():
+    """Issue 70, item 5: the record's verdict_text (JSON, the report, tune --model's line) said
+    '0.72x (95% CI 2.27e-16-2.29e+15, 2 rounds)'."""
+    wide = stats.ratio_interval([0.6, 0.86], 1 - 0.05 / 12 * 0.01)
+    v = stats.verdict(wide, stated_level=0.95)
+    assert v.word == "inconclusive" and "0.72x (2 rounds: too few for an interval)" in v.text, v.text
+    assert "e+" not in v.text and "e-" not in v.text
+    one = stats.ratio_interval([1.3])
+    assert one.describe() == "1.30x (1 round: too few for an interval)"
+    assert stats.ratio_interval([1.1, 1.12, 1.09]).describe().startswith("1.10x (95% CI ")
+
+
+def test_rounds_needed_is_the_first_n_the_t_interval_decides_at():
+    """rounds_needed starts at the normal's answer (no n below it can do) and steps up: the same n as
+    counting from the rounds there are."""
+    import random
+    rng = random.Random(3)
+    for _ in range(200):
+        n, sd, est = rng.randint(2, 12), rng.uniform(0.01, 0.5), rng.uniform(0.8, 1.4)
+        level = rng.choice([0.95, 0.99, 1 - 0.05 / 12])
+        iv = stats.Interval(est, 0.5, 2.0, n, level, "t", sd)
+        target = abs(math.log(est)) if abs(math.log(est)) > math.log(1.05) else math.log(1.05) - abs(math.log(est))
+        brute = next((k for k in range(max(n, 2), stats.MAX_ROUNDS + 1)
+                      if stats.t_quantile(0.5 + level / 2, k - 1) * sd / math.sqrt(k) < target), None)
+        assert stats.rounds_needed(iv) == (brute if target > 0 else None)

@@ -20,6 +20,7 @@ their spread is the noise that is left.
 SciPy's `special` gives the t quantiles (the functions `scipy.stats` calls); it is imported
 inside the function that needs it, so that a command's start-up does not pay for it.
 """
+import functools
 import math
 from dataclasses import dataclass
 from typing import Optional
@@ -81,9 +82,13 @@ class Interval:
 
     def describe(self, unit="x", what="rounds", level=None):
         """'1.12x (95% CI 1.04-1.21, 12 rounds)'; `level`: the level to state, when the interval
-        holds it jointly with others (see `ci_text`)."""
-        return "%s%s (%s, %d %s)" % (_num(self.estimate), unit, self.ci_text(level), self.n,
-                                     what if self.n != 1 else what.rstrip("s"))
+        holds it jointly with others (see `ci_text`). An interval too wide to tell a reader anything
+        (`readable`: 2 rounds at a corrected level can span 1e-16 to 1e15) is not written out:
+        '0.72x (2 rounds: too few for an interval)'."""
+        rounds = "%d %s" % (self.n, what if self.n != 1 else what.rstrip("s"))
+        if self.method == "t" and self.n >= 1 and not readable(self):
+            return "%s%s (%s: too few for an interval)" % (_num(self.estimate), unit, rounds)
+        return "%s%s (%s, %s)" % (_num(self.estimate), unit, self.ci_text(level), rounds)
 
     def ci_text(self, level=None):
         """'95% CI 1.04-1.21' at the interval's own level, or at `level`: an interval built at a
@@ -121,10 +126,11 @@ def _check_level(level):
         raise ValueError("level must be between 0 and 1, got %r" % level)
 
 
+@functools.lru_cache(maxsize=4096)
 def t_quantile(p, dof):
     """Student's t quantile (`scipy.stats.t.ppf(p, dof)`; the normal's for infinite dof).
     From scipy.special, the functions scipy.stats calls: importing scipy.stats takes about
-    0.5 s more of every command's start."""
+    0.5 s more of every command's start. Kept: a tune asks for the same few again and again."""
     from scipy.special import ndtri, stdtrit
     return float(ndtri(p)) if math.isinf(dof) else float(stdtrit(dof, p))
 
@@ -318,7 +324,9 @@ def rounds_needed(interval, threshold=THRESHOLD, level=None):
         return interval.n
     if target <= 0:
         return None
-    n = max(interval.n, 2)
+    # t's quantile is above the normal's, so no n below the normal's answer can do: start there
+    z = t_quantile(0.5 + level / 2, math.inf) * interval.sd_log / target
+    n = max(interval.n, 2, math.ceil(min(z * z, MAX_ROUNDS + 1.0)))
     while n <= MAX_ROUNDS:
         if t_quantile(0.5 + level / 2, n - 1) * interval.sd_log / math.sqrt(n) < target:
             return n
