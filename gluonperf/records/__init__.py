@@ -15,9 +15,9 @@ The names are imported from here (`from gluonperf.records import result, format_
 package imports only runtime (its output writer): it sits below everything but runtime.
 """
 from .results import Result, result, row_columns  # noqa: F401
-from .cells import (ESTIMATE_FIGURES, READABLE_SPAN, SECONDS, Unit, column_header, column_unit, figures,  # noqa: F401
-                    fixed, format_bounds, format_cell, format_estimate, format_value, header_name, interval_pairs,
-                    is_number, is_ratio, is_share, level_text, too_wide)
+from .cells import (ESTIMATE_FIGURES, READABLE_SPAN, SECONDS, Unit, column_header, column_unit,  # noqa: F401
+                    duration_text, figures, fixed, format_bounds, format_cell, format_estimate, format_value,
+                    header_name, interval_pairs, is_number, is_ratio, is_share, level_text, too_wide)
 from .tables import (DEFAULT_WIDTH, KEPT, NAME_CAP, NAME_FLOOR, NAME_SHORT, NOTE_COLUMNS, PROSE_COLUMNS,  # noqa: F401
                      PROSE_FLOOR, SECONDARY, cut_middle, format_table, terminal_width)
 from .files import SCHEMA, SchemaError, read_jsonl, save_figure, to_jsonl, write_csv, write_jsonl  # noqa: F401

@@ -35,6 +35,16 @@ def level_text(level):
     return "%g%%" % (math.floor(1000 * level + 1e-6) / 10)
 
 
+def duration_text(seconds):
+    """'45 s', '4 min 12 s', '1 h 3 min'."""
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return "%d s" % seconds
+    if seconds < 3600:
+        return "%d min %d s" % (seconds // 60, seconds % 60)
+    return "%d h %d min" % (seconds // 3600, seconds % 3600 // 60)
+
+
 def is_share(key):
     """A fraction shown as a percentage."""
     return key == "share" or key.endswith("_share")

@@ -8,6 +8,7 @@ import os
 import shlex
 
 from ..measure import stats
+from ..records import duration_text as duration  # noqa: F401 (its callers' name)
 from ..records import level_text
 
 
@@ -172,16 +173,6 @@ def found_text(found, rate, cwd):
     return "; ".join(parts)
 
 
-def duration(seconds):
-    """'45 s', '4 min 12 s', '1 h 3 min'."""
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return "%d s" % seconds
-    if seconds < 3600:
-        return "%d min %d s" % (seconds // 60, seconds % 60)
-    return "%d h %d min" % (seconds // 3600, seconds % 3600 // 60)
-
-
 def left_alone(found):
     """What tune -- does not change in the script, when that matters: several contexts, a dist kvstore."""
     ctxs = (found.get("contexts") or "").split(",")
@@ -202,9 +193,12 @@ def recipe_lines(advice):
     lines = []
     for r in advice:
         if r.metrics["lever"] == "run":
-            lines.append("recipe (tune took %s: %d runs of the script, the probe included)" % (
-                duration(r.metrics["wall_s"]), r.metrics["runs"]))
-    changes = [r for r in advice if r.metrics["lever"] not in ("wait", "together", "none", "run")]
+            budget = r.metrics.get("budget_s")
+            lines.append("recipe (tune took %s%s: %d runs of the script, the probe included)" % (
+                duration(r.metrics["wall_s"]), " of its %s budget" % duration(budget) if budget else "",
+                r.metrics["runs"]))
+    changes = [r for r in advice if r.metrics["lever"] not in ("wait", "together", "none", "run", "unsettled",
+                                                                 "unreached")]
     waits = [r for r in advice if r.metrics["lever"] == "wait"]
     together = [r for r in advice if r.metrics["lever"] == "together"]
     if changes:
@@ -223,6 +217,9 @@ def recipe_lines(advice):
     for r in advice:
         if r.metrics["lever"] == "none":
             lines.append(r.metrics["change"])
+    for r in advice:
+        if r.metrics["lever"] in ("unsettled", "unreached"):
+            lines.append("%s:\n   %s" % (r.metrics["change"], r.metrics["tune"]))
     if waits:
         lines.append("waits for the engine (tune cannot remove them from outside: they change what the script "
                      "computes):")
