@@ -146,8 +146,10 @@ def main_model(argv=None):
                                                             args.runner_obj.module))
     bar = progress_bar(total, "tune")
     title = "tune: %s on %s, images/s per candidate, ratio to the lever's baseline (geometric mean of %s " \
-            "interleaved rounds, 95%% interval corrected for the candidates tried)" % (
-                args.spec.label, ",".join(args.contexts), "auto" if args.rounds == "auto" else args.rounds)
+            "interleaved rounds; 95%% intervals held together over every candidate planned in every lever%s, so " \
+            "that the winning settings hold it as a whole)" % (
+                args.spec.label, ",".join(args.contexts), "auto" if args.rounds == "auto" else args.rounds,
+                " and the looks" if args.rounds == "auto" else "")
     columns = ["batch_size", "lever", "rank", "name", "images_per_s", "ratio", "ratio_ci_low", "ratio_ci_high",
                "rounds", "verdict", "error"]
     sweeps = Sweeps()
@@ -181,6 +183,10 @@ def main_model(argv=None):
         print("  " + m["command"])
         for w in m["warnings"]:
             print("  warning: " + w)
+        for lever, why in m.get("unsettled", {}).items():
+            print("  not settled: %s: %s" % (lever, why))
+        for lever, why in m.get("unreached", {}).items():
+            print("  not reached: %s: %s" % (lever, why))
     if failed:
         note("python -m gluonperf.tune: error: every baseline run failed at batch %s; see the table's error column"
              % ",".join(map(str, failed)))

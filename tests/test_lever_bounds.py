@@ -92,5 +92,5 @@ def test_bulk_has_nothing_to_try_while_the_model_runs_imperatively():
 def test_tune_script_names_a_lever_left_with_nothing_to_try():
     idle = {}
     stages = [("bulk", lambda b: [b, b.with_env("x", X="1")], lambda b: "nothing here")]
-    out, confirm, kept, _ = search.coordinate(None, Candidate("as it is"), stages, Rounds(), idle=idle)
+    out, confirm, kept = search.coordinate(None, Candidate("as it is"), stages, Rounds(), idle=idle)[:3]
     assert out == [] and confirm is None and kept == [] and idle == {"bulk": "nothing here"}

@@ -12,7 +12,7 @@ from gluonperf.tune import parse_args
 from gluonperf.tuning import model as model_tune, search
 from gluonperf.tuning.candidates import Candidate
 from gluonperf.tuning.model import count_runs
-from gluonperf.tuning.rounds import Rounds
+from gluonperf.tuning.rounds import Budget, Rounds
 from gluonperf.tuning.schedule import Sweeps, winner
 from gluonperf.tuning.search import paired_sweep
 
@@ -37,6 +37,14 @@ FAKE = textwrap.dedent("""
     else:
         print(json.dumps({"images_per_s": jitter(), "argv": sys.argv[1:]}))
 """)
+
+
+def quiet(rounds):
+    """`rounds` watching a machine nobody else uses: no round runs again for the load of other work
+    (the suite's own, beside the test)."""
+    from gluonperf.tuning.simulate import QuietMachine
+    rounds.machine = QuietMachine
+    return rounds
 
 
 def test_sweep_ranks_by_ratio_and_records_failures(tmp_path):
@@ -448,11 +456,19 @@ def test_rounds_fixed_and_auto_and_the_budget():
     fixed = Rounds(fixed=3)
     wide = {"c": [1.3, 0.8, 1.1, 0.9, 1.4]}
     assert fixed.more(2, wide, 10 ** 6) and not fixed.more(3, wide, 0)
-    auto = Rounds(maximum=8, budget=100)
-    assert auto.more(1, wide, 0) and auto.more(7, wide, 99) and not auto.more(8, wide, 0)
-    assert not auto.more(2, wide, 100)  # the budget stops new rounds: the intervals hold whenever they stop
+    clock = [0.0]
+    auto = Rounds(maximum=8, budget=Budget(100, per_run=5, clock=lambda: clock[0]))
+    assert auto.more(1, wide, 3) and auto.more(7, wide, 3) and not auto.more(8, wide, 3)
+    clock[0] = 80.0  # 20 s left: a round of 3 runs of 5 s fits (with the margin), one of 4 does not
+    assert auto.more(2, wide, 3) and not auto.more(2, wide, 4)
+    auto.budget.ran(7.0)  # the longest run seen so far plans the rounds
+    assert not auto.more(2, wide, 3) and auto.budget.left() == 20.0
+    clock[0] = 100.0  # the budget stops new rounds: the intervals hold whenever they stop
+    assert not auto.more(2, wide, 1) and auto.budget.left() == 0.0
     with pytest.raises(ValueError):
         Rounds(maximum=2)
+    with pytest.raises(ValueError):
+        Budget(0)
 
 
 def test_interleave_runs_each_candidate_until_it_leaves():
@@ -465,7 +481,7 @@ def test_interleave_runs_each_candidate_until_it_leaves():
     def measure(c):
         runs.append(c.name)
         return speed[c.name] * (1 + 0.01 * (len(runs) % 3)), None
-    table = schedule.Table([Candidate("b"), Candidate("fast"), Candidate("same")], Rounds(), "x", start={})
+    table = schedule.Table([Candidate("b"), Candidate("fast"), Candidate("same")], quiet(Rounds()), "x", start={})
     schedule.interleave(table, measure)
     by = {r.name: r.metrics for r in schedule.summarize(table)}
     assert by["fast"]["verdict"] == "faster" and by["fast"]["stopped"] == "faster"
@@ -507,7 +523,7 @@ def test_a_candidate_slower_in_its_first_two_rounds_leaves_with_an_interval_too_
     from gluonperf.records import format_estimate
     from gluonperf.tuning import schedule
     figures = iter([10.0, 6.0, 5.0, 9.0] * 3)
-    table = schedule.Table([Candidate("b"), Candidate("slow")], Rounds(), "x", start={})
+    table = schedule.Table([Candidate("b"), Candidate("slow")], quiet(Rounds()), "x", start={})
     schedule.interleave(table, lambda c: (next(figures), None))
     m = {r.name: r.metrics for r in schedule.summarize(table)}["slow"]
     assert m["stopped"] == "slower in every round" and m["rounds"] == 2 and m["verdict"] == "inconclusive"

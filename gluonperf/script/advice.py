@@ -6,11 +6,12 @@ in the script (`file:line`), `measured` with its ratio, interval and verdict whe
 measured, else what it costs and the `tune --` line that measures it. A change is never stated
 as a gain it has not measured. The lines a person reads are script/text.py's.
 """
+import math
 import statistics
 
 from ..measure.stats import winner
 from ..records import level_text, result
-from .text import code_at, pct, size, times, where
+from .text import code_at, interval_text, pct, size, times, where
 
 ADVICE = "advice"  # the records' bench, profile's and tune --'s alike
 # a wait for the engine is advice when Python is blocked there this share of a step or more; for
@@ -168,15 +169,22 @@ def change_of(lever, env, flags, found, cwd):
     return "run with %s in the environment" % " ".join("%s=%s" % kv for kv in sorted(env.items())), "the environment"
 
 
-def recipe(results, confirm, kept, found, rates, cwd, tried, took=None):
+def recipe(results, confirm, kept, found, rates, cwd, tried, took=None, command=None):
     """The advice records: one per kept change (its lever's measured ratio, interval and
     verdict), one per costly wait for the engine (its measured cost, from `rates`: the `rate`
-    records of the runs of the script as it is), and the combination's confirmed speedup, or "no
-    change pays here" with what was tried; with `took` ({wall_s, runs, levers, idle}), first a
-    record of what the tune cost (lever 'run')."""
+    records of the runs of the script as it is), the combination's confirmed speedup, or "no
+    change pays here" with what was tried (or, when the budget ended a lever's rounds before its
+    verdict or before it was reached, "no change was shown to pay"); then a record per lever left
+    unsettled ('unsettled': of `took`'s {lever: Result}, tuning.search.unsettled) and one of the
+    levers not reached ('unreached'), each with the `tune` line (of `command`) that settles it. With
+    `took` ({wall_s, runs, levers, idle, unreached, unsettled, budget_s, run_s}), first a record of
+    what the tune cost (lever 'run')."""
     out = []
+    took = dict(took or {})
+    open_ = took.pop("unsettled", None) or {}
     if took:
-        out.append(result(ADVICE, "tune", lever="run", measured=False, change=None, where=None, **took))
+        out.append(result(ADVICE, "tune", lever="run", measured=False, change=None, where=None,
+                          unsettled=sorted(open_), **took))
     # the candidate the search kept in each kept lever: its winner, as the search chose it (stats.winner)
     by_lever = {lever: winner([r for r in results if r.metrics.get("lever") == lever]) for lever in kept}
     for lever in kept:
@@ -211,10 +219,46 @@ def recipe(results, confirm, kept, found, rates, cwd, tried, took=None):
                           where=None, measured=True, **{k: m.get(k) for k in (
                               "ratio", "ratio_ci_low", "ratio_ci_high", "ratio_n", "ratio_level", "ratio_joint_level", "verdict",
                               "verdict_text", "rounds")}))
-    elif not kept:
+    left = unsettled(open_, results, took.get("run_s"), command) + unreached(took.get("unreached"), command)
+    if confirm is None and not kept:
+        said = "no change was shown to pay within the budget" if left else "no change pays here"
         out.append(result(ADVICE, "nothing", lever="none", measured=True, tried=tried,
-                          change="no change pays here: %s" % (tried or "nothing could be tried")))
+                          change="%s: %s" % (said, tried or "nothing could be tried")))
+    return out + left
+
+
+
+
+def unsettled(open_, results, run_s=None, command=None):
+    """A record per lever the budget left unsettled (lever 'unsettled'; `open_`: {lever: its best
+    candidate's Result}): its ratio and interval, the rounds more that would settle it (its verdict's
+    `rounds_needed`), and the `tune` line of that lever alone with the budget those rounds take at
+    `run_s` seconds a run."""
+    out = []
+    for lever, best in open_.items():
+        m, need = best.metrics, best.metrics["rounds_needed"]
+        line = tune_command(command, lever)
+        if run_s:  # the lever alone, from the start: its baseline and candidates, `need` rounds, and a probe
+            runs = need * (1 + sum(r.metrics.get("lever") == lever and r.metrics.get("verdict") != "baseline"
+                                   for r in results)) + 1
+            line = line.replace("-- ", "--budget %d -- " % (60 * math.ceil(runs * run_s * 1.1 / 60)), 1)
+        out.append(result(ADVICE, lever, lever="unsettled", of=lever, measured=True, where=None,
+                          rounds_needed=need, tune=line,
+                          change="not settled: %s %s; about %d more rounds would settle it" % (
+                              best.name, interval_text(m), need - (m.get("ratio_n") or 0)),
+                          **{k: m.get(k) for k in ("ratio", "ratio_ci_low", "ratio_ci_high", "ratio_n", "ratio_level",
+                                                   "ratio_joint_level", "verdict", "round_ratios")}))
     return out
+
+
+def unreached(levers, command=None):
+    """One record of the levers the budget did not reach (lever 'unreached'), with the line that tries them."""
+    if not levers:
+        return []
+    names = ",".join(levers)
+    return [result(ADVICE, "unreached", lever="unreached", measured=False, where=None, levers=list(levers),
+                   change="not reached: %s: the budget was spent before them" % ", ".join(levers),
+                   tune=tune_command(command, names))]
 
 
 def own(env, flags, lever):

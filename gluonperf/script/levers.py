@@ -22,7 +22,8 @@ ENVIRONMENT = {"engine": environment.engine, "allocator": environment.allocator,
                "openmp": environment.openmp}
 
 
-def script_levers(found, cores, only=None, environ=None, measured=None, threshold=stats.THRESHOLD, bounds=True):
+def script_levers(found, cores, only=None, environ=None, measured=None, threshold=stats.THRESHOLD, bounds=True,
+                  bf16=None):
     """The lever stages for a script, in the order they are tried (levers that pay on many
     scripts first: hybridize, data, threads, dtype; then bulk, engine, allocator, openmp), from
     what the probe `found` and `measured` (its `rate` and `operators` records): only what can
@@ -30,7 +31,7 @@ def script_levers(found, cores, only=None, environ=None, measured=None, threshol
     bfloat16 where the CPU has it, a thread count other than MXNet's own here), and, unless
     `bounds` is False, only what can reach 1 + `threshold` at best (script/bounds.py). Returns
     (stages: [(lever, best candidate -> [candidates], best candidate -> why nothing to try or
-    None)], {lever: why it has nothing to try})."""
+    None)], {lever: why it has nothing to try}). `bf16`: whether this CPU has bfloat16 (None: ask it)."""
     from ..runtime.precision import has_bf16, prepare, why_no_bf16
     from ..runtime.threads import omp_threads
     environ = os.environ if environ is None else environ
@@ -63,7 +64,10 @@ def script_levers(found, cores, only=None, environ=None, measured=None, threshol
     else:
         idle["threads"] = "one core"
     ctxs = (found.get("contexts") or "cpu").split(",")
-    why = why_no_bf16(environ) if has_bf16() else "this CPU has no bfloat16 instructions (AMX, AVX512-BF16)"
+    if bf16 is False or (bf16 is None and not has_bf16()):
+        why = "this CPU has no bfloat16 instructions (AMX, AVX512-BF16)"
+    else:
+        why = None if bf16 else why_no_bf16(environ)
     if why is None and not all(c.startswith("cpu") for c in ctxs):
         why = "bfloat16 AMP runs on CPU contexts only"
     bf16 = lever_bounds.bf16_bound(measured.get("operators"))
@@ -85,6 +89,23 @@ def script_levers(found, cores, only=None, environ=None, measured=None, threshol
         stages = [s for s in stages if s[0] in only]
         idle = {k: v for k, v in idle.items() if k in only}
     return stages, idle
+
+
+# a newcomer's script as the probe describes it: a HybridBlock not hybridized, one DataLoader without
+# workers, CPU contexts
+NEWCOMER = {"model": {"kind": "hybrid", "mode": "none", "class": "Net"}, "loaders": [{"num_workers": 0}],
+            "contexts": "cpu"}
+
+
+def newcomer_stages(cores=2):
+    """The stages tune -- builds for a newcomer's script (NEWCOMER), as on a machine with bfloat16 and
+    glibc's huge pages for its only allocator, whatever this one has: hybridize 2 candidates, data 3,
+    threads, dtype, engine, allocator, openmp 1 each, bulk 2 once hybridize is kept. The simulation
+    of tune's search runs these (tuning/simulate.py)."""
+    stages, _ = script_levers(NEWCOMER, cores, environ={}, bounds=False, bf16=True)
+    huge = environment.HUGE_PAGES
+    fixed = {"allocator": lambda b: [b, b.with_env("GLIBC_TUNABLES=" + huge, GLIBC_TUNABLES=huge)]}
+    return [(name, fixed.get(name, make), why) for name, make, why in stages]
 
 
 def _never(best):

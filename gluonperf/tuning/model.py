@@ -70,7 +70,8 @@ def _best(found, runner, batch, steps):
         env["OMP_NUM_THREADS"] = str(threads)
     return Result("tune", "best", dict(confirm, **{
         "lever": "all", "batch_size": batch, "kept_levers": found.kept, "env_vars": dict(best.env),
-        "flags": dict(best.flags), "command": runner.command_line(best, steps),
+        "flags": dict(best.flags), "command": runner.command_line(best, steps), "unreached": dict(found.unreached),
+        "unsettled": {lever: r.metrics.get("verdict_text") for lever, r in found.unsettled.items()},
         "warnings": idle_warnings(ctxs, env) + ([BF16_WARNING] if best.flag("dtype") == "bfloat16" else [])}))
 
 

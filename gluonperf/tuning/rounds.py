@@ -4,12 +4,15 @@ A round runs the baseline and every candidate still in once, in a rotating order
 candidate's ratio is its figure over the baseline's in that round (`schedule`). Three policies:
 
 - **sequential** (`Rounds()`, tune's `--rounds auto`, the default): looks after every round
-  from the 3rd to `maximum` (`measure.sequential.Plan`), the error rate split over the
-  candidates tried (Bonferroni) and spent over the looks; a candidate leaves once its verdict
-  is settled (`sequential.settle`: faster or slower beyond the noise, unable to reach the
+  from the 3rd to `maximum` (`measure.sequential.Plan`), the error rate split over every
+  candidate the tune plans in every lever (Bonferroni: `for_lever`'s `family`, so that a recipe
+  drawn from all of them holds the level) and spent over the looks; a candidate leaves once its
+  verdict is settled (`sequential.settle`: faster or slower beyond the noise, unable to reach the
   smallest speed-up worth a change, or unable to be shown faster within the plan). Its
-  interval is the one of the look where it left, valid under that stopping. `budget` seconds
-  of a lever start no new round (the intervals stay valid: they hold whenever the rounds stop).
+  interval is the one of the look where it left, valid under that stopping. The whole tune has
+  one `Budget`: the levers take its time in their order, a lever's plan is as long as the time
+  left affords when it starts (so its looks are fixed before its first round), and no round
+  starts that would end past it (the intervals stay valid: they hold whenever the rounds stop).
   A round during which the machine was busy elsewhere is run again, at most `reruns` (4) times
   a lever, and not once a run again was disturbed too (`schedule.interleave`): the plan's few
   rounds cannot absorb one spoiled round.
@@ -21,27 +24,97 @@ candidate's ratio is its figure over the baseline's in that round (`schedule`). 
   looks at the intervals' width only, never at whether a result looks significant; slow, kept
   as the reference the sequential plan is checked against (benchmarks/advice.py).
 """
-import math
+import copy
+import time
 
-from ..measure import sequential, stats
+from ..measure import machine, sequential, stats
 
 SEQUENTIAL, FIXED, EXHAUSTIVE = "sequential", "fixed", "exhaustive"
+MAXIMUM = 20  # the sequential plan's last round: more where the evidence is close (tests/test_tune_simulation.py)
+PLAN_LENGTHS = (3, 4, 5, 6, 8, 10, 12, 16, 20)  # a lever's plan is cut to one of these by its share of the budget
+
+
+class Budget:
+    """The whole tune's time, kept: `seconds` from `start()`, read on `clock`. No round starts
+    unless its runs fit, at the longest run seen so far (and `per_run`, the first guess) with
+    MARGIN, before the end of the levers' time (`open`); `reserve` seconds at the end are kept
+    for the confirmation. `left()` never rises."""
+    MARGIN = 1.1
+
+    def __init__(self, seconds, per_run=0.0, clock=time.monotonic):
+        if not seconds > 0 or per_run < 0:
+            raise ValueError("a budget needs seconds > 0 and per_run >= 0, got %r and %r" % (seconds, per_run))
+        self.seconds, self.per_run, self.clock = float(seconds), float(per_run), clock
+        self.began = None
+        self.end = self.lever_end = None
+        self.reserve = 0.0
+
+    def start(self, at=None):
+        """The budget's time runs from `at` (a reading of `clock`: the command's start), or now."""
+        if self.began is None:
+            self.began = self.clock() if at is None else at
+            self.end = self.lever_end = self.began + self.seconds
+        return self
+
+    def left(self):
+        """Seconds until the tune's end (the whole budget before it starts)."""
+        return self.seconds if self.began is None else max(0.0, self.end - self.clock())
+
+    def ran(self, seconds):
+        """A run took `seconds`: later rounds are planned at the longest run seen."""
+        self.per_run = max(self.per_run, seconds)
+
+    def round_seconds(self, runs):
+        return runs * self.per_run * self.MARGIN
+
+    def fits(self, runs, until=None):
+        """Can `runs` more runs end before the lever's share ends (or `until`)?"""
+        self.start()
+        return self.clock() + self.round_seconds(runs) <= (self.lever_end if until is None else until)
+
+    def open(self, runs_per_round):
+        """A lever starts: it may use the time left to the levers (the end less `reserve`), in the
+        order they are tried (those that pay on most scripts first). Returns the rounds of
+        `runs_per_round` runs that fit, 0 when not even its first look's do: it is not reached."""
+        self.start()
+        self.lever_end = self.end - self.reserve
+        return int(max(0.0, self.lever_end - self.clock()) // self.round_seconds(runs_per_round))
+
+    def close(self):
+        """The levers are done: what is left is the confirmation's."""
+        self.lever_end = self.end
 
 
 class Rounds:
     """A rounds policy (see the module's docstring)."""
 
-    def __init__(self, fixed=None, maximum=8, budget=300.0, exhaustive=False, minimum=5, precision=0.05, reruns=4):
+    def __init__(self, fixed=None, maximum=MAXIMUM, budget=None, exhaustive=False, minimum=5, precision=0.05,
+                 reruns=4):
         if fixed is not None and fixed < 1:
             raise ValueError("rounds must be at least 1, got %r" % fixed)
         if fixed is None and not exhaustive and maximum < sequential.FIRST_LOOK:
             raise ValueError("a sequential plan needs at least %d rounds, got %r" % (sequential.FIRST_LOOK, maximum))
         self.fixed, self.precision = fixed, precision
-        self.budget = math.inf if exhaustive else budget
         self.kind = FIXED if fixed is not None else EXHAUSTIVE if exhaustive else SEQUENTIAL
+        if budget is not None and not isinstance(budget, Budget):
+            budget = Budget(budget)
+        self.budget = budget if self.kind == SEQUENTIAL else None  # a Budget (or its seconds), or None: no limit
         self.minimum = minimum
         self.maximum = 30 if exhaustive else maximum
         self.reruns = reruns if self.kind == SEQUENTIAL else 0  # fixed and exhaustive: exactly the rounds asked for
+        self.family = None      # candidates the error rate is split over (None: the lever's own): `for_family`
+        self.machine = machine  # the machine the rounds watch (a simulation gives its own: tuning/simulate.py)
+
+    def for_lever(self, family, fits=None):
+        """This policy for one lever of a tune: the error rate split over `family` candidates (every
+        planned candidate of every lever, so that the recipe holds the level as a whole), and the
+        sequential plan's last round at most the `fits` rounds its share of the budget affords
+        (fixed before its first round, so its looks are planned), the same budget."""
+        out = copy.copy(self)
+        out.family = family
+        if fits is not None and self.kind == SEQUENTIAL:  # one of a few lengths, whose plans are kept (lru_cache)
+            out.maximum = max([n for n in PLAN_LENGTHS if n <= min(self.maximum, fits)] or [sequential.FIRST_LOOK])
+        return out
 
     @property
     def planned(self):
@@ -50,8 +123,9 @@ class Rounds:
         return self.fixed if self.kind == FIXED else self.maximum
 
     def alpha(self, tried, stable=True):
-        """The error rate of one candidate of `tried` (Bonferroni), 5% in all on a stable machine, 1% else."""
-        return (1 - stats.level_for(stable)) / max(1, tried)
+        """The error rate of one candidate (Bonferroni over the `family`, else over the lever's
+        `tried`), 5% in all on a stable machine, 1% else."""
+        return (1 - stats.level_for(stable)) / max(1, self.family or tried)
 
     def plan(self, tried, stable=True):
         return sequential.Plan(self.maximum, self.alpha(tried, stable))
@@ -72,12 +146,12 @@ class Rounds:
             return sequential.PLAN_DONE
         return sequential.settle(self.plan(tried, stable), ratios, threshold)
 
-    def more(self, done, ratios, elapsed):
-        """Start another round after `done` rounds, given {name: [ratio per round]} of the candidates
-        still in and the seconds spent? (The candidates' own stopping is `settle`'s.)"""
+    def more(self, done, ratios, runs):
+        """Start another round of `runs` runs after `done` rounds, given {name: [ratio per round]} of
+        the candidates still in? (The candidates' own stopping is `settle`'s.)"""
         if self.kind == FIXED:
             return done < self.fixed
-        if done >= self.maximum or elapsed >= self.budget:
+        if done >= self.maximum or (self.budget is not None and not self.budget.fits(runs)):
             return False
         if self.kind == SEQUENTIAL or done < self.minimum:
             return True

@@ -23,7 +23,6 @@ rounds go; a baseline that moved between rounds is a warning only (the pairing c
 import math
 import statistics
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -33,8 +32,10 @@ from ..records import Result
 from .rounds import SEQUENTIAL, as_rounds
 
 ERROR = "error"          # `stopped` of a candidate whose run failed
-BUDGET = "budget spent"  # `stopped` of the candidates still in when a lever's budget ended its rounds
+BUDGET = "budget spent"  # `stopped` of the candidates still in when the tune's budget ended their rounds
 OUTRUN = "cannot beat a faster one"  # `stopped` of a candidate that could not be kept instead of one already faster
+# the `stopped` of a candidate the plan or the budget ended before its verdict: a larger budget may settle it
+UNSETTLED = (sequential.PLAN_DONE, BUDGET, sequential.FUTILE)
 
 
 @dataclass
@@ -62,7 +63,7 @@ class Table:
             self.figures.setdefault(c.name, [])
             self.ratios.setdefault(c.name, [])
         if self.start is None:
-            self.start = machine.before(0.2)
+            self.start = self.rounds.machine.before(0.2)
 
     @property
     def tried(self):
@@ -98,10 +99,18 @@ def interleave(table, measure, progress=None, left=None, log=None, stopping=lamb
     `left(runs)` after every round of the most runs still to come, `log(message)` of every run's
     figure; `stopping()` true (a signal came) ends the rounds after the run under way."""
     base, others = table.candidates[0], list(table.candidates[1:])
-    rounds, watch, began = table.rounds, machine.Watch(), time.monotonic()
+    rounds = table.rounds
+    watch, budget = rounds.machine.Watch(), rounds.budget
 
     def one(c, r):
-        value, error = measure(c) if c.name not in table.errors else (None, table.errors[c.name])
+        if c.name in table.errors:
+            value, error = None, table.errors[c.name]
+        elif budget is None:
+            value, error = measure(c)
+        else:
+            began = budget.clock()
+            value, error = measure(c)
+            budget.ran(budget.clock() - began)
         table.figures[c.name].append(value)
         if error:
             table.errors.setdefault(c.name, error)
@@ -112,7 +121,7 @@ def interleave(table, measure, progress=None, left=None, log=None, stopping=lamb
         return value
 
     active, r, again = list(others), 0, True
-    while (active or not others) and rounds.more(r, {c.name: table.ratios[c.name] for c in active}, time.monotonic() - began):
+    while (active or not others) and rounds.more(r, {c.name: table.ratios[c.name] for c in active}, len(active) + 1):
         figures = {c.name: one(c, r) for c in _rotated([base] + active, r)}
         b = figures[base.name]
         load = watch.round()
@@ -166,18 +175,26 @@ def _outrun(table, active, stable):
             active.remove(c)
 
 
-def _settle_text(stop, table):
-    """What an inconclusive verdict says instead of "about N rounds would settle it", under a plan."""
+def _settle_text(stop, table, interval):
+    """What an inconclusive verdict says instead of "about N rounds would settle it", under a plan: why
+    the plan stopped it, and for one that the plan's rounds, the budget or futility stopped while its
+    estimate is worth a change, about how many more rounds would settle it."""
     reason = (stop or {}).get("reason")
     if table.rounds.kind != SEQUENTIAL or reason is None:
         return None
-    return {sequential.CANNOT_PAY: "it cannot be %g%% faster: stopped" % (100 * table.threshold),
-            sequential.FUTILE: "even one standard error better it could not be shown faster within the plan's %d "
-                                "rounds: stopped" % table.rounds.maximum,
-            sequential.PLAN_DONE: "the plan's %d rounds are done; --rounds exhaustive goes on until the interval "
-                                  "is within +-5%%" % table.rounds.maximum,
-            BUDGET: "the lever's --budget ended its rounds",
-            OUTRUN: "a candidate of its lever was faster and this one could not be kept instead: stopped"}.get(reason)
+    why = {sequential.CANNOT_PAY: "it cannot be %g%% faster: stopped" % (100 * table.threshold),
+           sequential.FUTILE: "with its spread it could not be shown faster within the %d rounds its share of the "
+                              "budget allowed: stopped" % table.rounds.maximum,
+           sequential.BEHIND: "slower than its baseline in each of its first %d rounds: stopped"
+                              % sequential.BEHIND_LOOK,
+           sequential.PLAN_DONE: "the %d rounds its share of the budget allowed are done" % table.rounds.maximum,
+           BUDGET: "the budget ended its rounds",
+           OUTRUN: "a candidate of its lever was faster and this one could not be kept instead: stopped"}.get(reason)
+    if reason in UNSETTLED and interval.estimate > 1 + table.threshold:
+        need = stats.rounds_needed(interval, table.threshold)
+        if need is not None and need > interval.n:
+            return "%s; about %d more would settle it (a larger --budget)" % (why, need - interval.n)
+    return why
 
 
 def summarize(table):
@@ -204,7 +221,7 @@ def summarize(table):
             if table.rounds.kind == SEQUENTIAL:
                 metrics["plan_rounds"] = table.rounds.maximum
             # stated at the level the lever's candidates and the plan's looks hold together, as tune's title says
-            metrics.update(stats.verdict(interval, table.threshold, settle=_settle_text(stop, table),
+            metrics.update(stats.verdict(interval, table.threshold, settle=_settle_text(stop, table, interval),
                                          stated_level=stats.level_for(stable)).fields())
         if stop and c is not table.candidates[0]:
             metrics["stopped"] = stop["reason"]

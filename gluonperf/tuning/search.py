@@ -16,7 +16,8 @@ belongs to the runner it is given (tuning/runner.py): nothing here knows one.
 """
 from typing import NamedTuple, Optional
 
-from ..measure import stats
+from ..measure import sequential, stats
+from ..records import duration_text
 from ..runtime import guard
 from . import schedule
 from .candidates import Candidate, unique
@@ -92,6 +93,12 @@ def stage_sizes(stages, base):
     return {lever: n for lever, n in sizes.items() if n > 1}
 
 
+def family_size(stages, base):
+    """The candidates a tune may try in these stages, besides their baselines: the error rate is
+    split over all of them, so that the recipe holds its level whatever levers it names."""
+    return sum(n - 1 for n in stage_sizes(stages, base).values())
+
+
 def planned_runs(stages, base, rounds, confirm=False):
     """The most runs `coordinate` makes in these stages (each round runs the baseline and every
     candidate once; with `confirm`, the confirmation's rounds of the baseline and the kept set
@@ -101,37 +108,76 @@ def planned_runs(stages, base, rounds, confirm=False):
     return sum(n * planned for n in stage_sizes(stages, base).values()) + (2 * planned if confirm else 0)
 
 
+NOT_REACHED = ("the tune's --budget was spent before it (%s left); `--levers %s` tries it, or a larger --budget")
+
+
 class Search(NamedTuple):
     """What `coordinate` found: every candidate's Result, the confirmation's Result (or None), the
-    kept levers' names and the best candidate (the base when none was kept)."""
+    kept levers' names, the best candidate (the base when none was kept), the levers the budget
+    did not reach ({lever: why}) and the levers it left unsettled (`unsettled`)."""
     results: list
     confirm: Optional[object]
     kept: list
     best: Candidate
+    unreached: dict
+    unsettled: dict
+
+
+def unsettled(results, kept=()):
+    """{lever: the Result of its best candidate} of each lever not kept whose rounds the plan or the
+    budget ended (schedule.UNSETTLED) while the candidate could still be a change that pays: an
+    estimate past the threshold and `rounds_needed` (its verdict's) beyond the rounds it had. More
+    rounds may settle these; tune says how many."""
+    out = {}
+    for r in results:
+        m, lever = r.metrics, r.metrics.get("lever")
+        if (lever in kept or lever == "confirm" or m.get("verdict") != "inconclusive"
+                or m.get("stopped") not in schedule.UNSETTLED or (m.get("ratio") or 0) <= 1 + m.get("threshold", 0)
+                or (m.get("rounds_needed") or 0) <= (m.get("ratio_n") or 0)):
+            continue
+        if lever not in out or m["ratio"] > out[lever].metrics["ratio"]:
+            out[lever] = r
+    return out
 
 
 def coordinate(runner, base, stages, rounds, steps=None, progress=None, timeout=900, sweeps=None,
                threshold=stats.THRESHOLD, left=None, idle=None, confirm="together", confirm_after=2):
     """Each lever's candidates against the best so far (`base` to start with: the runner's
     baseline, `Candidate(runner.baseline)` or with the settings every candidate shares), interleaved
-    with it; a lever's candidate is kept only when judged
-    `faster`; once `confirm_after` levers are kept, the kept set (named `confirm`) against `base`
-    in one interleaved run. `stages`: [(lever, best -> [candidates], best -> why nothing to try or
-    None)] (a stage of two is a lever with nothing to say why). `progress()` hears of every run,
-    `left(runs)` of the most runs still to come in the whole search; a lever with nothing to try
-    once the levers before it are kept goes into `idle` ({lever: why}). Returns a `Search`."""
-    best, out, kept = base, [], []
+    with it; a lever's candidate is kept only when judged `faster`, its error rate split over every
+    candidate of every lever planned here (`family_size`), so that the chance that any lever is
+    kept when none pays holds the level. Once `confirm_after` levers are kept, the kept set (named
+    `confirm`) against `base` in one interleaved run. With a budget (`rounds.budget`), the levers
+    take the time left in their order (those that pay on most scripts first), each with a plan as
+    long as that time affords; one that cannot get its first look is not reached (in
+    `Search.unreached`); the confirmation's first look is kept aside once it may be needed. `stages`: [(lever, best ->
+    [candidates], best -> why nothing to try or None)] (a stage of two is a lever with nothing to
+    say why). `progress()` hears of every run, `left(runs)` of the most runs still to come in the
+    whole search; a lever with nothing to try once the levers before it are kept goes into `idle`
+    ({lever: why}). Returns a `Search`."""
+    rounds = as_rounds(rounds)
+    family, budget = family_size(stages, base), rounds.budget
+    if budget is not None:
+        budget.start()
+    best, out, kept, unreached = base, [], [], {}
     plans = [len(unique(stage[1](base))) for stage in stages]
     for i, stage in enumerate(stages):
         lever, make, why = (tuple(stage) + (None,))[:3]
-        later = sum(n * as_rounds(rounds).planned for n in plans[i + 1:] if n > 1)
+        later = sum(n * rounds.planned for n in plans[i + 1:] if n > 1)
         reason = why(best) if why else None
         cands = [] if reason else unique(make(best))
         if len(cands) < 2:
             if reason and idle is not None:
                 idle[lever] = reason
             continue
-        results = _measure(runner)(cands, runner, steps, rounds, lever, progress, timeout, sweeps=sweeps,
+        if budget is not None:  # the confirmation's first look is kept aside once one more kept lever calls it
+            budget.reserve = budget.round_seconds(2 * sequential.FIRST_LOOK) if len(kept) + 1 >= confirm_after else 0.0
+        fits = budget.open(len(cands)) if budget is not None else None
+        if fits is not None and fits < sequential.FIRST_LOOK:
+            unreached[lever] = NOT_REACHED % (duration_text(budget.left()), lever)
+            continue
+        plan = rounds.for_lever(family, fits)
+        results = _measure(runner)(cands, runner, steps, plan, lever, progress, timeout, sweeps=sweeps,
                                    threshold=threshold,
                                    left=(lambda n, later=later: left(n + later)) if left else None)
         out.extend(results)
@@ -141,14 +187,16 @@ def coordinate(runner, base, stages, rounds, steps=None, progress=None, timeout=
             kept.append(lever)
         if left:
             left(later)
+    if budget is not None:
+        budget.close()
     together = None
-    if len(kept) >= confirm_after:
+    if len(kept) >= confirm_after and (budget is None or budget.fits(2 * sequential.FIRST_LOOK)):
         final = Candidate(confirm, best.env, best.flags, best.runner)
         results = _measure(runner)([base, final], runner, steps, rounds, "confirm", progress, timeout,
                                    sweeps=sweeps, threshold=threshold, left=left)
         out.extend(results)
         together = next(r for r in results if r.name == confirm)
-    return Search(out, together, kept, best)
+    return Search(out, together, kept, best, unreached, unsettled(out, kept))
 
 
 def _measure(runner):
