@@ -2,7 +2,7 @@
 a tuning.rounds.Rounds."""
 import argparse
 
-from ..tuning.rounds import Rounds
+from ..tuning.rounds import Budget, Rounds
 from .common import positive_int
 
 
@@ -26,18 +26,21 @@ ROUNDS_HELP = ("interleaved rounds per lever: auto: each candidate until its ver
                "most 30; slow); or a number of rounds (default: %%(default)s)") % Rounds().maximum
 
 
-def add_rounds(p, budget):
-    """--rounds and --budget (its default `budget` seconds)."""
+def add_rounds(p, budget, budget_help=None):
+    """--rounds and --budget (its default `budget` seconds, None: `budget_help` says the rule)."""
     p.add_argument("--rounds", type=rounds_type, default="auto", help=ROUNDS_HELP)
     p.add_argument("--budget", type=positive_int, default=budget, metavar="SEC",
-                   help="with --rounds auto: seconds per lever after which no new round starts; a safety cap, the "
-                        "intervals stay valid when it stops the rounds (default: %(default)s)")
+                   help="with --rounds auto: the whole tune's seconds, kept: no round starts that would end past "
+                        "it, the levers are tried in order while it lasts and the ones it did not reach are named "
+                        "(the intervals stay valid whenever it stops the rounds) (default: %s)"
+                        % (budget_help or "%(default)s"))
 
 
-def rounds_policy(args):
-    """The sweep's Rounds from --rounds and --budget."""
+def rounds_policy(args, budget=None, per_run=0.0):
+    """The sweep's Rounds from --rounds and --budget (or `budget` seconds, when --budget was not
+    given), its budget planned at `per_run` seconds a run until runs are seen."""
     if args.rounds == "auto":
-        return Rounds(budget=args.budget)
+        return Rounds(budget=Budget(args.budget or budget, per_run))
     if args.rounds == "exhaustive":
         return Rounds(exhaustive=True)
     return Rounds(fixed=args.rounds)

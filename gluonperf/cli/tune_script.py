@@ -27,6 +27,7 @@ from .tune_flags import add_rounds, rounds_policy
 PROG = "python -m gluonperf.tune"
 USAGE = ("%(prog)s [--levers L,...|all] [--rounds auto|exhaustive|N] [--steps N] [--warmup K] [--json PATH] "
          "-- COMMAND...")
+BUDGET_RUNS, BUDGET_LEAST = 30, 300  # --budget's default: this many runs' time, at least this many seconds
 COLUMNS = ["lever", "name", "images_per_s", "ratio", "ratio_ci_low", "ratio_ci_high", "rounds", "verdict", "error"]
 
 
@@ -53,7 +54,9 @@ def build_parser():
     p.add_argument("--warmup", type=cli.positive_int, default=5,
                    help="steps run before the timed ones in every run, at least 2: a change to the model is made "
                         "in the second (default: %(default)s)")
-    add_rounds(p, budget=300)
+    add_rounds(p, budget=None, budget_help="the time of %d runs of the script, as long as the probe's run, and at "
+                                           "least %d: 5 minutes for a script whose run takes up to 10 s, 10 minutes "
+                                           "for 20 s" % (BUDGET_RUNS, BUDGET_LEAST))
     cli.add_threshold(p)
     p.add_argument("--timeout", type=cli.positive_int, default=600,
                    help="seconds before one run of the script is abandoned (default: %(default)s)")
@@ -119,9 +122,11 @@ def main(argv):
     cli.guard_command(args, PROG, stall_timeout=args.timeout + 120)
     cli.note("tune: a first run of `%s` as it is (a probe: its Trainer, model, DataLoaders, waits and operators)"
              % what)
+    probed = time.monotonic()
     runner, found = probe(args, command, what)
     if runner is None:
         return found
+    run_s = time.monotonic() - probed  # the first guess of a run's time, until runs are seen
     described = found.get("probe", {})
     if described.get("error"):
         cli.note("note: the probe could not describe the script (%s)" % described["error"])
@@ -133,14 +138,27 @@ def main(argv):
         cli.note("note: " + left)
     for lever, why in idle.items():
         cli.note("note: not tried: %s: %s" % (lever, why))
-    done, runs = run_levers(args, runner, stages, idle, title(what, runner, args, cores))
+    rounds = rounds_policy(args, default_budget(run_s), run_s)
+    if rounds.budget is not None:
+        rounds.budget.start(began)  # the probe's time is the tune's too
+        cli.note("tune: a budget of %s for the whole tune%s" % (text.duration(rounds.budget.seconds), "" if args.budget
+                 else " (%d runs of the script as long as the probe's, at least %s: --budget)"
+                      % (BUDGET_RUNS, text.duration(BUDGET_LEAST))))
+    heading = title(what, runner, args, cores, search.family_size(stages, Candidate(runner.baseline)))
+    done, runs = run_levers(args, runner, stages, idle, heading, rounds)
+    for lever, why in done.unreached.items():
+        cli.note("note: not reached: %s: %s" % (lever, why))
+    wall = time.monotonic() - began
     advice = script_advice.recipe(
         done.results, done.confirm, done.kept, described, runner.runs.get(runner.baseline, []) + [found["rate"]],
-        os.getcwd(), text.tried_text(done.results, idle),
-        took=dict(wall_s=time.monotonic() - began, runs=runs + 1, levers=[s[0] for s in stages], idle=idle))
+        os.getcwd(), text.tried_text(done.results, dict(idle, **done.unreached)),
+        took=dict(wall_s=wall, runs=runs + 1, levers=[s[0] for s in stages], idle=idle, unreached=done.unreached,
+                  unsettled=done.unsettled,
+                  budget_s=rounds.budget.seconds if rounds.budget else None, run_s=wall / (runs + 1)),
+        command=what)
     table = [r for r in done.results if r.metrics.get("lever") != "confirm"]
     if table:
-        cli.emit(table, args, title=title(what, runner, args, cores), columns=COLUMNS, records=done.results + advice)
+        cli.emit(table, args, title=heading, columns=COLUMNS, records=done.results + advice)
     else:
         cli.write_outputs(advice, args)
     print()
@@ -152,21 +170,27 @@ def main(argv):
     return 0
 
 
-def title(what, runner, args, cores):
+def default_budget(run_s):
+    """--budget's default: BUDGET_RUNS runs of `run_s` seconds, at least BUDGET_LEAST seconds."""
+    return max(BUDGET_LEAST, BUDGET_RUNS * run_s)
+
+
+def title(what, runner, args, cores, family):
     from ..measure.harness import cpu_model
     from ..tuning.rounds import Rounds
-    how = ("each candidate until its verdict is settled (at most %d rounds), 95%% intervals held over the "
-           "candidates and the looks (a group-sequential plan)" % Rounds().maximum if args.rounds == "auto"
-           else "%s interleaved rounds, 95%% interval corrected for the candidates tried" % args.rounds)
+    held = ("95%% intervals held together over the %d candidates planned in every lever%s: when no change pays, "
+            "the recipe names one at most 5%% of the time" % (family, " and the looks (a group-sequential plan)"
+                                                              if args.rounds == "auto" else ""))
+    how = ("each candidate until its verdict is settled (at most %d rounds); %s" % (Rounds().maximum, held)
+           if args.rounds == "auto" else "%s interleaved rounds; %s" % (args.rounds, held))
     return ("tune: `%s` on %s (%d cores), images/s per candidate (Trainer.step's batch_size over %d timed steps after "
             "%d), ratio to the lever's baseline, geometric mean of its rounds; %s"
             % (what, cpu_model(), cores, runner.steps, args.warmup, how))
 
 
-def run_levers(args, runner, stages, idle, heading):
+def run_levers(args, runner, stages, idle, heading, rounds):
     """The one coordinate search (tuning/search.py) on the script's runner, under a progress bar and a
     stop guard: (its Search, runs made)."""
-    rounds = rounds_policy(args)
     base = Candidate(runner.baseline)
     total = search.planned_runs(stages, base, rounds)
     if total:
@@ -174,7 +198,7 @@ def run_levers(args, runner, stages, idle, heading):
             total, "; each candidate stops once its verdict is settled" if rounds.kind == "sequential" else ""))
     sweeps = Sweeps()
     bar = cli.progress_bar(total, "tune")
-    watch = _Remaining(bar)
+    watch = _Remaining(bar, rounds.budget)
     try:
         with cli.keep_on_stop(sweeps.results, args, heading, COLUMNS):
             done = search.coordinate(runner, base, stages, rounds, runner.steps, watch.ran, args.timeout, sweeps,
@@ -186,11 +210,12 @@ def run_levers(args, runner, stages, idle, heading):
 
 class _Remaining:
     """The progress bar's plan, kept as the candidates leave; where the bar is not shown (stderr is not a
-    terminal), a line every half minute: the runs done, the most still to come, the time left at most."""
+    terminal), a line every half minute: the runs done, the most still to come, and the time left at most,
+    the budget's (which never rises: no round starts that would end past it)."""
     EVERY = 30.0
 
-    def __init__(self, bar):
-        self.bar, self.began, self.said = bar, time.monotonic(), time.monotonic()
+    def __init__(self, bar, budget=None):
+        self.bar, self.budget, self.said = bar, budget, time.monotonic()
 
     def ran(self):
         self.bar.update()
@@ -200,6 +225,5 @@ class _Remaining:
         now = time.monotonic()
         if self.bar.disable and now - self.said >= self.EVERY and self.bar.done:
             self.said = now
-            per_run = (now - self.began) / self.bar.done
-            cli.note("tune: %d runs done, at most %d to come (about %s at most)"
-                     % (self.bar.done, runs, text.duration(per_run * runs)))
+            cli.note("tune: %d runs done, at most %d to come%s" % (
+                self.bar.done, runs, " (%s at most)" % text.duration(self.budget.left()) if self.budget else ""))
