@@ -108,7 +108,8 @@ def planned_runs(stages, base, rounds, confirm=False):
     return sum(n * planned for n in stage_sizes(stages, base).values()) + (2 * planned if confirm else 0)
 
 
-NOT_REACHED = ("the tune's --budget was spent before it (%s left); `--levers %s` tries it, or a larger --budget")
+NOT_REACHED = ("the %s left of the tune's --budget could not hold its first %d rounds (%d runs); `--levers %s` tries "
+               "it, or a larger --budget")
 
 
 class Search(NamedTuple):
@@ -174,7 +175,8 @@ def coordinate(runner, base, stages, rounds, steps=None, progress=None, timeout=
             budget.reserve = budget.round_seconds(2 * sequential.FIRST_LOOK) if len(kept) + 1 >= confirm_after else 0.0
         fits = budget.open(len(cands)) if budget is not None else None
         if fits is not None and fits < sequential.FIRST_LOOK:
-            unreached[lever] = NOT_REACHED % (duration_text(budget.left()), lever)
+            unreached[lever] = NOT_REACHED % (duration_text(max(0.0, budget.left() - budget.reserve)),
+                                              sequential.FIRST_LOOK, sequential.FIRST_LOOK * len(cands), lever)
             continue
         plan = rounds.for_lever(family, fits)
         results = _measure(runner)(cands, runner, steps, plan, lever, progress, timeout, sweeps=sweeps,
