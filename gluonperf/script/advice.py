@@ -257,7 +257,8 @@ def unreached(levers, command=None):
         return []
     names = ",".join(levers)
     return [result(ADVICE, "unreached", lever="unreached", measured=False, where=None, levers=list(levers),
-                   change="not reached: %s: what was left of the budget could not hold their first rounds" % ", ".join(levers),
+                   change="not reached: %s: what was left of the budget could not hold their first rounds"
+                          % ", ".join(levers),
                    tune=tune_command(command, names))]
 
 
