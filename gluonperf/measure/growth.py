@@ -59,7 +59,8 @@ WARMUP_SHARE = 0.2      # the first fifth of a run's steps is its warm-up (when 
 LEVEL = 0.95
 MB = 1e6                # rates are said in MB (10^6 bytes) per 1,000 steps
 JUMP_SPREAD = 5         # a block increment this many winsorized SDs above the rate is part of a one-off step
-JUMP_BYTES = 2 ** 20    # ... which is said when it added at least this much (1 MiB)
+JUMP_BYTES = 8 * 2 ** 20  # ... which is said when it added at least this much (8 MiB: a leak's RSS moves in chunks
+JUMP_SHARE = 0.1          # of a few MiB) and at least this share of what the rate adds over the steps counted
 VERDICTS = ("grows", "flat", "inconclusive")
 BENCH = "growth"
 
@@ -226,7 +227,7 @@ def fit(samples, warmup=0, floor=FLOOR_BYTES, level=LEVEL, blocks=BLOCKS, min_bl
             "too few steps for a verdict: %d sampled after %d of warm-up; one needs %d blocks of %d or more "
             "(%d steps after the warm-up)" % (len(kept), warmup, need, min_block, need * min_block)), **base)
     verdict = "flat" if high < floor else "grows" if low > floor else "inconclusive"
-    jump = one_off_step(spans, rate)
+    jump = one_off_step(spans, rate, least=max(JUMP_BYTES, JUMP_SHARE * rate * steps))
     if jump:
         base.update(jump_bytes=jump[0], jump_from=jump[1], jump_to=jump[2])
     return Growth(verdict, rate, low, high, level, **base)
@@ -237,7 +238,8 @@ def one_off_step(spans, rate, spread=JUMP_SPREAD, least=JUMP_BYTES):
     increments `spans` ((from step, to step, bytes a step)), the run of consecutive ones each
     more than `spread` winsorized standard deviations of them above the growth `rate` (the
     trimmed mean, which a step leaves alone), and what they added above that rate, when it is
-    `least` bytes or more: what the trimming left out of the rate, said."""
+    `least` bytes or more (`fit` asks for JUMP_BYTES, and JUMP_SHARE of what the rate adds over
+    the steps counted): what the trimming left out of the rate, said."""
     x = sorted(inc for _, _, inc in spans)
     n = len(x)
     g = max(MIN_TRIM, int(TRIM * n))

@@ -137,7 +137,7 @@ def queue_records(queue, warmup=0, **common):
            "of %s ahead of it (%s CI %s-%s, the most %d)" % (
                every, len(kept), warmup, _steps(ahead.estimate), _level(ahead.level), _n(ahead.low), _n(ahead.high),
                fields["ahead_steps_max"])
-    if held:
+    if len(held) >= 6:  # fewer cannot bound a median at 95%
         size = median_of(held)
         fields.update(size.fields("queue_bytes"), queue_bytes_max=max(held))
         said += ", and the work it had queued held a median of %s (%s CI %s to %s, the most %s)" % (
