@@ -57,6 +57,22 @@ def test_a_cache_filled_once_is_not_a_leak_wherever_it_fills(at):
     assert found.last_bytes - found.first_bytes > 70 * MIB or at not in (150, 250)  # the jump is in the levels
 
 
+@pytest.mark.parametrize("at", [150, 250])
+def test_a_cache_filled_once_is_said_as_a_one_off_step_with_its_size_and_steps(at):
+    jumps = [(at + i, 16 * MIB) for i in range(5)]
+    found = growth.fit(series(400, rate=300, jumps=jumps), warmup=80)
+    assert 75 * MIB < found.jump_bytes < 85 * MIB and found.jump_from <= at < at + 4 <= found.jump_to
+    assert found.jump_to - found.jump_from <= 3 * found.block  # where it happened, within a few blocks
+    assert "stepped up once by" in found.text() and found.fields()["one_off_step_bytes"] == found.jump_bytes
+
+
+def test_a_leak_and_a_flat_job_have_no_one_off_step():
+    for rate in (300, 25_000):
+        for seed in range(20):
+            found = growth.fit(series(400, rate=rate, seed=seed), warmup=80)
+            assert found.jump_bytes is None, (rate, seed, found.text())
+
+
 def test_a_leak_with_a_cache_filled_once_still_grows():
     jumps = [(200 + i, 16 * MIB) for i in range(5)]
     found = growth.fit(series(400, rate=25_000, jumps=jumps), warmup=80)

@@ -58,6 +58,9 @@ MIN_INCREMENTS = 9      # fewer: no verdict (5 kept after the trimming)
 WARMUP_SHARE = 0.2      # the first fifth of a run's steps is its warm-up (when that is longer than the caller's)
 LEVEL = 0.95
 MB = 1e6                # rates are said in MB (10^6 bytes) per 1,000 steps
+JUMP_SPREAD = 5         # a block increment this many winsorized SDs above the rate is part of a one-off step
+JUMP_BYTES = 8 * 2 ** 20  # ... which is said when it added at least this much (8 MiB: a leak's RSS moves in chunks
+JUMP_SHARE = 0.1          # of a few MiB) and at least this share of what the rate adds over the steps counted
 VERDICTS = ("grows", "flat", "inconclusive")
 BENCH = "growth"
 
@@ -81,6 +84,9 @@ class Growth:
     first_bytes: Optional[float] = None
     last_bytes: Optional[float] = None
     why: Optional[str] = None
+    jump_bytes: Optional[float] = None    # the largest one-off step in memory (`one_off_step`), its size
+    jump_from: Optional[int] = None       # ... between these steps
+    jump_to: Optional[int] = None
 
     def fields(self, available=None):
         """Flat record fields; with `available` (bytes of memory the machine has left), for
@@ -92,7 +98,9 @@ class Growth:
                         key + "_n": self.n, key + "_level": self.level})
         out.update(floor_bytes_per_step=self.floor, steps_counted=self.steps, warmup_steps=self.warmup,
                    block_steps=self.block, level_first_bytes=self.first_bytes, level_last_bytes=self.last_bytes,
-                   growth_method="trimmed mean of block increments, Tukey-McLaughlin interval")
+                   growth_method="trimmed mean of block increments, Tukey-McLaughlin interval",
+                   one_off_step_bytes=self.jump_bytes, one_off_step_from=self.jump_from,
+                   one_off_step_to=self.jump_to)
         if self.verdict == "grows" and available:
             out.update(available_bytes=available, steps_to_exhaust=steps_until(available, self.rate),
                        steps_to_exhaust_low=steps_until(available, self.high),
@@ -102,14 +110,21 @@ class Growth:
         return out
 
     def text(self, available=None):
-        """One sentence: 'grows: 29.1 MB per 1,000 steps (95% CI 27.3-30.8, ...)'."""
+        """One sentence: 'grows: 29.1 MB per 1,000 steps (95% CI 27.3-30.8, ...)', and the
+        one-off step in memory, when there was one."""
         if self.low is None:
             return "inconclusive: %s" % self.why
+        if self.jump_bytes is None:
+            return self._rate_text(available)
+        return "%s; memory stepped up once by %s between steps %d and %d: a one-off step, left out of the rate" % (
+            self._rate_text(available), bytes_text(self.jump_bytes), self.jump_from, self.jump_to)
+
+    def _rate_text(self, available):
         rate = "%s MB per 1,000 steps" % _mb(self.rate)
         over = "%d increments between blocks of %d steps, %d steps after %d of warm-up" % (
             self.n, self.block, self.steps, self.warmup)
         ci = "%s CI %s to %s, %s" % (level_text(self.level), _mb(self.low), _mb(self.high), over)
-        floor = "a floor of %s a step" % _bytes(self.floor)
+        floor = "a floor of %s a step" % bytes_text(self.floor)
         if self.verdict == "flat":
             return "flat: %s (%s), all of it below %s" % (rate, ci, floor)
         if self.verdict == "inconclusive":
@@ -117,7 +132,7 @@ class Growth:
         lasts = ""
         if available:
             lasts = "; at that rate the %s of memory this machine has available last about %s more steps" % (
-                _bytes(available), "{:,.0f}".format(steps_until(available, self.rate)))
+                bytes_text(available), "{:,.0f}".format(steps_until(available, self.rate)))
         return "grows: %s (%s), above %s%s" % (rate, ci, floor, lasts)
 
 
@@ -125,7 +140,8 @@ def _mb(x):
     return "%.3g" % (x * 1000 / MB)
 
 
-def _bytes(n):
+def bytes_text(n):
+    """'80 MiB', '-12 KiB', '512 bytes'."""
     for unit, size in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
         if abs(n) >= size:
             return "%.3g %s" % (n / size, unit)
@@ -200,7 +216,8 @@ def fit(samples, warmup=0, floor=FLOOR_BYTES, level=LEVEL, blocks=BLOCKS, min_bl
         raise ValueError("memory samples must be finite numbers of bytes")
     steps = kept[-1][0] - kept[0][0] + 1 if kept else 0
     size, ends = blocks_of(kept, blocks, min_block)
-    increments = [(b2 - b1) / (s2 - s1) for (s1, b1), (s2, b2) in zip(ends, ends[1:]) if s2 > s1]
+    spans = [(s1, s2, (b2 - b1) / (s2 - s1)) for (s1, b1), (s2, b2) in zip(ends, ends[1:]) if s2 > s1]
+    increments = [inc for _, _, inc in spans]
     base = dict(n=len(increments), block=size, steps=steps, warmup=int(warmup), floor=float(floor),
                 first_bytes=ends[0][1] if ends else None, last_bytes=ends[-1][1] if ends else None)
     rate, low, high, _ = trimmed_interval(increments, level) if increments else (None, None, None, 0)
@@ -210,7 +227,35 @@ def fit(samples, warmup=0, floor=FLOOR_BYTES, level=LEVEL, blocks=BLOCKS, min_bl
             "too few steps for a verdict: %d sampled after %d of warm-up; one needs %d blocks of %d or more "
             "(%d steps after the warm-up)" % (len(kept), warmup, need, min_block, need * min_block)), **base)
     verdict = "flat" if high < floor else "grows" if low > floor else "inconclusive"
+    jump = one_off_step(spans, rate, least=max(JUMP_BYTES, JUMP_SHARE * rate * steps))
+    if jump:
+        base.update(jump_bytes=jump[0], jump_from=jump[1], jump_to=jump[2])
     return Growth(verdict, rate, low, high, level, **base)
+
+
+def one_off_step(spans, rate, spread=JUMP_SPREAD, least=JUMP_BYTES):
+    """(bytes, from step, to step) of the largest one-off step in memory, or None: of the block
+    increments `spans` ((from step, to step, bytes a step)), the run of consecutive ones each
+    more than `spread` winsorized standard deviations of them above the growth `rate` (the
+    trimmed mean, which a step leaves alone), and what they added above that rate, when it is
+    `least` bytes or more (`fit` asks for JUMP_BYTES, and JUMP_SHARE of what the rate adds over
+    the steps counted): what the trimming left out of the rate, said."""
+    x = sorted(inc for _, _, inc in spans)
+    n = len(x)
+    g = max(MIN_TRIM, int(TRIM * n))
+    kept = [x[g]] * g + x[g:n - g] + [x[n - g - 1]] * g
+    mean = math.fsum(kept) / n
+    sd = math.sqrt(math.fsum((w - mean) ** 2 for w in kept) / max(1, n - 1))
+    best, run = None, None
+    for s1, s2, inc in spans:
+        if inc - rate > spread * sd:
+            added = (inc - rate) * (s2 - s1)
+            run = (run[0] + added, run[1], s2) if run else (added, s1, s2)
+            if best is None or run[0] > best[0]:
+                best = run
+        else:
+            run = None
+    return best if best and best[0] >= least else None
 
 
 def records_of(memory, warmup=0, **common):
@@ -218,14 +263,16 @@ def records_of(memory, warmup=0, **common):
     [gpu0]' for a device's) of what `measure.memory.StepMemory.plain()` gave: each series' Growth
     (`Growth.fields`), what it is (`memory`), the steps sampled and run, and `finding`, its
     sentence. `warmup`: the steps the caller knows to be warm-up (fenced, profiled); the first
-    WARMUP_SHARE of the run is left out when that is more."""
+    WARMUP_SHARE of the run is left out when that is more. 'children' (a DataLoader's workers:
+    their proportional set size, summed) is 'memory growth [children]'."""
     from ..records import result
     out = []
     for what, line in memory.items():
         steps = line["steps"]
         total = max(steps) if steps else 0
         found = fit(zip(steps, line["bytes"]), warmup=warmup_steps(total, warmup))
-        label = "resident memory" if what == "rss" else "memory on %s" % what
+        label = ("resident memory" if what == "rss" else "the child processes' memory (PSS)" if what == "children"
+                 else "memory on %s" % what)
         available = line.get("available_bytes")
         out.append(result(BENCH, "memory growth" if what == "rss" else "memory growth [%s]" % what, memory=label,
                           steps_sampled=len(steps), steps_run=total, finding="%s over the run: %s" % (

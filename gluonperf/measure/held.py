@@ -11,14 +11,10 @@
   output, its loss) are one or two a line.
 - `InputShapes`: the shapes of the arrays a model is called with, step by step: a new shape
   at most steps makes a hybridized model build (and keep) a graph for each, oneDNN a kernel.
-- `drain_seconds`: how long `mx.nd.waitall()` takes at a step's end, when the script does not
-  wait there itself: the work Python has queued ahead of the engine, which holds its arrays
-  until it has run.
 
 Only the window pays for these: the script runs as it was written before and after it.
 """
 import gc
-import time
 import tracemalloc
 
 FRAMES = 64         # frames kept of each allocation's traceback (a model's forward is a deep stack)
@@ -110,10 +106,3 @@ class InputShapes:
         return {"calls": self.calls, "distinct": len(self.shapes),
                 "examples": [[list(s) for s in shapes] for shapes, _ in common]}
 
-
-def drain_seconds():
-    """Seconds `mx.nd.waitall()` takes now: the work queued ahead of the engine."""
-    import mxnet as mx
-    start = time.perf_counter()
-    mx.nd.waitall()
-    return time.perf_counter() - start

@@ -154,16 +154,16 @@ class MemorySampler:
 def _rss_reader():
     """A function giving this process's RSS: /proc/self/statm read directly where there is one (7
     microseconds a reading on the 2-core Zen 4, against psutil's `memory_info()` 24: it parses
-    every field), else `rss`. The file is this process's: a forked child reads its parent's."""
+    every field), else `rss`. The file is this process's: a forked child reads its parent's. Read
+    with pread, at offset 0: two threads may read it at once (no shared offset to race on)."""
     try:
-        statm = open("/proc/self/statm", "rb")
+        statm = os.open("/proc/self/statm", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return rss
     page = os.sysconf("SC_PAGE_SIZE")
 
     def read():
-        statm.seek(0)
-        return int(statm.read().split()[1]) * page
+        return int(os.pread(statm, 256, 0).split()[1]) * page
     return read
 
 
@@ -171,13 +171,19 @@ class StepMemory:
     """Memory once a step over a whole run (`sample(step)` at the end of each step): resident
     memory, and each GPU context's (what CUDA says is in use on the device), each a
     growth.StepSeries (bounded: a run of any length keeps evenly spread samples). One reading
-    of /proc a step, a few microseconds (`_rss_reader`). `warmup`: the steps the loop knows to be
+    of /proc a step, a few microseconds (`_rss_reader`); with `children`, the child processes'
+    memory too (a DataLoader's workers: their summed PSS, `children_memory`'s measure), once
+    there are any. `warmup`: the steps the loop knows to be
     warm-up (its first epoch), for the verdict. `plain()` is what gluonperf.measure.growth's
     `records_of` judges, with the memory still available to each (for the steps until it runs out)."""
 
-    def __init__(self, contexts=(), cap=1 << 15):
+    CHILDREN_LOOKUP = 10  # samples between two lookups of the child processes
+
+    def __init__(self, contexts=(), cap=1 << 15, children=False):
         self.cap = cap
         self.series = {"rss": StepSeries(cap)}
+        self.children = StepSeries(cap) if children else None  # with `children`: the child processes' PSS
+        self._children, self._looked = [], 0
         self.contexts = []
         self.warmup = self.steps = 0   # the steps known to be warm-up; the last step sampled
         self._rss = _rss_reader()
@@ -190,6 +196,10 @@ class StepMemory:
                 self.contexts.append(ctx)
                 self.series[str(ctx)] = StepSeries(self.cap)
 
+    def rss_now(self):
+        """This process's resident memory now, in bytes."""
+        return self._rss()
+
     def sample(self, step):
         """The memory at the end of step `step` (counted from 1)."""
         self.steps = max(self.steps, step)
@@ -198,6 +208,26 @@ class StepMemory:
         self.series["rss"].append(step, self._rss())
         for ctx in self.contexts:
             self.series[str(ctx)].append(step, device_memory_used(ctx))
+        if self.children is not None:
+            self._sample_children(step)
+
+    def _sample_children(self, step):
+        """The child processes' memory (summed PSS) at `step`, once there are any; the list of
+        them is looked up again every CHILDREN_LOOKUP samples (it scans /proc)."""
+        if self._looked % self.CHILDREN_LOOKUP == 0:
+            try:
+                self._children = _PROCESS.children(recursive=True)
+            except psutil.Error:
+                self._children = []
+        self._looked += 1
+        total = 0
+        for child in self._children:
+            try:
+                total += _pss(child)
+            except (psutil.Error, ProcessLookupError):
+                pass
+        if self._children:
+            self.children.append(step, total)
 
     def plain(self):
         """{what: {'steps': [...], 'bytes': [...], 'available_bytes': ...}}: 'rss' (available: the
@@ -210,4 +240,7 @@ class StepMemory:
                 ctx = next(c for c in self.contexts if str(c) == what)
                 available = mx.context.gpu_memory_info(ctx.device_id)[0]
             out[what] = {"steps": list(series.steps), "bytes": list(series.values), "available_bytes": available}
+        if self.children is not None and len(self.children):
+            out["children"] = {"steps": list(self.children.steps), "bytes": list(self.children.values),
+                               "available_bytes": psutil.virtual_memory().available}
         return out

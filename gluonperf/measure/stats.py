@@ -197,12 +197,17 @@ def median_interval(ratios, level=LEVEL):
     """The median of `ratios` with its distribution-free interval: the order statistics
     x(k) .. x(n+1-k) with the largest k whose coverage, from the binomial(n, 1/2), is at least
     `level`. Fewer rounds than that needs (6 for 95%): 0..inf."""
-    _check_level(level)
     _logs(ratios)  # the same checks as the t interval's
-    values = sorted(float(r) for r in ratios if r is not None)
+    return median_of(ratios, level)
+
+
+def median_of(values, level=LEVEL):
+    """`median_interval` of any finite numbers (sizes, counts; None left out), not only ratios."""
+    _check_level(level)
+    values = sorted(float(r) for r in values if r is not None)
     n = len(values)
-    if n == 0:
-        raise ValueError("no ratios to make an interval of")
+    if n == 0 or not all(math.isfinite(v) for v in values):
+        raise ValueError("no values, or values that are not finite, to make an interval of")
     mid = (values[(n - 1) // 2] + values[n // 2]) / 2
     k = 0  # coverage of [x(k), x(n+1-k)] is 1 - 2 P(B <= k-1), B ~ binomial(n, 1/2)
     while k + 1 <= n // 2 and 1 - 2 * _half_binomial_cdf(k, n) >= level:

@@ -120,7 +120,7 @@ def growth_advice(summary):
     out = []
     for r in summary.get("growth") or []:
         m = r.metrics
-        if m["growth_verdict"] != "grows":
+        if m.get("growth_verdict") != "grows":  # flat, inconclusive, or the queue's record
             continue
         what = "%s grows %s MB per 1,000 steps (%s CI %s-%s)" % (
             m["memory"], _figure(m["growth_mb_per_1000_steps"]), level_text(m["growth_mb_per_1000_steps_level"]),

@@ -3,21 +3,28 @@ is what runs inside the script; it never spawns a process.
 
 `Follower`, the listener of runtime.script_hooks that profile's driver installs
 (script/driver.py): every `Trainer.step` of the script's first Trainer, to the script's end,
-samples its resident memory (and each GPU context's: measure.memory.StepMemory). While profile
-measures, the other hooks go to its StepProfiler; once it is done (`follow`), only the
-Trainer's hooks stay in. Then, once: the script runs UNFENCED_STEPS steps as it was written,
-the time `mx.nd.waitall()` takes is how much work Python had queued ahead of the engine; then
-for WINDOW_STEPS steps tracemalloc traces Python's allocations and the model's input shapes
-are noted (measure.held); at the window's end, the NDArrays made in it that are still alive,
-by the script's line that made them. At exit, the samples go to the command (one line of
-`$GLUONPERF_SCRIPT_OUT/<pid>.jsonl`); the steps up to the window's end are warm-up.
+queues a marker behind the step (measure.progress.EngineMarker), and a thread samples memory
+each time the engine has finished another step (measure.progress.FinishedMemory: resident
+memory, each GPU context's, and the child processes', a DataLoader's workers): memory is
+counted against the steps the engine finished, not the steps Python queued. Every FENCE_EVERY
+steps gluonperf waits for the engine (`mx.nd.waitall()`), after noting how far Python had run
+ahead and what its queue held: the queue then never holds more than FENCE_EVERY steps, so its
+memory is a level, not growth, and is reported apart. While profile measures, the other hooks
+go to its StepProfiler; once it is done (`follow`), only the Trainer's hooks stay in. Then,
+once: after UNFENCED_STEPS steps, for WINDOW_STEPS steps tracemalloc traces Python's
+allocations and the model's input shapes are noted (measure.held); at the window's end, the
+NDArrays made in it that are still alive, by the script's line that made them. At exit, the
+samples go to the command (one line of `$GLUONPERF_SCRIPT_OUT/<pid>.jsonl`); the steps up to
+the window's end are warm-up.
 
 In the command: `parts.growth_rows` (measure.growth's verdict on the samples, as records, with
-where the memory comes from when the window could tell) and `advice.growth_advice` (when memory
-grows, a finding for profile's "what to change", with the line to look at).
+where the memory comes from when the window could tell, and the queue's record) and
+`advice.growth_advice` (when memory grows, a finding for profile's "what to change", with the
+line to look at).
 """
-UNFENCED_STEPS = 10    # steps the script runs as written before the work queued ahead is timed
+UNFENCED_STEPS = 10    # steps after profile's before the window
 WINDOW_STEPS = 20      # steps traced for where held arrays are made
+FENCE_EVERY = 10       # gluonperf waits for the engine every this many steps (the queue's bound)
 
 
 def _ignore(*args, **kwargs):
@@ -32,12 +39,13 @@ class Follower:
         from ..measure.memory import StepMemory
         self.inner, self.write = inner, write
         self.trainer, self.step = None, 0
-        self.memory = StepMemory()
+        self.memory = StepMemory(children=True)
+        self.marker = self.finished = None   # measure.progress's, from the first step on
+        self.marked = True                   # whether every step so far was marked
         self.model = self.step_s = None
         self.window_at = None   # the step at which the window (after UNFENCED_STEPS) starts
         self.window = self.shapes = None
         self.window_start = self.window_end = None
-        self.drain_s = None
 
     def __getattr__(self, name):  # data waits, engine waits, loaders, Blocks: profile's while it measures
         inner = self.__dict__.get("inner")
@@ -45,9 +53,12 @@ class Follower:
 
     def before_update(self, trainer, batch_size):
         if self.trainer is None:
+            from ..measure.progress import EngineMarker, FinishedMemory
             from ..measure.steps import trainer_contexts
             self.trainer = trainer
             self.memory.add_contexts(trainer_contexts(trainer))
+            self.marker = EngineMarker()
+            self.finished = FinishedMemory(self.memory, self.marker).start()
         if self.inner is not None:
             self.inner.before_update(trainer, batch_size)
 
@@ -57,9 +68,21 @@ class Follower:
         if trainer is not self.trainer:
             return
         self.step += 1
-        self.memory.sample(self.step)
+        self._mark(trainer)
+        if self.step % FENCE_EVERY == 0:
+            self.finished.fence(self.step)
         if self.window_at is not None and self.step >= self.window_at:
             self._window()
+
+    def _mark(self, trainer):
+        """The step's marker, behind the update of the Trainer's last parameter (on its first context)."""
+        params = [p for p in trainer._params if p.grad_req != "null"]
+        if self.marked and params and self.marker.mark(self.step, params[-1].list_data()[0]):
+            return
+        if self.marked:  # from now on, the steps Python queued stand for the finished ones
+            self.marked = False
+            self.finished.stop()
+        self.memory.sample(self.step)
 
     def block_called(self, block, args):
         if self.inner is not None:
@@ -79,12 +102,11 @@ class Follower:
         from ..measure import held
         from ..runtime import script_hooks
         if self.window is None:
-            self.drain_s = held.drain_seconds()
             self.window, self.shapes = held.HeldArrays(), held.InputShapes()
             self.window_start = self.step
             if not self.window.start():
                 self.window_at, self.window_end = None, self.step
-                self.write(kind="held", start=self.step, steps=0, drain_s=self.drain_s, step_s=self.step_s,
+                self.write(kind="held", start=self.step, steps=0, step_s=self.step_s,
                            note="the script traces memory itself (tracemalloc): the window was left out")
                 return
             if self.model is not None:
@@ -102,7 +124,7 @@ class Follower:
         script_hooks.watch_blocks(False)
         self.window_at, self.window_end = None, self.step
         self.write(kind="held", start=self.window_start, steps=steps, lines=lines, shapes=self.shapes.summary(),
-                   drain_s=self.drain_s, step_s=self.step_s)
+                   step_s=self.step_s)
 
     def at_exit(self):
         """The samples, for the command (the steps up to the window's end are warm-up); then the
@@ -112,8 +134,15 @@ class Follower:
         from ..runtime import script_hooks
         try:
             self.close_window()
+            queue = None
+            if self.finished is not None and self.marked:
+                import mxnet as mx
+                mx.nd.waitall()  # the script has ended: the steps still queued finish, and are sampled
+                self.finished.stop()
+                queue = dict(self.finished.plain(), fence_every=FENCE_EVERY)
             self.write(kind="memory_steps", steps_run=self.step, warmup=self.window_end or self.step,
-                       memory=self.memory.plain())
+                       memory=self.memory.plain(), queue=queue,
+                       counted="finished" if self.marked else "queued")
         finally:
             script_hooks.remove()
             self.inner = self.trainer = self.model = None

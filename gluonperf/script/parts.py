@@ -10,7 +10,6 @@ from .text import code_at, size, where
 
 BENCH = "script"     # the records' bench: the step and its parts, the input verdict, the model alone hybridized
 OPERATORS = "script-operators"
-AHEAD_STEPS = 2      # Python ahead of the engine by this many steps' work, or more, is worth naming (growth_rows)
 
 
 def operator_rows(run, batch, peak_flops, common):
@@ -122,27 +121,37 @@ def _median(values):
     return (values[(len(values) - 1) // 2] + values[len(values) // 2]) / 2
 
 
+COUNTED = {"finished": "the steps the engine finished (a marker queued behind each step)",
+           "queued": "the steps Python queued (no marker could be queued behind the Trainer's last parameter)"}
+
+
 def growth_rows(run, cwd=None, common=None):
     """The records of the growth of a run's memory (measure.growth.records_of), with where it
     comes from when the window could tell: `held` (the lines that hold arrays), `where` and
-    `code` (the first), `input_shapes`, `ahead_steps` (the work Python had queued, in fenced
-    steps); `finding` names them when memory grows."""
+    `code` (the first), `input_shapes`; `finding` names them when memory grows; `counted`:
+    against which steps memory was counted. Then the queue's record (measure.progress:
+    how far Python ran ahead of the engine, what its queue held), apart from growth."""
     from ..measure.growth import records_of
+    from ..measure.progress import queue_records
     line = run.get("memory_steps")
     if not line:
         return []
-    rows = records_of(line["memory"], warmup=line.get("warmup") or 0, **(common or {}))
+    warmup = line.get("warmup") or 0
+    counted = line.get("counted") or "queued"
+    rows = records_of(line["memory"], warmup=warmup, counted=COUNTED[counted], **(common or {}))
     causes, fields = _causes(run.get("held") or {}, cwd)
     for r in rows:
         r.metrics.update(fields, causes=causes)
-        if r.metrics["growth_verdict"] == "grows" and causes:
+        if r.metrics["growth_verdict"] == "grows" and causes and r.name == "memory growth":
             r.metrics["finding"] += "; " + "; ".join(causes)
+    if line.get("queue"):
+        rows += queue_records(line["queue"], warmup, **(common or {}))
     return rows
 
 
 def _causes(window, cwd):
-    """(sentences, record fields) of what the window saw: the lines that hold arrays, a new input
-    shape at most steps, and (when neither explains the growth) Python far ahead of the engine."""
+    """(sentences, record fields) of what the window saw: the lines that hold arrays, and a new
+    input shape at most steps."""
     causes, fields = [], {}
     if not window:
         return causes, fields
