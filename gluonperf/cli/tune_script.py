@@ -145,7 +145,10 @@ def main(argv):
                  else " (%d runs of the script as long as the probe's, at least %s: --budget)"
                       % (BUDGET_RUNS, text.duration(BUDGET_LEAST))))
     heading = title(what, runner, args, cores, search.family_size(stages, Candidate(runner.baseline)))
+    said = set(idle)
     done, runs = run_levers(args, runner, stages, idle, heading, rounds)
+    for lever in set(idle) - said:  # found with nothing to try once the levers before it were kept
+        cli.note("note: not tried: %s: %s" % (lever, idle[lever]))
     for lever, why in done.unreached.items():
         cli.note("note: not reached: %s: %s" % (lever, why))
     wall = time.monotonic() - began

@@ -26,10 +26,11 @@ def script_levers(found, cores, only=None, environ=None, measured=None, threshol
                   bf16=None):
     """The lever stages for a script, in the order they are tried (levers that pay on many
     scripts first: hybridize, data, threads, dtype; then bulk, engine, allocator, openmp), from
-    what the probe `found` and `measured` (its `rate` and `operators` records): only what can
-    change something here (a model that can be hybridized and is not yet static, a DataLoader,
-    bfloat16 where the CPU has it, a thread count other than MXNet's own here), and, unless
-    `bounds` is False, only what can reach 1 + `threshold` at best (script/bounds.py). Returns
+    what the probe `found`: only what can change something here (a model that can be hybridized
+    and is not yet static, a DataLoader, bfloat16 where the CPU has it, a thread count other than
+    MXNet's own here); unless `bounds` is False, the data lever has nothing to try when the runs
+    of the best settings so far (`measured["runs"]`: the runner's by candidate name, as they
+    come) bound its gain below 1 + `threshold` (script/bounds.py). Returns
     (stages: [(lever, best candidate -> [candidates], best candidate -> why nothing to try or
     None)], {lever: why it has nothing to try}). `bf16`: whether this CPU has bfloat16 (None: ask it)."""
     from ..runtime.precision import has_bf16, prepare, why_no_bf16
@@ -48,15 +49,12 @@ def script_levers(found, cores, only=None, environ=None, measured=None, threshol
         modes = ["hybrid", "static"] if model["mode"] == "none" else ["static"]
         stages.append(("hybridize", lambda b: [b] + [b.with_flags("hybridize=%s" % m, hybridize=m) for m in modes]))
     loaders = found.get("loaders") or []
-    waits = lever_bounds.data_bound(measured.get("rate"))
     if not loaders:
         idle["data"] = "no gluon DataLoader"
-    elif bounds and lever_bounds.cannot_pay(waits, threshold):
-        idle["data"] = ("the step waits %s for its data (95%% CI %s-%s): workers could make it at most %.3gx faster, "
-                        "less than the %g%% worth a change" % (pct(1 - 1 / waits.estimate), pct(1 - 1 / waits.low),
-                                                              pct(1 - 1 / waits.high), waits.high, 100 * threshold))
     else:
-        stages.append(("data", _data_lever(loaders, cores)))
+        runs = measured.get("runs", {})  # the runner's runs by candidate name, as they come
+        stages.append(("data", _data_lever(loaders, cores),
+                       (lambda best: _data_idle(runs.get(best.name), best.name, threshold)) if bounds else _never))
     current = omp_threads(environ)
     if cores > 1:
         stages.append(("threads", lambda b: [b] + [b.with_env("OMP_NUM_THREADS=%d" % n, OMP_NUM_THREADS=n)
@@ -70,10 +68,6 @@ def script_levers(found, cores, only=None, environ=None, measured=None, threshol
         why = None if bf16 else why_no_bf16(environ)
     if why is None and not all(c.startswith("cpu") for c in ctxs):
         why = "bfloat16 AMP runs on CPU contexts only"
-    bf16 = lever_bounds.bf16_bound(measured.get("operators"))
-    if why is None and bounds and lever_bounds.cannot_pay(bf16, threshold):
-        why = ("the operators bfloat16 would run take %s of a step: it could make it at most %.3gx faster, less "
-               "than the %g%% worth a change" % (pct(1 - 1 / bf16), bf16, 100 * threshold))
     if why:
         idle["dtype"] = why
     else:
@@ -83,8 +77,8 @@ def script_levers(found, cores, only=None, environ=None, measured=None, threshol
             "amp=bfloat16", **env)]))
     stages += list(ENVIRONMENT.items())
     order = {name: i for i, name in enumerate(LEVER_NAMES)}
-    stages = [(name, make, _bulk_idle(model) if name == "bulk" else _never)
-              for name, make in sorted(stages, key=lambda s: order[s[0]])]
+    stages = [(s[0], s[1], s[2] if len(s) > 2 else _bulk_idle(model) if s[0] == "bulk" else _never)
+              for s in sorted(stages, key=lambda s: order[s[0]])]
     if only:
         stages = [s for s in stages if s[0] in only]
         idle = {k: v for k, v in idle.items() if k in only}
@@ -110,6 +104,18 @@ def newcomer_stages(cores=2):
 
 def _never(best):
     return None
+
+
+def _data_idle(rates, best, threshold):
+    """Why the data lever has nothing to try from `best` (the best settings so far, named), from its
+    runs' waits for data (script/bounds.py), or None."""
+    waits = lever_bounds.data_bound(rates)
+    if not lever_bounds.cannot_pay(waits, threshold):
+        return None
+    return ("the step waits %s for its data (95%% CI %s-%s, over %d runs of %s): workers could make it at most "
+            "%.3gx faster, less than the %g%% worth a change" % (
+                pct(1 - 1 / waits.estimate), pct(1 - 1 / waits.low), pct(1 - 1 / waits.high), waits.n, best,
+                waits.high, 100 * threshold))
 
 
 def _data_lever(loaders, cores):

@@ -83,7 +83,8 @@ class ScriptRunner:
         """The levers that can change something in this script here (script/levers.py), from what the
         probe found: (stages, {lever: why it has nothing to try})."""
         extra = {} if threshold is None else {"threshold": threshold}
-        return levers.script_levers(self.found.get("probe", {}), cores, only, environ, measured=self.found,
+        return levers.script_levers(self.found.get("probe", {}), cores, only, environ,
+                                    measured=dict(self.found, runs=self.runs),
                                     bounds=bounds, **extra)
 
     def threads(self, contexts):
