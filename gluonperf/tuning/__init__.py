@@ -8,13 +8,16 @@ settled, and keeping what is faster (`tune --model` and `tune -- python train.py
   gluonperf/training/runners.py; a user's script: gluonperf/script/runner.py) and the command
   hands it in.
 - `rounds.py`: how many rounds a candidate gets and when it leaves them (sequential, fixed,
-  exhaustive).
+  exhaustive), and the whole tune's `Budget`.
 - `schedule.py`: the interleaved rounds, the Results they make (ratios with intervals and
   verdicts), `winner`, and `Sweeps` (what a stopped command keeps).
 - `search.py`: the sweep engine (`sweep`, `paired_sweep` with warm workers) and the ONE
-  coordinate search (`coordinate`: a lever at a time against the best so far, the kept set
-  confirmed), with its run counting (`planned_runs`).
+  coordinate search (`coordinate`: a lever at a time against the best so far, the error rate
+  split over every planned candidate, the kept set confirmed, the budget kept), with its run
+  counting (`planned_runs`).
 - `model.py`: `tune --model`'s search per batch size, and its 'best' record.
+- `simulate.py`: the search checked by simulation: a simulated runner and clock, thousands of
+  tunes in seconds (benchmarks/verdicts.py --parts simulate, tests/test_tune_simulation.py).
 
 How do I add a lever? A lever is a function of the best candidate so far that returns the
 candidates to try (the best first), built with the candidate's own `with_env`/`with_flags`;
