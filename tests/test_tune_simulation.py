@@ -68,3 +68,15 @@ def test_the_budget_left_never_rises_and_no_round_starts_past_it():
             seen.append(budget.left())
     assert seen == sorted(seen, reverse=True) and clock.now <= 100
     assert budget.open(2) == int(budget.left() // budget.round_seconds(2))
+
+
+def test_a_budget_with_no_run_seen_yet_gives_the_first_lever_its_whole_plan():
+    """tune --model has no probe: its budget knows no run's time before the first."""
+    from gluonperf.tuning.rounds import MAXIMUM, Budget
+    clock = simulate.Clock()
+    budget = Budget(600, clock=clock)
+    assert budget.open(3) == MAXIMUM and budget.fits(3)
+    budget.ran(40.0)
+    assert budget.open(3) == int(600 // budget.round_seconds(3))
+    clock.now = 600.0
+    assert budget.open(3) == 0 and not budget.fits(1)

@@ -78,7 +78,10 @@ class Budget:
         `runs_per_round` runs that fit, 0 when not even its first look's do: it is not reached."""
         self.start()
         self.lever_end = self.end - self.reserve
-        return int(max(0.0, self.lever_end - self.clock()) // self.round_seconds(runs_per_round))
+        left, per_round = max(0.0, self.lever_end - self.clock()), self.round_seconds(runs_per_round)
+        if per_round <= 0:  # no run seen and no first guess: as many rounds as there is time, unknown
+            return MAXIMUM if left > 0 else 0
+        return int(left // per_round)
 
     def close(self):
         """The levers are done: what is left is the confirmation's."""
