@@ -195,7 +195,7 @@ def run_levers(args, runner, stages, idle, heading, rounds):
     """The one coordinate search (tuning/search.py) on the script's runner, under a progress bar and a
     stop guard: (its Search, runs made)."""
     base = Candidate(runner.baseline)
-    total = search.planned_runs(stages, base, rounds)
+    total = _within(search.planned_runs(stages, base, rounds), rounds.budget)
     if total:
         cli.note("tune: at most %d runs of the script, each a fresh process%s" % (
             total, "; each candidate stops once its verdict is settled" if rounds.kind == "sequential" else ""))
@@ -224,9 +224,17 @@ class _Remaining:
         self.bar.update()
 
     def left(self, runs):
+        runs = _within(runs, self.budget)
         self.bar.replan(runs)
         now = time.monotonic()
         if self.bar.disable and now - self.said >= self.EVERY and self.bar.done:
             self.said = now
             cli.note("tune: %d runs done, at most %d to come%s" % (
                 self.bar.done, runs, " (%s at most)" % text.duration(self.budget.left()) if self.budget else ""))
+
+
+def _within(runs, budget):
+    """At most `runs` runs, and no more than the budget left holds at the longest run seen so far."""
+    if budget is None or budget.per_run <= 0:
+        return runs
+    return min(runs, int(budget.left() // budget.per_run))
