@@ -83,9 +83,15 @@ def with_interval(m, key, what="rounds", pct=False):
     head = percent(value) if pct else format_estimate("ratio", value)  # '1.12x', as the terminal's tables
     iv = interval_of(m, key)
     if iv is not None:
-        text = ("%s CI unknown" % level_text(iv.level) if not iv.high < float("inf")
-                else "%s CI %s-%s" % (level_text(iv.level), bound(iv.low), bound(iv.high)))
-        return "%s (%s, %d %s)" % (head, text, iv.n, what if iv.n != 1 else what.rstrip("s"))
+        from ..measure.stats import readable
+        rounds = "%d %s" % (iv.n, what if iv.n != 1 else what.rstrip("s"))
+        if not pct and not readable(iv):  # 2 rounds at a corrected level can span 1e-16 to 1e15
+            return "%s (%s: too few for an interval)" % (head, rounds)
+        # a tune candidate's interval holds its family's level (the plan's looks, every candidate) together
+        level = m.get(key + "_joint_level") or iv.level
+        text = ("%s CI unknown" % level_text(level) if not iv.high < float("inf")
+                else "%s CI %s-%s" % (level_text(level), bound(iv.low), bound(iv.high)))
+        return "%s (%s, %s)" % (head, text, rounds)
     lo, hi = m.get(key + "_min"), m.get(key + "_max")
     if lo is not None and hi is not None:
         from ..measure.stats import minmax_level
