@@ -613,3 +613,23 @@ def test_a_baseline_that_moved_between_rounds_is_warned_of_without_widening_the_
     table, by = tune({"others_busy_cores": 0.7, "steal_share": 0.0})
     assert not table.stable() and by["c"].metrics["ratio_joint_level"] == 0.99 and schedule.widened(by.values())
     assert "99% instead of 95%" in machine.warning_line(by["c"].metrics["machine_warnings"], True)
+
+
+def test_a_candidate_the_plan_removed_is_never_told_that_rounds_would_settle_it():
+    """Issue 70, item 5: slower in its first two rounds, outrun, or failed: the plan stopped it, and its
+    verdict says why, not 'about N rounds would settle it'."""
+    from gluonperf.tuning import schedule
+    runs = []
+
+    def measure(c):
+        runs.append(c.name)
+        if c.name == "broken" and runs.count("broken") == 2:
+            return None, "exit 1: boom"
+        return {"b": 10.0, "slow": 9.0 + 0.4 * (runs.count("slow") % 2), "broken": 10.5}[c.name], None
+    table = schedule.Table([Candidate("b"), Candidate("slow"), Candidate("broken")], quiet(Rounds()), "x", start={})
+    schedule.interleave(table, measure)
+    by = {r.name: r.metrics for r in schedule.summarize(table)}
+    assert by["slow"]["stopped"] == "slower in every round" and by["broken"]["stopped"] == schedule.ERROR, by
+    for name, why in (("slow", "slower than its baseline in each of its first 2 rounds: stopped"),
+                      ("broken", "a run failed: stopped")):
+        assert by[name]["verdict_text"].endswith(why) and "would settle it" not in by[name]["verdict_text"], by

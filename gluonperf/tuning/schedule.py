@@ -189,7 +189,8 @@ def _settle_text(stop, table, interval):
                               % sequential.BEHIND_LOOK,
            sequential.PLAN_DONE: "the %d rounds its share of the budget allowed are done" % table.rounds.maximum,
            BUDGET: "the budget ended its rounds",
-           OUTRUN: "a candidate of its lever was faster and this one could not be kept instead: stopped"}.get(reason)
+           OUTRUN: "a candidate of its lever was faster and this one could not be kept instead: stopped",
+           ERROR: "a run failed: stopped"}.get(reason)
     if reason in UNSETTLED and interval.estimate > 1 + table.threshold:
         need = stats.rounds_needed(interval, table.threshold)
         if need is not None and need > interval.n:
