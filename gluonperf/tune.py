@@ -174,7 +174,10 @@ def main_model(argv=None):
             print("\nat batch %d no run of the baseline finished (%s): nothing was compared"
                   % (m["batch_size"], bases[0].get("error", "no figure")))
             continue
-        if m["kept_levers"]:
+        if m["kept_levers"] and m["verdict"] == "not confirmed":
+            print("\nbest at batch %d (kept: %s), %s" % (m["batch_size"], ", ".join(m["kept_levers"]),
+                                                      m["verdict_text"]))
+        elif m["kept_levers"]:
             print("\nbest at batch %d (kept: %s), confirmed against the defaults in one interleaved run: %s"
                   % (m["batch_size"], ", ".join(m["kept_levers"]), m["verdict_text"]))
         else:

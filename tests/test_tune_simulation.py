@@ -80,3 +80,24 @@ def test_a_budget_with_no_run_seen_yet_gives_the_first_lever_its_whole_plan():
     assert budget.open(3) == int(600 // budget.round_seconds(3))
     clock.now = 600.0
     assert budget.open(3) == 0 and not budget.fits(1)
+
+
+def test_kept_changes_the_budget_could_not_confirm_together_are_said_so():
+    """Two levers kept and no time left for the confirmation: the recipe lists both, each measured,
+    and says that together they were not confirmed (it would have said nothing, or tune --model that no
+    lever beat its baseline)."""
+    from gluonperf.script import advice, text
+    from gluonperf.tuning.model import _best
+    class Slowing(simulate.SimulatedRunner):  # the machine gets busy: the runs of the last lever take 3x longer
+        def measure(self, candidate, steps, timeout):
+            self.run_seconds = 15.0 if self.runs >= 9 else 5.0
+            return super().measure(candidate, steps, timeout)
+    stages = [s for s in newcomer_stages() if s[0] in ("hybridize", "threads")]
+    runner = Slowing({"hybridize=static": 2.0, "OMP_NUM_THREADS=2": 2.0}, 0.01)
+    found = simulate.tune(stages, runner, budget=200)
+    assert found.kept == ["hybridize", "threads"] and found.confirm is None, (found.kept, runner.clock.now)
+    assert runner.clock.now <= 200
+    lines = text.recipe_lines(advice.recipe(found.results, found.confirm, found.kept, {}, [], "/", ""))
+    assert any(line.startswith("together: not confirmed: the budget ended") for line in lines), lines
+    best = _best(found, runner, 64, 20).metrics
+    assert best["verdict"] == "not confirmed" and best["speedup"] is None and best["kept_levers"] == found.kept

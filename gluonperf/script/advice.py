@@ -217,8 +217,13 @@ def recipe(results, confirm, kept, found, rates, cwd, tried, took=None, command=
         m = confirm.metrics
         out.append(result(ADVICE, "together", lever="together", change="all of the above",
                           where=None, measured=True, **{k: m.get(k) for k in (
-                              "ratio", "ratio_ci_low", "ratio_ci_high", "ratio_n", "ratio_level", "ratio_joint_level", "verdict",
-                              "verdict_text", "rounds")}))
+                              "ratio", "ratio_ci_low", "ratio_ci_high", "ratio_n", "ratio_level", "ratio_joint_level",
+                              "verdict", "verdict_text", "rounds")}))
+    elif len(kept) >= 2:  # the budget ended before the kept changes could run together
+        out.append(result(ADVICE, "together", lever="together", change="all of the above", where=None,
+                          measured=False, verdict="not confirmed",
+                          verdict_text="not confirmed: the budget ended before the changes could run together "
+                                       "against the script as it is (a larger --budget)"))
     left = unsettled(open_, results, took.get("run_s"), command) + unreached(took.get("unreached"), command)
     if confirm is None and not kept:
         said = "no change was shown to pay within the budget" if left else "no change pays here"

@@ -212,6 +212,9 @@ def recipe_lines(advice):
         # its interval as the changes above say theirs (interval_text: at the level held over the plan's
         # looks, and "too few rounds" where the interval is too wide to read); the verdict's own text
         # states the same level (schedule.summarize) but gives a wide interval as it is
+        if m.get("verdict") == "not confirmed":
+            lines.append("together: %s" % m["verdict_text"])
+            continue
         lines.append("together, confirmed in one interleaved run: %s" % (
             "%s: %s" % (m["verdict"], interval_text(m)) if m.get("ratio_ci_low") is not None else m.get("verdict_text")))
     for r in advice:

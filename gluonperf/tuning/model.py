@@ -57,6 +57,9 @@ def _best(found, runner, batch, steps):
     """The 'best' Result of one batch size: the winning settings, confirmed against the defaults."""
     confirm = {"speedup": 1.0, "verdict": "defaults", "verdict_text": "no lever beat its baseline: the "
                "defaults stay"}
+    if found.kept and found.confirm is None:  # kept, but the budget ended before the confirmation's rounds
+        confirm = {"speedup": None, "verdict": "not confirmed", "verdict_text": "not confirmed: the budget ended "
+                   "before the winning settings could run against the defaults (a larger --budget)"}
     if found.confirm is not None:
         r = found.confirm.metrics
         confirm = {"speedup": r.get("ratio"), "verdict": r.get("verdict"), "verdict_text": r.get("verdict_text"),

@@ -88,6 +88,15 @@ class SimulatedRunner:
     def command_line(self, candidate, steps):
         return " ".join("%s=%s" % kv for kv in candidate.env + candidate.flags) or "as it is"
 
+    def levers(self, *setting, **more):
+        return []  # the stages are the simulation's own
+
+    def threads(self, contexts):
+        return None
+
+    def takes(self, setting):
+        return False
+
 
 def tune(stages, runner, budget=300.0):
     """One simulated `tune --` at the default plan: its Search."""
