@@ -24,7 +24,7 @@ Gluon DataLoader of data alone ("Data must be list of NDArrays").
 
 `prepare` builds the asked rungs in the parent, once, and writes each graph to its workdir;
 `load` gives a process the forward of one rung from those files (`Rung` crosses processes as
-JSON text). The contract with `gluonperf.infer` is /work/INFER_INTERFACE.md's.
+JSON text). How `python -m gluonperf.infer` uses them: docs/precision_ladder.md.
 """
 import contextlib
 import io
