@@ -173,6 +173,9 @@ def test_the_server_search_says_what_to_deploy(tmp_path):
             assert r.get("rate_invalid_per_s", float("inf")) > r["rate_at_bound_per_s"]
         else:
             assert "rate_at_bound_per_s" not in r and r["loadgen_valid"] is False
+        # every batch that reached the model was of a size the warm-up ran (batched: padded to 1, 2, 4)
+        assert r["warmed_batch_sizes"] == [1, 2, 4] and "unwarmed_batch_sizes" not in r
+        assert r["batch_sizes_served"] and set(r["batch_sizes_served"]) <= {1, 2, 4}
     last = p.stdout.strip().splitlines()[-1]
     assert last.startswith(("deploy static 1x1", "nothing meets the bound")), p.stdout
     if last.startswith("deploy"):

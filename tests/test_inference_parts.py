@@ -12,7 +12,7 @@ import pytest
 
 from helpers import ROOT, clean_env
 from gluonperf.inference import deploy, loadgen, rounds
-from gluonperf.inference.instances import Batcher, Layout, assign_cores, factorizations, parse_layouts
+from gluonperf.inference.instances import Batcher, Layout, assign_cores, buckets, factorizations, padded, parse_layouts
 from gluonperf.inference.samples import SHM_DIR, SampleLibrary
 from gluonperf.inference.search import Trial, find_peak_rate
 
@@ -213,6 +213,58 @@ def test_batching_closes_a_batch_when_full_and_when_its_window_ends():
     timed.add([(9, 1)])
     assert arrived.wait(60) and got == [[(9, 1)]]  # the window ended, not the batch
     timed.close()
+
+
+def test_batches_are_padded_to_the_warmed_sizes():
+    assert buckets(8) == [1, 2, 4, 8] and buckets(6) == [1, 2, 4, 6] and buckets(1) == [1]
+    with pytest.raises(ValueError):
+        buckets(0)
+    three = [(10, 3), (11, 5), (12, 7)]
+    assert padded(three, buckets(8)) == three + [(None, 3)]  # to 4, with the first sample; nobody waits for it
+    assert padded(three, [1, 2]) == three  # nothing warmed holds it: as it is (and the instance says so)
+    assert padded(three, [3, 8]) == three
+
+
+@pytest.fixture(scope="module")
+def static_mlp(tmp_path_factory):
+    """The MLP's static rung, built once, and a library of 16 samples of its input."""
+    import mxnet as mx
+    from gluonperf.inference import ladder
+    source = ladder.model_source("mlp")
+    (rung,) = ladder.prepare(source, ["static"], mx.cpu(), str(tmp_path_factory.mktemp("rungs")))
+    with SampleLibrary.create(np.random.RandomState(0).rand(16, *source.input_shape).astype(np.float32)) as lib:
+        yield rung, lib
+
+
+def serve_batches(rung, library, warm, sizes):
+    """A one-instance Pool of `rung` warmed at `warm`, sent one batch of each of `sizes`: (the
+    ids completed, the sizes the instance says it served, those it says it had not warmed)."""
+    from gluonperf.inference.instances import Pool
+    done, all_done = [], threading.Event()
+    pool = Pool(rung.to_text(), Layout(1, 1), library.spec(), "cpu").start()
+    try:
+        pool.ready(120)
+        pool.warm(warm, calls=1, timeout=120)
+        pool.on_done = lambda ids: (done.extend(ids), len(done) == sum(sizes) and all_done.set())
+        ids = iter(range(1000))
+        pool.submit([[(next(ids), i) for i in range(size)] for size in sizes])
+        assert all_done.wait(120)
+        served, cold = pool.shapes(120)
+    finally:
+        pool.close()
+    return done, served, cold
+
+
+def test_no_batch_of_a_shape_the_warm_up_did_not_run_reaches_the_model(static_mlp):
+    """The instance itself reports the batch sizes its model ran: padded to the warmed buckets,
+    batches of 1 to 8 samples reach it as 1, 2, 4 and 8 only, and LoadGen is told of each real
+    sample once; warmed at 1 alone, a batch of 3 reaches it as 3, and it says that size was cold."""
+    rung, library = static_mlp
+    done, served, cold = serve_batches(rung, library, buckets(8), list(range(1, 9)))
+    assert sorted(done) == list(range(36)) and None not in done
+    assert served == {1: 1, 2: 1, 4: 2, 8: 4} and cold == []
+    _, served, cold = serve_batches(rung, library, [1], [1, 3])
+    assert served == {1: 1, 3: 1} and cold == [3]
 
 
 # --- the sample library ----------------------------------------------------------------

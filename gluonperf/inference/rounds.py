@@ -54,8 +54,20 @@ def merge_rounds(runs):
         fields["loadgen_invalid_reason"] = reasons[0]
         fields["loadgen_invalid_rounds"] = len(reasons)
     fields["queries"] = sum(r.get("queries") or 0 for r in runs)
+    fields.update(shapes(runs))
     fields["loadgen_logs"] = [r["log"] for r in runs if r.get("log")]
     return fields
+
+
+def shapes(runs):
+    """The batch sizes the runs' instances served, those the warm-up ran, and any served that
+    it had not (there should be none: the batches are padded to warmed sizes)."""
+    out = {}
+    for key in ("batch_sizes_served", "warmed_batch_sizes", "unwarmed_batch_sizes"):
+        sizes = sorted({s for r in runs for s in r.get(key) or ()})
+        if sizes or key != "unwarmed_batch_sizes":
+            out[key] = sizes
+    return out
 
 
 def round_ratios(scenario, reference_runs, runs):
@@ -127,6 +139,7 @@ def server_record(base, precision, layout, window_s, max_batch, bound_s, peak):
     if peak.above is not None:
         fields["rate_invalid_per_s"] = peak.above.rate
     fields["loadgen_logs"] = [t.fields.get("log") for t in peak.trials if t.fields.get("log")]
+    fields.update(shapes([t.fields for t in peak.trials]))
     fields.pop("log", None)
     return Result("inference", config_name(precision, layout, fields["batch_size"], window_s), fields)
 

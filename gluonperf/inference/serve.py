@@ -7,7 +7,9 @@ each layout, the instances of every rung start side by side (`instances.Pool`), 
 rung and warm up at the batch sizes they will see; then each round runs every configuration
 (scenario x batch size) of every rung back to back, the rungs' order rotating, so that the
 host's drift hits every rung alike; then the server scenario's rate search runs for each rung
-and batching. `Session.records()` turns what has been measured so far into records
+and batching. The warm-up runs every batch size a run will send (the server's batches are padded
+to `instances.buckets`), and each run records the sizes its instances served and any they had
+not warmed. `Session.records()` turns what has been measured so far into records
 (`rounds`), also when the command is stopped part-way.
 """
 import math
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from . import coldstart, loadgen, rounds
-from .instances import READY_TIMEOUT, Batcher, InstanceError, Pool, assign_cores
+from .instances import READY_TIMEOUT, Batcher, InstanceError, Pool, assign_cores, buckets
 from .search import Trial, find_peak_rate
 
 OFFLINE_RETRIES = 2     # LoadGen's offline query is sized by the expected rate: too few samples, run again
@@ -169,7 +171,7 @@ class Session:
         for scenario, batch in self.plan.configurations():
             sizes.add(math.ceil(batch / layout.instances) if scenario == "multi-stream" else batch)
         if self.plan.batch_window_s and "server" in self.plan.scenarios:
-            sizes.add(self.plan.max_batch)
+            sizes.update(buckets(self.plan.max_batch))  # a server batch is padded to one of them
         return sorted(sizes)
 
     def _warm(self, pool, layout, name):
@@ -196,7 +198,12 @@ class Session:
                 batcher.close()
         if pool.failure:
             raise InstanceError(pool.failure)
-        return dict(loadgen.figures(values, load.scenario), log=os.path.relpath(folder, self.plan.log_dir))
+        served, cold = pool.shapes(self.plan.ready_timeout_s)
+        figures = dict(loadgen.figures(values, load.scenario), log=os.path.relpath(folder, self.plan.log_dir),
+                       batch_sizes_served=sorted(served), warmed_batch_sizes=list(pool.sizes))
+        if cold:  # the padding should make this impossible: say so if it ever is not
+            figures["unwarmed_batch_sizes"] = cold
+        return figures
 
     def _round(self, pool, layout, name, scenario, batch, r):
         hint = self.hints[(layout, name)]

@@ -125,6 +125,11 @@ def readings(records, model_flags=()):
     if invalid:
         lines.append("LoadGen called %d of the runs above INVALID (%s): their figures are shown, not certified"
                      % (len(invalid), invalid[0].metrics.get("loadgen_invalid_reason", "see its log")))
+    cold = [r for r in records if r.metrics.get("unwarmed_batch_sizes")]
+    if cold:
+        lines.append("%d configurations served batch sizes the warm-up never ran (%s: %s): their latency includes "
+                     "building the graph for a new shape" % (len(cold), cold[0].name, ", ".join(
+                         map(str, cold[0].metrics["unwarmed_batch_sizes"]))))
     advice = recommend(records, model_flags)
     if advice is not None:
         lines.append(advice.text())
