@@ -80,7 +80,9 @@ def test_the_exported_model_is_served_on_every_rung_built_here(served):
         for log in r["loadgen_logs"]:  # LoadGen's own folders are kept beside --json
             assert os.path.exists(os.path.join(str(out)[:-len(".json")] + "-loadgen", log, "mlperf_log_summary.txt"))
         if r["scenario"] == "single-stream":
-            assert r["p50_s"] <= r["p90_s"] <= r["p99_s"] and r["p90_s"] <= r["early_stopping_p90_s"]
+            assert r["p50_s"] <= r["p90_s"] <= r.get("p99_s", r["p90_s"]) and r["p90_s"] <= r["early_stopping_p90_s"]
+            # a p99 only from runs of 662 queries or more (LoadGen's early stopping's least for it)
+            assert ("p99_s" in r) == (r["fewest_queries_per_run"] >= 662 if "fewest_queries_per_run" in r else True)
         if r["precision"] == "static":
             assert r["ratio"] == 1.0 and r["verdict"] == "baseline"
         else:

@@ -37,12 +37,17 @@ def config_name(precision, layout, batch_size, window_s=None):
 
 def merge_rounds(runs):
     """One configuration's per-round runs (dicts of loadgen.figures, each with 'log') into one
-    record's fields: the median of each figure over the rounds, the largest early-stopping
+    record's fields: the median of each figure over the rounds (a percentile only when every
+    round had the queries for it: `percentiles_withheld` otherwise), the largest early-stopping
     bound (each holds for its own run), LoadGen's verdict (VALID only if every round was)."""
     fields = {"rounds": len(runs), "loadgen_valid": all(r.get("loadgen_valid") for r in runs)}
+    withheld = {k: n for r in runs for k, n in (r.get("percentiles_withheld") or {}).items()}
+    if withheld:  # a percentile some round had too few queries for is shown from none
+        fields["percentiles_withheld"] = withheld
+        fields["fewest_queries_per_run"] = min(r.get("queries") or 0 for r in runs)
     for key in MEDIANS:
         values = [r[key] for r in runs if r.get(key) is not None]
-        if values:
+        if values and key not in withheld:
             fields[key] = statistics.median(values)
     for key in BOUNDS:
         values = [r[key] for r in runs if r.get(key) is not None]

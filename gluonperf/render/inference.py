@@ -1,6 +1,8 @@
 """`infer`'s records for people: a table per scenario, the ratio lines, what to deploy, and the
 report's section. Derived from the records alone (`bench` inference); nothing here imports MXNet.
 """
+import math
+
 from ..inference.deploy import accuracy_text, recommend
 from ..inference.loadgen import FIGURE
 from ..inference.rounds import COLD_START, LADDER, LOWER_IS_BETTER
@@ -79,11 +81,41 @@ def cold_title(records):
                            "1 process a rung" if m.get("rounds") == 1 else "%s processes a rung" % m.get("rounds")))
 
 
+def shown(record):
+    """The record as its table row shows it: a percentile its runs had too few queries for says
+    so in its cell ('n<662'), where the record holds none."""
+    withheld = record.metrics.get("percentiles_withheld")
+    if not withheld:
+        return record
+    return Result(record.bench, record.name, dict(record.metrics, **{k: "n<%d" % n for k, n in withheld.items()}))
+
+
+def withheld_line(records):
+    """Why a percentile cell says 'n<662', and the --duration that would give the queries."""
+    short = [r for r in records if set(r.metrics.get("percentiles_withheld") or ()) & set(
+        COLUMNS.get(r.metrics.get("scenario"), ()))]
+    if not short:
+        return None
+    needed = {k: n for r in short for k, n in r.metrics["percentiles_withheld"].items()
+              if k in COLUMNS[r.metrics["scenario"]]}
+    key = max(needed, key=needed.get)
+    rates = [r.metrics["samples_per_s"] for r in short if r.metrics.get("scenario") == "single-stream"
+             and r.metrics.get("samples_per_s")]
+    longer = "; --duration %ds would give them at the rates measured here" % math.ceil(
+        needed[key] / min(rates)) if rates else ""
+    return ("%s not shown (n<%d) for %d configuration%s: a run had %d queries, and LoadGen's early stopping needs %d "
+            "to estimate a %s at 99%% confidence (fewer, and it is about the slowest query)%s" % (
+                ", ".join(header_name(k) for k in sorted(needed, key=needed.get)), needed[key], len(short),
+                "" if len(short) == 1 else "s", min(r.metrics.get("fewest_queries_per_run") or 0 for r in short),
+                needed[key], header_name(key), longer))
+
+
 def sections(records):
     """(title, records, columns) of each table the command prints: one per scenario, the
     precision ladder (what each rung costs in accuracy), cold start, then the rungs and
     instances that could not run, each with its one line."""
-    out = [(title(s, _of(records, s)), _of(records, s), COLUMNS[s]) for s in ORDER if _of(records, s)]
+    out = [(title(s, _of(records, s)), [shown(r) for r in _of(records, s)], COLUMNS[s]) for s in ORDER
+           if _of(records, s)]
     ladder = ladder_rows(records)
     if ladder:
         out.append((ladder_title(records), ladder, LADDER_COLUMNS))
@@ -121,6 +153,7 @@ def readings(records, model_flags=()):
     ahead of fp32 static, LoadGen's INVALID runs, and what to deploy."""
     lines = [best_line(s, _of(records, s)) for s in ORDER if s != "server" and _of(records, s)]
     lines = [line for line in lines if line]
+    lines += [line for line in [withheld_line(records)] if line]
     invalid = [r for r in records if r.metrics.get("loadgen_valid") is False and r.metrics.get("scenario") != "server"]
     if invalid:
         lines.append("LoadGen called %d of the runs above INVALID (%s): their figures are shown, not certified"
