@@ -117,6 +117,52 @@ def test_deploy_picks_the_highest_valid_rate_with_its_command():
     assert "--latency-bound 50ms" in advice.command and advice.text().startswith("deploy static 2x1 b1")
 
 
+def gated(records, precision, **fields):
+    """The server records of `records`, the one at layout 2x1 turned into rung `precision` with
+    the accuracy `fields`."""
+    from gluonperf.records import Result
+    return [Result(r.bench, r.name.replace("static", precision), dict(r.metrics, precision=precision, **fields))
+            if r.metrics["layout"] == "2x1" else r for r in records]
+
+
+# int8's paired interval on accuracy against static's 0.90: 99% of it is 0.891
+KEEPS = dict(accuracy_ref=0.90, accuracy_change=0.0, accuracy_change_ci_low=-0.005, accuracy_change_ci_high=0.005,
+             accuracy_n=5000)
+MAY_LOSE = dict(KEEPS, accuracy_change_ci_low=-0.0124, accuracy_n=296)
+
+
+def test_a_rung_below_fp32_is_deployable_only_when_its_interval_clears_the_target():
+    assert deploy.gate({"precision": "fused"}) == (True, "float32")
+    assert deploy.gate(dict(KEEPS, precision="int8"))[0] is True  # 0.895 >= 0.891
+    ok, why = deploy.gate(dict(MAY_LOSE, precision="int8"))  # 0.8876 < 0.891
+    assert ok is False and "0.8876" in why and "below the target 0.8910, 99% of fp32 static's 0.9000" in why
+    assert deploy.gate(dict(MAY_LOSE, precision="int8", accuracy_target=0.95))[0] is True  # 0.8876 >= 0.855
+    assert deploy.gate({"precision": "bf16", "accuracy_note": "random samples: accuracy not measured"}) == (
+        None, "random samples: accuracy not measured")
+
+
+def test_the_deploy_line_holds_back_a_faster_rung_whose_accuracy_is_not_known():
+    """Static at 1x1 (about 300/s), INT8 at 2x1 (about 900/s): without its accuracy INT8 is not
+    recommended but named, with the command that measures it; with an interval that clears the
+    target it is deployed; with one that does not, static is, and INT8 is said not deployable."""
+    base = server_records([300.0, 900.0])
+    unknown = deploy.recommend(gated(base, "int8", accuracy_note="random samples: accuracy not measured"),
+                               ["--model", "lenet"])
+    assert unknown.record.name == "static 1x1 b1" and unknown.held.name == "int8 2x1 b1"
+    text = unknown.text()
+    assert text.startswith("deploy static 1x1 b1") and "int8 2x1 b1 would win at" in text
+    assert "if its accuracy holds: random samples" in text and unknown.measure.startswith(
+        "python -m gluonperf.infer --model lenet --params TRAINED.params --calib-data LABELLED_DATA --precision "
+        "static,int8 --layouts 2x1")
+    keeps = deploy.recommend(gated(base, "int8", **KEEPS))
+    assert keeps.record.name == "int8 2x1 b1" and keeps.held is None and "would" not in keeps.text()
+    loses = deploy.recommend(gated(base, "int8", **MAY_LOSE), ["--model", "x-symbol.json", "--calib-data", "digits"])
+    assert loses.record.name == "static 1x1 b1" and "int8 2x1 b1 would win at" in loses.text()
+    assert "but is not deployable: its accuracy is at least 0.8876" in loses.text() and loses.measure is None
+    alone = deploy.recommend(gated(server_records([None, 900.0]), "int8", accuracy_note="not measured"))
+    assert alone.record is None and alone.text().startswith("nothing deployable meets the bound")
+
+
 def test_nothing_meets_the_bound_names_the_closest():
     advice = deploy.recommend(server_records([None, None]))
     assert not advice.meets and advice.record.metrics["layout"] == "1x1"  # the lower p99

@@ -3,7 +3,7 @@ report's section. Derived from the records alone (`bench` inference); nothing he
 """
 import math
 
-from ..inference.deploy import accuracy_text, recommend
+from ..inference.deploy import accuracy_text, gate, recommend
 from ..inference.loadgen import FIGURE
 from ..inference.rounds import COLD_START, LADDER, LOWER_IS_BETTER
 from ..records import Result, format_value, header_name
@@ -20,10 +20,10 @@ COLUMNS = {
 }
 ERROR_COLUMNS = ["name", "error"]
 LADDER_COLUMNS = ["name", "build_s", "accuracy", "accuracy_change", "accuracy_change_ci_low", "accuracy_change_ci_high",
-                  "top1_agreement", "max_abs_diff", "note"]
+                  "deployable", "top1_agreement", "max_abs_diff", "note"]
 LADDER_FIELDS = ("build_s", "note", "accuracy", "accuracy_ref", "accuracy_change", "accuracy_change_ci_low",
                  "accuracy_change_ci_high", "accuracy_n", "accuracy_level", "accuracy_method", "top1_agreement",
-                 "max_abs_diff", "agreement_n", "evaluated_n", "accuracy_note")
+                 "max_abs_diff", "agreement_n", "evaluated_n", "accuracy_note", "accuracy_target")
 COLD_COLUMNS = ["name", "total_s", "import_s", "load_s", "first_call_s", "new_shape_call_s", "steady_call_s"]
 ORDER = ("single-stream", "multi-stream", "offline", "server")  # the server last: what to deploy follows it
 WHAT = {
@@ -57,6 +57,8 @@ def ladder_rows(records):
         m = r.metrics
         fields = {k: m[k] for k in LADDER_FIELDS if m.get(k) is not None}
         if fields and not m.get("error") and m.get("precision") in LADDER and m["precision"] not in rows:
+            deployable = gate(dict(fields, precision=m["precision"]))[0]  # None: its accuracy was not measured
+            fields["deployable"] = "not measured" if deployable is None else deployable
             rows[m["precision"]] = Result("inference", m["precision"], fields)
     return [rows[name] for name in LADDER if name in rows]
 
@@ -68,8 +70,9 @@ def ladder_title(records):
     judged = ("accuracy on %s held-out samples of %s, its change against fp32 static with a paired 95%% interval "
               "(Newcombe)" % (n, m.get("calib_data")) if m.get("accuracy_n") else
               "outputs on %s held-out samples against fp32 static's (%s)" % (n, m.get("accuracy_note") or "no labels"))
-    return "precision ladder, %s: %s; build: seconds to build the rung (calibration included)" % (m.get("model"),
-                                                                                                    judged)
+    target = "{:g}%".format(100 * (m.get("accuracy_target") or 0.99))
+    return ("precision ladder, %s: %s; deployable: a float32 rung, or one whose accuracy's interval stays above %s of "
+            "fp32 static's; build: seconds to build the rung (calibration included)" % (m.get("model"), judged, target))
 
 
 def cold_title(records):
