@@ -10,7 +10,7 @@ Markdown.
 """
 import re
 
-from gluonperf.inference.deploy import accuracy_text, recommend
+from gluonperf.inference.deploy import accuracy_text, gate, recommend
 from gluonperf.records import format_value
 from gluonperf.render.kinds import verdict_of, with_interval
 
@@ -85,6 +85,10 @@ def infer_exported(records, caption):
     if int8 and int8.get("top1_agreement") is not None:
         changed = round((1 - int8["top1_agreement"]) * int8["agreement_n"])
         out.append("INT8 changed %d answer%s of %d." % (changed, "" if changed == 1 else "s", int8["agreement_n"]))
+    for name in ("bf16", "int8"):
+        if name in rows:
+            ok, why = gate(dict(rows[name], precision=name))
+            out.append("%s is %sdeployable: %s." % (name, "" if ok else "not ", why))
     fast = [r for r in _of(records, "offline") if r.metrics["precision"] == "int8" and r.metrics.get("ratio_n")]
     best = max(fast, key=lambda r: r.metrics["ratio_ci_low"], default=None)
     if best is not None:
@@ -99,16 +103,23 @@ def infer_server(records, caption):
     if advice is None:
         return "The records hold no server run."
     servers = _of(records, "server")
-    m = advice.record.metrics
     if not advice.meets:
         return "Nothing met the bound at any rate tried; the closest was %s." % advice.record.name
+    if advice.record is None:
+        return "No deployable configuration met the bound; %s did." % advice.held.name
+    m = advice.record.metrics
     out = ["There (the same machine, minutes later), %s sustained %s with its p99 within %s (%s, valid by "
            "LoadGen%s)." % (advice.record.name, format_value("_per_s", m["rate_at_bound_per_s"]),
                             format_value("_s", m["latency_bound_s"]), format_value("_s", m.get("p99_s")),
                             "; %s was not" % format_value("_per_s", m["rate_invalid_per_s"])
                             if m.get("rate_invalid_per_s") else "")]
+    if advice.held is not None:
+        ok, why = gate(advice.held.metrics)
+        out.append("%s had the higher rate, %s, and is %s: %s." % (
+            advice.held.name, format_value("_per_s", advice.held.metrics["rate_at_bound_per_s"]),
+            "not recommended until its accuracy is measured" if ok is None else "not deployable", why))
     plain = _best([r for r in servers if not r.metrics.get("batch_window_s")], "rate_at_bound_per_s", False)
-    if plain is not None and plain is not advice.record:
+    if plain is not None and plain not in (advice.record, advice.held):
         out.append("Without batching the most was %s's %s." % (
             plain.name, format_value("_per_s", plain.metrics["rate_at_bound_per_s"])))
     queries = min((r.metrics.get("queries") or 0 for r in servers), default=0)
