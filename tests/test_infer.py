@@ -218,7 +218,15 @@ def test_the_server_search_says_what_to_deploy(tmp_path):
     assert p.returncode == 0, p.stderr
     assert segments() - before == set()
     rows = records(out)
+    confirms = [r for r in rows if r["scenario"] == "confirm"]
+    rows = [r for r in rows if r["scenario"] == "server"]
     assert sorted(r["name"] for r in rows) == ["static 1x1 b1", "static 1x1 b4 window 5ms"]
+    # the configurations confirmed are those whose brackets overlap the best's, as the records say
+    from gluonperf.inference.deploy import contenders
+    from gluonperf.records import Result
+    expected = [c.name for c in contenders([Result("inference", r["name"], r) for r in rows])]
+    assert [c["name"] for c in confirms] == expected
+    assert all(c["rounds"] == 3 and len(c["round_p99_s"]) == 3 for c in confirms)
     for r in rows:
         assert r["scenario"] == "server" and r["latency_bound_s"] == 0.05 and r["primary_metric"] == \
             "rate_at_bound_per_s"
@@ -234,6 +242,8 @@ def test_the_server_search_says_what_to_deploy(tmp_path):
         assert r["batch_sizes_served"] and set(r["batch_sizes_served"]) <= {1, 2, 4}
     last = p.stdout.strip().splitlines()[-1]
     assert last.startswith(("deploy static 1x1", "nothing meets the bound")), p.stdout
+    assert ("confirmed in 3 interleaved rounds" in last or "unconfirmed" in last) == bool(confirms)
+    assert ("server choice confirmed" in p.stdout) == bool(confirms)
     if last.startswith("deploy"):
         assert "python -m gluonperf.infer --model mlp --precision static --layouts 1x1 --scenario server " \
                "--latency-bound 50ms" in last

@@ -163,6 +163,68 @@ def test_the_deploy_line_holds_back_a_faster_rung_whose_accuracy_is_not_known():
     assert alone.record is None and alone.text().startswith("nothing deployable meets the bound")
 
 
+# --- the choice confirmed ------------------------------------------------------------------
+
+def bracketed(name, valid, invalid, precision="static", layout=(2, 1), window=0.0):
+    """A server record whose search found `valid` and not `invalid` (None: every rate valid)."""
+    from gluonperf.records import Result
+    m = {"scenario": "server", "precision": precision, "layout": "%dx%d" % layout, "instances": layout[0],
+         "threads": layout[1], "batch_window_s": window, "latency_bound_s": 0.05, "rate_at_bound_per_s": valid,
+         "p99_s": 0.01, "model": "lenet"}
+    if invalid is not None:
+        m["rate_invalid_per_s"] = invalid
+    return Result("inference", name, m)
+
+
+def confirmed(name, p99_ms, valid=(True, True, True), **config):
+    """A confirmation record: `name` held the bound in the rounds `valid`, with these p99s."""
+    m = bracketed(name, 1000.0, 1100.0, **config).metrics
+    p99s = [v / 1e3 for v in p99_ms]
+    return rounds.confirm_record(Result("inference", name, m), 1000.0, [
+        {"p99_s": p, "loadgen_valid": ok, "log": "x"} for p, ok in zip(p99s, valid)], 0.05)
+
+
+from gluonperf.records import Result  # noqa: E402
+
+
+def test_the_contenders_are_the_deployable_configurations_whose_bracket_overlaps_the_best():
+    best, close, clear = bracketed("a", 1000.0, 1100.0), bracketed("b", 900.0, 1050.0), bracketed("c", 500.0, 600.0)
+    open_ended = bracketed("d", 800.0, None)
+    unmeasured = bracketed("e", 950.0, 1200.0, precision="int8")  # accuracy not measured: not deployable
+    assert [r.name for r in deploy.contenders([clear, close, best, open_ended, unmeasured])] == ["a", "b", "d"]
+    assert deploy.contenders([best, clear]) == []  # nothing overlaps the best: nothing to confirm
+
+
+def test_the_confirmation_names_the_lower_p99_beyond_the_noise_or_the_simpler_of_a_tie():
+    lower, higher = confirmed("static 2x1 b1", [10, 11, 10]), confirmed("static 1x2 b1", [20, 23, 21])
+    chosen, how, judged = deploy.settle([higher, lower])
+    assert (chosen.name, how) == ("static 2x1 b1", "lower") and judged["static 1x2 b1"]["p99_verdict"] == "higher"
+    batched = confirmed("static 2x1 b8 window 5ms", [10, 12, 9], window=0.005)
+    plain = confirmed("static 2x1 b1", [11, 10, 12])
+    int8 = confirmed("int8 2x1 b1", [10.5, 11, 10], precision="int8")
+    chosen, how, judged = deploy.settle([batched, int8, plain])  # within the noise of each other
+    assert (chosen.name, how) == ("static 2x1 b1", "tie")  # float32 and no batching break the tie
+    assert set(judged) == {"static 2x1 b8 window 5ms", "int8 2x1 b1"}
+    slipped = confirmed("static 2x1 b1", [1, 1, 1], valid=(True, False, True))  # lowest, but missed a round
+    chosen, how, _ = deploy.settle([slipped, higher])
+    assert chosen.name == "static 1x2 b1" and how == "lower"  # the one left is lower than nothing: chosen
+    assert deploy.settle([slipped]) == (None, "none", {})
+
+
+def test_the_deploy_line_says_what_the_confirmation_found():
+    servers = [bracketed("static 1x2 b1", 1000.0, 1100.0, layout=(1, 2)), bracketed("static 2x1 b1", 950.0, 1040.0)]
+    confirms = [confirmed("static 1x2 b1", [20, 23, 21], layout=(1, 2)), confirmed("static 2x1 b1", [10, 11, 10])]
+    advice = deploy.recommend(servers + confirms, ["--model", "lenet"])
+    text = advice.text()
+    assert advice.record.name == "static 2x1 b1"  # lower p99 at the same rate, beyond the noise: not the search's best
+    assert "confirmed in 3 interleaved rounds at 1000/s: it held the bound in every round, with the lowest p99" in text
+    assert "static 1x2 b1's p99 2.06x its own" in text and "--layouts 2x1" in advice.command
+    tie = deploy.recommend(servers + [confirmed("static 1x2 b1", [10, 12, 9], layout=(1, 2)),
+                                      confirmed("static 2x1 b1", [11, 10, 12])])
+    assert tie.record.name == "static 1x2 b1"  # as simple as the other: the search's best stands
+    assert "ties with static 2x1 b1 within the noise (static 2x1 b1's p99 1.07x its own" in tie.text()
+
+
 def test_nothing_meets_the_bound_names_the_closest():
     advice = deploy.recommend(server_records([None, None]))
     assert not advice.meets and advice.record.metrics["layout"] == "1x1"  # the lower p99
@@ -311,6 +373,33 @@ def test_no_batch_of_a_shape_the_warm_up_did_not_run_reaches_the_model(static_ml
     assert served == {1: 1, 2: 1, 4: 2, 8: 4} and cold == []
     _, served, cold = serve_batches(rung, library, [1], [1, 3])
     assert served == {1: 1, 3: 1} and cold == [3]
+
+
+def test_the_contenders_run_again_interleaved_at_one_rate_and_the_record_keeps_the_rounds(static_mlp, tmp_path):
+    """Two server configurations of the MLP whose brackets overlap by construction (searches
+    made up here): the confirmation starts both, runs each at the best's valid rate once a round,
+    in rotating order, 3 rounds, under LoadGen, and keeps every round's verdict and p99."""
+    from gluonperf.inference.serve import Plan, Session
+    rung, library = static_mlp
+    plan = Plan(rungs=[rung], layouts=[Layout(1, 1)], scenarios=("server",), batch_sizes=(1,), rounds=1,
+                minimums=loadgen.Minimums(0.05), latency_bound_s=0.5, batch_window_s=0.002, max_batch=4,
+                log_dir=str(tmp_path), base={"model": "mlp"})
+    session = Session(plan, library)
+    session.servers = [bracketed("static 1x1 b1", 1000.0, 1100.0, layout=(1, 1)),
+                       bracketed("static 1x1 b4 window 2ms", 900.0, 1200.0, layout=(1, 1), window=0.002)]
+    session._confirm()
+    confirms = [r for r in session.records() if r.metrics["scenario"] == "confirm"]
+    assert [c.name for c in confirms] == ["static 1x1 b1", "static 1x1 b4 window 2ms"]
+    for c in confirms:
+        m = c.metrics
+        assert m["confirm_rate_per_s"] == 1000.0 and m["rounds"] == 3 == len(m["round_valid"]) == len(m["round_p99_s"])
+        assert m["held_rounds"] == sum(m["round_valid"]) and len(m["loadgen_logs"]) == 3
+        assert set(m["batch_sizes_served"]) <= set(m["warmed_batch_sizes"]) and "unwarmed_batch_sizes" not in m
+    # interleaved: round r of every contender ran before round r + 1 of any (the log folders' times)
+    stamps = {c.name: [os.path.getmtime(os.path.join(str(tmp_path), log)) for log in c.metrics["loadgen_logs"]]
+              for c in confirms}
+    a, b = stamps.values()
+    assert max(a[0], b[0]) <= min(a[1], b[1]) and max(a[1], b[1]) <= min(a[2], b[2])
 
 
 # --- the sample library ----------------------------------------------------------------

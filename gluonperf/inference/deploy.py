@@ -41,6 +41,63 @@ def gate(m):
                                              "{:g}%".format(100 * target), ref)
 
 
+BITS = {"fp32": 32, "static": 32, "fused": 32, "bf16": 16, "int8": 8}
+CONFIRM = "confirm"          # the confirmation's records' scenario
+CONTENDERS = 4               # configurations confirmed at the most: the best and the 3 closest to it
+
+
+def contenders(servers):
+    """The server records to confirm, best first: the deployable configuration with the highest
+    valid rate, and the deployable ones whose bracket overlaps it (their lowest invalid rate, or
+    none, above its valid rate: the search cannot say they are slower), closest first, up to
+    CONTENDERS in all; [] when nothing overlaps the best."""
+    valid = [r for r in servers if r.metrics.get("rate_at_bound_per_s") is not None and gate(r.metrics)[0]]
+    if not valid:
+        return []
+    best = max(valid, key=lambda r: r.metrics["rate_at_bound_per_s"])
+    rate = best.metrics["rate_at_bound_per_s"]
+    close = [r for r in valid if r is not best and (r.metrics.get("rate_invalid_per_s") or float("inf")) > rate]
+    close.sort(key=lambda r: -r.metrics["rate_at_bound_per_s"])
+    return [best] + close[:CONTENDERS - 1] if close else []
+
+
+def _simpler(m):
+    """The tie-break: fewer cores, more bits (float32 before bf16 before int8), no batching."""
+    return (m.get("instances", 1) * m.get("threads", 1), -BITS.get(m.get("precision"), 0),
+            bool(m.get("batch_window_s")))
+
+
+def settle(confirms, threshold=0.05):
+    """The confirmation's answer from its records (one a configuration, run at one rate in
+    interleaved rounds: `round_valid`, `round_p99_s`): (the chosen record or None, 'lower' | 'tie'
+    | 'none', {name: p99 ratio fields against the chosen}). Of the configurations that held the
+    bound in every round, the one with the lowest p99 when every other's per-round p99 ratio to it
+    is higher beyond the noise (stats.verdict at `threshold`); otherwise they tie, and the simplest
+    of those not higher beyond the noise is chosen (`_simpler`; equally simple: the first in
+    `confirms`, which `contenders` orders by the search's rate)."""
+    from ..measure import stats
+    holders = [c for c in confirms if c.metrics.get("round_valid") and all(c.metrics["round_valid"])]
+    if not holders:
+        return None, "none", {}
+    lowest = min(holders, key=lambda c: c.metrics["p99_s"])
+
+    def against(chosen):
+        out = {}
+        for c in holders:
+            if c is not chosen:
+                ratios = [a / b for a, b in zip(c.metrics["round_p99_s"], chosen.metrics["round_p99_s"]) if a and b]
+                interval = stats.ratio_interval(ratios)
+                said = stats.verdict(interval, threshold, words=("higher", "lower"), what="rounds").fields()
+                out[c.name] = dict(interval.fields("p99_ratio"), **{"p99_" + k: v for k, v in said.items()})
+        return out
+    judged = against(lowest)
+    if all(v.get("p99_verdict") == "higher" for v in judged.values()):
+        return lowest, "lower", judged
+    tied = [c for c in holders if c is lowest or judged[c.name].get("p99_verdict") != "higher"]
+    chosen = min(tied, key=lambda c: _simpler(c.metrics))
+    return chosen, "tie", against(chosen)
+
+
 @dataclass(frozen=True)
 class Recommendation:
     meets: bool                 # some configuration met the bound
@@ -48,6 +105,7 @@ class Recommendation:
     command: Optional[str]      # the command that measures it again
     held: Optional[Result] = None     # a faster configuration whose rung is not deployable (yet)
     measure: Optional[str] = None     # the command that measures its accuracy
+    confirmed: Optional[tuple] = None  # settle's (chosen, how, {name: p99 ratio fields}) of the confirmation
 
     def text(self):
         if not self.meets:
@@ -57,6 +115,8 @@ class Recommendation:
                        _rate(m.get("closest_rate_per_s")), m.get("loadgen_invalid_reason") or "invalid"))
         out = [_deploy_text(self.record, self.command) if self.record is not None else
                "nothing deployable meets the bound: every configuration within it runs a rung below fp32"]
+        if self.confirmed is not None:
+            out.append(_confirmed_text(self.record, *self.confirmed))
         if self.held is not None:
             deployable, why = gate(self.held.metrics)
             out.append("%s would %s at %s %s: %s%s" % (
@@ -64,6 +124,27 @@ class Recommendation:
                     self.held.metrics["rate_at_bound_per_s"]), "if its accuracy holds" if deployable is None else
                 "but is not deployable", why, "; measure it: " + self.measure if self.measure else ""))
         return ". ".join(out)
+
+
+def _confirmed_text(record, chosen, how, judged):
+    """What the interleaved rounds at one rate say of the choice."""
+    m = record.metrics
+    rate, n = _rate(m.get("confirm_rate_per_s")), m.get("confirm_rounds")
+    if how == "none":
+        return "unconfirmed: no configuration held the bound in every one of %s interleaved rounds at %s" % (n, rate)
+    others = "; ".join("%s's p99 %s" % (name, _ratio_text(f)) for name, f in sorted(judged.items()))
+    if how == "lower":
+        return "confirmed in %s interleaved rounds at %s: it held the bound in every round, with the lowest p99 " \
+               "beyond the noise (%s)" % (n, rate, others)
+    return "confirmed in %s interleaved rounds at %s: it held the bound in every round and ties with %s within the " \
+           "noise (%s); of those it has the fewest cores, the most bits or no batching" % (
+               n, rate, ", ".join(name for name, f in sorted(judged.items()) if f.get("p99_verdict") != "higher")
+               or "none", others)
+
+
+def _ratio_text(f):
+    return "%.2fx its own (%s CI %.2f-%.2f), %s" % (f["p99_ratio"], level_text(f["p99_ratio_level"]),
+                                                  f["p99_ratio_ci_low"], f["p99_ratio_ci_high"], f["p99_verdict"])
 
 
 def _deploy_text(record, command):
@@ -137,10 +218,17 @@ def recommend(records, model_flags=()):
         fastest = max(valid, key=lambda r: r.metrics["rate_at_bound_per_s"])
         allowed = [r for r in valid if gate(r.metrics)[0]]
         best = max(allowed, key=lambda r: r.metrics["rate_at_bound_per_s"]) if allowed else None
-        held = fastest if fastest is not best else None
+        held = fastest if not gate(fastest.metrics)[0] else None
         unmeasured = held is not None and gate(held.metrics)[0] is None
+        confirms = [r for r in records if r.bench == "inference" and r.metrics.get("scenario") == CONFIRM]
+        confirmed = settle(confirms, confirms[0].metrics.get("threshold", 0.05)) if best and confirms else None
+        if confirmed and confirmed[0] is not None:
+            best = next(r for r in allowed if r.name == confirmed[0].name)
+        if confirmed:
+            best = Result(best.bench, best.name, dict(best.metrics, confirm_rate_per_s=confirms[0].metrics[
+                "confirm_rate_per_s"], confirm_rounds=confirms[0].metrics["rounds"]))
         return Recommendation(True, best, command(model_flags, best.metrics) if best else None, held,
-                              measuring(model_flags, held.metrics) if unmeasured else None)
+                              measuring(model_flags, held.metrics) if unmeasured else None, confirmed)
     timed = [r for r in servers if r.metrics.get("p99_s") is not None] or servers
     closest = min(timed, key=lambda r: r.metrics.get("p99_s") or float("inf"))
     return Recommendation(False, closest, command(model_flags, closest.metrics))

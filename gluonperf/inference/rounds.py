@@ -23,6 +23,7 @@ from .loadgen import FIGURE
 REFERENCE = "static"
 LADDER = ("fp32", "static", "fused", "bf16", "int8")   # ladder.RUNGS, here without importing MXNet (render)
 COLD_START = "cold-start"   # a cold start's records' scenario (coldstart.measure, not LoadGen)
+CONFIRM = "confirm"         # the server choice's confirmation: deploy.CONFIRM
 LOWER_IS_BETTER = ("p90_s", "p99_s")
 # figures whose median over rounds is reported (the others: the first run's, e.g. its log folder)
 MEDIANS = ("p50_s", "p90_s", "p95_s", "p97_s", "p99_s", "p999_s", "mean_latency_s", "samples_per_s")
@@ -147,6 +148,25 @@ def server_record(base, precision, layout, window_s, max_batch, bound_s, peak):
     fields.update(shapes([t.fields for t in peak.trials]))
     fields.pop("log", None)
     return Result("inference", config_name(precision, layout, fields["batch_size"], window_s), fields)
+
+
+def confirm_record(server, rate, runs, threshold):
+    """The confirmation of one server configuration (its search's record `server`): its runs at
+    the one `rate` every contender ran at, a round each, interleaved (loadgen.figures with
+    'round'): LoadGen's verdict and p99 of each round, and their median p99."""
+    keep = [k for k in server.metrics if not k.startswith(("rate_", "trial", "closest_", "search_", "early_"))
+            and k not in MEDIANS + ("loadgen_logs", "queries", "samples_per_s", "scheduled_per_s", "trials")
+            and not k.startswith("loadgen_")]
+    fields = {k: server.metrics[k] for k in keep}
+    p99s = [r.get("p99_s") for r in runs]
+    fields.update(scenario=CONFIRM, primary_metric="p99_s", confirm_rate_per_s=rate, rounds=len(runs),
+                  round_valid=[bool(r.get("loadgen_valid")) for r in runs], round_p99_s=p99s, threshold=threshold,
+                  held_rounds=sum(bool(r.get("loadgen_valid")) for r in runs),
+                  loadgen_logs=[r["log"] for r in runs if r.get("log")])
+    if all(v is not None for v in p99s) and p99s:
+        fields["p99_s"] = statistics.median(p99s)
+    fields.update(shapes(runs))
+    return Result("inference", server.name, fields)
 
 
 def rung_record(base, rung_name, error, layout=None, scenario=None):

@@ -3,7 +3,7 @@ report's section. Derived from the records alone (`bench` inference); nothing he
 """
 import math
 
-from ..inference.deploy import accuracy_text, gate, recommend
+from ..inference.deploy import CONFIRM, accuracy_text, gate, recommend, settle
 from ..inference.loadgen import FIGURE
 from ..inference.rounds import COLD_START, LADDER, LOWER_IS_BETTER
 from ..records import Result, format_value, header_name
@@ -113,12 +113,34 @@ def withheld_line(records):
                 needed[key], header_name(key), longer))
 
 
+CONFIRM_COLUMNS = ["name", "held_rounds", "rounds", "p99_s", "p99_ratio", "p99_ratio_ci_low", "p99_ratio_ci_high",
+                   "p99_verdict"]
+
+
+def confirmation(records):
+    """The confirmation's table: (title, rows, columns) with each contender's p99 ratio to the
+    chosen one (deploy.settle), or None without a confirmation."""
+    confirms = _of(records, CONFIRM)
+    if not confirms:
+        return None
+    chosen, how, judged = settle(confirms, confirms[0].metrics.get("threshold", 0.05))
+    rows = [Result(c.bench, c.name, dict(c.metrics, **judged.get(c.name, {}),
+                                         **({"p99_verdict": "chosen (%s)" % how} if c is chosen else {})))
+            for c in confirms]
+    m = confirms[0].metrics
+    return ("server choice confirmed, %s: each contender at %s, one LoadGen run a round, interleaved; held_rounds: "
+            "rounds LoadGen called valid (p99 within %s); p99_ratio: its p99 over the chosen one's, geometric mean "
+            "of the rounds, 95%% interval" % (m.get("model"), format_value("_per_s", m["confirm_rate_per_s"]),
+                                               format_value("_s", m.get("latency_bound_s"))), rows, CONFIRM_COLUMNS)
+
+
 def sections(records):
     """(title, records, columns) of each table the command prints: one per scenario, the
     precision ladder (what each rung costs in accuracy), cold start, then the rungs and
     instances that could not run, each with its one line."""
     out = [(title(s, _of(records, s)), [shown(r) for r in _of(records, s)], COLUMNS[s]) for s in ORDER
            if _of(records, s)]
+    out += [part for part in [confirmation(records)] if part]
     ladder = ladder_rows(records)
     if ladder:
         out.append((ladder_title(records), ladder, LADDER_COLUMNS))
