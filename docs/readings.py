@@ -114,12 +114,12 @@ def infer_server(records, caption):
                             "; %s was not" % format_value("_per_s", m["rate_invalid_per_s"])
                             if m.get("rate_invalid_per_s") else "")]
     if advice.confirmed is not None:
-        chosen, how, judged = advice.confirmed
+        chosen, how, judged, why = advice.confirmed
         rate = format_value("_per_s", m.get("confirm_rate_per_s"))
         out.append({"lower": "Run again with %s at %s, a round each, interleaved, %s rounds, it held the bound in "
                              "every round with the lowest p99 beyond the noise.",
                     "tie": "Run again with %s at %s, a round each, interleaved, %s rounds, it held the bound in every "
-                           "round and tied within the noise: it is named for fewer cores, more bits or no batching.",
+                           "round and tied within the noise: it is named for " + why + ".",
                     "none": "Run again with %s at %s, a round each, interleaved, %s rounds, no configuration held the "
                             "bound in every round: the choice is unconfirmed."}[how] % (
             ", ".join(sorted(judged)) or "the others", rate, m.get("confirm_rounds")))

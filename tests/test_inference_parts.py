@@ -197,18 +197,18 @@ def test_the_contenders_are_the_deployable_configurations_whose_bracket_overlaps
 
 def test_the_confirmation_names_the_lower_p99_beyond_the_noise_or_the_simpler_of_a_tie():
     lower, higher = confirmed("static 2x1 b1", [10, 11, 10]), confirmed("static 1x2 b1", [20, 23, 21])
-    chosen, how, judged = deploy.settle([higher, lower])
+    chosen, how, judged, _ = deploy.settle([higher, lower])
     assert (chosen.name, how) == ("static 2x1 b1", "lower") and judged["static 1x2 b1"]["p99_verdict"] == "higher"
     batched = confirmed("static 2x1 b8 window 5ms", [10, 12, 9], window=0.005)
     plain = confirmed("static 2x1 b1", [11, 10, 12])
     int8 = confirmed("int8 2x1 b1", [10.5, 11, 10], precision="int8")
-    chosen, how, judged = deploy.settle([batched, int8, plain])  # within the noise of each other
-    assert (chosen.name, how) == ("static 2x1 b1", "tie")  # float32 and no batching break the tie
+    chosen, how, judged, why = deploy.settle([batched, int8, plain])  # within the noise of each other
+    assert (chosen.name, how, why) == ("static 2x1 b1", "tie", "no batching")  # against the float32 runner-up
     assert set(judged) == {"static 2x1 b8 window 5ms", "int8 2x1 b1"}
     slipped = confirmed("static 2x1 b1", [1, 1, 1], valid=(True, False, True))  # lowest, but missed a round
-    chosen, how, _ = deploy.settle([slipped, higher])
+    chosen, how, _, _ = deploy.settle([slipped, higher])
     assert chosen.name == "static 1x2 b1" and how == "lower"  # the one left is lower than nothing: chosen
-    assert deploy.settle([slipped]) == (None, "none", {})
+    assert deploy.settle([slipped]) == (None, "none", {}, "")
 
 
 def test_the_deploy_line_says_what_the_confirmation_found():
@@ -218,11 +218,12 @@ def test_the_deploy_line_says_what_the_confirmation_found():
     text = advice.text()
     assert advice.record.name == "static 2x1 b1"  # lower p99 at the same rate, beyond the noise: not the search's best
     assert "confirmed in 3 interleaved rounds at 1000/s: it held the bound in every round, with the lowest p99" in text
-    assert "static 1x2 b1's p99 2.06x its own" in text and "--layouts 2x1" in advice.command
+    assert "static 1x2 b1's p99 2.06x this one's" in text and "--layouts 2x1" in advice.command
     tie = deploy.recommend(servers + [confirmed("static 1x2 b1", [10, 12, 9], layout=(1, 2)),
                                       confirmed("static 2x1 b1", [11, 10, 12])])
     assert tie.record.name == "static 1x2 b1"  # as simple as the other: the search's best stands
-    assert "ties with static 2x1 b1 within the noise (static 2x1 b1's p99 1.07x its own" in tie.text()
+    assert "ties with static 2x1 b1 within the noise (static 2x1 b1's p99 1.07x this one's" in tie.text()
+    assert tie.text().endswith("named for the highest rate its search found (as simple as the others)")
 
 
 def test_nothing_meets_the_bound_names_the_closest():

@@ -61,16 +61,30 @@ def contenders(servers):
     return [best] + close[:CONTENDERS - 1] if close else []
 
 
+SIMPLER = ("fewer cores", "more bits", "no batching")
+
+
 def _simpler(m):
-    """The tie-break: fewer cores, more bits (float32 before bf16 before int8), no batching."""
+    """The tie-break, in the order of SIMPLER: fewer cores, more bits (float32 before bf16 before
+    int8), no batching."""
     return (m.get("instances", 1) * m.get("threads", 1), -BITS.get(m.get("precision"), 0),
             bool(m.get("batch_window_s")))
+
+
+def _why(chosen, tied):
+    """The first key of SIMPLER on which `chosen` beats the runner-up of `tied`."""
+    rest = sorted(_simpler(c.metrics) for c in tied if c is not chosen)
+    mine = _simpler(chosen.metrics)
+    for reason, a, b in zip(SIMPLER, mine, rest[0] if rest else mine):
+        if a != b:
+            return reason
+    return "the highest rate its search found (as simple as the others)"
 
 
 def settle(confirms, threshold=0.05):
     """The confirmation's answer from its records (one a configuration, run at one rate in
     interleaved rounds: `round_valid`, `round_p99_s`): (the chosen record or None, 'lower' | 'tie'
-    | 'none', {name: p99 ratio fields against the chosen}). Of the configurations that held the
+    | 'none', {name: p99 ratio fields against the chosen}, why it was chosen). Of those that held the
     bound in every round, the one with the lowest p99 when every other's per-round p99 ratio to it
     is higher beyond the noise (stats.verdict at `threshold`); otherwise they tie, and the simplest
     of those not higher beyond the noise is chosen (`_simpler`; equally simple: the first in
@@ -78,7 +92,7 @@ def settle(confirms, threshold=0.05):
     from ..measure import stats
     holders = [c for c in confirms if c.metrics.get("round_valid") and all(c.metrics["round_valid"])]
     if not holders:
-        return None, "none", {}
+        return None, "none", {}, ""
     lowest = min(holders, key=lambda c: c.metrics["p99_s"])
 
     def against(chosen):
@@ -92,10 +106,10 @@ def settle(confirms, threshold=0.05):
         return out
     judged = against(lowest)
     if all(v.get("p99_verdict") == "higher" for v in judged.values()):
-        return lowest, "lower", judged
+        return lowest, "lower", judged, "the lowest p99"
     tied = [c for c in holders if c is lowest or judged[c.name].get("p99_verdict") != "higher"]
     chosen = min(tied, key=lambda c: _simpler(c.metrics))
-    return chosen, "tie", against(chosen)
+    return chosen, "tie", against(chosen), _why(chosen, tied)
 
 
 @dataclass(frozen=True)
@@ -105,7 +119,7 @@ class Recommendation:
     command: Optional[str]      # the command that measures it again
     held: Optional[Result] = None     # a faster configuration whose rung is not deployable (yet)
     measure: Optional[str] = None     # the command that measures its accuracy
-    confirmed: Optional[tuple] = None  # settle's (chosen, how, {name: p99 ratio fields}) of the confirmation
+    confirmed: Optional[tuple] = None  # settle's (chosen, how, {name: p99 ratio fields}, why) of the confirmation
 
     def text(self):
         if not self.meets:
@@ -126,7 +140,7 @@ class Recommendation:
         return ". ".join(out)
 
 
-def _confirmed_text(record, chosen, how, judged):
+def _confirmed_text(record, chosen, how, judged, why):
     """What the interleaved rounds at one rate say of the choice."""
     m = record.metrics
     rate, n = _rate(m.get("confirm_rate_per_s")), m.get("confirm_rounds")
@@ -136,15 +150,14 @@ def _confirmed_text(record, chosen, how, judged):
     if how == "lower":
         return "confirmed in %s interleaved rounds at %s: it held the bound in every round, with the lowest p99 " \
                "beyond the noise (%s)" % (n, rate, others)
+    tied = [name for name, f in sorted(judged.items()) if f.get("p99_verdict") != "higher"]
     return "confirmed in %s interleaved rounds at %s: it held the bound in every round and ties with %s within the " \
-           "noise (%s); of those it has the fewest cores, the most bits or no batching" % (
-               n, rate, ", ".join(name for name, f in sorted(judged.items()) if f.get("p99_verdict") != "higher")
-               or "none", others)
+           "noise (%s); named for %s" % (n, rate, ", ".join(tied) or "none", others, why)
 
 
 def _ratio_text(f):
-    return "%.2fx its own (%s CI %.2f-%.2f), %s" % (f["p99_ratio"], level_text(f["p99_ratio_level"]),
-                                                  f["p99_ratio_ci_low"], f["p99_ratio_ci_high"], f["p99_verdict"])
+    return "%.2fx this one's (%s CI %.2f-%.2f), %s" % (f["p99_ratio"], level_text(f["p99_ratio_level"]),
+                                                     f["p99_ratio_ci_low"], f["p99_ratio_ci_high"], f["p99_verdict"])
 
 
 def _deploy_text(record, command):

@@ -123,7 +123,7 @@ def confirmation(records):
     confirms = _of(records, CONFIRM)
     if not confirms:
         return None
-    chosen, how, judged = settle(confirms, confirms[0].metrics.get("threshold", 0.05))
+    chosen, how, judged, _ = settle(confirms, confirms[0].metrics.get("threshold", 0.05))
     rows = [Result(c.bench, c.name, dict(c.metrics, **judged.get(c.name, {}),
                                          **({"p99_verdict": "chosen (%s)" % how} if c is chosen else {})))
             for c in confirms]
