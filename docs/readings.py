@@ -26,9 +26,11 @@ def _of(records, scenario, **fields):
             and all(r.metrics.get(k) == v for k, v in fields.items())]
 
 
-def _ratio(r):
-    """'0.47x (95% CI 0.39-0.57, 3 rounds), slower'."""
-    return with_interval(r.metrics, "ratio") + verdict_of(r.metrics)
+def _ratio(r, of):
+    """'0.47x static's p90 (95% CI 0.39-0.57, 3 rounds; slower)'."""
+    head, _, rest = with_interval(r.metrics, "ratio").partition(" (")
+    said = verdict_of(r.metrics).strip(" ()")
+    return "%s %s%s" % (head, of, " (%s%s)" % (rest.rstrip(")"), "; " + said if said else "") if rest else "")
 
 
 def _points(value):
@@ -45,16 +47,17 @@ def infer(records, caption):
     many ratios the rounds could not settle."""
     where, _ = machine_and_date(caption)
     single, offline = _of(records, "single-stream"), _of(records, "offline")
-    fp32 = max((r for r in single if r.metrics["precision"] == "fp32" and r.metrics.get("ratio_ci_high")),
-               key=lambda r: r.metrics["ratio_ci_high"], default=None)
+    fp32 = min((r for r in single if r.metrics["precision"] == "fp32" and r.metrics.get("ratio_ci_low")),
+               key=lambda r: r.metrics["ratio_ci_high"] / r.metrics["ratio_ci_low"], default=None)
     out = ["On that %s:" % where]
     if fp32 is not None:
+        out = ["On that %s," % where]
         static = next(r for r in single if r.metrics["precision"] == "static"
                       and r.metrics["layout"] == fp32.metrics["layout"])
-        out.append("LeNet as written (fp32) answered a single-stream query at %s the speed of its hybridized static "
-                   "form at %s (p90 %s against %s; of the layouts, the one where fp32 came closest)."
-                   % (_ratio(fp32), fp32.metrics["layout"], format_value("p90_s", fp32.metrics["p90_s"]),
-                      format_value("p90_s", static.metrics["p90_s"])))
+        out.append("at %s (the layout where its interval is narrowest), LeNet as written (fp32) answered a "
+                   "single-stream query at %s, p90 %s against %s." % (
+                       fp32.metrics["layout"], _ratio(fp32, "the speed of its hybridized static form"),
+                       format_value("p90_s", fp32.metrics["p90_s"]), format_value("p90_s", static.metrics["p90_s"])))
     for scenario, rs, key, lower in (("single-stream", single, "p90_s", True),
                                      ("offline", offline, "samples_per_s", False)):
         top = _best(rs, key, lower)
@@ -81,6 +84,7 @@ def infer_exported(records, caption):
              for name, m in rows.items() if name != "static" and m.get("accuracy_change") is not None]
     out = ["On the %s held-out digits, fp32 static answered %.1f%% right; against it, %s." % (
         n, 100 * static["accuracy"], "; ".join(parts))]
+    out[0] = out[0].replace(" against fp32 static (", " (")
     int8 = rows.get("int8")
     if int8 and int8.get("top1_agreement") is not None:
         changed = round((1 - int8["top1_agreement"]) * int8["agreement_n"])
@@ -92,7 +96,7 @@ def infer_exported(records, caption):
     fast = [r for r in _of(records, "offline") if r.metrics["precision"] == "int8" and r.metrics.get("ratio_n")]
     best = max(fast, key=lambda r: r.metrics["ratio_ci_low"], default=None)
     if best is not None:
-        out.append("Offline, INT8 at %s ran at %s static's samples/s." % (best.name, _ratio(best)))
+        out.append("Offline, %s got through %s." % (best.name, _ratio(best, "static's samples/s")))
     return " ".join(out)
 
 
@@ -132,9 +136,9 @@ def infer_server(records, caption):
     if plain is not None and plain not in (advice.record, advice.held):
         out.append("Without batching the most was %s's %s." % (
             plain.name, format_value("_per_s", plain.metrics["rate_at_bound_per_s"])))
-    queries = min((r.metrics.get("queries") or 0 for r in servers), default=0)
-    out.append("Each rate is one search's LoadGen runs, each to at least %d queries; the bracket, not an interval, "
-               "is what the search can say." % queries)
+    out.append("Each rate is one search's LoadGen runs (the one at %s issued %s queries); the bracket, not an "
+               "interval, is what the search can say." % (format_value("_per_s", m["rate_at_bound_per_s"]),
+                                                           m.get("queries", "?")))
     return " ".join(out)
 
 
@@ -173,9 +177,10 @@ def ladder_measured(records, caption, more=()):
     spread = max(abs(m["accuracy_change"]) for m in judged)
     width = max(m["accuracy_change_ci_high"] - m["accuracy_change_ci_low"] for m in judged)
     n = sorted({m["accuracy_n"] for m in judged})
-    tail = ("Every rung's accuracy estimate is within %.2f points of fp32 static's; the intervals, up to %.1f points "
-            "wide, say what %s held-out samples can tell: at 95%% confidence no rung lowers the accuracy by more "
-            "than %.2f points." % (100 * spread, 100 * width, " and ".join(map(str, n)), -100 * worst))
+    tail = ("Every rung's accuracy estimate %s fp32 static's; the intervals, up to %.1f points wide, say what %s "
+            "held-out samples can tell: at 95%% confidence no rung lowers the accuracy by more than %.2f points." % (
+                "is within %.2f points of" % (100 * spread) if spread else "equals", 100 * width,
+                " and ".join(map(str, n)), -100 * worst))
     return "\n".join(head + tables + ["", tail])
 
 
