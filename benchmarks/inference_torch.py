@@ -17,7 +17,8 @@ benchmarks/inference.py starts it through `gluonperf.inference.instances.Pool` a
 `.venv-torch/bin/python benchmarks/inference_torch.py '<json config>'`; it pins itself to its
 cores before torch loads, maps the shared-memory sample library and speaks the protocol of
 `gluonperf.inference.serving` (`ready`; `w CALLS SIZE ...` -> `t SIZE:SECONDS ...`; `c ID
-INDEX ...` -> `d ID` once the batch's outputs exist; `q`), so the same LoadGen, dispatch and
+INDEX ...` -> `d ID` once the batch's outputs exist; `s` -> `s SIZE:CALLS,... COLD,...`; `q`),
+so the same LoadGen, dispatch and
 clock serve both engines. The systems (config `kind`):
 
 - `eager`: `model.eval()` under `torch.inference_mode()`, float32: what a script does.
@@ -34,6 +35,7 @@ clock serve both engines. The systems (config `kind`):
 A compiled system pads a batch smaller than a size it was warmed at (offline's last batch)
 with copies of its first sample, so that no call compiles while LoadGen keeps the clock.
 """
+import collections
 import json
 import os
 import statistics
@@ -201,7 +203,7 @@ def serve(config, stdin, stdout):
     import torch
     forward, _, pads = system(config)
     library = Library(config["samples"])
-    warmed = []
+    warmed, served = [], collections.Counter()
 
     def call(batch):
         n = len(batch)
@@ -218,7 +220,13 @@ def serve(config, stdin, stdout):
                 break
             if words[0] == b"c":
                 call(library.take(words[2:]))
+                served[len(words) - 2] += 1
                 stdout.write(b"d " + words[1] + b"\n")
+            elif words[0] == b"s":
+                cold = sorted(set(served) - set(warmed))
+                stdout.write(("s %s %s\n" % (",".join("%d:%d" % kv for kv in sorted(served.items())) or "-",
+                                             ",".join(map(str, cold)) or "-")).encode())
+                served.clear()
             elif words[0] == b"w":
                 times = {}
                 for size in (int(w) for w in words[2:]):

@@ -15,9 +15,18 @@ files, and the README's quick start is rewritten between its `<!-- example:NAME 
 An example that fails (a non-zero exit where none is expected, an exit 0 where an error is
 the point, or past --timeout) is reported on stderr with its output's tail; its file is not
 written (the others are), and the exit code is 1.
+
+An example of RECORDS keeps the records its command wrote (--json) beside its output, as
+docs/examples/NAME.jsonl, and the prose that states its figures (the readings, docs/readings.py,
+between `<!-- reading:NAME -->` and `<!-- /reading:NAME -->` in the pages) is rewritten from
+them, so no figure beside an example is typed by hand:
+
+    python docs/examples.py --readings         # rewrite the readings from the kept records
+    python docs/examples.py --check-readings   # exit 1 where a page's reading is not the records'
 """
 import argparse
 import datetime
+import glob
 import os
 import re
 import shlex
@@ -161,7 +170,12 @@ EXAMPLES = [
       "python -m gluonperf.infer --model deploy/lenet-symbol.json --calib-data digits --json served.json"]),
     ("infer_server", "infer's server scenario: static and INT8 at the highest rate within a 50 ms p99, and what to "
                      "deploy",
-     ["python -m gluonperf.infer --precision static,int8 --scenario server --latency-bound 50ms"]),
+     ["python -m gluonperf.infer --precision static,int8 --scenario server --latency-bound 50ms --json server.json"]),
+    ("ladder_mlp", "the precision ladder of the MLP trained on digits and exported: each rung judged on 296 "
+                   "held-out digits, one short offline run",
+     ["python -m gluonperf.train --model mlp --dataset digits --export deploy/mlp",
+      "python -m gluonperf.infer --model deploy/mlp-symbol.json --calib-data digits --scenario offline "
+      "--batch-sizes 64 --layouts 2x1 --rounds 1 --cold-starts 0 --json mlp.json"]),
     ("infer_errors", "infer's one-line errors: the server scenario without a bound, a bound of 0, a symbol file "
                      "without its parameters, calibration data of the wrong shape for the model",
      ["! python -m gluonperf.infer --scenario server",
@@ -175,6 +189,10 @@ EXAMPLES = [
      ["python -m gluonperf.bench optimizers --model resnet18 --batch-size 16 --repeat 5 --steps 3"]),
 ]
 NAMES = [name for name, _, _ in EXAMPLES]
+# the examples whose records are kept (the file their command writes with --json), for the readings
+RECORDS = {"infer": "infer.json", "infer_exported": "served.json", "infer_server": "server.json",
+           "ladder_mlp": "mlp.json"}
+READING = re.compile(r"(<!-- reading:(\w+) -->\n)(.*?)(<!-- /reading:\2 -->)", re.S)
 FILES = [os.path.join(HERE, "your_model", "mynet.py"), os.path.join(HERE, "your_script", "train_script.py"),
          os.path.join(HERE, "your_script", "score_epoch.py"), os.path.join(ROOT, "benchmarks", "scripts", "tabular_mlp.py")]
 
@@ -259,6 +277,71 @@ def update_readme(readme, name, text):
     return True
 
 
+def kept_records(examples_dir, name):
+    """(records, caption) an example kept: its NAME.jsonl as gluonperf Results and its output's
+    first line; None when it kept none."""
+    from gluonperf.records.files import read_jsonl
+    path = os.path.join(examples_dir, name + ".jsonl")
+    if not os.path.isfile(path):
+        return None
+    with open(os.path.join(examples_dir, name + ".md")) as f:
+        caption = f.readline().strip()
+    return [r for r, _ in read_jsonl(path)], caption
+
+
+def reading_text(name, examples_dir):
+    """The Markdown of reading `name` from the records its examples kept; ValueError saying why
+    there is none."""
+    from readings import READINGS
+    if name not in READINGS:
+        raise ValueError("no reading %r in docs/readings.py" % name)
+    example, write, others = READINGS[name]
+    kept = [kept_records(examples_dir, e) for e in (example,) + tuple(others)]
+    missing = [e for e, k in zip((example,) + tuple(others), kept) if k is None]
+    if missing:
+        raise ValueError("no records kept of %s: run python docs/examples.py --only %s"
+                         % (", ".join(missing), ",".join(missing)))
+    (records, caption), more = kept[0], [k[0] for k in kept[1:]]
+    return write(records, caption, *more).rstrip("\n") + "\n"
+
+
+def pages(docs_dir):
+    """The Markdown pages under docs_dir (not a built copy) and the README beside it."""
+    found = [p for p in glob.glob(os.path.join(docs_dir, "**", "*.md"), recursive=True)
+             if "_build" not in p and os.sep + "examples" + os.sep not in p]
+    readme = os.path.join(os.path.dirname(os.path.abspath(docs_dir)), "README.md")
+    return sorted(found) + ([readme] if os.path.isfile(readme) else [])
+
+
+def update_readings(docs_dir, examples_dir, write=True, only=None):
+    """Rewrite each reading block of the pages (of the examples in `only`, default all) from the
+    kept records; with write=False change nothing. Returns ['page: reading: why'] of the blocks
+    that were (or would be) rewritten or cannot be."""
+    from readings import READINGS
+    stale = []
+    for page in pages(docs_dir):
+        with open(page) as f:
+            old = f.read()
+
+        def block(m):
+            name = m.group(2)
+            if only is not None and name in READINGS and not {READINGS[name][0], *READINGS[name][2]} & set(only):
+                return m.group(0)
+            try:
+                text = reading_text(name, examples_dir)
+            except ValueError as e:
+                stale.append("%s: %s: %s" % (os.path.relpath(page, docs_dir), name, e))
+                return m.group(0)
+            if text != m.group(3):
+                stale.append("%s: %s: %s" % (os.path.relpath(page, docs_dir), name,
+                                             "rewritten from the records" if write else "not what the records give"))
+            return m.group(1) + text + m.group(4)
+        new = READING.sub(block, old)
+        if write and new != old:
+            write_atomically(page, new)
+    return stale
+
+
 def names(text):
     chosen = [n.strip() for n in text.split(",") if n.strip()]
     unknown = [n for n in chosen if n not in NAMES]
@@ -278,6 +361,12 @@ def build_parser():
     p.add_argument("--readme", default=os.path.join(ROOT, "README.md"),
                    help="README whose marked blocks are rewritten (default: the repository's)")
     p.add_argument("--timeout", type=float, default=300, help="seconds per command (default: 300)")
+    p.add_argument("--readings", action="store_true",
+                   help="run nothing: rewrite the readings in the pages from the records the examples kept")
+    p.add_argument("--check-readings", action="store_true",
+                   help="run nothing, change nothing: exit 1 naming each reading that is not what the records give")
+    p.add_argument("--docs", default=HERE, help="folder of the pages whose readings are rewritten or checked "
+                                                "(default: docs/; its examples/ holds the records)")
     return p
 
 
@@ -290,6 +379,11 @@ def main(argv=None):
         for name, what, commands in EXAMPLES:
             print("%-22s %s\n%22s   %s" % (name, what, "", "\n                         ".join(commands)))
         return 0
+    if args.readings or args.check_readings:
+        stale = update_readings(args.docs, os.path.join(args.docs, "examples"), write=args.readings)
+        for line in stale:
+            print("examples: %s" % line, file=sys.stderr if args.check_readings else sys.stdout)
+        return 1 if stale and args.check_readings else 0
     chosen = args.only or NAMES
     os.makedirs(args.out, exist_ok=True)
     where, failed = machine(), []
@@ -307,9 +401,13 @@ def main(argv=None):
                 continue
             text = render(where, transcript, seconds)
             write_atomically(os.path.join(args.out, name + ".md"), text)
+            if name in RECORDS:
+                shutil.copy(os.path.join(scratch, RECORDS[name]), os.path.join(args.out, name + ".jsonl"))
             in_readme = update_readme(args.readme, name, text)
             print("%-16s %5.1f s  %s%s" % (name, seconds, os.path.join(args.out, name + ".md"),
                                            " and README.md" if in_readme else ""))
+    for line in update_readings(args.docs, args.out, only=chosen):
+        print("examples: %s" % line)
     if failed:
         print("examples: %d failed: %s" % (len(failed), ", ".join(failed)), file=sys.stderr)
         return 1

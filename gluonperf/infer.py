@@ -36,6 +36,14 @@ def _names(allowed, what):
     return parse
 
 
+def _target(text):
+    """'99%', '99' -> 0.99: the share of fp32 static's accuracy a rung must keep (above 0%, at most 100%)."""
+    value = cli.percentage(text, upper=100, upper_included=True)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("%r must be above 0%%, e.g. 99%%" % text)
+    return value
+
+
 def _layouts(text):
     from .inference.instances import parse_layouts
     try:
@@ -81,6 +89,11 @@ def build_parser():
                         "calibrate INT8, the rest (held out) are served and judge each rung's accuracy against "
                         "fp32 static (default: random samples of the model's input: accuracy not measured)"
                         % CALIBRATION_SAMPLES)
+    p.add_argument("--accuracy-target", type=_target, default=0.99, metavar="PCT",
+                   help="a rung below fp32 (bf16, int8) is deployable only when the lower end of its paired 95%% "
+                        "interval on accuracy is at least PCT of fp32 static's accuracy on the held-out samples "
+                        "(default: 99%%, MLPerf Inference's rule); without labels and trained weights none is, and "
+                        "the deploy line says which would win if its accuracy held, with the command that measures it")
     p.add_argument("--layouts", type=_layouts, default=None, metavar="IxT,...",
                    help="instances x threads, e.g. 1x2,2x1 (default: every factorization of this machine's cores)")
     p.add_argument("--batch-sizes", type=cli.positive_int_list, default=[1, 64], metavar="B,B",
@@ -235,6 +248,7 @@ def build_ladder(args, source, samples, asked, ctx, scratch):
     rungs, fields = accuracy.evaluate_rungs(rungs, ctx, judged, spec=source.model_spec())
     base = {"model": args.model_label, "ctx": str(ctx), "input_shape": list(source.input_shape),
             "calib_data": calib.source, "calibration_n": len(calib), "held_out_n": len(held),
+            "accuracy_target": args.accuracy_target,
             "rungs": {r.name: dict({k: v for k, v in (("build_s", r.build_s), ("note", r.note)) if v is not None},
                                    **fields.get(r.name, {})) for r in rungs}}
     if judged.labels is None:

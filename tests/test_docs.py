@@ -53,3 +53,66 @@ def test_every_included_example_is_one_the_script_makes():
             if f.endswith(".md") and "_build" not in root:
                 included |= set(re.findall(r"examples/(\w+)\.md", open(os.path.join(root, f)).read()))
     assert included and included <= made, included - made
+
+
+def _example(*argv):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "docs", "examples.py"), *argv], cwd=ROOT,
+                          env=clean_env(), capture_output=True, text=True, timeout=120)
+
+
+def _pages():
+    for root, _, files in os.walk(os.path.join(ROOT, "docs")):
+        for f in files:
+            if f.endswith(".md") and "_build" not in root and os.path.basename(root) != "examples":
+                yield os.path.join(root, f)
+    yield os.path.join(ROOT, "README.md")
+
+
+def test_the_readings_beside_the_examples_are_their_records():
+    """Every `<!-- reading:NAME -->` block in the pages is what docs/readings.py writes from the
+    records its example kept (docs/examples/NAME.jsonl): a figure typed by hand, or records newer
+    than the prose, fails here."""
+    p = _example("--check-readings")
+    assert p.returncode == 0, p.stderr
+
+
+def test_a_reading_that_is_not_its_records_is_caught(tmp_path):
+    """The check itself: one figure changed in a copy of the docs is named."""
+    import re
+    import shutil
+    docs = tmp_path / "docs"
+    shutil.copytree(os.path.join(ROOT, "docs"), docs, ignore=shutil.ignore_patterns("_build"))
+    page = docs / "commands" / "infer.md"
+    text = page.read_text()
+    block = re.search(r"<!-- reading:infer_server -->\n(.*?)<!-- /reading:infer_server -->", text, re.S)
+    figure = re.search(r"\d[\d,]*/s", block.group(1)).group(0)
+    page.write_text(text.replace(block.group(1), block.group(1).replace(figure, "1" + figure, 1)))
+    p = _example("--check-readings", "--docs", str(docs))
+    assert p.returncode == 1 and "infer_server" in p.stderr and "infer_exported" not in p.stderr, p.stderr
+
+
+# a figure as prose states a measurement: a decimal, thousands, a ratio, a share, a rate or a time
+FIGURE = r"\d[\d,]*\.\d+|\b\d{1,3}(?:,\d{3})+\b|\b\d+(?:\.\d+)?(?:x\b|%|/s\b| ?ms\b| ?us\b)"
+
+
+# the pages whose prose beside an example is all readings (issue 72); the others still state some by hand
+READ_PAGES = ("docs/commands/infer.md", "docs/precision_ladder.md")
+
+
+def test_no_placeholder_and_no_figure_typed_beside_an_example():
+    """No page keeps a placeholder (a bare NAME_LIKE_THIS line, TODO, an empty reading), and on
+    READ_PAGES the prose after an included example, up to the next heading, states no figure
+    outside a reading block: the example's figures are the records'."""
+    import re
+    for path in _pages():
+        text = open(path).read()
+        where = os.path.relpath(path, ROOT)
+        assert not re.search(r"^\s*[A-Z][A-Z0-9]*_[A-Z0-9_]+\s*$", text, re.M), where
+        assert not re.search(r"\b(TODO|FIXME|TBD|XXX)\b", text), where
+        assert not re.search(r"<!-- reading:(\w+) -->\n<!-- /reading:\1 -->", text), where
+        if where not in READ_PAGES:
+            continue
+        prose = re.sub(r"<!-- reading:(\w+) -->\n.*?<!-- /reading:\1 -->", "", text, flags=re.S)
+        for after in re.findall(r"```\{include\} [^\n]*examples/\w+\.md\n```\n(.*?)(?=\n#|```\{include\}|\Z)",
+                                prose, re.S):
+            assert not re.findall(FIGURE, after), (where, re.findall(FIGURE, after), after[:300])

@@ -162,6 +162,21 @@ def test_an_exported_model_has_every_rung_but_fp32(trained, tmp_path, monkeypatc
         assert rungs[4].symbol == str(tmp_path / "work" / "int8-symbol.json")
 
 
+def test_an_exported_models_static_build_loads_and_runs_its_files(trained, tmp_path, monkeypatch):
+    """Its build is the import and one call, as every graph rung's build runs its graph: files
+    that do not load fail there, in one line, and the rungs built from them say so."""
+    source = ladder.model_source(trained["symbol"])
+    static = ladder.prepare(source, ["static"], CTX, str(tmp_path / "ok"))[0]
+    assert static.error is None and static.build_s > 0 and "first call" in static.note
+
+    def broken(*args, **kwargs):
+        raise ValueError("the params file does not match the graph")
+    monkeypatch.setattr(ladder.exported, "import_block", broken)
+    rungs = ladder.prepare(source, ["static", "int8"], CTX, str(tmp_path / "broken"))
+    assert "does not match" in one_line(rungs[0].error) and rungs[0].build_s is None
+    assert "static graph it is built from failed" in rungs[1].error
+
+
 def test_a_rung_that_cannot_be_built_says_why_in_one_line_and_the_others_build(tmp_path, monkeypatch):
     """A model of operators MXNet has no INT8 kernel for and AMP keeps in float32, on a CPU
     forced to have no bfloat16: int8 and bf16 are one line each; fp32, static and fused build

@@ -8,7 +8,11 @@ process hands it: batches of sample indices, the samples sitting in shared memor
 (`samples.SampleLibrary`). The dispatching thread only writes a line to an idle instance; a
 reader thread per instance completes the batch's samples when the instance answers. A
 `Batcher` (the server scenario's batching) closes a batch `window_s` after its first query
-arrives, or at `max_batch` samples. Nothing here times anything: LoadGen keeps the clock.
+arrives, or at `max_batch` samples. Once warmed, a Pool pads every batch to the smallest size
+its warm-up ran (`buckets`: powers of two up to the largest, as servers with preferred batch
+sizes do), so that no query builds a graph for a new shape, and the padding is computed inside
+the measured latency, as it would be in production. Nothing here times anything: LoadGen keeps
+the clock.
 """
 import collections
 import itertools
@@ -82,6 +86,24 @@ def assign_cores(layout, groups=None):
             for i in range(layout.instances)]
 
 
+def buckets(largest):
+    """The batch sizes a padded server batch may take: 1, 2, 4, ... below `largest`, and `largest`."""
+    if largest < 1:
+        raise ValueError("the largest batch must be at least 1, got %r" % largest)
+    sizes, size = [], 1
+    while size < largest:
+        sizes.append(size)
+        size *= 2
+    return sizes + [largest]
+
+
+def padded(batch, sizes):
+    """`batch` ((id, index) pairs) padded to the smallest of `sizes` that holds it with copies
+    of its first sample whose id is None (nobody waits for them); as it is when none does."""
+    size = min((s for s in sizes if s >= len(batch)), default=len(batch))
+    return list(batch) + [(None, batch[0][1])] * (size - len(batch)) if batch else list(batch)
+
+
 class InstanceError(RuntimeError):
     """An instance failed: its line says which and why."""
 
@@ -101,6 +123,7 @@ class Pool:
         self.command = list(command or [sys.executable, "-m", "gluonperf.inference.serving"])
         self.on_done = lambda ids: None
         self.depth = 1
+        self.sizes = ()      # the batch sizes the warm-up ran: every batch is padded to one of them
         self.failure = None  # the first instance's error line, once one failed
         self._closing = False
         self._procs, self._errs, self._readers = [], [], []
@@ -178,7 +201,23 @@ class Pool:
             for word in words[1:]:
                 size, seconds = word.split(b":")
                 hints[int(size)] = max(hints.get(int(size), 0.0), float(seconds))
+        self.sizes = tuple(sorted(set(self.sizes) | set(sizes)))
         return hints
+
+    def shapes(self, timeout=READY_TIMEOUT):
+        """({batch size: calls} the instances served since the last call, [sizes among them the
+        warm-up never ran]): asked after a LoadGen run, when no batch is in flight."""
+        with self._lock:
+            for i in range(len(self._procs)):
+                self._send(i, b"s\n")
+        served, cold = {}, set()
+        for i in range(len(self._procs)):
+            _, calls, never = (self._answer(i, timeout).decode().split() + ["-", "-"])[:3]
+            for word in calls.split(",") if calls != "-" else []:
+                size, count = word.split(":")
+                served[int(size)] = served.get(int(size), 0) + int(count)
+            cold |= {int(w) for w in never.split(",")} if never != "-" else set()
+        return served, sorted(cold)
 
     def _answer(self, i, timeout):
         deadline = time.monotonic() + timeout
@@ -193,10 +232,10 @@ class Pool:
     def submit(self, batches):
         """Queue `batches` (lists of (id, index)); each runs on the least busy instance."""
         if self.failure:  # LoadGen waits for every sample: answer at once, the run is void anyway
-            self.on_done([i for batch in batches for i, _ in batch])
+            self.on_done([i for batch in batches for i, _ in batch if i is not None])
             return
         with self._lock:
-            self._pending.extend(b for b in batches if b)
+            self._pending.extend(padded(b, self.sizes) for b in batches if b)
             self._pump()
 
     def _pump(self):
@@ -221,7 +260,7 @@ class Pool:
                     self._busy[i] -= 1
                     self._pump()
                 if batch:
-                    self.on_done([sample_id for sample_id, _ in batch])
+                    self.on_done([sample_id for sample_id, _ in batch if sample_id is not None])
                 guard.beat()
             else:
                 with self._answered:
@@ -237,7 +276,8 @@ class Pool:
                 self._wait_exit(i)
                 self.failure = "rung %s, layout %s: %s" % (json.loads(self.rung_text)["name"], self.layout,
                                                           self._last_error(i))
-            left = [sid for batch in list(self._batches.values()) + list(self._pending) for sid, _ in batch]
+            left = [sid for batch in list(self._batches.values()) + list(self._pending) for sid, _ in batch
+                    if sid is not None]
             self._batches.clear()
             self._pending.clear()
             self._answered.notify_all()

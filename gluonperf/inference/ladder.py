@@ -24,7 +24,7 @@ Gluon DataLoader of data alone ("Data must be list of NDArrays").
 
 `prepare` builds the asked rungs in the parent, once, and writes each graph to its workdir;
 `load` gives a process the forward of one rung from those files (`Rung` crosses processes as
-JSON text). The contract with `gluonperf.infer` is /work/INFER_INTERFACE.md's.
+JSON text). How `python -m gluonperf.infer` uses them: docs/precision_ladder.md.
 """
 import contextlib
 import io
@@ -224,16 +224,16 @@ def prepare(source, rungs, ctx, workdir, calibration=None):
     os.makedirs(workdir, exist_ok=True)
     base = Rung(REFERENCE, spec=source.spec, input_shape=tuple(source.input_shape), classes=source.classes)
     out, spec = {}, source.model_spec()
+    x = mx.nd.zeros((1,) + tuple(source.input_shape), ctx=ctx, dtype=spec.input_dtype if spec else "float32")
     if source.symbol:
         static = replace(base, kind="symbol", symbol=source.symbol, params=source.params)
         out["fp32"] = replace(base, name="fp32", error="an exported model has no Python Block to run as written; "
                                                        "its static rung runs the same graph")
         if "static" in asked:
-            out["static"] = _timed("static", static, lambda: {"note": "loaded with SymbolBlock.imports"})
+            out["static"] = static = _timed("static", static, lambda: _loaded(static, x, ctx))
     else:
         out["fp32"], static = _from_spec(source, spec, base, ctx, workdir)
         out["static"] = static
-    x = mx.nd.zeros((1,) + tuple(source.input_shape), ctx=ctx, dtype=spec.input_dtype if spec else "float32")
     builders = {"fused": _fused, "bf16": _bf16, "int8": lambda s, x, c, p: _int8(s, x, c, p, calibration)}
     for name in asked:
         if name in builders:
@@ -284,6 +284,16 @@ def _from_spec(source, spec, base, ctx, workdir):
 
 def _import(rung, ctx):
     return exported.import_block(rung.symbol, rung.params, ctx)
+
+
+def _loaded(static, x, ctx):
+    """An exported model's static rung: its files imported and run once, as every other rung's
+    build runs its graph (so its build time is the import and the first call, and files that do
+    not load fail here, in one line)."""
+    net = _import(static, ctx)
+    net.hybridize(**STATIC)
+    net(x).wait_to_read()
+    return {"note": "loaded with SymbolBlock.imports; build: the import and the first call"}
 
 
 def _written(net, x, prefix, remove_amp_cast=True):

@@ -36,6 +36,23 @@ EARLY_STOPPING_CONFIDENCE = 0.99
 FEWEST_QUERIES = {"single-stream": 64, "multi-stream": 662, "server": 459, "offline": 1}
 PERCENTILES = (("50.00", "p50_s"), ("90.00", "p90_s"), ("95.00", "p95_s"), ("97.00", "p97_s"),
                ("99.00", "p99_s"), ("99.90", "p999_s"))
+
+
+def fewest_queries(percentile, confidence=EARLY_STOPPING_CONFIDENCE):
+    """The fewest queries from which LoadGen's early stopping can estimate `percentile` (0.99) at
+    `confidence`: the least n with P(at most 1 of n queries above the percentile) < 1 - confidence
+    (binomial, as loadgen/early_stopping.cc computes it for single- and multi-stream): 64 for p90,
+    662 for p99. Fewer, and the percentile shown would be little more than the slowest query."""
+    if not (0 < percentile < 1 and 0 < confidence < 1):
+        raise ValueError("a percentile and a confidence between 0 and 1, got %r and %r" % (percentile, confidence))
+    n, over = 2, 1 - percentile
+    while percentile ** n + n * over * percentile ** (n - 1) >= 1 - confidence:
+        n += 1
+    return n
+
+
+# percentile field -> the queries a run needs before it is shown (single- and multi-stream)
+QUERIES_FOR = {key: fewest_queries(float(p) / 100) for p, key in PERCENTILES}
 # The figure of each scenario, as records name it (what compare and the ratios use)
 FIGURE = {"single-stream": "p90_s", "multi-stream": "p99_s", "server": "rate_at_bound_per_s",
           "offline": "samples_per_s"}
@@ -157,7 +174,9 @@ def early_stopping(text):
 
 def figures(values, scenario):
     """Record fields of one LoadGen run: its verdict and why, its percentiles (not offline's:
-    one query's), its early-stopping bounds, its rate."""
+    one query's; in single- and multi-stream only those the run has the queries for, the others
+    under `percentiles_withheld` with the queries they need), its early-stopping bounds, its rate.
+    The server's p99 is LoadGen's verdict's: a VALID run had the queries for it."""
     valid = values.get("result_validity") == "VALID"
     reasons = [values.get("result_invalid_reason", "").strip()] + [
         e for e in values.get("errors", []) if "Ending early" in e or "error" in e.lower()]
@@ -171,6 +190,9 @@ def figures(values, scenario):
         per_query = "_per_query" if scenario == "multi-stream" else ""
         for p, key in PERCENTILES:
             out[key] = _seconds(values.get("result_%s_percentile%s_latency_ns" % (p, per_query)))
+            if scenario != "server" and (out["queries"] or 0) < QUERIES_FOR[key] and out[key] is not None:
+                out.setdefault("percentiles_withheld", {})[key] = QUERIES_FOR[key]  # too few queries
+                out[key] = None
         out["mean_latency_s"] = _seconds(values.get("result_mean%s_latency_ns" % ("_query" if per_query else "")))
         for p, s in early_stopping(values.get("early_stopping_result")).items():
             out["early_stopping_p%g_s" % p] = s

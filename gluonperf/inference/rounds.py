@@ -23,6 +23,7 @@ from .loadgen import FIGURE
 REFERENCE = "static"
 LADDER = ("fp32", "static", "fused", "bf16", "int8")   # ladder.RUNGS, here without importing MXNet (render)
 COLD_START = "cold-start"   # a cold start's records' scenario (coldstart.measure, not LoadGen)
+CONFIRM = "confirm"         # the server choice's confirmation: deploy.CONFIRM
 LOWER_IS_BETTER = ("p90_s", "p99_s")
 # figures whose median over rounds is reported (the others: the first run's, e.g. its log folder)
 MEDIANS = ("p50_s", "p90_s", "p95_s", "p97_s", "p99_s", "p999_s", "mean_latency_s", "samples_per_s")
@@ -37,12 +38,17 @@ def config_name(precision, layout, batch_size, window_s=None):
 
 def merge_rounds(runs):
     """One configuration's per-round runs (dicts of loadgen.figures, each with 'log') into one
-    record's fields: the median of each figure over the rounds, the largest early-stopping
+    record's fields: the median of each figure over the rounds (a percentile only when every
+    round had the queries for it: `percentiles_withheld` otherwise), the largest early-stopping
     bound (each holds for its own run), LoadGen's verdict (VALID only if every round was)."""
     fields = {"rounds": len(runs), "loadgen_valid": all(r.get("loadgen_valid") for r in runs)}
+    withheld = {k: n for r in runs for k, n in (r.get("percentiles_withheld") or {}).items()}
+    if withheld:  # a percentile some round had too few queries for is shown from none
+        fields["percentiles_withheld"] = withheld
+        fields["fewest_queries_per_run"] = min(r.get("queries") or 0 for r in runs)
     for key in MEDIANS:
         values = [r[key] for r in runs if r.get(key) is not None]
-        if values:
+        if values and key not in withheld:
             fields[key] = statistics.median(values)
     for key in BOUNDS:
         values = [r[key] for r in runs if r.get(key) is not None]
@@ -54,8 +60,20 @@ def merge_rounds(runs):
         fields["loadgen_invalid_reason"] = reasons[0]
         fields["loadgen_invalid_rounds"] = len(reasons)
     fields["queries"] = sum(r.get("queries") or 0 for r in runs)
+    fields.update(shapes(runs))
     fields["loadgen_logs"] = [r["log"] for r in runs if r.get("log")]
     return fields
+
+
+def shapes(runs):
+    """The batch sizes the runs' instances served, those the warm-up ran, and any served that
+    it had not (there should be none: the batches are padded to warmed sizes)."""
+    out = {}
+    for key in ("batch_sizes_served", "warmed_batch_sizes", "unwarmed_batch_sizes"):
+        sizes = sorted({s for r in runs for s in r.get(key) or ()})
+        if sizes or key != "unwarmed_batch_sizes":
+            out[key] = sizes
+    return out
 
 
 def round_ratios(scenario, reference_runs, runs):
@@ -127,8 +145,28 @@ def server_record(base, precision, layout, window_s, max_batch, bound_s, peak):
     if peak.above is not None:
         fields["rate_invalid_per_s"] = peak.above.rate
     fields["loadgen_logs"] = [t.fields.get("log") for t in peak.trials if t.fields.get("log")]
+    fields.update(shapes([t.fields for t in peak.trials]))
     fields.pop("log", None)
     return Result("inference", config_name(precision, layout, fields["batch_size"], window_s), fields)
+
+
+def confirm_record(server, rate, runs, threshold):
+    """The confirmation of one server configuration (its search's record `server`): its runs at
+    the one `rate` every contender ran at, a round each, interleaved (loadgen.figures with
+    'round'): LoadGen's verdict and p99 of each round, and their median p99."""
+    keep = [k for k in server.metrics if not k.startswith(("rate_", "trial", "closest_", "search_", "early_"))
+            and k not in MEDIANS + ("loadgen_logs", "queries", "samples_per_s", "scheduled_per_s", "trials")
+            and not k.startswith("loadgen_")]
+    fields = {k: server.metrics[k] for k in keep}
+    p99s = [r.get("p99_s") for r in runs]
+    fields.update(scenario=CONFIRM, primary_metric="p99_s", confirm_rate_per_s=rate, rounds=len(runs),
+                  round_valid=[bool(r.get("loadgen_valid")) for r in runs], round_p99_s=p99s, threshold=threshold,
+                  held_rounds=sum(bool(r.get("loadgen_valid")) for r in runs),
+                  loadgen_logs=[r["log"] for r in runs if r.get("log")])
+    if all(v is not None for v in p99s) and p99s:
+        fields["p99_s"] = statistics.median(p99s)
+    fields.update(shapes(runs))
+    return Result("inference", server.name, fields)
 
 
 def rung_record(base, rung_name, error, layout=None, scenario=None):

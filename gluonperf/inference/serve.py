@@ -7,8 +7,12 @@ each layout, the instances of every rung start side by side (`instances.Pool`), 
 rung and warm up at the batch sizes they will see; then each round runs every configuration
 (scenario x batch size) of every rung back to back, the rungs' order rotating, so that the
 host's drift hits every rung alike; then the server scenario's rate search runs for each rung
-and batching. `Session.records()` turns what has been measured so far into records
-(`rounds`), also when the command is stopped part-way.
+and batching. Last, the server's choice is confirmed: the configurations whose bracket overlaps
+the best's run again at its rate, interleaved, at least 3 rounds (`_confirm`). The warm-up runs
+every batch size a run will send (the server's batches are padded to `instances.buckets`), and
+each run records the sizes its instances served and any they had not warmed.
+`Session.records()` turns what has been measured so far into records (`rounds`), also when the
+command is stopped part-way.
 """
 import math
 import os
@@ -16,13 +20,14 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Optional
 
-from . import coldstart, loadgen, rounds
-from .instances import READY_TIMEOUT, Batcher, InstanceError, Pool, assign_cores
+from . import coldstart, deploy, loadgen, rounds
+from .instances import READY_TIMEOUT, Batcher, InstanceError, Layout, Pool, assign_cores, buckets
 from .search import Trial, find_peak_rate
 
 OFFLINE_RETRIES = 2     # LoadGen's offline query is sized by the expected rate: too few samples, run again
 SERVER_TRIALS = 8       # runs a rate search may make (its bracket closes to 15% in about 5 or 6)
 SERVER_TOLERANCE = 0.15
+CONFIRM_ROUNDS = 3      # the fewest interleaved rounds that confirm the server's choice
 
 
 @dataclass
@@ -68,7 +73,15 @@ class Plan:
 
     def planned_runs(self):
         per_layout = len(self.configurations()) * self.rounds + len(self.windows()) * SERVER_TRIALS
-        return len(self.layouts) * len(self.runnable()) * per_layout
+        return len(self.layouts) * len(self.runnable()) * per_layout + self.planned_confirmation()
+
+    def confirm_rounds(self):
+        return max(CONFIRM_ROUNDS, self.rounds)
+
+    def planned_confirmation(self):
+        """The most runs the server choice's confirmation can take (deploy.CONTENDERS at most)."""
+        servers = len(self.layouts) * len(self.runnable()) * len(self.windows())
+        return min(deploy.CONTENDERS, servers) * self.confirm_rounds() if servers > 1 else 0
 
     def planned_cold_starts(self):
         return len(self.runnable()) * self.cold_starts
@@ -86,6 +99,7 @@ class Session:
         self.plan, self.library, self.progress = plan, library, progress
         self.runs = {}      # (layout, rung, scenario, batch) -> [run fields]
         self.servers = []   # records of finished rate searches
+        self.confirms = []  # records of the server choice's confirmation
         self.failed = []    # records of rungs that could not be served
         self.hints = {}
         self.colds = {}     # rung -> [coldstart.measure's parts with 'round']
@@ -94,6 +108,7 @@ class Session:
         self._cold_starts()
         for layout in self.plan.layouts:
             self._layout(layout)
+        self._confirm()
         return self.records()
 
     def records(self):
@@ -107,7 +122,7 @@ class Session:
             planned = self.plan.cold_starts if record.metrics["scenario"] == rounds.COLD_START else self.plan.rounds
             if record.metrics["rounds"] < planned:
                 record.metrics["partial"] = True
-        return built + self.failed + colds + measured + self.servers
+        return built + self.failed + colds + measured + self.servers + self.confirms
 
     def _cold_starts(self):
         """Each runnable rung's cold start `cold_starts` times, once a round, the rungs' order
@@ -169,7 +184,7 @@ class Session:
         for scenario, batch in self.plan.configurations():
             sizes.add(math.ceil(batch / layout.instances) if scenario == "multi-stream" else batch)
         if self.plan.batch_window_s and "server" in self.plan.scenarios:
-            sizes.add(self.plan.max_batch)
+            sizes.update(buckets(self.plan.max_batch))  # a server batch is padded to one of them
         return sorted(sizes)
 
     def _warm(self, pool, layout, name):
@@ -196,7 +211,12 @@ class Session:
                 batcher.close()
         if pool.failure:
             raise InstanceError(pool.failure)
-        return dict(loadgen.figures(values, load.scenario), log=os.path.relpath(folder, self.plan.log_dir))
+        served, cold = pool.shapes(self.plan.ready_timeout_s)
+        figures = dict(loadgen.figures(values, load.scenario), log=os.path.relpath(folder, self.plan.log_dir),
+                       batch_sizes_served=sorted(served), warmed_batch_sizes=list(pool.sizes))
+        if cold:  # the padding should make this impossible: say so if it ever is not
+            figures["unwarmed_batch_sizes"] = cold
+        return figures
 
     def _round(self, pool, layout, name, scenario, batch, r):
         hint = self.hints[(layout, name)]
@@ -242,6 +262,48 @@ class Session:
         self.progress(SERVER_TRIALS - len(peak.trials))  # the runs planned and not needed
         self.servers.append(rounds.server_record(self.plan.base, name, layout, window, self.plan.max_batch,
                                                  bound, peak))
+
+
+    # --- the server's choice, confirmed ------------------------------------------------
+
+    def _confirm(self):
+        """The contenders (deploy.contenders: the best deployable server configuration and those
+        whose bracket overlaps it) run again at the best's valid rate, a round each in rotating
+        order, `confirm_rounds` rounds, every one's instances started and warmed first: the
+        rounds that deploy.settle judges. An instance that fails leaves the choice unconfirmed."""
+        contenders = deploy.contenders(self.servers)
+        planned = self.plan.planned_confirmation()
+        if not contenders:
+            self.progress(planned)
+            return
+        rate, bound = contenders[0].metrics["rate_at_bound_per_s"], self.plan.latency_bound_s
+        rungs = {r.name: r for r in self.plan.runnable()}
+        pools, runs = {}, {c.name: [] for c in contenders}
+        try:
+            for c in contenders:
+                m = c.metrics
+                layout = Layout(m["instances"], m["threads"])
+                pools[c.name] = (Pool(rungs[m["precision"]].to_text(), layout, self.library.spec(), self.plan.ctx,
+                                      assign_cores(layout), self.plan.commands.get(m["precision"])).start(),
+                                 layout, m.get("batch_window_s") or 0.0)
+            for pool, layout, _ in pools.values():
+                pool.ready(self.plan.ready_timeout_s)
+                pool.warm(self._sizes(layout), timeout=self.plan.ready_timeout_s)
+            for r in range(self.plan.confirm_rounds()):
+                for c in contenders[r % len(contenders):] + contenders[:r % len(contenders)]:
+                    pool, _, window = pools[c.name]
+                    folder = os.path.join(self.plan.log_dir, "confirm", c.name.replace(" ", "-"), "round%d" % (r + 1))
+                    load = loadgen.Load("server", server_rate=rate, latency_bound_s=bound)
+                    runs[c.name].append(dict(self._loadgen(pool, load, _one_batch, folder, window), round=r))
+                    self.progress()
+        except InstanceError as e:
+            self.failed.append(rounds.rung_record(self.plan.base, "confirmation", str(e), scenario=rounds.CONFIRM))
+            return
+        finally:
+            for pool, _, _ in pools.values():
+                pool.close()
+        self.progress(planned - len(contenders) * self.plan.confirm_rounds())
+        self.confirms = [rounds.confirm_record(c, rate, runs[c.name], self.plan.threshold) for c in contenders]
 
 
 def _one_batch(samples):

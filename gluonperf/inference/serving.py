@@ -9,12 +9,18 @@ one line each, on its stdout (its own prints go to stderr):
     (start-up)                     ready
     w CALLS SIZE SIZE ...          t SIZE:SECONDS SIZE:SECONDS ...   warm-up: CALLS calls a size
     c ID INDEX INDEX ...           d ID                              a batch of those samples, synced
+    s                              s SIZE:CALLS,... COLD,...         the batch sizes served since the
+                                                                     last s, and those the warm-up never ran
     q, or end of input             (exits 0)
 
 SECONDS is the median call after the first at that size: a hint for LoadGen's expected latency
-and rate, never a result (LoadGen keeps the clock). An error is one line on stderr, exit 1.
-This module never starts a process.
+and rate, never a result (LoadGen keeps the clock). `s` answers `-` for an empty list. A batch
+of a size the warm-up did not run builds the graph again for its shape inside a measured query
+(a static_shape graph plans anew): the parent pads its batches to warmed sizes, and `s` lets it
+record that none slipped through. An error is one line on stderr, exit 1. This module never
+starts a process.
 """
+import collections
 import json
 import os
 import statistics
@@ -35,6 +41,14 @@ def _calls(forward, library, ctx, size, calls):
     return spent
 
 
+def shapes_line(served, warmed):
+    """`s`'s answer line, e.g. `s 1:40,8:3 -`: the sizes served with their calls; those never warmed."""
+    def words(items):
+        return ",".join(items) or "-"
+    return ("s %s %s\n" % (words("%d:%d" % kv for kv in sorted(served.items())),
+                           words(str(size) for size in sorted(set(served) - set(warmed))))).encode()
+
+
 def serve(config, stdin, stdout):
     """Answer the parent's lines until `q` or the end of `stdin` (binary streams)."""
     import mxnet as mx
@@ -43,6 +57,7 @@ def serve(config, stdin, stdout):
     from .samples import SampleLibrary
     ctx = parse_contexts(config["ctx"])[0]
     forward = load(Rung.from_text(config["rung"]), ctx)
+    warmed, served = set(), collections.Counter()
     with SampleLibrary.attach(config["samples"]) as library:
         stdout.write(b"ready\n")
         stdout.flush()
@@ -53,12 +68,17 @@ def serve(config, stdin, stdout):
             if words[0] == b"c":
                 forward(mx.nd.array(library.take([int(w) for w in words[2:]]), ctx=ctx))
                 mx.nd.waitall()
+                served[len(words) - 2] += 1
                 stdout.write(b"d " + words[1] + b"\n")
             elif words[0] == b"w":
                 calls = int(words[1])
                 times = {int(w): _calls(forward, library, ctx, int(w), calls) for w in words[2:]}
+                warmed.update(times)
                 stdout.write(("t %s\n" % " ".join("%d:%.6g" % (size, statistics.median(t[1:] or t))
                                                   for size, t in times.items())).encode())
+            elif words[0] == b"s":
+                stdout.write(shapes_line(served, warmed))
+                served.clear()
             else:
                 raise ValueError("unknown request %r" % line[:40])
             stdout.flush()

@@ -13,8 +13,8 @@ with its unit (format_value); --json and --csv keep everything, raw.
 import shutil
 import textwrap
 
-from .cells import (ESTIMATE_FIGURES, column_header, column_unit, format_cell, format_value, interval_pairs,
-                    is_number, level_text)
+from .cells import (ESTIMATE_FIGURES, column_header, column_unit, format_cell, format_value, header_name,
+                    interval_pairs, is_number, level_text)
 from .results import row_columns
 
 DEFAULT_WIDTH = 100
@@ -100,7 +100,7 @@ def _shown_columns(rows, cols):
         else:
             values = [row.get(c) for row in rows]
             unit = column_unit(c, values)
-            header = column_header(c, unit) if any(is_number(v) for v in values) else c
+            header = column_header(c, unit) if any(is_number(v) for v in values) else header_name(c)
             out.append(_Column(c, header, [format_cell(c, v, unit) for v in values],
                                text=any(isinstance(v, str) for v in values)))
     return out, notes

@@ -1,7 +1,9 @@
 """`infer`'s records for people: a table per scenario, the ratio lines, what to deploy, and the
 report's section. Derived from the records alone (`bench` inference); nothing here imports MXNet.
 """
-from ..inference.deploy import accuracy_text, recommend
+import math
+
+from ..inference.deploy import CONFIRM, accuracy_text, gate, recommend, settle
 from ..inference.loadgen import FIGURE
 from ..inference.rounds import COLD_START, LADDER, LOWER_IS_BETTER
 from ..records import Result, format_value, header_name
@@ -18,10 +20,10 @@ COLUMNS = {
 }
 ERROR_COLUMNS = ["name", "error"]
 LADDER_COLUMNS = ["name", "build_s", "accuracy", "accuracy_change", "accuracy_change_ci_low", "accuracy_change_ci_high",
-                  "top1_agreement", "max_abs_diff", "note"]
+                  "deployable", "top1_agreement", "max_abs_diff", "note"]
 LADDER_FIELDS = ("build_s", "note", "accuracy", "accuracy_ref", "accuracy_change", "accuracy_change_ci_low",
                  "accuracy_change_ci_high", "accuracy_n", "accuracy_level", "accuracy_method", "top1_agreement",
-                 "max_abs_diff", "agreement_n", "evaluated_n", "accuracy_note")
+                 "max_abs_diff", "agreement_n", "evaluated_n", "accuracy_note", "accuracy_target")
 COLD_COLUMNS = ["name", "total_s", "import_s", "load_s", "first_call_s", "new_shape_call_s", "steady_call_s"]
 ORDER = ("single-stream", "multi-stream", "offline", "server")  # the server last: what to deploy follows it
 WHAT = {
@@ -55,6 +57,8 @@ def ladder_rows(records):
         m = r.metrics
         fields = {k: m[k] for k in LADDER_FIELDS if m.get(k) is not None}
         if fields and not m.get("error") and m.get("precision") in LADDER and m["precision"] not in rows:
+            deployable = gate(dict(fields, precision=m["precision"]))[0]  # None: its accuracy was not measured
+            fields["deployable"] = "not measured" if deployable is None else deployable
             rows[m["precision"]] = Result("inference", m["precision"], fields)
     return [rows[name] for name in LADDER if name in rows]
 
@@ -66,8 +70,9 @@ def ladder_title(records):
     judged = ("accuracy on %s held-out samples of %s, its change against fp32 static with a paired 95%% interval "
               "(Newcombe)" % (n, m.get("calib_data")) if m.get("accuracy_n") else
               "outputs on %s held-out samples against fp32 static's (%s)" % (n, m.get("accuracy_note") or "no labels"))
-    return "precision ladder, %s: %s; build: seconds to build the rung (calibration included)" % (m.get("model"),
-                                                                                                    judged)
+    target = "{:g}%".format(100 * (m.get("accuracy_target") or 0.99))
+    return ("precision ladder, %s: %s; deployable: a float32 rung, or one whose accuracy's interval stays above %s of "
+            "fp32 static's; build: seconds to build the rung (calibration included)" % (m.get("model"), judged, target))
 
 
 def cold_title(records):
@@ -79,11 +84,63 @@ def cold_title(records):
                            "1 process a rung" if m.get("rounds") == 1 else "%s processes a rung" % m.get("rounds")))
 
 
+def shown(record):
+    """The record as its table row shows it: a percentile its runs had too few queries for says
+    so in its cell ('n<662'), where the record holds none."""
+    withheld = record.metrics.get("percentiles_withheld")
+    if not withheld:
+        return record
+    return Result(record.bench, record.name, dict(record.metrics, **{k: "n<%d" % n for k, n in withheld.items()}))
+
+
+def withheld_line(records):
+    """Why a percentile cell says 'n<662', and the --duration that would give the queries."""
+    short = [r for r in records if set(r.metrics.get("percentiles_withheld") or ()) & set(
+        COLUMNS.get(r.metrics.get("scenario"), ()))]
+    if not short:
+        return None
+    needed = {k: n for r in short for k, n in r.metrics["percentiles_withheld"].items()
+              if k in COLUMNS[r.metrics["scenario"]]}
+    key = max(needed, key=needed.get)
+    rates = [r.metrics["samples_per_s"] for r in short if r.metrics.get("scenario") == "single-stream"
+             and r.metrics.get("samples_per_s")]
+    longer = "; --duration %ds would give them at the rates measured here" % math.ceil(
+        needed[key] / min(rates)) if rates else ""
+    return ("%s not shown (n<%d) for %d configuration%s: a run had %d queries, and LoadGen's early stopping needs %d "
+            "to estimate a %s at 99%% confidence (fewer, and it is about the slowest query)%s" % (
+                ", ".join(header_name(k) for k in sorted(needed, key=needed.get)), needed[key], len(short),
+                "" if len(short) == 1 else "s", min(r.metrics.get("fewest_queries_per_run") or 0 for r in short),
+                needed[key], header_name(key), longer))
+
+
+CONFIRM_COLUMNS = ["name", "held_rounds", "rounds", "p99_s", "p99_ratio", "p99_ratio_ci_low", "p99_ratio_ci_high",
+                   "p99_verdict"]
+
+
+def confirmation(records):
+    """The confirmation's table: (title, rows, columns) with each contender's p99 ratio to the
+    chosen one (deploy.settle), or None without a confirmation."""
+    confirms = _of(records, CONFIRM)
+    if not confirms:
+        return None
+    chosen, how, judged, _ = settle(confirms, confirms[0].metrics.get("threshold", 0.05))
+    rows = [Result(c.bench, c.name, dict(c.metrics, **judged.get(c.name, {}),
+                                         **({"p99_verdict": "chosen (%s)" % how} if c is chosen else {})))
+            for c in confirms]
+    m = confirms[0].metrics
+    return ("server choice confirmed, %s: each contender at %s, one LoadGen run a round, interleaved; held_rounds: "
+            "rounds LoadGen called valid (p99 within %s); p99_ratio: its p99 over the chosen one's, geometric mean "
+            "of the rounds, 95%% interval" % (m.get("model"), format_value("_per_s", m["confirm_rate_per_s"]),
+                                               format_value("_s", m.get("latency_bound_s"))), rows, CONFIRM_COLUMNS)
+
+
 def sections(records):
     """(title, records, columns) of each table the command prints: one per scenario, the
     precision ladder (what each rung costs in accuracy), cold start, then the rungs and
     instances that could not run, each with its one line."""
-    out = [(title(s, _of(records, s)), _of(records, s), COLUMNS[s]) for s in ORDER if _of(records, s)]
+    out = [(title(s, _of(records, s)), [shown(r) for r in _of(records, s)], COLUMNS[s]) for s in ORDER
+           if _of(records, s)]
+    out += [part for part in [confirmation(records)] if part]
     ladder = ladder_rows(records)
     if ladder:
         out.append((ladder_title(records), ladder, LADDER_COLUMNS))
@@ -121,10 +178,16 @@ def readings(records, model_flags=()):
     ahead of fp32 static, LoadGen's INVALID runs, and what to deploy."""
     lines = [best_line(s, _of(records, s)) for s in ORDER if s != "server" and _of(records, s)]
     lines = [line for line in lines if line]
+    lines += [line for line in [withheld_line(records)] if line]
     invalid = [r for r in records if r.metrics.get("loadgen_valid") is False and r.metrics.get("scenario") != "server"]
     if invalid:
         lines.append("LoadGen called %d of the runs above INVALID (%s): their figures are shown, not certified"
                      % (len(invalid), invalid[0].metrics.get("loadgen_invalid_reason", "see its log")))
+    cold = [r for r in records if r.metrics.get("unwarmed_batch_sizes")]
+    if cold:
+        lines.append("%d configurations served batch sizes the warm-up never ran (%s: %s): their latency includes "
+                     "building the graph for a new shape" % (len(cold), cold[0].name, ", ".join(
+                         map(str, cold[0].metrics["unwarmed_batch_sizes"]))))
     advice = recommend(records, model_flags)
     if advice is not None:
         lines.append(advice.text())
