@@ -132,7 +132,10 @@ def test_a_cache_filled_once_after_the_warm_up_is_a_one_off_step_not_a_leak(runs
     g = growth_of(rows)
     assert g["growth_verdict"] in ("flat", "inconclusive"), g["finding"]
     assert 70 * 2 ** 20 < g["one_off_step_bytes"] < 90 * 2 ** 20, g["finding"]
-    assert g["one_off_step_from"] <= 151 and g["one_off_step_to"] >= 154, g["finding"]
+    # the cache's arrays need none of the step's work, so the engine may fill them as soon as Python
+    # queues them, before the steps queued ahead of them finish: the step is known within the queue's
+    # bound (gluonperf waits every 10 steps), here steps 151-155 of the Trainer's count
+    assert g["one_off_step_from"] <= 155 and g["one_off_step_to"] >= 151 - 10, g["finding"]
     assert "stepped up once by" in g["finding"]
 
 
