@@ -198,6 +198,7 @@ def test_a_rung_that_cannot_be_built_says_why_in_one_line_and_the_others_build(t
     from gluonperf.training.models import resolve_model
     spec, _ = resolve_model(str(tmp_path / "odd.py") + ":odd", shape=SHAPE)
     monkeypatch.setattr(precision, "has_bf16", lambda flags=None: False)
+    monkeypatch.setattr(precision, "why_no_bf16", lambda *a, **k: None)  # an AVX-512 CPU, whatever this one is
     assert "neither AVX512-BF16 nor AMX" in ladder.available(["bf16"])["bf16"]
     rungs = {r.name: r for r in ladder.prepare(ladder.model_source(spec), ladder.RUNGS, CTX, str(tmp_path / "w"))}
     assert "neither AVX512-BF16 nor AMX" in one_line(rungs["bf16"].error)
