@@ -43,6 +43,8 @@ from gluonperf.records import format_table, result, write_jsonl  # noqa: E402
 
 SCRIPTS = ("tabular_mlp", "cifar_resnet20")
 READ_EVERY = 50  # what "read the value every N steps" becomes when applied
+# the recipe's records that are not a change to apply (a lever left unsettled or not reached is not one)
+NOT_CHANGES = ("wait", "together", "none", "run", "unsettled", "unreached")
 
 
 # (vendor word, cpu family, models) -> the machine names of benchmarks/results (docs/results_tables.py)
@@ -115,7 +117,7 @@ def applied(advice):
         elif lever == "wait" and "--read-every" not in flags:
             flags += ["--read-every", str(READ_EVERY)]
             said.append("read every %d steps" % READ_EVERY)
-        elif lever not in ("wait", "together", "none", "run"):
+        elif lever not in NOT_CHANGES:
             env.update(a.get("env_vars") or {})
             said.append(" ".join("%s=%s" % kv for kv in sorted((a.get("env_vars") or {}).items())))
     return flags, env, said
@@ -125,7 +127,7 @@ def recommended(advice):
     """The changes a recipe recommends, as comparable text: {lever: its settings}."""
     return {a["lever"]: " ".join("%s=%s" % kv for kv in sorted({**(a.get("env_vars") or {}),
                                                                  **(a.get("hooks") or {})}.items()))
-            for a in advice if a["lever"] not in ("wait", "together", "none", "run")}
+            for a in advice if a["lever"] not in NOT_CHANGES}
 
 
 def exhaustive_from(given, script):
