@@ -101,3 +101,9 @@ def test_kept_changes_the_budget_could_not_confirm_together_are_said_so():
     assert any(line.startswith("together: not confirmed: the budget ended") for line in lines), lines
     best = _best(found, runner, 64, 20).metrics
     assert best["verdict"] == "not confirmed" and best["speedup"] is None and best["kept_levers"] == found.kept
+
+
+def test_the_default_budget_is_the_issues_rule():
+    """5 minutes for a script whose run takes up to 10 s, 10 minutes up to 20 s, 30 runs beyond."""
+    from gluonperf.cli.tune_script import default_budget
+    assert [default_budget(s) for s in (0.5, 10, 10.1, 20, 40)] == [300, 300, 600, 600, 1200]

@@ -27,7 +27,10 @@ from .tune_flags import add_rounds, rounds_policy
 PROG = "python -m gluonperf.tune"
 USAGE = ("%(prog)s [--levers L,...|all] [--rounds auto|exhaustive|N] [--steps N] [--warmup K] [--json PATH] "
          "-- COMMAND...")
-BUDGET_RUNS, BUDGET_LEAST = 30, 300  # --budget's default: this many runs' time, at least this many seconds
+# --budget's default, by the probe's run: (up to SEC, budget) and beyond the last, BUDGET_RUNS runs' time
+BUDGETS, BUDGET_RUNS = ((10, 300), (20, 600)), 30
+BUDGET_RULE = ("5 minutes for a script whose run (the probe's) takes up to 10 s, 10 minutes up to 20 s, the time of %d "
+               "runs beyond" % BUDGET_RUNS)
 COLUMNS = ["lever", "name", "images_per_s", "ratio", "ratio_ci_low", "ratio_ci_high", "rounds", "verdict", "error"]
 
 
@@ -54,9 +57,7 @@ def build_parser():
     p.add_argument("--warmup", type=cli.positive_int, default=5,
                    help="steps run before the timed ones in every run, at least 2: a change to the model is made "
                         "in the second (default: %(default)s)")
-    add_rounds(p, budget=None, budget_help="the time of %d runs of the script, as long as the probe's run, and at "
-                                           "least %d: 5 minutes for a script whose run takes up to 10 s, 10 minutes "
-                                           "for 20 s" % (BUDGET_RUNS, BUDGET_LEAST))
+    add_rounds(p, budget=None, budget_help=BUDGET_RULE)
     cli.add_threshold(p)
     p.add_argument("--timeout", type=cli.positive_int, default=600,
                    help="seconds before one run of the script is abandoned (default: %(default)s)")
@@ -141,9 +142,9 @@ def main(argv):
     rounds = rounds_policy(args, default_budget(run_s), run_s)
     if rounds.budget is not None:
         rounds.budget.start(began)  # the probe's time is the tune's too
-        cli.note("tune: a budget of %s for the whole tune%s" % (text.duration(rounds.budget.seconds), "" if args.budget
-                 else " (%d runs of the script as long as the probe's, at least %s: --budget)"
-                      % (BUDGET_RUNS, text.duration(BUDGET_LEAST))))
+        why = "" if args.budget else " (the probe's run took %s; --budget's default: %s)" % (
+            text.duration(run_s), BUDGET_RULE)
+        cli.note("tune: a budget of %s for the whole tune%s" % (text.duration(rounds.budget.seconds), why))
     heading = title(what, runner, args, cores, search.family_size(stages, Candidate(runner.baseline)))
     said = set(idle)
     done, runs = run_levers(args, runner, stages, idle, heading, rounds)
@@ -174,8 +175,8 @@ def main(argv):
 
 
 def default_budget(run_s):
-    """--budget's default: BUDGET_RUNS runs of `run_s` seconds, at least BUDGET_LEAST seconds."""
-    return max(BUDGET_LEAST, BUDGET_RUNS * run_s)
+    """--budget's default for a script whose run takes `run_s` seconds (BUDGET_RULE)."""
+    return next((budget for upto, budget in BUDGETS if run_s <= upto), BUDGET_RUNS * run_s)
 
 
 def title(what, runner, args, cores, family):

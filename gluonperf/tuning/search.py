@@ -151,7 +151,8 @@ def coordinate(runner, base, stages, rounds, steps=None, progress=None, timeout=
     `confirm`) against `base` in one interleaved run. With a budget (`rounds.budget`), the levers
     take the time left in their order (those that pay on most scripts first), each with a plan as
     long as that time affords; one that cannot get its first look is not reached (in
-    `Search.unreached`); the confirmation's first look is kept aside once it may be needed. `stages`: [(lever, best ->
+    `Search.unreached`); the confirmation's first look is kept aside once enough levers are kept to call it
+    (a lever is worth more than a confirmation that may not be needed). `stages`: [(lever, best ->
     [candidates], best -> why nothing to try or None)] (a stage of two is a lever with nothing to
     say why). `progress()` hears of every run, `left(runs)` of the most runs still to come in the
     whole search; a lever with nothing to try once the levers before it are kept goes into `idle`
@@ -171,8 +172,8 @@ def coordinate(runner, base, stages, rounds, steps=None, progress=None, timeout=
             if reason and idle is not None:
                 idle[lever] = reason
             continue
-        if budget is not None:  # the confirmation's first look is kept aside once one more kept lever calls it
-            budget.reserve = budget.round_seconds(2 * sequential.FIRST_LOOK) if len(kept) + 1 >= confirm_after else 0.0
+        if budget is not None:  # the confirmation's first look is kept aside once enough levers are kept to call it
+            budget.reserve = budget.round_seconds(2 * sequential.FIRST_LOOK) if len(kept) >= confirm_after else 0.0
         fits = budget.open(len(cands)) if budget is not None else None
         if fits is not None and fits < sequential.FIRST_LOOK:
             unreached[lever] = NOT_REACHED % (duration_text(max(0.0, budget.left() - budget.reserve)),
