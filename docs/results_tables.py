@@ -198,7 +198,13 @@ def _advice_cell(a):
     if a["lever"] == "wait":
         return "wait at `%s`: %.0f%% of the step, to try" % (a["where"].rsplit("/", 1)[-1], 100 * a["blocked_share"])
     if a["lever"] == "none":
-        return "no change pays here"
+        return a["change"].split(":")[0]  # "no change pays here", or "... shown to pay within the budget"
+    if a["lever"] == "unreached":
+        return "not reached: %s" % ", ".join(a["levers"])
+    if a["lever"] == "unsettled":
+        return "not settled: %s %.2fx, about %d more rounds" % (a["of"], a["ratio"], a["rounds_needed"] - a["ratio_n"])
+    if a.get("ratio") is None:  # kept changes the budget could not confirm together
+        return "%s: %s" % (a["lever"], a.get("verdict_text") or a.get("verdict"))
     return "%s: %.2fx (%g%% CI %.2f-%.2f, %s rounds), %s" % (
         a["lever"], a["ratio"], 100 * (a.get("ratio_joint_level") or a.get("ratio_level") or 0.95), a["ratio_ci_low"],
         a["ratio_ci_high"], a.get("rounds"), a["verdict"])
