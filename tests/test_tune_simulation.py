@@ -107,3 +107,28 @@ def test_the_default_budget_is_the_issues_rule():
     """5 minutes for a script whose run takes up to 10 s, 10 minutes up to 20 s, 30 runs beyond."""
     from gluonperf.cli.tune_script import default_budget
     assert [default_budget(s) for s in (0.5, 10, 10.1, 20, 40)] == [300, 300, 600, 600, 1200]
+
+
+def test_a_lever_left_unsettled_is_said_with_the_line_that_settles_it():
+    from gluonperf.script import advice, text
+    stages = newcomer_stages()
+    for seed in range(50):
+        runner = simulate.SimulatedRunner({"hybridize=static": 1.15}, 0.25, seed=seed)
+        found = simulate.tune(stages, runner)
+        if "hybridize" in found.unsettled:
+            break
+    else:
+        pytest.fail("no simulated tune left hybridize unsettled")
+    m = found.unsettled["hybridize"].metrics
+    more = m["rounds_needed"] - m["ratio_n"]
+    for budget, flag in ((300, True), (10 ** 6, False)):
+        took = {"run_s": runner.run_seconds, "budget_s": budget, "unsettled": found.unsettled, "runs": runner.runs,
+                "wall_s": runner.clock.now,
+                "unreached": found.unreached}
+        records = advice.recipe(found.results, found.confirm, found.kept, {}, [], "/", "", took=took,
+                                command="python train.py")
+        lines = "\n".join(text.recipe_lines(records))
+        assert "not settled: hybridize=static %.2fx" % m["ratio"] in lines, lines
+        assert "about %d more rounds would settle it" % more in lines, lines
+        assert ("python -m gluonperf.tune --levers hybridize --budget " in lines) == flag, lines
+        assert "python -m gluonperf.tune --levers hybridize" in lines

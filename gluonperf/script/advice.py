@@ -224,7 +224,7 @@ def recipe(results, confirm, kept, found, rates, cwd, tried, took=None, command=
                           measured=False, verdict="not confirmed",
                           verdict_text="not confirmed: the budget ended before the changes could run together "
                                        "against the script as it is (a larger --budget)"))
-    left = unsettled(open_, results, took.get("run_s"), command) + unreached(took.get("unreached"), command)
+    left = unsettled(open_, results, took, command) + unreached(took.get("unreached"), command)
     if confirm is None and not kept:
         said = "no change was shown to pay within the budget" if left else "no change pays here"
         out.append(result(ADVICE, "nothing", lever="none", measured=True, tried=tried,
@@ -234,19 +234,22 @@ def recipe(results, confirm, kept, found, rates, cwd, tried, took=None, command=
 
 
 
-def unsettled(open_, results, run_s=None, command=None):
+def unsettled(open_, results, took=None, command=None):
     """A record per lever the budget left unsettled (lever 'unsettled'; `open_`: {lever: its best
     candidate's Result}): its ratio and interval, the rounds more that would settle it (its verdict's
-    `rounds_needed`), and the `tune` line of that lever alone with the budget those rounds take at
-    `run_s` seconds a run."""
+    `rounds_needed`), and the `tune` line of that lever alone, with a --budget when those rounds take
+    longer, at `took`'s `run_s` seconds a run, than this tune's `budget_s` (what it would get again)."""
     out = []
+    took = took or {}
     for lever, best in open_.items():
         m, need = best.metrics, best.metrics["rounds_needed"]
         line = tune_command(command, lever)
-        if run_s:  # the lever alone, from the start: its baseline and candidates, `need` rounds, and a probe
+        if took.get("run_s"):  # the lever alone, from the start: its baseline and candidates, `need` rounds, a probe
             runs = need * (1 + sum(r.metrics.get("lever") == lever and r.metrics.get("verdict") != "baseline"
                                    for r in results)) + 1
-            line = line.replace("-- ", "--budget %d -- " % (60 * math.ceil(runs * run_s * 1.1 / 60)), 1)
+            seconds = 60 * math.ceil(runs * took["run_s"] * 1.1 / 60)
+            if seconds > (took.get("budget_s") or 0):
+                line = line.replace("-- ", "--budget %d -- " % seconds, 1)
         out.append(result(ADVICE, lever, lever="unsettled", of=lever, measured=True, where=None,
                           rounds_needed=need, tune=line,
                           change="not settled: %s %s; about %d more rounds would settle it" % (
