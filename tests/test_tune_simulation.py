@@ -132,3 +132,22 @@ def test_a_lever_left_unsettled_is_said_with_the_line_that_settles_it():
         assert "about %d more rounds would settle it" % more in lines, lines
         assert ("python -m gluonperf.tune --levers hybridize --budget " in lines) == flag, lines
         assert "python -m gluonperf.tune --levers hybridize" in lines
+
+
+def test_a_run_far_slower_than_the_ones_before_is_stopped_at_the_budgets_end():
+    """With a busy process beside it, OMP_NUM_THREADS=2 ran so slowly that the tune took 5 min 22 s of
+    its 5 minutes: a run is now stopped at the budget's end, and its candidate is an error, never kept."""
+    class Stalling(simulate.SimulatedRunner):
+        def measure(self, candidate, steps, timeout):
+            if "OMP_NUM_THREADS=2" in candidate.name:  # would take 1,000 s: stopped at `timeout`
+                self.runs += 1
+                self.clock.now += min(timeout, 1000.0)
+                return (None, "timed out after %ds" % timeout) if timeout < 1000 else (50.0, None)
+            return super().measure(candidate, steps, timeout)
+    stages = [s for s in newcomer_stages() if s[0] in ("hybridize", "threads", "engine")]
+    runner = Stalling({"hybridize=static": 2.0}, 0.01)
+    found = simulate.tune(stages, runner, budget=300)
+    assert runner.clock.now <= 301, runner.clock.now
+    by = {r.name: r.metrics for r in found.results if r.metrics["lever"] == "threads"}
+    assert by["OMP_NUM_THREADS=2"]["error"].startswith("stopped at the end of the tune's --budget")
+    assert found.kept == ["hybridize"] and "engine" in found.unreached

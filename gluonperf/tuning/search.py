@@ -37,10 +37,23 @@ def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=
     `sweeps` (a `Sweeps`) keeps what has finished for a command that is stopped.
     Returns one Result per candidate, best first (see `schedule.summarize`)."""
     table = _table(candidates, runner, steps, rounds, lever, sweeps, threshold)
-    schedule.interleave(table, lambda c: (c.runner or runner).measure(c, steps, timeout), progress, left, log,
-                        guard.stopping)
+    schedule.interleave(table, lambda c: _bounded(c.runner or runner, c, steps, timeout, table.rounds.budget),
+                        progress, left, log, guard.stopping)
     results = schedule.summarize(table)
     return sweeps.finish(results) if sweeps else results
+
+
+def _bounded(runner, candidate, steps, timeout, budget):
+    """One run of `candidate`, stopped at `timeout` seconds or at the budget's end, whichever comes first:
+    a run far slower than the ones before it (OpenMP threads on a core another process keeps busy) would
+    take the tune past its budget."""
+    if budget is None:
+        return runner.measure(candidate, steps, timeout)
+    cut = max(1, int(min(timeout, budget.left() + 1)))
+    value, error = runner.measure(candidate, steps, cut)
+    if error and cut < timeout and budget.left() <= 0:
+        error = "stopped at the end of the tune's --budget, after %d s" % cut
+    return value, error
 
 
 def _table(candidates, runner, steps, rounds, lever, sweeps, threshold):
