@@ -49,9 +49,9 @@ def _bounded(runner, candidate, steps, timeout, budget):
     take the tune past its budget."""
     if budget is None:
         return runner.measure(candidate, steps, timeout)
-    cut = max(1, int(min(timeout, budget.left() + 1)))
+    cut = max(1, int(min(timeout, budget.left() - 1)))  # a second to stop it and write what was measured
     value, error = runner.measure(candidate, steps, cut)
-    if error and cut < timeout and budget.left() <= 0:
+    if error and cut < timeout and budget.left() <= 1.5:  # it ran until it was stopped there
         error = "stopped at the end of the tune's --budget, after %d s" % cut
     return value, error
 
