@@ -100,7 +100,10 @@ def _shown_columns(rows, cols):
         else:
             values = [row.get(c) for row in rows]
             unit = column_unit(c, values)
-            header = column_header(c, unit) if any(is_number(v) for v in values) else header_name(c)
+            # a column of text cells (a percentile withheld: 'n<662') reads without its unit's suffix; an
+            # empty one keeps its key
+            header = (column_header(c, unit) if any(is_number(v) for v in values)
+                      else header_name(c) if any(isinstance(v, str) for v in values) else c)
             out.append(_Column(c, header, [format_cell(c, v, unit) for v in values],
                                text=any(isinstance(v, str) for v in values)))
     return out, notes
