@@ -37,8 +37,8 @@ PLAN_LENGTHS = (3, 4, 5, 6, 8, 10, 12, 16, 20)  # a lever's plan is cut to one o
 class Budget:
     """The whole tune's time, kept: `seconds` from `start()`, read on `clock`. No round starts
     unless its runs fit, at the longest run seen so far (and `per_run`, the first guess) with
-    MARGIN, before the end of the levers' time (`open`); `reserve` seconds at the end are kept
-    for the confirmation. `left()` never rises."""
+    MARGIN, before the end less `reserve`, the seconds kept for the confirmation until the levers
+    are done (`close`). `left()` never rises."""
     MARGIN = 1.1
 
     def __init__(self, seconds, per_run=0.0, clock=time.monotonic):
@@ -46,14 +46,14 @@ class Budget:
             raise ValueError("a budget needs seconds > 0 and per_run >= 0, got %r and %r" % (seconds, per_run))
         self.seconds, self.per_run, self.clock = float(seconds), float(per_run), clock
         self.began = None
-        self.end = self.lever_end = None
+        self.end = None
         self.reserve = 0.0
 
     def start(self, at=None):
         """The budget's time runs from `at` (a reading of `clock`: the command's start), or now."""
         if self.began is None:
             self.began = self.clock() if at is None else at
-            self.end = self.lever_end = self.began + self.seconds
+            self.end = self.began + self.seconds
         return self
 
     def left(self):
@@ -67,25 +67,24 @@ class Budget:
     def round_seconds(self, runs):
         return runs * self.per_run * self.MARGIN
 
-    def fits(self, runs, until=None):
-        """Can `runs` more runs end before the lever's share ends (or `until`)?"""
+    def fits(self, runs):
+        """Can `runs` more runs end before the end less `reserve`?"""
         self.start()
-        return self.clock() + self.round_seconds(runs) <= (self.lever_end if until is None else until)
+        return self.clock() + self.round_seconds(runs) <= self.end - self.reserve
 
     def open(self, runs_per_round):
         """A lever starts: it may use the time left to the levers (the end less `reserve`), in the
         order they are tried (those that pay on most scripts first). Returns the rounds of
         `runs_per_round` runs that fit, 0 when not even its first look's do: it is not reached."""
         self.start()
-        self.lever_end = self.end - self.reserve
-        left, per_round = max(0.0, self.lever_end - self.clock()), self.round_seconds(runs_per_round)
+        left, per_round = max(0.0, self.end - self.reserve - self.clock()), self.round_seconds(runs_per_round)
         if per_round <= 0:  # no run seen and no first guess: as many rounds as there is time, unknown
             return MAXIMUM if left > 0 else 0
         return int(left // per_round)
 
     def close(self):
         """The levers are done: what is left is the confirmation's."""
-        self.lever_end = self.end
+        self.reserve = 0.0
 
 
 class Rounds:
@@ -105,13 +104,13 @@ class Rounds:
         self.minimum = minimum
         self.maximum = 30 if exhaustive else maximum
         self.reruns = reruns if self.kind == SEQUENTIAL else 0  # fixed and exhaustive: exactly the rounds asked for
-        self.family = None      # candidates the error rate is split over (None: the lever's own): `for_family`
+        self.family = None      # candidates the error rate is split over (None: the lever's own): `for_lever`
         self.machine = machine  # the machine the rounds watch (a simulation gives its own: tuning/simulate.py)
 
     def for_lever(self, family, fits=None):
         """This policy for one lever of a tune: the error rate split over `family` candidates (every
         planned candidate of every lever, so that the recipe holds the level as a whole), and the
-        sequential plan's last round at most the `fits` rounds its share of the budget affords
+        sequential plan's last round at most the `fits` rounds the budget left affords
         (fixed before its first round, so its looks are planned), the same budget."""
         out = copy.copy(self)
         out.family = family
