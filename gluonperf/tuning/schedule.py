@@ -183,11 +183,11 @@ def _settle_text(stop, table, interval):
     if table.rounds.kind != SEQUENTIAL or reason is None:
         return None
     why = {sequential.CANNOT_PAY: "it cannot be %g%% faster: stopped" % (100 * table.threshold),
-           sequential.FUTILE: "with its spread it could not be shown faster within the %d rounds its share of the "
-                              "budget allowed: stopped" % table.rounds.maximum,
+           sequential.FUTILE: "with its spread it could not be shown faster within its plan's %d rounds: stopped"
+                              % table.rounds.maximum,
            sequential.BEHIND: "slower than its baseline in each of its first %d rounds: stopped"
                               % sequential.BEHIND_LOOK,
-           sequential.PLAN_DONE: "the %d rounds its share of the budget allowed are done" % table.rounds.maximum,
+           sequential.PLAN_DONE: "its plan's %d rounds are done" % table.rounds.maximum,
            BUDGET: "the budget ended its rounds",
            OUTRUN: "a candidate of its lever was faster and this one could not be kept instead: stopped",
            ERROR: "a run failed: stopped"}.get(reason)
