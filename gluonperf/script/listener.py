@@ -26,7 +26,6 @@ from .probe import arrays_of, find_model, part
 from ..training.hybrid_blocks import hybrid_kind, hybrid_mode, hybridize
 
 PROFILED_STEPS = 5   # the probe's steps under MXNet's profiler, after its timed ones
-DATA_ROUNDS = 10     # the probe's timed steps cut into this many runs of consecutive steps, for the data wait
 
 
 def install():
@@ -49,7 +48,6 @@ class Listener:
         self.probe, self.levers = bool(settings.get("probe")), settings.get("levers") or {}
         self.trainer, self.index, self.start, self.images = None, 0, None, 0
         self.data_s = 0.0      # seconds inside the data loaders' next() in the timed steps
-        self.marks = []        # the timed steps' ends: (perf_counter, data_s so far)
         self.startup_s = None  # process start to the first timed step
         self.profiled = None   # probe: (the Trace, the step it ends at) of its steps under MXNet's profiler
         self.waits = {}        # (what, file, line) -> [calls, seconds], in the timed steps
@@ -89,7 +87,6 @@ class Listener:
             return
         if self.start is not None and not self.done:
             self.images += batch_size
-            self.marks.append((time.perf_counter(), self.data_s))
         if self.index == self.warmup:
             mx.nd.waitall()  # gluonperf's own fence: not one of the script's waits
             self.start = time.perf_counter()
@@ -181,7 +178,7 @@ class Listener:
         steps = self.index - self.warmup
         self.write(kind="rate", steps=steps, seconds=seconds, images=self.images, at_exit=at_exit,
                    images_per_s=self.images / seconds if seconds > 0 else None, startup_s=self.startup_s,
-                   data_s=self.data_s, data_rounds=_data_rounds(self.start, self.marks),
+                   data_s=self.data_s,
                    waits=[{"what": w, "file": f, "line": l, "calls_per_step": c / steps, "seconds_per_step": s / steps}
                           for (w, f, l), (c, s) in sorted(self.waits.items(), key=lambda kv: -kv[1][1])])
         if self.probe:
@@ -223,16 +220,3 @@ def _process_start():
     import psutil
     return psutil.Process().create_time()
 
-
-def _data_rounds(start, marks, rounds=DATA_ROUNDS):
-    """The timed steps (`marks`: each step's end and the data wait so far) cut into at most `rounds`
-    runs of consecutive steps: [[seconds, seconds waiting for data], ...]."""
-    if start is None or not marks:
-        return []
-    k = min(rounds, len(marks))
-    ends = [marks[round(i * len(marks) / k) - 1] for i in range(1, k + 1)]
-    out, last = [], (start, 0.0)
-    for end in ends:
-        out.append([end[0] - last[0], end[1] - last[1]])
-        last = end
-    return out
