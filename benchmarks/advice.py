@@ -36,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 from gluonperf.script.runner import ScriptRunner, probe  # noqa: E402
+from gluonperf.script.text import NOT_CHANGES  # noqa: E402
 from gluonperf.tuning.candidates import Candidate  # noqa: E402
 from gluonperf.tuning.search import sweep  # noqa: E402
 from gluonperf.measure.harness import cpu_model, environment  # noqa: E402
@@ -43,8 +44,6 @@ from gluonperf.records import format_table, result, write_jsonl  # noqa: E402
 
 SCRIPTS = ("tabular_mlp", "cifar_resnet20")
 READ_EVERY = 50  # what "read the value every N steps" becomes when applied
-# the recipe's records that are not a change to apply (a lever left unsettled or not reached is not one)
-NOT_CHANGES = ("wait", "together", "none", "run", "unsettled", "unreached")
 
 
 # (vendor word, cpu family, models) -> the machine names of benchmarks/results (docs/results_tables.py)

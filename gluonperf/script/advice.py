@@ -232,8 +232,6 @@ def recipe(results, confirm, kept, found, rates, cwd, tried, took=None, command=
     return out + left
 
 
-
-
 def unsettled(open_, results, took=None, command=None):
     """A record per lever the budget left unsettled (lever 'unsettled'; `open_`: {lever: its best
     candidate's Result}): its ratio and interval, the rounds more that would settle it (its verdict's

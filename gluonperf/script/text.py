@@ -188,6 +188,11 @@ def left_alone(found):
             "in each process" % " and ".join(said))
 
 
+# the levers of the recipe's records that are not a change to make (what it cost, a wait tune cannot remove,
+# the changes together, nothing, a lever left unsettled or not reached)
+NOT_CHANGES = ("wait", "together", "none", "run", "unsettled", "unreached")
+
+
 def recipe_lines(advice):
     """The recipe as the terminal shows it."""
     lines = []
@@ -197,8 +202,7 @@ def recipe_lines(advice):
             lines.append("recipe (tune took %s%s: %d runs of the script, the probe included)" % (
                 duration(r.metrics["wall_s"]), " of its %s budget" % duration(budget) if budget else "",
                 r.metrics["runs"]))
-    changes = [r for r in advice if r.metrics["lever"] not in ("wait", "together", "none", "run", "unsettled",
-                                                                 "unreached")]
+    changes = [r for r in advice if r.metrics["lever"] not in NOT_CHANGES]
     waits = [r for r in advice if r.metrics["lever"] == "wait"]
     together = [r for r in advice if r.metrics["lever"] == "together"]
     if changes:
