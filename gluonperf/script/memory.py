@@ -42,6 +42,7 @@ class Follower:
         self.memory = StepMemory(children=True)
         self.marker = self.finished = None   # measure.progress's, from the first step on
         self.marked = True                   # whether every step so far was marked
+        self.last_param = None               # the Trainer's last updated Parameter (False: none), `_mark`'s
         self.model = self.step_s = None
         self.window_at = None   # the step at which the window (after UNFENCED_STEPS) starts
         self.window = self.shapes = None
@@ -76,8 +77,9 @@ class Follower:
 
     def _mark(self, trainer):
         """The step's marker, behind the update of the Trainer's last parameter (on its first context)."""
-        params = [p for p in trainer._params if p.grad_req != "null"]
-        if self.marked and params and self.marker.mark(self.step, params[-1].list_data()[0]):
+        if self.last_param is None:  # the Trainer's parameters are fixed: looked up at its first step only
+            self.last_param = next((p for p in reversed(trainer._params) if p.grad_req != "null"), False)
+        if self.marked and self.last_param and self.marker.mark(self.step, self.last_param.list_data()[0]):
             return
         if self.marked:  # from now on, the steps Python queued stand for the finished ones
             self.marked = False
