@@ -6,12 +6,15 @@ after turning it into a HybridSequential, pays: Python's dispatch of many small 
 most of the step). Flags change one thing each:
 --hybridize: the model is a HybridSequential, hybridized static (already tuned);
 --loader: a gluon DataLoader over an ArrayDataset (else batches sliced from NDArrays);
---slow-in-workers S: each sample costs S seconds in a DataLoader worker (process or thread; not in the
-  script's own process): workers make this script slower, by construction;
+--slow-in-workers K: each batch costs K times the script's last step in a DataLoader worker (process
+  or thread; not in the script's own process), the workers taking turns, and the script waits for
+  each step so that its step is known: workers make this script about K times slower on any machine,
+  by construction;
 --read-loss: read the loss (asscalar) every step, after a model heavy enough that Python waits;
 --wide N: the layers' width; --fail: raise at the third step; --no-trainer: update by hand.
 """
 import argparse
+import multiprocessing
 import os
 import threading
 import time
@@ -35,12 +38,15 @@ p.add_argument("--no-trainer", action="store_true")
 args = p.parse_args()
 
 MAIN = os.getpid()
+LAST_STEP = multiprocessing.Value("d", 0.0, lock=False)  # seconds, written by the script's own loop
+TURNS = multiprocessing.Lock()  # the workers, processes or threads, take turns
 
 
 class Samples(gluon.data.ArrayDataset):
     def __getitem__(self, i):
         if args.slow_in_workers and (os.getpid() != MAIN or threading.current_thread() is not threading.main_thread()):
-            time.sleep(args.slow_in_workers)
+            with TURNS:
+                time.sleep(args.slow_in_workers * LAST_STEP.value / args.batch_size)
         return super().__getitem__(i)
 
 
@@ -67,6 +73,7 @@ step = 0
 for epoch in range(args.epochs):
     total = mx.nd.zeros(1)
     for data, label in batches:
+        started = time.perf_counter()
         with autograd.record():
             loss = loss_fn(net(data), label)
         loss.backward()
@@ -75,6 +82,9 @@ for epoch in range(args.epochs):
         else:
             for param in net.collect_params().values():
                 param.data()[:] -= 0.01 / args.batch_size * param.grad()
+        if args.slow_in_workers:
+            mx.nd.waitall()
+            LAST_STEP.value = time.perf_counter() - started
         step += 1
         if args.fail and step == 3:
             raise RuntimeError("the script's own failure at step 3")
