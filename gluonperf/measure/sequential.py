@@ -37,10 +37,13 @@ independent, and on the tabular MLP script it missed a 1.2x gain in 2 tunes of 2
 noise, unable to reach the smallest speed-up worth a change (its interval's upper end below
 1 + threshold), or, futility, which can only stop a candidate from being called faster and so
 costs no error rate: even one standard error better than it has looked so far it stays below
-1 + threshold (from the 3rd round; from the 2nd when it was slower than its baseline in both),
-or, from the 5th round, with the spread seen so far its interval could not exclude 1 by the
-plan's last round. (The spread of 3 rounds is too uncertain to give up on a candidate for it:
-one outlying round of three can triple it.)
+1 + threshold (from the 3rd round; from the 2nd when it was slower than its baseline in both and
+the upper end of a one-sided 90% t interval stays below 1 + threshold: one standard error of 2
+rounds cost a 1.3x gain 5% of its tunes at a run-to-run spread of 25%),
+or, SHORT, from the 5th round, with the spread seen so far its interval could not exclude 1 by the
+plan's last round (the plan is too short for the noise: more rounds may settle it). (The spread
+of 3 rounds is too uncertain to give up on a candidate for it: one outlying round of three can
+triple it.)
 """
 import functools
 import math
@@ -50,13 +53,15 @@ from . import stats
 
 FIRST_LOOK = 3      # rounds at the first look: with 2, a t interval has 1 degree of freedom
 BEHIND_LOOK = 2     # a candidate slower than its baseline in each of this many rounds may leave (futility)
+BEHIND_SIDE = 0.90  # ... when the upper end of its one-sided t interval at this level is under 1 + threshold
 SPREAD_LOOK = 5     # from this round on, the spread seen so far may tell that the plan is too short to show a gain
 EARLY_SHARE = 0.01  # of a candidate's alpha, for the interval of one that left before the first look
 RHO = 2             # the power of the spending function alpha * t**RHO
 SIMULATED = 400_000  # sequences simulated to set a plan's boundaries (about 0.3 s a plan, once)
 # the outcomes of `settle`, as the records' `stopped` field says them
-FASTER, SLOWER, CANNOT_PAY, FUTILE, BEHIND, PLAN_DONE = (
-    "faster", "slower", "cannot pay", "cannot be shown faster", "slower in every round", "plan done")
+FASTER, SLOWER, CANNOT_PAY, FUTILE, SHORT, BEHIND, PLAN_DONE = (
+    "faster", "slower", "cannot pay", "cannot be shown faster", "plan too short", "slower in every round",
+    "plan done")
 
 
 def spent(alpha, share):
@@ -131,14 +136,16 @@ class Plan:
 
 def settle(plan, ratios, threshold=stats.THRESHOLD):
     """Why a candidate with these per-round `ratios` leaves the rounds now (FASTER, SLOWER,
-    CANNOT_PAY, FUTILE, PLAN_DONE), or None when its verdict can still change."""
+    CANNOT_PAY, FUTILE, SHORT, BEHIND, PLAN_DONE), or None when its verdict can still change. FUTILE
+    and BEHIND are evidence against a change worth making; SHORT is the plan's length against the
+    spread, which says nothing of the candidate: more rounds may settle it."""
     values = [r for r in ratios if r is not None]
     n = len(values)
     if n >= plan.rounds:
         return PLAN_DONE
     bound = 1 + threshold
     if BEHIND_LOOK <= n < plan.first:
-        if all(v < 1 for v in values) and _hopeful(values) <= math.log(bound):
+        if all(v < 1 for v in values) and _hopeful(values, stats.t_quantile(BEHIND_SIDE, n - 1)) <= math.log(bound):
             return BEHIND
         return None
     if n < plan.first:
@@ -154,13 +161,13 @@ def settle(plan, ratios, threshold=stats.THRESHOLD):
     if hopeful <= math.log(bound):
         return FUTILE
     if n >= SPREAD_LOOK and hopeful - plan.final_half_width(interval.sd_log or 0.0) <= 0:
-        return FUTILE
+        return SHORT
     return None
 
 
-def _hopeful(values):
-    """The mean log ratio one standard error better than seen."""
+def _hopeful(values, errors=1.0):
+    """The mean log ratio `errors` standard errors better than seen."""
     logs = [math.log(v) for v in values]
     mean = sum(logs) / len(logs)
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)) if len(logs) > 1 else 0.0
-    return mean + sd / math.sqrt(len(logs))
+    return mean + errors * sd / math.sqrt(len(logs))

@@ -150,9 +150,10 @@ def interval_text(m, key="ratio"):
                         m.get(key + "_joint_level") or m.get(key + "_level") or stats.LEVEL)
     if stats.readable(iv):
         return "%.2fx (%s CI %.2f-%.2f, %d rounds)" % (iv.estimate, level_text(iv.level), iv.low, iv.high, iv.n)
-    need = stats.rounds_for_readable(m.get("round_ratios") or [], iv.level)
+    # at the level the interval was built at (a look's, under a plan), not the level it states
+    need = stats.rounds_for_readable(m.get("round_ratios") or [], m.get(key + "_level") or iv.level)
     return "%.2fx (%d round%s: too few for an interval%s)" % (
-        iv.estimate, iv.n, "s" if iv.n != 1 else "", "; about %d would give one" % need if need else "")
+        iv.estimate, iv.n, "s" if iv.n != 1 else "", "; about %d would give one" % need if need and need > iv.n else "")
 
 
 def found_text(found, rate, cwd):

@@ -35,7 +35,7 @@ ERROR = "error"          # `stopped` of a candidate whose run failed
 BUDGET = "budget spent"  # `stopped` of the candidates still in when the tune's budget ended their rounds
 OUTRUN = "cannot beat a faster one"  # `stopped` of a candidate that could not be kept instead of one already faster
 # the `stopped` of a candidate the plan or the budget ended before its verdict: a larger budget may settle it
-UNSETTLED = (sequential.PLAN_DONE, BUDGET, sequential.FUTILE)
+UNSETTLED = (sequential.PLAN_DONE, BUDGET, sequential.SHORT)
 
 
 @dataclass
@@ -177,21 +177,23 @@ def _outrun(table, active, stable):
 
 def _settle_text(stop, table, interval):
     """What an inconclusive verdict says instead of "about N rounds would settle it", under a plan: why
-    the plan stopped it, and for one that the plan's rounds, the budget or futility stopped while its
-    estimate is worth a change, about how many more rounds would settle it."""
+    the plan stopped it, and for one that the plan's rounds or the budget stopped while its interval
+    still holds a change worth making, about how many more rounds would settle it."""
     reason = (stop or {}).get("reason")
     if table.rounds.kind != SEQUENTIAL or reason is None:
         return None
     why = {sequential.CANNOT_PAY: "it cannot be %g%% faster: stopped" % (100 * table.threshold),
-           sequential.FUTILE: "with its spread it could not be shown faster within its plan's %d rounds: stopped"
-                              % table.rounds.maximum,
+           sequential.FUTILE: "even a standard error better than it looked it would not be %g%% faster: stopped"
+                              % (100 * table.threshold),
+           sequential.SHORT: "with its spread it could not be shown faster within its plan's %d rounds: stopped"
+                             % table.rounds.maximum,
            sequential.BEHIND: "slower than its baseline in each of its first %d rounds: stopped"
                               % sequential.BEHIND_LOOK,
            sequential.PLAN_DONE: "its plan's %d rounds are done" % table.rounds.maximum,
            BUDGET: "the budget ended its rounds",
            OUTRUN: "a candidate of its lever was faster and this one could not be kept instead: stopped",
            ERROR: "a run failed: stopped"}.get(reason)
-    if reason in UNSETTLED and interval.estimate > 1 + table.threshold:
+    if reason in UNSETTLED and interval.high > 1 + table.threshold:
         need = stats.rounds_needed(interval, table.threshold)
         if need is not None and need > interval.n:
             return "%s; about %d more would settle it (a larger --budget)" % (why, need - interval.n)

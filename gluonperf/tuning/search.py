@@ -139,14 +139,15 @@ class Search(NamedTuple):
 
 def unsettled(results, kept=()):
     """{lever: the Result of its best candidate} of each lever not kept whose rounds the plan or the
-    budget ended (schedule.UNSETTLED) while the candidate could still be a change that pays: an
-    estimate past the threshold and `rounds_needed` (its verdict's) beyond the rounds it had. More
-    rounds may settle these; tune says how many."""
+    budget ended (schedule.UNSETTLED) while the candidate could still be a change that pays: its
+    interval's upper end past the threshold and `rounds_needed` (its verdict's) beyond the rounds it
+    had. More rounds may settle these; tune says how many."""
     out = {}
     for r in results:
         m, lever = r.metrics, r.metrics.get("lever")
         if (lever in kept or lever == "confirm" or m.get("verdict") != "inconclusive"
-                or m.get("stopped") not in schedule.UNSETTLED or (m.get("ratio") or 0) <= 1 + m.get("threshold", 0)
+                or m.get("stopped") not in schedule.UNSETTLED
+                or (m.get("ratio_ci_high") or 0) <= 1 + m.get("threshold", 0)
                 or (m.get("rounds_needed") or 0) <= (m.get("ratio_n") or 0)):
             continue
         if lever not in out or m["ratio"] > out[lever].metrics["ratio"]:
