@@ -17,6 +17,7 @@ import time
 import pytest
 
 from helpers import ROOT, marked_env, processes_of, run_leaving_nothing
+from gluonperf.inference.deploy import FLOAT32
 from gluonperf.inference.samples import SHM_DIR
 
 PY = sys.executable
@@ -127,7 +128,7 @@ def test_each_rung_is_deployable_only_when_its_interval_clears_99_percent_of_sta
             continue
         assert r["accuracy_target"] == 0.99
         row = next(line for line in ladder.splitlines() if line.startswith(r["precision"] + " "))
-        below = r["precision"] in ("bf16", "int8")
+        below = r["precision"] not in FLOAT32
         keeps = not below or r["accuracy_ref"] + r["accuracy_change_ci_low"] >= 0.99 * r["accuracy_ref"]
         assert (" yes " in row, " no " in row) == (keeps, not keeps), row
 
