@@ -90,8 +90,8 @@ def build_parser():
                         "fp32 static (default: random samples of the model's input: accuracy not measured)"
                         % CALIBRATION_SAMPLES)
     p.add_argument("--accuracy-target", type=_target, default=0.99, metavar="PCT",
-                   help="a rung below fp32 (bf16, int8, ort-int8, ov-bf16) is deployable only when the lower end of "
-                        "its paired 95%% interval on accuracy is at least PCT of fp32 static's accuracy on the "
+                   help="a rung below fp32 (bf16, int8, ort-int8, ov-bf16, ov-int8) is deployable only when the lower "
+                        "end of its paired 95%% interval on accuracy is at least PCT of fp32 static's accuracy on the "
                         "held-out samples (default: 99%%, MLPerf Inference's rule); without labels and trained weights "
                         "none is, and the deploy line says which would win if its accuracy held, with the command "
                         "that measures it")

@@ -112,8 +112,9 @@ def digits():
 
 def test_each_runtime_rung_is_built_once_and_answers_what_static_does(digits, tmp_path, monkeypatch):
     """Through the ladder, as infer builds and loads them, with the layout's threads: the float32
-    rungs give static's outputs, ort-int8 (QDQ, U8S8, calibrated on the calibration samples)
-    static's top-1 on nearly every sample; ov-bf16 is one line on a CPU without bfloat16."""
+    rungs give static's outputs; ort-int8 and ov-int8 (one QDQ file, U8S8, calibrated on the
+    calibration samples) static's top-1 on nearly every sample; ov-bf16 is one line on a CPU
+    without bfloat16."""
     calib, held = digits
     source = ladder.model_source("lenet")
     names = ["static"] + list(runtimes.RUNGS)
@@ -138,7 +139,8 @@ def test_each_runtime_rung_is_built_once_and_answers_what_static_does(digits, tm
             assert accuracy.outputs_agree(reference, got)["top1_agreement"] >= 0.9, name
     if not rungs["ort-int8"].error:
         assert "uint8" in rungs["ort-int8"].note and "64 samples of digits" in rungs["ort-int8"].note
-        assert rungs["ort-int8"].onnx.endswith("ort-int8.onnx")
+        assert rungs["ort-int8"].onnx.endswith("int8-qdq.onnx")
+        assert rungs["ov-int8"].error or rungs["ov-int8"].onnx == rungs["ort-int8"].onnx  # quantized once
     from gluonperf.runtime import precision
     if not precision.has_bf16():
         assert "neither AVX512-BF16 nor AMX" in rungs["ov-bf16"].error

@@ -7,7 +7,7 @@ says the same as the command.
 
 A rung is deployable by MLPerf Inference's rule, with the evidence the run has (`gate`): a
 float32 rung (fp32, static, fused, ort-fp32, ov-fp32) always; a rung below it (bf16, int8,
-ort-int8, ov-bf16) only when the lower end of its paired 95% interval on accuracy clears
+ort-int8, ov-bf16, ov-int8) only when the lower end of its paired 95% interval on accuracy clears
 `accuracy_target` (default 0.99) times fp32 static's accuracy. Without that interval (no
 labels, random weights) it is not deployable: the line names the configuration that would win
 if its accuracy held and the command that measures it.
@@ -42,7 +42,7 @@ def gate(m):
 
 
 BITS = {"fp32": 32, "static": 32, "fused": 32, "bf16": 16, "int8": 8,
-        "ort-fp32": 32, "ort-int8": 8, "ov-fp32": 32, "ov-bf16": 16}
+        "ort-fp32": 32, "ort-int8": 8, "ov-fp32": 32, "ov-bf16": 16, "ov-int8": 8}
 CONFIRM = "confirm"          # the confirmation's records' scenario
 CONTENDERS = 4               # configurations confirmed at the most: the best and the 3 closest to it
 

@@ -12,7 +12,7 @@
   calibrated on the calibration samples with MXNet's `naive` mode (each layer's output range is
   the min and max it took over them), exported. Operators MXNet has no INT8 kernel for stay
   float32 (the rung's note names them); a model with none it can quantize cannot have the rung.
-- `ort-fp32`, `ort-int8`, `ov-fp32`, `ov-bf16`: the static graph exported to ONNX by MXNet's own
+- `ort-fp32`, `ort-int8`, `ov-fp32`, `ov-bf16`, `ov-int8`: the static graph exported to ONNX by MXNet's own
   exporter and served by ONNX Runtime or OpenVINO (`gluonperf.inference.runtimes`).
 
 Every graph rung is built from the static rung's files, so an exported model

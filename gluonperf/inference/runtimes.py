@@ -11,7 +11,9 @@ MXNet's own exporter (`onnx_export.export`: opset 13, IR 8, weights out of the i
   calibration samples as MXNet's int8 (MinMax, as MXNet's `naive`);
 - `ov-fp32`: OpenVINO's CPU plugin asked for f32 (`INFERENCE_PRECISION_HINT=f32`: its default
   on a CPU with AVX512-BF16 or AMX is bf16);
-- `ov-bf16`: the same with the hint bf16, only where the CPU has AVX512-BF16 or AMX.
+- `ov-bf16`: the same with the hint bf16, only where the CPU has AVX512-BF16 or AMX;
+- `ov-int8`: OpenVINO on ort-int8's QDQ file (one quantization for both): its CPU plugin runs
+  each quantized pair with its own INT8 kernels.
 
 Each runtime gets the layout's threads (`threads`: OMP_NUM_THREADS, which the instances set):
 ONNX Runtime's intra-op threads (one inter-op thread, sequential), OpenVINO's
@@ -28,10 +30,11 @@ import numpy as np
 
 from .. import error_line
 
-RUNGS = ("ort-fp32", "ort-int8", "ov-fp32", "ov-bf16")
+RUNGS = ("ort-fp32", "ort-int8", "ov-fp32", "ov-bf16", "ov-int8")
+INT8 = ("ort-int8", "ov-int8")       # from one QDQ file, quantized by ONNX Runtime's tools
 FLOAT32 = ("ort-fp32", "ov-fp32")
 PACKAGES = {"ort": "onnxruntime", "ov": "openvino"}
-OV_HINTS = {"ov-fp32": "f32", "ov-bf16": "bf16"}
+OV_HINTS = {"ov-fp32": "f32", "ov-bf16": "bf16", "ov-int8": "f32"}  # int8: what is not quantized, in f32
 INSTALL = "pip install -e '.[cpu]' installs it (pyproject.toml pins the versions MXNet's exporter works with)"
 CALIBRATION_BATCH = 32
 QUANTIZED_OPS = ("Conv", "Gemm", "MatMul")
@@ -44,9 +47,10 @@ def runtime_of(name):
 
 def why_not(name, flags=None):
     """None, or one line saying why this machine cannot have rung `name`: onnx (MXNet's exporter
-    needs it) or the rung's runtime not installed; ov-bf16 on a CPU without AVX512-BF16 or AMX."""
+    needs it), the rung's runtime or (ov-int8) ONNX Runtime's quantization tools not installed;
+    ov-bf16 on a CPU without AVX512-BF16 or AMX."""
     from ..runtime import precision
-    for package in ("onnx", PACKAGES[runtime_of(name)]):
+    for package in ("onnx", PACKAGES[runtime_of(name)]) + (("onnxruntime",) if name in INT8 else ()):
         if importlib.util.find_spec(package) is None:
             return "%s is not installed; %s" % (package, INSTALL)
     if name == "ov-bf16" and not precision.has_bf16(flags):
@@ -77,19 +81,19 @@ def prepare(static, names, workdir, calibration=None):
     except Exception as e:  # noqa: BLE001 (the exporter's and MXNet's: every runtime rung says it)
         failed = "the ONNX export failed: %s" % error_line(e)
     exported_s = time.perf_counter() - start
-    out = {}
+    out, shared = {}, {}
     for name in names:
         base = replace(static, name=name, kind="onnx", symbol=None, params=None, note=None, build_s=None)
         if failed:
             out[name] = replace(base, error=failed)
             continue
-        begin = time.perf_counter()
+        begin, reused = time.perf_counter(), shared.get("qdq_s", 0) if name in INT8 else 0
         try:
-            fields = _BUILDERS[name](path, base, workdir, calibration)
+            fields = _BUILDERS[name](path, base, workdir, calibration, shared)
         except Exception as e:  # noqa: BLE001 (the runtime's: this rung is out, the others build)
             out[name] = replace(base, error="%s: %s" % (type(e).__name__, error_line(e)))
             continue
-        out[name] = replace(base, build_s=exported_s + time.perf_counter() - begin, **fields)
+        out[name] = replace(base, build_s=exported_s + reused + time.perf_counter() - begin, **fields)
     return out
 
 
@@ -99,14 +103,14 @@ def _checked(name, path, input_shape):
     run(np.zeros((1,) + tuple(input_shape), dtype=np.float32))
 
 
-def _ort_fp32(path, rung, workdir, calibration):
+def _ort_fp32(path, rung, workdir, calibration, shared):
     import onnxruntime
     _checked(rung.name, path, rung.input_shape)
     return {"onnx": path, "note": "ONNX Runtime %s, CPU execution provider, every graph optimization; exported by "
                                   "MXNet's exporter (opset 13)" % onnxruntime.__version__}
 
 
-def _ov(path, rung, workdir, calibration):
+def _ov(path, rung, workdir, calibration, shared):
     import openvino
     _checked(rung.name, path, rung.input_shape)
     return {"onnx": path, "note": "OpenVINO %s, CPU plugin, INFERENCE_PRECISION_HINT=%s; exported by MXNet's exporter "
@@ -123,20 +127,37 @@ class _Samples:
         return next(self.batches, None)
 
 
-def _ort_int8(path, rung, workdir, calibration):
-    """QDQ, per-channel int8 weights, uint8 activations, MinMax over the calibration samples
-    (random ones of the model's input without, said in the note), after ORT's pre-processing
-    (shape inference and its graph optimizations: batch norm folded into convolutions)."""
+def _qdq(path, rung, workdir, calibration, shared):
+    """(the QDQ file, what it is) of WORKDIR/static.onnx, quantized once for both INT8 rungs (its
+    seconds in shared["qdq_s"]; a failure raised again for the second): QDQ, weights int8 per
+    channel, activations uint8, MinMax over the calibration samples (random ones of the model's
+    input without, said), after ONNX Runtime's pre-processing (shape inference, batch norm
+    folded into convolutions)."""
+    if "qdq" in shared:
+        if isinstance(shared["qdq"], Exception):
+            raise shared["qdq"]
+        return shared["qdq"]
+    start = time.perf_counter()
+    try:
+        shared["qdq"] = _quantized(path, rung, workdir, calibration)
+    except Exception as e:
+        shared["qdq"] = e
+        raise
+    finally:
+        shared["qdq_s"] = time.perf_counter() - start
+    return shared["qdq"]
+
+
+def _quantized(path, rung, workdir, calibration):
     import onnx
-    import onnxruntime
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quant_pre_process, quantize_static
     from ..runtime.precision import cpu_flags
     from . import calibration as calib
     samples = calibration if calibration is not None else calib.load(None, rung.input_shape, 64)
     data = np.ascontiguousarray(samples.data, dtype=np.float32)
-    ready = os.path.join(workdir, "ort-int8-pre.onnx")
+    ready = os.path.join(workdir, "int8-pre.onnx")
     quant_pre_process(path, ready, skip_symbolic_shape=True)
-    out = os.path.join(workdir, "ort-int8.onnx")
+    out = os.path.join(workdir, "int8-qdq.onnx")
     name = onnx.load(ready).graph.input[0].name
     quantize_static(ready, out, _Samples(name, data), quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
@@ -145,15 +166,24 @@ def _ort_int8(path, rung, workdir, calibration):
     if not quantized:
         raise ValueError("ONNX Runtime's quantizer quantized no %s of this model: nothing to run in INT8"
                          % "/".join(QUANTIZED_OPS))
-    _checked(rung.name, out, rung.input_shape)
-    note = ("ONNX Runtime %s, QDQ: weights int8 per channel, activations uint8; calibrated (MinMax) on %d samples of "
-            "%s; %d of %d %s quantized" % (onnxruntime.__version__, len(data), samples.source, quantized, total,
-                                           "/".join(QUANTIZED_OPS)))
+    what = ("QDQ by ONNX Runtime's quantize_static: weights int8 per channel, activations uint8; calibrated (MinMax) "
+            "on %d samples of %s; %d of %d %s quantized" % (len(data), samples.source, quantized, total,
+                                                           "/".join(QUANTIZED_OPS)))
     if samples.note:
-        note += " (%s)" % samples.note
+        what += " (%s)" % samples.note
     if not {"avx512_vnni", "avx_vnni", "amx_int8"} & cpu_flags():
-        note += "; this CPU has no VNNI, so its INT8 kernels run without the dot-product instructions"
-    return {"onnx": out, "note": note}
+        what += "; this CPU has no VNNI, so INT8 runs without the dot-product instructions"
+    return out, what
+
+
+def _int8(path, rung, workdir, calibration, shared):
+    out, what = _qdq(path, rung, workdir, calibration, shared)
+    _checked(rung.name, out, rung.input_shape)
+    if runtime_of(rung.name) == "ort":
+        import onnxruntime
+        return {"onnx": out, "note": "ONNX Runtime %s, %s" % (onnxruntime.__version__, what)}
+    import openvino
+    return {"onnx": out, "note": "OpenVINO %s, CPU plugin, on %s" % (openvino.__version__.split("-")[0], what)}
 
 
 def _quantized_ops(model):
@@ -163,7 +193,7 @@ def _quantized_ops(model):
     return sum(made.get(n.input[0]) == "DequantizeLinear" for n in nodes), len(nodes)
 
 
-_BUILDERS = {"ort-fp32": _ort_fp32, "ort-int8": _ort_int8, "ov-fp32": _ov, "ov-bf16": _ov}
+_BUILDERS = {"ort-fp32": _ort_fp32, "ort-int8": _int8, "ov-fp32": _ov, "ov-bf16": _ov, "ov-int8": _int8}
 
 
 def _session(name, path, n):
