@@ -1,11 +1,12 @@
 """The static rung's graph as an ONNX file, written by MXNet's own exporter and then fixed.
 
 `mx.onnx.export_model` (MXNet 1.9.1) translates the graph with its tables for ONNX opsets 12
-and 13, but leaves three faults in the file that `export` repairs:
+and 13, but leaves three faults in the file that `export` repairs (`fix`):
 
-- it stamps the newest opset of the installed onnx (22 with onnx 1.17) and that onnx's IR
-  version, which runtimes refuse or call "under development": the file is set to opset 13 and
-  IR version 8, what its translations are;
+- it stamps the newest opset of the installed onnx (22 with onnx 1.17), which a runtime may
+  refuse or call "under development": the file says opset 13, what its translations are;
+- it stamps that onnx's IR version (11 with onnx 1.18, which ONNX Runtime 1.19 refuses): the
+  file says IR version 8, which every runtime here reads;
 - it lists every weight (initializer) as a graph input too, which tells ONNX Runtime that a
   caller may replace it, so it cannot fold constants: the weights are taken out of the inputs.
 
@@ -25,7 +26,7 @@ import tempfile
 import numpy as np
 
 OPSET = 13          # the newest opset MXNet 1.9.1's translations are written for
-IR_VERSION = 8      # the IR version of opset 13's onnx releases (1.10-1.12): every runtime reads it
+IR_VERSION = 8      # onnx 1.10's: holds opset 13, and every runtime here reads it
 FUSED_BATCHNORM = ("_contrib_BatchNormWithReLU", "BatchNormWithReLU")
 _UNTRANSLATED = re.compile(r"No conversion function registered for op type (\S+?)\.? yet")
 
@@ -77,8 +78,8 @@ def _exported(symbol, params, input_shape, dtype, path):
     from mxnet.onnx import export_model
     shape = tuple(int(n) for n in input_shape)
     try:
-        export_model(symbol, params, in_shapes=[(1,) + shape], in_types=[np.dtype(dtype)],
-                             onnx_file_path=path, dynamic=True, dynamic_input_shapes=[(None,) + shape])
+        export_model(symbol, params, in_shapes=[(1,) + shape], in_types=[np.dtype(dtype)], onnx_file_path=path,
+                     dynamic=True, dynamic_input_shapes=[(None,) + shape])
     except AttributeError as e:
         found = _UNTRANSLATED.search(str(e))
         if not found:

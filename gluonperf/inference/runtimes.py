@@ -35,7 +35,8 @@ INT8 = ("ort-int8", "ov-int8")       # from one QDQ file, quantized by ONNX Runt
 FLOAT32 = ("ort-fp32", "ov-fp32")
 PACKAGES = {"ort": "onnxruntime", "ov": "openvino"}
 OV_HINTS = {"ov-fp32": "f32", "ov-bf16": "bf16", "ov-int8": "f32"}  # int8: what is not quantized, in f32
-INSTALL = "pip install -e '.[cpu]' installs it (pyproject.toml pins the versions MXNet's exporter works with)"
+# as pyproject.toml pins them (it says why): what the line for a missing package tells to install
+PINS = {"onnx": "onnx>=1.16,<1.18", "onnxruntime": "onnxruntime>=1.17,<1.20", "openvino": "openvino>=2024.4"}
 CALIBRATION_BATCH = 32
 QUANTIZED_OPS = ("Conv", "Gemm", "MatMul")
 
@@ -52,9 +53,9 @@ def why_not(name, flags=None):
     from ..runtime import precision
     for package in ("onnx", PACKAGES[runtime_of(name)]) + (("onnxruntime",) if name in INT8 else ()):
         if importlib.util.find_spec(package) is None:
-            return "%s is not installed; %s" % (package, INSTALL)
+            return "%s is not installed: pip install '%s'" % (package, PINS[package])
     if name == "ov-bf16" and not precision.has_bf16(flags):
-        return "this CPU has neither AVX512-BF16 nor AMX: OpenVINO would run bf16 in float32 here"
+        return "this CPU has neither AVX512-BF16 nor AMX, the bfloat16 instructions OpenVINO's bf16 needs"
     return None
 
 
