@@ -74,12 +74,17 @@ def unfused(graph):
 
 
 def _exported(symbol, params, input_shape, dtype, path):
-    """mx.onnx.export_model of the files, batch axis dynamic; MXNet's errors as ValueError lines."""
+    """mx.onnx.export_model of the graph (`symbol`, JSON text) and the weights in file `params`,
+    handed over as objects (given paths, it would read PREFIX-symbol.json and PREFIX-0000.params
+    rebuilt from their names, whatever the files are called), batch axis dynamic; MXNet's errors
+    as ValueError lines."""
+    import mxnet as mx
     from mxnet.onnx import export_model
     shape = tuple(int(n) for n in input_shape)
+    weights = {name.split(":", 1)[-1]: array for name, array in mx.nd.load(params).items()}
     try:
-        export_model(symbol, params, in_shapes=[(1,) + shape], in_types=[np.dtype(dtype)], onnx_file_path=path,
-                     dynamic=True, dynamic_input_shapes=[(None,) + shape])
+        export_model(mx.sym.load_json(symbol), weights, in_shapes=[(1,) + shape], in_types=[np.dtype(dtype)],
+                     onnx_file_path=path, dynamic=True, dynamic_input_shapes=[(None,) + shape])
     except AttributeError as e:
         found = _UNTRANSLATED.search(str(e))
         if not found:
@@ -89,12 +94,6 @@ def _exported(symbol, params, input_shape, dtype, path):
         import onnx
         raise ValueError("MXNet's ONNX exporter cannot run with onnx %s (%s); it needs onnx below 1.19"
                          % (onnx.__version__, e)) from None
-
-
-def _temporary(directory, suffix):
-    handle, path = tempfile.mkstemp(suffix=suffix, dir=directory, prefix=".export-")
-    os.close(handle)
-    return path
 
 
 def export(symbol, params, input_shape, path, dtype="float32"):
@@ -114,16 +113,16 @@ def export(symbol, params, input_shape, path, dtype="float32"):
         raise ValueError("onnx is not installed: pip install 'onnx>=1.16,<1.18' (MXNet's exporter needs it)") from None
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    graph, raw = (_temporary(directory, suffix) for suffix in ("-symbol.json", ".onnx"))
+    handle, raw = tempfile.mkstemp(suffix=".onnx", dir=directory, prefix=".export-")
+    os.close(handle)
     try:
-        with open(symbol) as f, open(graph, "w") as g:
-            json.dump(unfused(json.load(f)), g)
+        with open(symbol) as f:
+            graph = json.dumps(unfused(json.load(f)))
         _exported(graph, params, shape, dtype, raw)
         model = fix(onnx.load(raw))
         onnx.checker.check_model(model)
         onnx.save(model, path)
     finally:
-        os.remove(graph)
         os.remove(raw)
     return path
 
