@@ -76,7 +76,8 @@ def build_parser():
                                                     "weights, the same in every instance)")
     p.add_argument("--list-models", action="store_true", help="list the names --model accepts and exit")
     p.add_argument("--precision", type=_names(RUNGS, "rung"), default=None, metavar="RUNGS",
-                   help="rungs of the precision ladder, of %s (default: every rung this CPU and build have)"
+                   help="rungs of the precision ladder, of %s: MXNet's, then ONNX Runtime's (ort-) and OpenVINO's "
+                        "(ov-) on the model exported to ONNX (default: every rung this CPU and install have)"
                         % ",".join(RUNGS))
     p.add_argument("--scenario", type=_names(SCENARIOS, "scenario"), default=None, metavar="SCENARIOS",
                    help="of %s (default: %s; server with --latency-bound)"
