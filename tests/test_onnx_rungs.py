@@ -132,7 +132,10 @@ def test_each_runtime_rung_is_built_once_and_answers_what_static_does(digits, tm
             continue
         assert rung.kind == "onnx" and os.path.isfile(rung.onnx) and rung.build_s > 0 and rung.note
         again = ladder.Rung.from_text(rung.to_text())  # as it crosses to an instance
-        got = accuracy.outputs_of(ladder.load(again, CTX), held.data, CTX)
+        forward = ladder.load(again, CTX)
+        got = accuracy.outputs_of(forward, held.data, CTX)
+        assert forward.numpy_in and isinstance(forward(held.data[:3]), np.ndarray)  # as serving hands it samples
+        assert np.allclose(forward(held.data[:3]), got[:3], rtol=0, atol=TOLERANCE * max(1.0, scale))
         if name in runtimes.FLOAT32:
             assert np.abs(got - reference).max() <= TOLERANCE * max(1.0, scale), name
         else:

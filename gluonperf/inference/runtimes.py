@@ -218,13 +218,16 @@ def _session(name, path, n):
 
 
 def load(rung):
-    """In the process that serves: the rung's forward, an NDArray batch in (or numpy), an NDArray
-    out (on the input's context), as `ladder.load` gives MXNet's rungs. The runtime's call is
-    synchronous: the output is ready when it returns."""
+    """In the process that serves: the rung's forward, an NDArray batch in, an NDArray out (on its
+    context), as `ladder.load` gives MXNet's rungs; a numpy batch in, numpy out (`numpy_in`: the
+    serving loop hands it the samples as they are, without an NDArray's copy on the way). The
+    runtime's call is synchronous: the output is ready when it returns."""
     import mxnet as mx
     run = _session(rung.name, rung.onnx, threads())
 
     def forward(x):
-        data = x.asnumpy() if hasattr(x, "asnumpy") else np.asarray(x)
-        return mx.nd.array(run(np.ascontiguousarray(data, dtype=np.float32)), ctx=getattr(x, "context", mx.cpu()))
+        if isinstance(x, np.ndarray):
+            return run(np.ascontiguousarray(x, dtype=np.float32))
+        return mx.nd.array(run(np.ascontiguousarray(x.asnumpy(), dtype=np.float32)), ctx=x.context)
+    forward.numpy_in = True
     return forward
