@@ -183,3 +183,32 @@ def test_asking_only_for_a_runtime_that_is_not_installed_is_one_line_and_exit_2(
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "--precision ort-fp32: ort-fp32: onnxruntime is not installed" in lines[0], p.stderr
+
+
+def test_infer_says_in_one_line_which_operator_keeps_a_model_from_the_runtimes(tmp_path):
+    """The command as users run it, on a model of their own with erf: static is served, and the
+    runtimes' rungs are one line each in "not run here", naming the operator."""
+    import json
+    (tmp_path / "erfnet.py").write_text(
+        "from mxnet import gluon\n"
+        "class ErfNet(gluon.HybridBlock):\n"
+        "    def __init__(self, classes=10, **kw):\n"
+        "        super().__init__(**kw)\n"
+        "        with self.name_scope():\n"
+        "            self.dense = gluon.nn.Dense(classes)\n"
+        "    def hybrid_forward(self, F, x):\n"
+        "        return F.erf(self.dense(x))\n"
+        "def erfnet(classes=10):\n"
+        "    return ErfNet(classes)\n")
+    out = tmp_path / "run.json"
+    p = run_leaving_nothing(["-m", "gluonperf.infer", "--model", str(tmp_path / "erfnet.py") + ":erfnet",
+                             "--input-shape", "8", "--precision", "static,ort-fp32,ov-fp32", "--layouts", "1x1",
+                             "--rounds", "1", "--cold-starts", "0", "--scenario", "single-stream", "--duration",
+                             "0.05", "--json", str(out)], timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = {r["precision"]: r for r in map(json.loads, open(out)) if r.get("error") or r.get("scenario")}
+    assert rows["static"].get("p90_s") and not rows["static"].get("error")
+    for name in ("ort-fp32", "ov-fp32"):
+        assert rows[name]["error"] == "the ONNX export failed: MXNet's ONNX exporter has no translation for operator erf"
+    table = next(t for t in p.stdout.split("\n\n") if t.startswith("not run here"))
+    assert "ort-fp32" in table and "ov-fp32" in table and "operator erf" in table
