@@ -215,10 +215,15 @@ class _GuardedBar(tqdm):
 
     done = 0  # counted here too: a disabled tqdm (stderr piped) does not count
 
+    seconds = False  # counts expected seconds of work, not steps (progress_bar's `seconds`)
+
     def update(self, n=1):
         self.done += n
-        guard.beat("%s (step %d of %s)" % (getattr(self, "desc", "") or "running", self.done + 1,
-                                          getattr(self, "total", None) or "?"))
+        desc = getattr(self, "desc", "") or "running"
+        if self.seconds:
+            guard.beat("%s (%.0f s of about %.0f s of work done)" % (desc, self.done, getattr(self, "total", 0) or 0))
+        else:
+            guard.beat("%s (step %d of %s)" % (desc, self.done + 1, getattr(self, "total", None) or "?"))
         return super().update(n)
 
     def reset(self, total=None):
@@ -231,13 +236,24 @@ class _GuardedBar(tqdm):
         self.refresh()
 
 
-def progress_bar(total, desc):
+# a bar of expected seconds: the time gone and left, not the seconds counted
+SECONDS_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {elapsed} gone, about {remaining} left"
+
+
+def progress_bar(total, desc, seconds=False):
     """A tqdm bar on a terminal, silent when stderr is piped or redirected; every update
     is progress for the stall guard (`guard_command`). The work starts: held-back notes
-    come out first."""
+    come out first. `seconds`: `total` and the updates are the seconds the work is expected
+    to take, and the bar shows the time left: what is left of the expectation, scaled by how
+    long the work so far took against it (tqdm's average rate, smoothing 0)."""
     flush_notes()
     guard.beat("%s (starting)" % desc)
-    return _GuardedBar(total=total, desc=desc, leave=False, disable=not sys.stderr.isatty())
+    if not seconds:
+        return _GuardedBar(total=total, desc=desc, leave=False, disable=not sys.stderr.isatty())
+    bar = _GuardedBar(total=total, desc=desc, leave=False, disable=not sys.stderr.isatty(), smoothing=0,
+                      bar_format=SECONDS_FORMAT)
+    bar.seconds = True
+    return bar
 
 
 _LATER = []  # notes held back by note_later
