@@ -13,6 +13,7 @@ import atexit
 import errno
 import os
 import sys
+import time
 
 from tqdm import tqdm
 
@@ -216,12 +217,16 @@ class _GuardedBar(tqdm):
     done = 0  # counted here too: a disabled tqdm (stderr piped) does not count
 
     seconds = False  # counts expected seconds of work, not steps (progress_bar's `seconds`)
+    EVERY = 60.0     # with `seconds` and no bar shown (stderr not a terminal): a line of the time left this often
+    _said = None
+    _began = 0.0
 
     def update(self, n=1):
         self.done += n
         desc = getattr(self, "desc", "") or "running"
         if self.seconds:
             guard.beat("%s (%.0f s of about %.0f s of work done)" % (desc, self.done, getattr(self, "total", 0) or 0))
+            self._say_left(desc)
         else:
             guard.beat("%s (step %d of %s)" % (desc, self.done + 1, getattr(self, "total", None) or "?"))
         return super().update(n)
@@ -229,6 +234,18 @@ class _GuardedBar(tqdm):
     def reset(self, total=None):
         self.done = 0
         return super().reset(total=total)
+
+    def _say_left(self, desc):
+        """Where no bar is shown, the time left as a line every EVERY seconds: the expected
+        seconds left, scaled by how long the work so far took against its expectation."""
+        now = time.monotonic()
+        self._said = self._said or self._began
+        if not self.disable or now - self._said < self.EVERY or self.done <= 0:
+            return
+        self._said = now
+        gone = now - self._began
+        left = max(0.0, (getattr(self, "total", 0) or 0) - self.done) * gone / self.done
+        say("%s: %s gone, about %s left" % (desc, _clock(gone), _clock(left)))
 
     def replan(self, left):
         """The work can now take at most `left` more steps: the total is what is done plus that."""
@@ -252,8 +269,18 @@ def progress_bar(total, desc, seconds=False):
         return _GuardedBar(total=total, desc=desc, leave=False, disable=not sys.stderr.isatty())
     bar = _GuardedBar(total=total, desc=desc, leave=False, disable=not sys.stderr.isatty(), smoothing=0,
                       bar_format=SECONDS_FORMAT)
-    bar.seconds = True
+    bar.seconds, bar._began = True, time.monotonic()
     return bar
+
+
+def _clock(seconds):
+    """'42 s', '7 min 5 s', '1 h 20 min': a time left for a person."""
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return "%d s" % seconds
+    if seconds < 3600:
+        return "%d min %d s" % divmod(seconds, 60) if seconds < 600 else "%d min" % round(seconds / 60)
+    return "%d h %d min" % divmod(int(round(seconds / 60)), 60)
 
 
 _LATER = []  # notes held back by note_later
