@@ -220,13 +220,14 @@ class _GuardedBar(tqdm):
     EVERY = 60.0     # with `seconds` and no bar shown (stderr not a terminal): a line of the time left this often
     _said = None
     _began = 0.0
+    label = "running"  # the desc, kept: a disabled tqdm keeps none
 
     def update(self, n=1):
         self.done += n
         desc = getattr(self, "desc", "") or "running"
         if self.seconds:
             guard.beat("%s (%.0f s of about %.0f s of work done)" % (desc, self.done, getattr(self, "total", 0) or 0))
-            self._say_left(desc)
+            self._say_left()
         else:
             guard.beat("%s (step %d of %s)" % (desc, self.done + 1, getattr(self, "total", None) or "?"))
         return super().update(n)
@@ -235,17 +236,17 @@ class _GuardedBar(tqdm):
         self.done = 0
         return super().reset(total=total)
 
-    def _say_left(self, desc):
+    def _say_left(self):
         """Where no bar is shown, the time left as a line every EVERY seconds: the expected
         seconds left, scaled by how long the work so far took against its expectation."""
-        now = time.monotonic()
+        now = _now()
         self._said = self._said or self._began
         if not self.disable or now - self._said < self.EVERY or self.done <= 0:
             return
         self._said = now
         gone = now - self._began
         left = max(0.0, (getattr(self, "total", 0) or 0) - self.done) * gone / self.done
-        say("%s: %s gone, about %s left" % (desc, _clock(gone), _clock(left)))
+        say("%s: %s gone, about %s left" % (self.label, _clock(gone), _clock(left)))
 
     def replan(self, left):
         """The work can now take at most `left` more steps: the total is what is done plus that."""
@@ -253,6 +254,7 @@ class _GuardedBar(tqdm):
         self.refresh()
 
 
+_now = time.monotonic  # the clock of the time-left lines (a test gives its own)
 # a bar of expected seconds: the time gone and left, not the seconds counted
 SECONDS_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {elapsed} gone, about {remaining} left"
 
@@ -269,7 +271,7 @@ def progress_bar(total, desc, seconds=False):
         return _GuardedBar(total=total, desc=desc, leave=False, disable=not sys.stderr.isatty())
     bar = _GuardedBar(total=total, desc=desc, leave=False, disable=not sys.stderr.isatty(), smoothing=0,
                       bar_format=SECONDS_FORMAT)
-    bar.seconds, bar._began = True, time.monotonic()
+    bar.seconds, bar._began, bar.label = True, _now(), desc
     return bar
 
 
