@@ -22,7 +22,8 @@ from . import loadgen
 from .serve import SERVER_TRIALS
 
 IMPORT_S = 3.0          # a fresh process importing Python, MXNet and gluonperf on a small machine, about
-RUN_OVERHEAD_S = 0.5    # a LoadGen run's set-up, its log read, the instances' shapes asked after it
+RUN_OVERHEAD_S = 1.0    # a LoadGen run's own: set-up, early stopping, its log written and read, the shapes
+                        # asked after it (the LeNet example's 72 runs of 1 s, with all else, took 251 s on a busy host)
 BUILD_CALLS = 2         # a first call at a new shape costs about two: graph and oneDNN primitives built
 WARM_CALLS = 3          # instances.Pool.warm's calls at each size
 TIMED_SIZES = (1, 8)    # the batch sizes call_times times
