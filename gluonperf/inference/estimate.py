@@ -97,50 +97,55 @@ def estimate(plan, times, cores):
     duration = 600.0 if plan.minimums.mlperf else plan.minimums.duration_s
     names = [r.name for r in plan.runnable()]
     steps, parts = {}, dict.fromkeys(PARTS, 0.0)
-
-    def fresh(name):  # a fresh process's import and load
-        return IMPORT_S + times.load(name)
-
     first, second = plan.cold_start
     for name in names:
-        call = times.call
-        steps[("cold", name)] = (fresh(name) + BUILD_CALLS * (call(name, first) + call(name, second))
-                                 + plan.cold_steady_calls * call(name, second))
+        steps[("cold", name)] = (IMPORT_S + times.load(name) + BUILD_CALLS * (times.call(name, first) + times.call(
+            name, second)) + plan.cold_steady_calls * times.call(name, second))
         parts["cold starts"] += plan.cold_starts * steps[("cold", name)]
-    server = []
     for layout in plan.layouts:
-        def call(name, batch):
-            return times.call(name, batch, layout.threads)
         for name in names:
-            start = layout.instances * fresh(name) / cores  # every rung's instances start at once, sharing the cores
-            warm = (BUILD_CALLS + WARM_CALLS) * sum(call(name, b) for b in plan.warm_sizes(layout))
-            steps[("warm", layout, name)] = start + warm
-            parts["instances' start and warm-up"] += start + warm
-            for scenario, batch in plan.configurations():
-                if scenario == "single-stream":
-                    busy = loadgen.FEWEST_QUERIES[scenario] * call(name, 1)
-                elif scenario == "multi-stream":
-                    busy = loadgen.FEWEST_QUERIES[scenario] * call(name, math.ceil(batch / layout.instances))
-                else:  # offline: each instance's two batches at least (serve's offline_samples)
-                    busy = 2 * call(name, batch)
-                seconds = max(duration * (1.1 if scenario == "offline" else 1.0), busy) + RUN_OVERHEAD_S
-                steps[("run", layout, name, scenario, batch)] = seconds
-                parts["LoadGen runs"] += plan.rounds * seconds
-            rate = SERVER_LOAD * layout.instances / call(name, 1)
-            trial = max(duration, loadgen.FEWEST_QUERIES["server"] / rate) + RUN_OVERHEAD_S
-            for window in plan.windows():
-                steps[("server", layout, name, window)] = trial
-                parts["server rate searches"] += SERVER_TRIALS * trial
-                server.append(trial)
+            for step, seconds in _layout_steps(plan, times, cores, layout, name, duration).items():
+                steps[step] = seconds
+                if step[0] == "warm":
+                    parts["instances' start and warm-up"] += seconds
+                elif step[0] == "run":
+                    parts["LoadGen runs"] += plan.rounds * seconds
+                else:
+                    parts["server rate searches"] += SERVER_TRIALS * seconds
+    server = [seconds for step, seconds in steps.items() if step[0] == "server"]
     if server:
         steps[("confirm",)] = max(server)
         parts["confirmation"] = plan.planned_confirmation() * max(server)
     return Estimate(sum(parts.values()), parts, plan.planned_runs(), steps)
 
 
+def _layout_steps(plan, times, cores, layout, name, duration):
+    """{step: seconds} of one rung under one layout: its instances' start and warm-up, each
+    configuration's LoadGen run, each server batching's rate tried."""
+    def call(batch):
+        return times.call(name, batch, layout.threads)
+    # every rung's instances start at once, sharing the cores; then each warms up at every size
+    steps = {("warm", layout, name): layout.instances * (IMPORT_S + times.load(name)) / cores
+             + (BUILD_CALLS + WARM_CALLS) * sum(call(b) for b in plan.warm_sizes(layout))}
+    for scenario, batch in plan.configurations():
+        if scenario == "single-stream":
+            busy = loadgen.FEWEST_QUERIES[scenario] * call(1)
+        elif scenario == "multi-stream":
+            busy = loadgen.FEWEST_QUERIES[scenario] * call(math.ceil(batch / layout.instances))
+        else:  # offline: each instance's two batches at least (serve's offline_samples)
+            busy = 2 * call(batch)
+        steps[("run", layout, name, scenario, batch)] = max(
+            duration * (1.1 if scenario == "offline" else 1.0), busy) + RUN_OVERHEAD_S
+    rate = SERVER_LOAD * layout.instances / call(1)
+    for window in plan.windows():
+        steps[("server", layout, name, window)] = max(duration, loadgen.FEWEST_QUERIES["server"] / rate) \
+            + RUN_OVERHEAD_S
+    return steps
+
+
 def with_largest_batch(plan, largest):
-    """`plan` with `largest` in place of its largest batch size (offline's, multi-stream's and the
-    cold start's new shape), the smaller ones kept."""
+    """`plan` whose largest batch size (offline's, multi-stream's) is `largest`: its sizes below
+    it kept, those above dropped; the cold start's new shape `largest` where it was the largest."""
     if largest < 1:
         raise ValueError("largest %r: give a batch size of at least 1" % (largest,))
     old = max(plan.batch_sizes)
