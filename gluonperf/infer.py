@@ -338,8 +338,7 @@ def estimate_lines(args, plan, guess, times, cores, spent_s):
     parts = ", ".join("%s %s" % (what, _duration(s)) for what, s in guess.parts.items() if s >= 0.5)
     reference = "static" if "static" in times.calls else next(iter(times.calls))
     lines = ["infer: about %s from here (%s), after %s of building, judging and timing; from each rung's calls "
-             "timed here (%s: %s at batch 1, about %s at %d) and what each LoadGen run must reach; the bar corrects "
-             "it as the steps finish" % (
+             "timed here (%s: %s at batch 1, about %s at %d), the bar correcting it as the steps finish" % (
                  _duration(guess.total_s), parts, _duration(spent_s), reference,
                  _seconds(times.call(reference, 1)), _seconds(times.call(reference, max(plan.batch_sizes))),
                  max(plan.batch_sizes))]
