@@ -195,6 +195,12 @@ def test_infer_defaults_to_one_cheap_cold_start_and_the_flag_keeps_its_ten_calls
     assert (asked.cold_starts, asked.cold_steady_calls, asked.cold_start) == (3, STEADY_CALLS, (1, 16))
 
 
+def test_the_command_states_the_estimates_rule_as_the_estimate_has_it():
+    from gluonperf import infer
+    assert infer.FIT_BATCHES == est.FIT_BATCHES and infer.BUDGET_S == est.BUDGET_S
+    assert infer.DEFAULT_BATCH_SIZES[-1] == max(est.FIT_BATCHES)
+
+
 def test_the_estimate_lines_name_the_batch_chosen_and_the_flags_past_the_budget(tmp_path):
     from gluonperf import infer
     args = infer.build_parser().parse_args([])
