@@ -233,3 +233,20 @@ def test_a_bar_not_shown_says_the_time_left_from_how_the_work_so_far_compared(mo
     bar.update(15)
     assert "infer: 1 min 1 s gone, about 3 min 3 s left" in capsys.readouterr().err
     bar.close()
+
+
+# --- the parent's timing, on a tiny model (what it returns, never how fast) -------------------------
+
+def test_call_times_times_each_built_rung_and_leaves_out_one_that_fails(tmp_path):
+    import mxnet as mx
+    from dataclasses import replace
+    from gluonperf.inference import ladder
+    source = ladder.model_source("mlp")
+    rungs = ladder.prepare(source, ["fp32", "static"], mx.cpu(), str(tmp_path))
+    broken = replace(rungs[1], name="int8", kind="symbol", symbol=str(tmp_path / "none-symbol.json"))
+    t = est.call_times(rungs + [broken, FakeRung("bf16", error="not here")], mx.cpu(), sizes=(1, 2),
+                       spec=source.model_spec(), threads=2)
+    assert set(t.calls) == {"fp32", "static"} and set(t.load_s) == {"fp32", "static"} and t.threads == 2
+    assert all(set(calls) == {1, 2} and all(s > 0 for s in calls.values()) for calls in t.calls.values())
+    with pytest.raises(ValueError):
+        est.call_times([broken], mx.cpu())
