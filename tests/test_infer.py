@@ -205,7 +205,7 @@ def test_the_tables_and_lines(served):
                      p.stdout, re.M)
     assert re.search(r"infer: \d+ cold starts, then up to \d+ LoadGen runs .*: at least \d+ s", p.stderr)
     # the estimate, once the rungs are judged (what it says is tested in test_inference_estimate.py)
-    estimate = re.search(r"^infer: about \d+ (s|min) from here \(.*\), after .* static: [\d.]+ [mu]?s at batch 1",
+    estimate = re.search(r"^infer: about \d+ (s|min) from here \(.*\), after .*\(static: [\d.]+ [mu]?s at batch 1",
                          p.stderr, re.M)
     assert estimate and estimate.start() > p.stderr.index("infer: judging each rung"), p.stderr
     assert "infer: judging each rung on 296 held-out samples of digits" in p.stderr
