@@ -22,6 +22,7 @@ DEFAULT_SCENARIOS = ("single-stream", "offline")
 DEFAULT_BATCH_SIZES = (1, 64)   # the largest of them fitted to --budget (estimate.fit_batch)
 FIT_BATCHES = (64, 32, 16, 8)   # estimate.FIT_BATCHES, without loading MXNet to parse
 BUDGET_S = 600                  # estimate.BUDGET_S
+FIT_SHARE = 0.85                # estimate.FIT_SHARE
 LIBRARY_BYTES = 256 * 2 ** 20   # the sample library's memory: up to 1024 samples within it
 LIBRARY_SAMPLES = 1024
 CALIBRATION_SAMPLES = 64        # INT8's calibration samples, never served or judged
@@ -102,8 +103,9 @@ def build_parser():
                    help="instances x threads, e.g. 1x2,2x1 (default: every factorization of this machine's cores)")
     p.add_argument("--batch-sizes", type=cli.positive_int_list, default=None, metavar="B,B",
                    help="offline's batch per call and multi-stream's samples per query (default: 1 and the largest of "
-                        "%s whose plan the estimate puts within --budget, 8 when none is: a slow model is served at "
-                        "a smaller batch rather than for longer)" % ",".join(map(str, FIT_BATCHES)))
+                        "%s whose plan the estimate puts within %d%%%% of --budget, room for its error; 8 when none "
+                        "is: a slow model is served at a smaller batch rather than for longer)"
+                        % (",".join(map(str, FIT_BATCHES)), round(100 * FIT_SHARE)))
     p.add_argument("--batch-window", type=duration_or_zero, default=None, metavar="TIME",
                    help="server batching: queries that arrive within TIME of a batch's first, up to --max-batch, run "
                         "as one batch, reported as a configuration of its own; 0: off (default: a tenth of "
@@ -343,9 +345,10 @@ def estimate_lines(args, plan, guess, times, cores, spent_s):
                  _seconds(times.call(reference, 1)), _seconds(times.call(reference, max(plan.batch_sizes))),
                  max(plan.batch_sizes))]
     if args.batch_sizes is None and max(plan.batch_sizes) < max(DEFAULT_BATCH_SIZES):
-        lines.append("infer: --batch-sizes %s: the largest batch of %s whose plan fits within --budget %d s, or "
-                     "the last (give --batch-sizes to choose)" % (",".join(map(str, plan.batch_sizes)),
-                                                   ",".join(map(str, FIT_BATCHES)), args.budget))
+        lines.append("infer: --batch-sizes %s: the largest batch of %s whose plan fits within %d%% of --budget %d s, "
+                     "or the last (give --batch-sizes to choose)" % (",".join(map(str, plan.batch_sizes)),
+                                                                    ",".join(map(str, FIT_BATCHES)),
+                                                                    round(100 * FIT_SHARE), args.budget))
     if spent_s + guess.total_s > args.budget:
         options = shorter(plan, times, cores)
         lines.append("infer: that is past --budget %d s%s" % (args.budget, "; shorter: " + ", ".join(
