@@ -301,7 +301,10 @@ def measure(args, source, samples, asked, unavailable, scenarios, layouts, scrat
         "%d cold starts, then " % colds if colds else "", plan.planned_runs(), ", ".join(scenarios), len(layouts),
         ",".join(map(str, layouts)), plan.minimums.describe(), _duration(plan.least_seconds())))
     if guess:
-        for line in estimate_lines(args, plan, guess, times, cores, time.monotonic() - started):
+        spent = time.monotonic() - started
+        base.update(estimated_s=guess.total_s, estimate_after_s=spent, budget_s=args.budget,
+                    batch_sizes_fitted=args.batch_sizes is None)  # every record: what it said, to hold against the run
+        for line in estimate_lines(args, plan, guess, times, cores, spent):
             cli.note(line)
     unbuilt = [rounds.rung_record(base, r, why) for r, why in unavailable.items()]
     total, cost = (guess.total_s, guess.seconds) if guess else (colds + plan.planned_runs(), None)

@@ -190,6 +190,12 @@ def test_each_rung_starts_cold_in_parts(served):
         assert "accuracy" in r  # the rung's fields come along
 
 
+def test_every_record_keeps_the_estimate_it_was_measured_under(served):
+    _, rows, _, _ = served
+    assert rows and all(r["estimated_s"] > 0 and r["estimate_after_s"] > 0 and r["budget_s"] == 600
+                        and r["batch_sizes_fitted"] is True for r in rows if not r.get("error"))
+
+
 def test_the_tables_and_lines(served):
     p, _, _, _ = served
     tables = [t for t in p.stdout.split("\n\n") if "----" in t]
