@@ -10,6 +10,7 @@ This command parses, checks, calls `gluonperf.inference` and prints
 import argparse
 import os
 import sys
+import time
 
 from . import UserError
 from .cli import common as cli
@@ -18,6 +19,10 @@ from .cli.units import duration_or_zero, duration_seconds
 THREADS_NOTE = cli.thread_defaults(sys.argv[1:]) if __name__ == "__main__" else None
 PROG = "python -m gluonperf.infer"
 DEFAULT_SCENARIOS = ("single-stream", "offline")
+DEFAULT_BATCH_SIZES = (1, 64)   # the largest of them fitted to --budget (estimate.fit_batch)
+FIT_BATCHES = (64, 32, 16, 8)   # estimate.FIT_BATCHES, without loading MXNet to parse
+BUDGET_S = 600                  # estimate.BUDGET_S
+FIT_SHARE = 0.85                # estimate.FIT_SHARE
 LIBRARY_BYTES = 256 * 2 ** 20   # the sample library's memory: up to 1024 samples within it
 LIBRARY_SAMPLES = 1024
 CALIBRATION_SAMPLES = 64        # INT8's calibration samples, never served or judged
@@ -98,8 +103,11 @@ def build_parser():
                         "that measures it")
     p.add_argument("--layouts", type=_layouts, default=None, metavar="IxT,...",
                    help="instances x threads, e.g. 1x2,2x1 (default: every factorization of this machine's cores)")
-    p.add_argument("--batch-sizes", type=cli.positive_int_list, default=[1, 64], metavar="B,B",
-                   help="offline's batch per call and multi-stream's samples per query (default: 1,64)")
+    p.add_argument("--batch-sizes", type=cli.positive_int_list, default=None, metavar="B,B",
+                   help="offline's batch per call and multi-stream's samples per query (default: 1 and the largest of "
+                        "%s whose plan the estimate puts within %d%%%% of --budget, room for its error; 8 when none "
+                        "is: a slow model is served at a smaller batch rather than for longer)"
+                        % (",".join(map(str, FIT_BATCHES)), round(100 * FIT_SHARE)))
     p.add_argument("--batch-window", type=duration_or_zero, default=None, metavar="TIME",
                    help="server batching: queries that arrive within TIME of a batch's first, up to --max-batch, run "
                         "as one batch, reported as a configuration of its own; 0: off (default: a tenth of "
@@ -111,7 +119,12 @@ def build_parser():
                         "intervals come from them (default: %(default)s)")
     p.add_argument("--cold-starts", type=cli.non_negative_int, default=None, metavar="N",
                    help="fresh processes per rung timed from their start to their first answer, then at a new batch "
-                        "size (0: none; default: as many as --rounds)")
+                        "size and the median of 10 calls after it (0: none; default: one per rung, with one call "
+                        "after the new size's: a large model's batch call takes seconds)")
+    p.add_argument("--budget", type=cli.positive_int, default=BUDGET_S, metavar="SEC",
+                   help="the time the defaults aim at, the whole command: without --batch-sizes the largest batch is "
+                        "fitted to it, and the estimate said before the cold starts names the flags that shorten a "
+                        "plan over it (default: %(default)s)")
     p.add_argument("--duration", type=duration_seconds, default=1.0, metavar="TIME",
                    help="the least a LoadGen run lasts (default: 1s); it also runs the fewest queries with which "
                         "LoadGen's early stopping can pass")
@@ -170,7 +183,8 @@ def samples_of(args, source):
     from dataclasses import replace
     from .inference import calibration
     shape = tuple(source.input_shape)
-    count = max(args.batch_sizes + [args.max_batch, min(LIBRARY_SAMPLES, LIBRARY_BYTES // (4 * _size(shape)))])
+    count = max(list(args.batch_sizes or DEFAULT_BATCH_SIZES)
+                + [args.max_batch, min(LIBRARY_SAMPLES, LIBRARY_BYTES // (4 * _size(shape)))])
     try:
         samples = calibration.load(args.calib_data, shape, count + CALIBRATION_SAMPLES)
     except ValueError as e:
@@ -221,6 +235,7 @@ def model_flags(args):
 
 
 def main(argv=None):
+    started = time.monotonic()
     args = build_parser().parse_args(argv)
     if args.list_models:
         cli.print_models()
@@ -236,7 +251,7 @@ def main(argv=None):
     asked, unavailable = rungs_asked(args)
     from .runtime import guard
     with guard.temp_dir() as scratch:
-        records = measure(args, source, samples, asked, unavailable, scenarios, layouts, scratch)
+        records = measure(args, source, samples, asked, unavailable, scenarios, layouts, scratch, started)
     show(args, records)
     return 0
 
@@ -262,35 +277,96 @@ def build_ladder(args, source, samples, asked, ctx, scratch):
     return rungs, base
 
 
-def measure(args, source, samples, asked, unavailable, scenarios, layouts, scratch):
-    """Build and judge the rungs (`build_ladder`), fill the sample library with the held-out samples,
-    run the plan (cold starts, then LoadGen): the records."""
-    from .inference import rounds
-    from .inference.loadgen import Minimums
+def measure(args, source, samples, asked, unavailable, scenarios, layouts, scratch, started):
+    """Build and judge the rungs (`build_ladder`), time each rung's calls here and say about how
+    long the plan will take (`estimate`: at the defaults its largest batch fitted to --budget),
+    fill the sample library with the held-out samples, run the plan (cold starts, then LoadGen)
+    under a bar of the time left: the records."""
+    from .inference import estimate, rounds
+    from .inference.instances import core_groups
     from .inference.samples import SampleLibrary
-    from .inference.serve import Plan, Session
+    from .inference.serve import Session
     from .runtime.contexts import parse_contexts
     ctx = parse_contexts(args.ctx)[0]
     rungs, base = build_ladder(args, source, samples, asked, ctx, scratch)
-    window = args.batch_window if args.batch_window is not None else (
-        args.latency_bound / 10 if args.latency_bound else None)
-    plan = Plan(rungs=rungs, layouts=layouts, scenarios=scenarios, batch_sizes=tuple(args.batch_sizes),
-                rounds=args.rounds, minimums=Minimums(args.duration, args.mlperf_minimums),
-                latency_bound_s=args.latency_bound, batch_window_s=window or None, max_batch=args.max_batch,
-                ctx=args.ctx.split(",")[0], threshold=args.threshold, log_dir=log_folder(args, scratch), base=base,
-                cold_start=(1, max(args.batch_sizes)) if max(args.batch_sizes) > 1 else (1, 64),
-                cold_starts=args.rounds if args.cold_starts is None else args.cold_starts)
+    plan = plan_of(args, rungs, base, scenarios, layouts, log_folder(args, scratch))
+    guess, cores = None, len(core_groups())
+    if plan.runnable():
+        cli.note("infer: timing each rung's calls at batch %s here, for the estimate"
+                 % " and ".join(map(str, estimate.TIMED_SIZES)))
+        try:
+            times = estimate.call_times(rungs, ctx, spec=source.model_spec())
+        except ValueError:  # no rung answers here: serving them says why
+            times = None
+        if times and args.batch_sizes is None:
+            plan, guess = estimate.fit_batch(plan, times, cores, args.budget, time.monotonic() - started)
+        elif times:
+            guess = estimate.estimate(plan, times, cores)
     colds = plan.planned_cold_starts()
     cli.note("infer: %sup to %d LoadGen runs (%s; %d layouts, %s), each %s: at least %s" % (
         "%d cold starts, then " % colds if colds else "", plan.planned_runs(), ", ".join(scenarios), len(layouts),
         ",".join(map(str, layouts)), plan.minimums.describe(), _duration(plan.least_seconds())))
+    if guess:
+        spent = time.monotonic() - started
+        base.update(estimated_s=guess.total_s, estimate_after_s=spent, budget_s=args.budget,
+                    batch_sizes_fitted=args.batch_sizes is None)  # every record: what it said, to hold against the run
+        for line in estimate_lines(args, plan, guess, times, cores, spent):
+            cli.note(line)
     unbuilt = [rounds.rung_record(base, r, why) for r, why in unavailable.items()]
-    with SampleLibrary.create(samples[1].data) as library, cli.progress_bar(colds + plan.planned_runs(),
-                                                                             "infer") as bar:
-        session = Session(plan, library, bar.update)
+    total, cost = (guess.total_s, guess.seconds) if guess else (colds + plan.planned_runs(), None)
+    with SampleLibrary.create(samples[1].data) as library, cli.progress_bar(total, "infer", seconds=bool(guess)) \
+            as bar:
+        session = Session(plan, library, bar.update, cost)
         kept = ["name", "scenario", "p90_s", "samples_per_s", "total_s", "ratio", "verdict", "error"]
         with cli.keep_on_stop(lambda: unbuilt + session.records(), args, "infer: %s" % args.model_label, kept, [ctx]):
             return unbuilt + session.run()
+
+
+def plan_of(args, rungs, base, scenarios, layouts, log_dir):
+    """The serve.Plan of the flags. The cold starts' rule: without --cold-starts, one per rung,
+    its steady part one call (a large model's batch call takes seconds, and 15 cold starts of
+    10 calls at batch 64 took a ResNet-50 10 minutes on 2 cores); --cold-starts N, N per rung, one
+    a round, each with coldstart.STEADY_CALLS calls."""
+    from .inference.coldstart import STEADY_CALLS
+    from .inference.loadgen import Minimums
+    from .inference.serve import Plan
+    window = args.batch_window if args.batch_window is not None else (
+        args.latency_bound / 10 if args.latency_bound else None)
+    sizes = tuple(args.batch_sizes or DEFAULT_BATCH_SIZES)
+    return Plan(rungs=rungs, layouts=layouts, scenarios=scenarios, batch_sizes=sizes,
+                rounds=args.rounds, minimums=Minimums(args.duration, args.mlperf_minimums),
+                latency_bound_s=args.latency_bound, batch_window_s=window or None, max_batch=args.max_batch,
+                ctx=args.ctx.split(",")[0], threshold=args.threshold, log_dir=log_dir, base=base,
+                cold_start=(1, max(sizes)) if max(sizes) > 1 else (1, 64),
+                cold_starts=1 if args.cold_starts is None else args.cold_starts,
+                cold_steady_calls=1 if args.cold_starts is None else STEADY_CALLS)
+
+
+def estimate_lines(args, plan, guess, times, cores, spent_s):
+    """The estimate, said before the first cold start: about how long from here, in its parts; at
+    the defaults, the batch the budget chose; over --budget, the flags that shorten it."""
+    from .inference.estimate import shorter
+    parts = ", ".join("%s %s" % (what, _duration(s)) for what, s in guess.parts.items() if s >= 0.5)
+    reference = "static" if "static" in times.calls else next(iter(times.calls))
+    lines = ["infer: about %s from here (%s), after %s of building, judging and timing; from each rung's calls "
+             "timed here (%s: %s at batch 1, about %s at %d), the bar correcting it as the steps finish" % (
+                 _duration(guess.total_s), parts, _duration(spent_s), reference,
+                 _seconds(times.call(reference, 1)), _seconds(times.call(reference, max(plan.batch_sizes))),
+                 max(plan.batch_sizes))]
+    if args.batch_sizes is None and max(plan.batch_sizes) < max(DEFAULT_BATCH_SIZES):
+        lines.append("infer: --batch-sizes %s: the largest batch of %s whose plan fits within %d%% of --budget %d s, "
+                     "or the last (give --batch-sizes to choose)" % (",".join(map(str, plan.batch_sizes)),
+                                                                    ",".join(map(str, FIT_BATCHES)),
+                                                                    round(100 * FIT_SHARE), args.budget))
+    if spent_s + guess.total_s > args.budget:
+        options = shorter(plan, times, cores)
+        lines.append("infer: that is past --budget %d s%s" % (args.budget, "; shorter: " + ", ".join(
+            "%s %s about %s" % (o["flag"], o["value"], _duration(o["total_s"])) for o in options) if options else ""))
+    return lines
+
+
+def _seconds(value):
+    return "%.3g s" % value if value >= 1 else "%.3g ms" % (value * 1e3)
 
 
 def _first(samples, n):

@@ -191,6 +191,12 @@ def test_each_rung_starts_cold_in_parts(served):
         assert "accuracy" in r  # the rung's fields come along
 
 
+def test_every_record_keeps_the_estimate_it_was_measured_under(served):
+    _, rows, _, _ = served
+    assert rows and all(r["estimated_s"] > 0 and r["estimate_after_s"] > 0 and r["budget_s"] == 600
+                        and r["batch_sizes_fitted"] is True for r in rows if not r.get("error"))
+
+
 def test_the_tables_and_lines(served):
     p, _, _, _ = served
     tables = [t for t in p.stdout.split("\n\n") if "----" in t]
@@ -205,6 +211,10 @@ def test_the_tables_and_lines(served):
     assert re.search(r"^offline: the most samples/s: [\w-]+ 1x1 b\d+, [\d.,]+/s; of the rungs against static, ",
                      p.stdout, re.M)
     assert re.search(r"infer: \d+ cold starts, then up to \d+ LoadGen runs .*: at least \d+ s", p.stderr)
+    # the estimate, once the rungs are judged (what it says is tested in test_inference_estimate.py)
+    estimate = re.search(r"^infer: about \d+ (s|min) from here \(.*\), after .*\(static: [\d.]+ [mu]?s at batch 1",
+                         p.stderr, re.M)
+    assert estimate and estimate.start() > p.stderr.index("infer: judging each rung"), p.stderr
     assert "infer: judging each rung on 296 held-out samples of digits" in p.stderr
     assert "note: each instance runs with OMP_NUM_THREADS" in p.stderr
 
@@ -282,6 +292,7 @@ def test_multi_stream_splits_a_query_among_the_instances_of_every_layout(tmp_pat
                                                    "takes 512"),
     (["--calib-data", "{tmp}/nowhere"], "--calib-data {tmp}/nowhere: no such file or folder"),
     (["--cold-starts", "-1"], "'-1' must be 0 or more"),
+    (["--budget", "0"], "'0' must be at least 1"),
     (["--accuracy-target", "0%"], "'0%' must be above 0%"),
     (["--accuracy-target", "120%"], "'120%' must be between 0% and 100%"),
 ])

@@ -358,6 +358,10 @@ def test_cold_start_in_a_fresh_process_has_every_part(trained, tmp_path):
     assert "cold start of the static rung failed" in one_line(e.value)
     with pytest.raises(ValueError):
         coldstart.measure(rung, CTX, batch_sizes=(1,))
+    with pytest.raises(ValueError):
+        coldstart.measure(rung, CTX, steady_calls=0)
+    # infer's default: the steady part on one call
+    assert coldstart.measure(rung, CTX, batch_sizes=(1, 4), steady_calls=1)["steady_calls"] == 1
 
 
 def test_a_cold_start_that_never_answers_is_stopped_with_everything_it_started(trained, tmp_path, monkeypatch):

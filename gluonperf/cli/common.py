@@ -13,6 +13,7 @@ import atexit
 import errno
 import os
 import sys
+import time
 
 from tqdm import tqdm
 
@@ -215,15 +216,37 @@ class _GuardedBar(tqdm):
 
     done = 0  # counted here too: a disabled tqdm (stderr piped) does not count
 
+    seconds = False  # counts expected seconds of work, not steps (progress_bar's `seconds`)
+    EVERY = 60.0     # with `seconds` and no bar shown (stderr not a terminal): a line of the time left this often
+    _said = None
+    _began = 0.0
+    label = "running"  # the desc, kept: a disabled tqdm keeps none
+
     def update(self, n=1):
         self.done += n
-        guard.beat("%s (step %d of %s)" % (getattr(self, "desc", "") or "running", self.done + 1,
-                                          getattr(self, "total", None) or "?"))
+        desc = getattr(self, "desc", "") or "running"
+        if self.seconds:
+            guard.beat("%s (%.0f s of about %.0f s of work done)" % (desc, self.done, getattr(self, "total", 0) or 0))
+            self._say_left()
+        else:
+            guard.beat("%s (step %d of %s)" % (desc, self.done + 1, getattr(self, "total", None) or "?"))
         return super().update(n)
 
     def reset(self, total=None):
         self.done = 0
         return super().reset(total=total)
+
+    def _say_left(self):
+        """Where no bar is shown, the time left as a line every EVERY seconds: the expected
+        seconds left, scaled by how long the work so far took against its expectation."""
+        now = _now()
+        self._said = self._said or self._began
+        if not self.disable or now - self._said < self.EVERY or self.done <= 0:
+            return
+        self._said = now
+        gone = now - self._began
+        left = max(0.0, (getattr(self, "total", 0) or 0) - self.done) * gone / self.done
+        say("%s: %s gone, about %s left" % (self.label, _clock(gone), _clock(left)))
 
     def replan(self, left):
         """The work can now take at most `left` more steps: the total is what is done plus that."""
@@ -231,13 +254,35 @@ class _GuardedBar(tqdm):
         self.refresh()
 
 
-def progress_bar(total, desc):
+_now = time.monotonic  # the clock of the time-left lines (a test gives its own)
+# a bar of expected seconds: the time gone and left, not the seconds counted
+SECONDS_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {elapsed} gone, about {remaining} left"
+
+
+def progress_bar(total, desc, seconds=False):
     """A tqdm bar on a terminal, silent when stderr is piped or redirected; every update
     is progress for the stall guard (`guard_command`). The work starts: held-back notes
-    come out first."""
+    come out first. `seconds`: `total` and the updates are the seconds the work is expected
+    to take, and the bar shows the time left: what is left of the expectation, scaled by how
+    long the work so far took against it (tqdm's average rate, smoothing 0)."""
     flush_notes()
     guard.beat("%s (starting)" % desc)
-    return _GuardedBar(total=total, desc=desc, leave=False, disable=not sys.stderr.isatty())
+    if not seconds:
+        return _GuardedBar(total=total, desc=desc, leave=False, disable=not sys.stderr.isatty())
+    bar = _GuardedBar(total=total, desc=desc, leave=False, disable=not sys.stderr.isatty(), smoothing=0,
+                      bar_format=SECONDS_FORMAT)
+    bar.seconds, bar._began, bar.label = True, _now(), desc
+    return bar
+
+
+def _clock(seconds):
+    """'42 s', '7 min 5 s', '1 h 20 min': a time left for a person."""
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return "%d s" % seconds
+    if seconds < 3600:
+        return "%d min %d s" % divmod(seconds, 60) if seconds < 600 else "%d min" % round(seconds / 60)
+    return "%d h %d min" % divmod(int(round(seconds / 60)), 60)
 
 
 _LATER = []  # notes held back by note_later

@@ -14,6 +14,8 @@ How fast it answers under load (the serve half):
 - `instances`: the system under test, worker processes (instances x threads, pinned), fed
   indices of samples that sit in shared memory (`samples`), each running `serving`;
 - `serve`: the runs of one command, rounds interleaved, into records; `deploy`: what to deploy.
+- `estimate`: about how long a plan takes, from a few calls of each rung timed in the parent,
+  and the default largest batch fitted to a time budget.
 
 It may import training (model specs and models), measure (intervals and verdicts), records
 and runtime (guard's process groups); never render, cli or the commands. The code that runs in

@@ -13,8 +13,9 @@ Its parts, each timed to a sync point (`wait_to_read`):
   executor and oneDNN creates its primitives (and, for a static graph, its memory plan);
 - `new_shape_call_s`: the first forward at the second batch size: a new input shape builds them
   again;
-- `steady_call_s`: the median of `STEADY_CALLS` later forwards at that size: what a warm
-  process pays;
+- `steady_call_s`: the median of `steady_calls` later forwards at that size (`STEADY_CALLS`
+  when a user asks for cold starts, one at infer's default: a large model's batch call is
+  seconds): what a warm process pays;
 - `total_s`: process start to first answer: import_s + load_s + first_call_s.
 
 The inputs are made before each timed call, outside it.
@@ -29,14 +30,15 @@ PARTS = ("import_s", "load_s", "first_call_s", "new_shape_call_s", "steady_call_
 MODULE = "gluonperf.inference.coldstart"
 
 
-def measure(rung, ctx, batch_sizes=(1, 64), timeout=300):
+def measure(rung, ctx, batch_sizes=(1, 64), timeout=300, steady_calls=STEADY_CALLS):
     """A fresh process, start to first answer, in parts: 'import_s', 'load_s', 'first_call_s'
     (graph and oneDNN primitives built), 'new_shape_call_s' (first call at the second batch size),
-    'steady_call_s' (median of later calls at that size), 'total_s'.
+    'steady_call_s' (median of `steady_calls` later calls at that size), 'total_s'.
 
-    Also 'batch_sizes' and 'steady_calls'. ValueError for a rung that could not be built or
-    batch sizes that are not two positive ones; RuntimeError when the process fails or gives no
-    answer within `timeout` seconds (it is killed, with anything it started)."""
+    Also 'batch_sizes' and 'steady_calls'. ValueError for a rung that could not be built, batch
+    sizes that are not two positive ones or fewer than one steady call; RuntimeError when the
+    process fails or gives no answer within `timeout` seconds (it is killed, with anything it
+    started)."""
     import subprocess
     from ..runtime import guard
     if rung.error:
@@ -45,8 +47,10 @@ def measure(rung, ctx, batch_sizes=(1, 64), timeout=300):
     if len(sizes) != 2 or min(sizes) < 1:
         raise ValueError("batch_sizes %s: give two positive batch sizes, the first call's and the new shape's"
                          % (tuple(batch_sizes),))
+    if int(steady_calls) < 1:
+        raise ValueError("steady_calls %r: give at least 1" % (steady_calls,))
     argument = json.dumps({"rung": rung.to_text(), "device_type": ctx.device_type, "device_id": ctx.device_id,
-                           "batch_sizes": sizes, "launched": time.time()})
+                           "batch_sizes": sizes, "launched": time.time(), "steady_calls": int(steady_calls)})
     try:
         proc = guard.run_worker(MODULE, argument, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -88,9 +92,10 @@ def _child(argument):
     parts["first_call_s"] = _timed_call(forward, batch(first))
     parts["new_shape_call_s"] = _timed_call(forward, batch(second))
     x = batch(second)
-    parts["steady_call_s"] = statistics.median(_timed_call(forward, x) for _ in range(STEADY_CALLS))
+    calls = params.get("steady_calls", STEADY_CALLS)
+    parts["steady_call_s"] = statistics.median(_timed_call(forward, x) for _ in range(calls))
     parts["total_s"] = parts["import_s"] + parts["load_s"] + parts["first_call_s"]
-    parts.update(batch_sizes=[first, second], steady_calls=STEADY_CALLS)
+    parts.update(batch_sizes=[first, second], steady_calls=calls)
     sys.stdout.write(json.dumps(parts) + "\n")
 
 

@@ -51,6 +51,7 @@ class Plan:
     base: dict = field(default_factory=dict)   # fields of every record (model, ...; per rung under 'rungs')
     cold_start: tuple = (1, 64)                # the batch sizes of a cold start: its first call's, a new shape's
     cold_starts: int = 0                       # fresh processes per rung, one a round
+    cold_steady_calls: int = coldstart.STEADY_CALLS  # the calls a cold start's steady_call_s is the median of
     commands: dict = field(default_factory=dict)  # rung -> its instances' program (instances.Pool's command)
     ready_timeout_s: float = READY_TIMEOUT     # what an instance may take to load its rung, and to warm up
 
@@ -70,6 +71,15 @@ class Plan:
         if "server" not in self.scenarios:
             return []
         return [0.0] + ([self.batch_window_s] if self.batch_window_s else [])
+
+    def warm_sizes(self, layout):
+        """The batch sizes an instance of `layout` warms up at: every size a run will send it."""
+        sizes = {1}
+        for scenario, batch in self.configurations():
+            sizes.add(math.ceil(batch / layout.instances) if scenario == "multi-stream" else batch)
+        if self.batch_window_s and "server" in self.scenarios:
+            sizes.update(buckets(self.max_batch))  # a server batch is padded to one of them
+        return sorted(sizes)
 
     def planned_runs(self):
         per_layout = len(self.configurations()) * self.rounds + len(self.windows()) * SERVER_TRIALS
@@ -92,11 +102,19 @@ class Plan:
 
 
 class Session:
-    """Runs a Plan on a sample library (`samples.SampleLibrary`); `progress()` after each
-    LoadGen run. `records()` at any time: what has been measured so far."""
+    """Runs a Plan on a sample library (`samples.SampleLibrary`); `progress(amount)` after each
+    step: `cost(step)` of it, a step being a key of `steps` below (default: 1 a cold start or
+    LoadGen run, 0 an instance's warm-up: the count of runs; `estimate.Estimate.seconds`: the
+    seconds it was expected to take, so a bar says the time left). `records()` at any time:
+    what has been measured so far.
 
-    def __init__(self, plan, library, progress=lambda n=1: None):
-        self.plan, self.library, self.progress = plan, library, progress
+    Steps: ('cold', rung), ('warm', layout, rung), ('run', layout, rung, scenario, batch),
+    ('server', layout, rung, window) per rate tried, ('confirm',) per confirmation run."""
+
+    def __init__(self, plan, library, progress=lambda n=1: None, cost=None):
+        self.plan, self.library = plan, library
+        cost = cost or (lambda step: 0 if step[0] == "warm" else 1)
+        self.progress = lambda step, n=1: progress(n * cost(step))
         self.runs = {}      # (layout, rung, scenario, batch) -> [run fields]
         self.servers = []   # records of finished rate searches
         self.confirms = []  # records of the server choice's confirmation
@@ -137,13 +155,14 @@ class Session:
             for rung in rungs[r % len(rungs):] + rungs[:r % len(rungs)]:
                 if rung.name not in failed:
                     try:
-                        parts = coldstart.measure(rung, ctx, self.plan.cold_start)
+                        parts = coldstart.measure(rung, ctx, self.plan.cold_start,
+                                                  steady_calls=self.plan.cold_steady_calls)
                         self.colds.setdefault(rung.name, []).append(dict(parts, round=r))
                     except RuntimeError as e:
                         failed.add(rung.name)
                         self.failed.append(rounds.rung_record(self.plan.base, rung.name, str(e),
                                                                 scenario=rounds.COLD_START))
-                self.progress()
+                self.progress(("cold", rung.name))
 
     # --- one layout --------------------------------------------------------------------
 
@@ -179,17 +198,10 @@ class Session:
             pools.pop(name).close()
             self.failed.append(rounds.rung_record(self.plan.base, name, str(e), layout))
 
-    def _sizes(self, layout):
-        sizes = {1}
-        for scenario, batch in self.plan.configurations():
-            sizes.add(math.ceil(batch / layout.instances) if scenario == "multi-stream" else batch)
-        if self.plan.batch_window_s and "server" in self.plan.scenarios:
-            sizes.update(buckets(self.plan.max_batch))  # a server batch is padded to one of them
-        return sorted(sizes)
-
     def _warm(self, pool, layout, name):
         pool.ready(self.plan.ready_timeout_s)
-        self.hints[(layout, name)] = pool.warm(self._sizes(layout), timeout=self.plan.ready_timeout_s)
+        self.hints[(layout, name)] = pool.warm(self.plan.warm_sizes(layout), timeout=self.plan.ready_timeout_s)
+        self.progress(("warm", layout, name))
 
     # --- LoadGen runs --------------------------------------------------------------------
 
@@ -237,7 +249,7 @@ class Session:
             load = _corrected(load, figures)
         figures["round"] = r
         self.runs.setdefault((layout, name, scenario, batch), []).append(figures)
-        self.progress()
+        self.progress(("run", layout, name, scenario, batch))
 
     def _start_rate(self, layout, name):
         """Where the search starts: half the offline rate measured here, else of the warm-up's."""
@@ -256,10 +268,10 @@ class Session:
             folder = os.path.join(self.plan.log_dir, str(layout), name, label, "rate%.4g" % rate)
             load = loadgen.Load("server", server_rate=rate, latency_bound_s=bound)
             figures = self._loadgen(pool, load, _one_batch, folder, window)
-            self.progress()
+            self.progress(("server", layout, name, window))
             return Trial(rate, bool(figures.get("loadgen_valid")), figures.get("p99_s"), figures)
         peak = find_peak_rate(run, self._start_rate(layout, name), SERVER_TOLERANCE, max_trials=SERVER_TRIALS)
-        self.progress(SERVER_TRIALS - len(peak.trials))  # the runs planned and not needed
+        self.progress(("server", layout, name, window), SERVER_TRIALS - len(peak.trials))  # planned, not needed
         self.servers.append(rounds.server_record(self.plan.base, name, layout, window, self.plan.max_batch,
                                                  bound, peak))
 
@@ -274,7 +286,7 @@ class Session:
         contenders = deploy.contenders(self.servers)
         planned = self.plan.planned_confirmation()
         if not contenders:
-            self.progress(planned)
+            self.progress(("confirm",), planned)
             return
         rate, bound = contenders[0].metrics["rate_at_bound_per_s"], self.plan.latency_bound_s
         rungs = {r.name: r for r in self.plan.runnable()}
@@ -288,21 +300,21 @@ class Session:
                                  layout, m.get("batch_window_s") or 0.0)
             for pool, layout, _ in pools.values():
                 pool.ready(self.plan.ready_timeout_s)
-                pool.warm(self._sizes(layout), timeout=self.plan.ready_timeout_s)
+                pool.warm(self.plan.warm_sizes(layout), timeout=self.plan.ready_timeout_s)
             for r in range(self.plan.confirm_rounds()):
                 for c in contenders[r % len(contenders):] + contenders[:r % len(contenders)]:
                     pool, _, window = pools[c.name]
                     folder = os.path.join(self.plan.log_dir, "confirm", c.name.replace(" ", "-"), "round%d" % (r + 1))
                     load = loadgen.Load("server", server_rate=rate, latency_bound_s=bound)
                     runs[c.name].append(dict(self._loadgen(pool, load, _one_batch, folder, window), round=r))
-                    self.progress()
+                    self.progress(("confirm",))
         except InstanceError as e:
             self.failed.append(rounds.rung_record(self.plan.base, "confirmation", str(e), scenario=rounds.CONFIRM))
             return
         finally:
             for pool, _, _ in pools.values():
                 pool.close()
-        self.progress(planned - len(contenders) * self.plan.confirm_rounds())
+        self.progress(("confirm",), planned - len(contenders) * self.plan.confirm_rounds())
         self.confirms = [rounds.confirm_record(c, rate, runs[c.name], self.plan.threshold) for c in contenders]
 
 
