@@ -197,6 +197,18 @@ def _quantized_ops(model):
 _BUILDERS = {"ort-fp32": _ort_fp32, "ort-int8": _int8, "ov-fp32": _ov, "ov-bf16": _ov, "ov-int8": _int8}
 
 
+_CORES = []
+
+
+def _ov_core():
+    """This process's one openvino.Core: a second one beside the first left a process that had
+    compiled two OpenVINO rungs to crash (SIGSEGV) when Ctrl-C stopped it."""
+    if not _CORES:
+        import openvino
+        _CORES.append(openvino.Core())
+    return _CORES[0]
+
+
 def _session(name, path, n):
     """A function numpy batch -> numpy output of rung `name` on the ONNX file `path`, `n` threads."""
     if runtime_of(name) == "ort":
@@ -209,8 +221,7 @@ def _session(name, path, n):
         session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         input_name = session.get_inputs()[0].name
         return lambda data: session.run(None, {input_name: data})[0]
-    import openvino
-    core = openvino.Core()
+    core = _ov_core()
     compiled = core.compile_model(core.read_model(path), "CPU", {
         "INFERENCE_NUM_THREADS": str(n), "NUM_STREAMS": "1", "INFERENCE_PRECISION_HINT": OV_HINTS[name]})
     request = compiled.create_infer_request()
