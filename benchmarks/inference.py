@@ -9,8 +9,10 @@ one sample: LoadGen's p90 latency) and offline (every sample at once, in batches
 
 - MXNet, gluonperf's ladder (`gluonperf.inference.ladder.prepare`): `static` (hybridized,
   static_alloc and static_shape), `fused` (oneDNN's backend), `bf16` where the CPU has it,
-  `int8` (`quantize_net_v2`, naive calibration on 64 samples), each served by gluonperf's own
-  instance (`gluonperf.inference.serving`). The network is GluonCV's `resnet18_v1b` /
+  `int8` (`quantize_net_v2`, naive calibration on 64 samples), and the same graph exported to
+  ONNX and served by ONNX Runtime and OpenVINO (`ort-fp32`, `ort-int8`, `ov-fp32`, `ov-int8`,
+  `ov-bf16` where the CPU has it: `gluonperf.inference.runtimes`), each served by gluonperf's
+  own instance (`gluonperf.inference.serving`). The network is GluonCV's `resnet18_v1b` /
   `resnet50_v1b`: torchvision's layout (the stride on the 3x3 convolution).
 - PyTorch (benchmarks/inference_torch.py, in .venv-torch): eager, `torch.compile` (inductor,
   freezing), and its own x86 INT8 (PT2E with the X86 inductor quantizer, calibrated on the
@@ -78,7 +80,8 @@ def build_parser():
     p.add_argument("--models", type=cli.comma_list(_model, "resnet18,resnet50"), default=list(MODELS),
                    help="of %s (default: both)" % ",".join(MODELS))
     p.add_argument("--rungs", default=None, metavar="RUNGS",
-                   help="gluonperf's rungs, of static,fused,bf16,int8 (default: every one this CPU has)")
+                   help="gluonperf's rungs, of static,fused,bf16,int8 and the runtimes' ort-fp32,ort-int8,ov-fp32,"
+                        "ov-bf16,ov-int8 (default: every one this CPU and install have)")
     p.add_argument("--rounds", type=cli.positive_int, default=5, help="interleaved rounds (default: %(default)s)")
     p.add_argument("--duration", type=duration_seconds, default=2.0, metavar="TIME",
                    help="the least a LoadGen run lasts (default: 2s), and at least the queries LoadGen's early "

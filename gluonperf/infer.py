@@ -81,7 +81,8 @@ def build_parser():
                                                     "weights, the same in every instance)")
     p.add_argument("--list-models", action="store_true", help="list the names --model accepts and exit")
     p.add_argument("--precision", type=_names(RUNGS, "rung"), default=None, metavar="RUNGS",
-                   help="rungs of the precision ladder, of %s (default: every rung this CPU and build have)"
+                   help="rungs of the precision ladder, of %s: MXNet's, then ONNX Runtime's (ort-) and OpenVINO's "
+                        "(ov-) on the model exported to ONNX (default: every rung this CPU and install have)"
                         % ",".join(RUNGS))
     p.add_argument("--scenario", type=_names(SCENARIOS, "scenario"), default=None, metavar="SCENARIOS",
                    help="of %s (default: %s; server with --latency-bound)"
@@ -95,10 +96,11 @@ def build_parser():
                         "fp32 static (default: random samples of the model's input: accuracy not measured)"
                         % CALIBRATION_SAMPLES)
     p.add_argument("--accuracy-target", type=_target, default=0.99, metavar="PCT",
-                   help="a rung below fp32 (bf16, int8) is deployable only when the lower end of its paired 95%% "
-                        "interval on accuracy is at least PCT of fp32 static's accuracy on the held-out samples "
-                        "(default: 99%%, MLPerf Inference's rule); without labels and trained weights none is, and "
-                        "the deploy line says which would win if its accuracy held, with the command that measures it")
+                   help="a rung below fp32 (bf16, int8, ort-int8, ov-bf16, ov-int8) is deployable only when the lower "
+                        "end of its paired 95%% interval on accuracy is at least PCT of fp32 static's accuracy on the "
+                        "held-out samples (default: 99%%, MLPerf Inference's rule); without labels and trained weights "
+                        "none is, and the deploy line says which would win if its accuracy held, with the command "
+                        "that measures it")
     p.add_argument("--layouts", type=_layouts, default=None, metavar="IxT,...",
                    help="instances x threads, e.g. 1x2,2x1 (default: every factorization of this machine's cores)")
     p.add_argument("--batch-sizes", type=cli.positive_int_list, default=None, metavar="B,B",
@@ -201,12 +203,16 @@ def samples_of(args, source):
 
 
 def rungs_asked(args):
-    """The rungs to run, and {rung: why not} of those this CPU or build cannot have."""
+    """The rungs to run, and {rung: why not} of those this CPU or build cannot have (the runtimes'
+    rungs: where their package is not installed). By default every rung there is here, MXNet's
+    and the installed runtimes'; UserError, one line, when none of the rungs asked can run."""
     from .inference import ladder
     asked = args.precision or ladder.RUNGS
     why = {r: w for r, w in ladder.available(asked).items() if w}
     if args.precision is None:  # the default: every rung there is here, quietly
         return [r for r in asked if r not in why], {}
+    if len(why) == len(asked):
+        raise UserError("--precision %s: %s" % (",".join(asked), "; ".join("%s: %s" % kv for kv in why.items())))
     return [r for r in asked if r not in why], why
 
 

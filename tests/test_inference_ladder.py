@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from helpers import ROOT, clean_env
-from gluonperf.inference import accuracy, calibration, coldstart, exported, ladder
+from gluonperf.inference import accuracy, calibration, coldstart, exported, ladder, runtimes
+from gluonperf.inference.deploy import FLOAT32
 
 CTX = mx.cpu()
 SHAPE = (1, 28, 28)
@@ -129,7 +130,7 @@ def test_every_rung_of_a_trained_lenet_gives_fp32s_answers(trained, tmp_path):
         got = accuracy.evaluate(rung, CTX, held, reference)
         agree = accuracy.outputs_agree(reference, got["outputs"])
         assert got["agreement_n"] == len(held.data) == got["accuracy_n"] == 296
-        if rung.name in ("fp32", "static", "fused"):
+        if rung.name in FLOAT32:
             assert agree["max_abs_diff"] <= 1e-4 * scale, rung.name
             assert agree["top1_agreement"] == 1.0 and got["accuracy_change"] == 0
         else:
@@ -149,15 +150,17 @@ def test_an_exported_model_has_every_rung_but_fp32(trained, tmp_path, monkeypatc
     with pytest.raises(ValueError):
         ladder.load(rungs[0], CTX)
     why_not = ladder.available()
-    assert all(r.error == why_not[r.name] and r.kind == "symbol" for r in rungs[1:])
+    assert all(r.error == why_not[r.name] and r.kind == ("onnx" if r.name in runtimes.RUNGS else "symbol")
+               for r in rungs[1:])
     spec_rung = ladder.prepare(ladder.model_source("lenet", params=trained["params"]), ["fp32"], CTX,
                                str(tmp_path / "spec"))[0]
     reference = outputs(spec_rung, held.data[:64])
     for rung in rungs[1:]:
         if not rung.error:
             got = outputs(rung, held.data[:64])
-            assert accuracy.outputs_agree(reference, got)["top1_agreement"] >= (1.0 if rung.name != "int8" else 0.95)
-    assert all(os.path.isabs(r.symbol) and os.path.isfile(r.params) for r in rungs[1:] if not r.error)
+            assert accuracy.outputs_agree(reference, got)["top1_agreement"] >= (1.0 if rung.name in FLOAT32 else 0.95)
+    assert all(os.path.isabs(r.onnx) and os.path.isfile(r.onnx) if r.kind == "onnx" else
+               os.path.isabs(r.symbol) and os.path.isfile(r.params) for r in rungs[1:] if not r.error)
     if not rungs[4].error:
         assert rungs[4].symbol == str(tmp_path / "work" / "int8-symbol.json")
 

@@ -2,7 +2,8 @@
 
 What a model is as deployed and what each precision rung costs (the ladder):
 - `ladder`: the rungs (fp32, static, fused, bf16, int8), built once in the parent and
-  loaded in every process that serves (`Rung` crosses processes as text);
+  loaded in every process that serves (`Rung` crosses processes as text); `runtimes` and
+  `onnx_export`: ONNX Runtime's and OpenVINO's rungs, from the static graph exported to ONNX;
 - `calibration`, `accuracy`, `coldstart`: INT8's calibration samples, each rung's accuracy
   against fp32 static, a fresh process's start to first answer (the ladder's half).
 

@@ -6,11 +6,11 @@ and the configuration that came closest. Derived from the records alone, so that
 says the same as the command.
 
 A rung is deployable by MLPerf Inference's rule, with the evidence the run has (`gate`): a
-float32 rung (fp32, static, fused) always; a rung below it (bf16, int8) only when the lower end
-of its paired 95% interval on accuracy clears `accuracy_target` (default 0.99) times fp32
-static's accuracy. Without that interval (no labels, random weights) it is not deployable: the
-line names the configuration that would win if its accuracy held and the command that measures
-it.
+float32 rung (fp32, static, fused, ort-fp32, ov-fp32) always; a rung below it (bf16, int8,
+ort-int8, ov-bf16, ov-int8) only when the lower end of its paired 95% interval on accuracy clears
+`accuracy_target` (default 0.99) times fp32 static's accuracy. Without that interval (no
+labels, random weights) it is not deployable: the line names the configuration that would win
+if its accuracy held and the command that measures it.
 """
 import shlex
 from dataclasses import dataclass
@@ -19,7 +19,7 @@ from typing import Optional
 from ..records import Result, format_value, level_text
 
 
-FLOAT32 = ("fp32", "static", "fused")   # rungs that compute in float32: no accuracy gate
+FLOAT32 = ("fp32", "static", "fused", "ort-fp32", "ov-fp32")   # rungs that compute in float32: no accuracy gate
 ACCURACY_TARGET = 0.99                  # MLPerf Inference: 99% of the fp32 reference's accuracy
 
 
@@ -41,7 +41,8 @@ def gate(m):
                                              "{:g}%".format(100 * target), ref)
 
 
-BITS = {"fp32": 32, "static": 32, "fused": 32, "bf16": 16, "int8": 8}
+BITS = {"fp32": 32, "static": 32, "fused": 32, "bf16": 16, "int8": 8,
+        "ort-fp32": 32, "ort-int8": 8, "ov-fp32": 32, "ov-bf16": 16, "ov-int8": 8}
 CONFIRM = "confirm"          # the confirmation's records' scenario
 CONTENDERS = 4               # configurations confirmed at the most: the best and the 3 closest to it
 

@@ -12,6 +12,8 @@
   calibrated on the calibration samples with MXNet's `naive` mode (each layer's output range is
   the min and max it took over them), exported. Operators MXNet has no INT8 kernel for stay
   float32 (the rung's note names them); a model with none it can quantize cannot have the rung.
+- `ort-fp32`, `ort-int8`, `ov-fp32`, `ov-bf16`, `ov-int8`: the static graph exported to ONNX by MXNet's own
+  exporter and served by ONNX Runtime or OpenVINO (`gluonperf.inference.runtimes`).
 
 Every graph rung is built from the static rung's files, so an exported model
 (`--model PREFIX-symbol.json`, loaded with `SymbolBlock.imports`) has every rung but fp32 (it
@@ -39,9 +41,10 @@ import mxnet as mx
 import numpy as np
 
 from .. import error_line
-from . import exported
+from . import exported, runtimes
 
-RUNGS = ("fp32", "static", "fused", "bf16", "int8")   # the ladder, in this order; "static" is the reference
+MXNET_RUNGS = ("fp32", "static", "fused", "bf16", "int8")
+RUNGS = MXNET_RUNGS + runtimes.RUNGS   # the ladder, in this order; "static" is the reference
 REFERENCE = "static"
 CALIBRATION_MODE = "naive"     # quantize_net_v2's calib_mode: min/max of each layer's output over the samples
 CALIBRATION_BATCH = 32
@@ -147,7 +150,8 @@ def _fit_params(spec, params, shape):
 class Rung:
     name: str                           # one of RUNGS
     kind: str = "spec"                  # "spec": rebuilt from the spec in the process that runs it;
-                                        # "symbol": loaded from exported files
+                                        # "symbol": loaded from exported files; "onnx": an ONNX file
+                                        # a runtime loads (gluonperf.inference.runtimes)
     spec: Optional[str] = None
     symbol: Optional[str] = None
     params: Optional[str] = None
@@ -157,6 +161,7 @@ class Rung:
     error: Optional[str] = None         # one line: why it cannot be built here (the others still run)
     note: Optional[str] = None
     classes: Optional[int] = None       # the model's outputs (a kind "spec" rung rebuilds it with them)
+    onnx: Optional[str] = None          # kind "onnx": the file its runtime loads
 
     def to_text(self):
         """JSON text: a Rung crosses processes as text."""
@@ -172,7 +177,7 @@ class Rung:
 def available(rungs=RUNGS):
     """{rung: None, or why this CPU/build cannot have it}: bf16 needs AVX512-BF16 or AMX (and
     oneDNN allowed AVX-512); fused, bf16 and int8 need MXNet built with oneDNN and not switched
-    off (MXNET_MKLDNN_ENABLED=0)."""
+    off (MXNET_MKLDNN_ENABLED=0); the runtimes' rungs need their package (`runtimes.why_not`)."""
     from ..runtime import precision
     unknown = [r for r in rungs if r not in RUNGS]
     if unknown:
@@ -187,6 +192,8 @@ def available(rungs=RUNGS):
         why = None
         if rung in ("fused", "bf16", "int8"):
             why = onednn
+        if rung in runtimes.RUNGS:
+            why = runtimes.why_not(rung)
         if rung == "bf16" and why is None:
             why = precision.why_no_bf16()
             if why is None and not precision.has_bf16():
@@ -211,7 +218,8 @@ def _timed(name, base, build):
 
 def prepare(source, rungs, ctx, workdir, calibration=None):
     """In the parent, once: each asked rung built and, where it is a graph (static, fused, bf16,
-    int8), exported to `workdir` so that every worker process loads the same files; a rung that
+    int8), exported to `workdir` so that every worker process loads the same files; the runtimes'
+    rungs from the static graph exported to ONNX once (`runtimes.prepare`). A rung that
     cannot be built comes back with `error` set. `calibration`: a calibration.Samples (int8 needs
     it; without, int8 is calibrated on random samples of the model's input, said in its note).
     Returns [Rung], in RUNGS order."""
@@ -243,6 +251,12 @@ def prepare(source, rungs, ctx, workdir, calibration=None):
             else:
                 prefix = os.path.join(workdir, name)
                 out[name] = _timed(name, static, lambda b=builders[name], p=prefix: b(static, x, ctx, p))
+    served = [name for name in asked if name in runtimes.RUNGS]
+    for name in served:
+        why = why_not[name] or (static.error and "the static graph it is exported from failed: " + static.error)
+        if why:
+            out[name] = replace(base, name=name, kind="onnx", error=why)
+    out.update(runtimes.prepare(static, [name for name in served if name not in out], workdir, calibration))
     return [out[name] for name in asked]
 
 
@@ -382,6 +396,8 @@ def load(rung, ctx, spec=None):
     ValueError for a rung that could not be built (its `error`)."""
     if rung.error:
         raise ValueError("%s: %s" % (rung.name, rung.error))
+    if rung.kind == "onnx":
+        return runtimes.load(rung)
     if rung.kind == "spec":
         net = _build_spec(spec or rung.spec, rung.classes or DEFAULT_CLASSES, ctx)
         net.load_parameters(rung.params, ctx=ctx)

@@ -21,7 +21,8 @@ from .coldstart import PARTS as COLD_PARTS
 from .loadgen import FIGURE
 
 REFERENCE = "static"
-LADDER = ("fp32", "static", "fused", "bf16", "int8")   # ladder.RUNGS, here without importing MXNet (render)
+LADDER = ("fp32", "static", "fused", "bf16", "int8",     # ladder.RUNGS, here without importing MXNet (render)
+          "ort-fp32", "ort-int8", "ov-fp32", "ov-bf16", "ov-int8")
 COLD_START = "cold-start"   # a cold start's records' scenario (coldstart.measure, not LoadGen)
 CONFIRM = "confirm"         # the server choice's confirmation: deploy.CONFIRM
 LOWER_IS_BETTER = ("p90_s", "p99_s")
