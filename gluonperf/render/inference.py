@@ -79,9 +79,10 @@ def cold_title(records):
     m = records[0].metrics
     sizes = m.get("batch_sizes") or [1, 64]
     return ("cold start, %s on %s: a fresh process from its start to its first answer at batch %d (total: import, "
-            "load, first call), then its first call at batch %d (a new shape) and the median of %s calls after; "
-            "median of %s" % (m.get("model"), m.get("ctx"), sizes[0], sizes[1], m.get("steady_calls"),
-                           "1 process a rung" if m.get("rounds") == 1 else "%s processes a rung" % m.get("rounds")))
+            "load, first call), then its first call at batch %d (a new shape) and %s after; "
+            "%s" % (m.get("model"), m.get("ctx"), sizes[0], sizes[1],
+                    "one call" if m.get("steady_calls") == 1 else "the median of %s calls" % m.get("steady_calls"),
+                    "1 process a rung" if m.get("rounds") == 1 else "median of %s processes a rung" % m.get("rounds")))
 
 
 def shown(record):
