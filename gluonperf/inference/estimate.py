@@ -15,7 +15,6 @@ It is a guess of the right size, not a measurement: the progress bar corrects it
 finish (its time left is the estimate left, scaled by how long the steps so far took against it).
 """
 import math
-import os
 from dataclasses import dataclass, field, replace
 
 from . import loadgen
@@ -206,11 +205,12 @@ def shorter(plan, times, cores):
 def call_times(rungs, ctx, sizes=TIMED_SIZES, spec=None, threads=None):
     """CallTimes of each built rung, timed here: its load, then at each of `sizes` one call that
     builds and one timed call, each synced. A rung that fails here is left out (its time is then
-    the slowest one's). `threads`: this process's (default: OMP_NUM_THREADS, else the CPUs)."""
+    the slowest one's). `threads`: this process's (default: `runtimes.threads`, as a rung sees them)."""
     import time
     import mxnet as mx
     import numpy as np
     from .ladder import input_dtype, load
+    from .runtimes import threads as process_threads
     calls, loads = {}, {}
     for rung in rungs:
         if rung.error:
@@ -234,5 +234,5 @@ def call_times(rungs, ctx, sizes=TIMED_SIZES, spec=None, threads=None):
             loads.pop(rung.name, None)
     if not calls:
         raise ValueError("no rung could be timed: nothing to estimate from")
-    threads = threads or int(os.environ.get("OMP_NUM_THREADS") or 0) or os.cpu_count() or 1
+    threads = threads or process_threads()
     return CallTimes(calls, loads, threads)
