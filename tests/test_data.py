@@ -35,7 +35,7 @@ def idx_dir(tmp_path):
 
 def test_digits_are_28x28_in_unit_range_with_a_fixed_split():
     (xa, ya), (xb, yb) = data.digits()
-    assert xa.shape == (1437, 1, 28, 28) and xb.shape == (360, 1, 28, 28)
+    assert xa.shape == (898, 1, 28, 28) and xb.shape == (899, 1, 28, 28)
     assert xa.min() >= 0 and xa.max() <= 1 and xa.max() > 0.9
     assert set(ya) == set(range(10)) and set(yb) == set(range(10))
     (xc, _), _ = data.digits()

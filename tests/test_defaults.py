@@ -61,7 +61,7 @@ def ran(images, tmp_path_factory):
         # --epochs 1: the default 4 epochs would train the same batch 4 times over
         "train folder": ["gluonperf.train", "--dataset", images, "--epochs", "1"],
         "train rec": ["gluonperf.train", "--dataset", rec, "--epochs", "1"],
-        # --limit 64 (1 step): a whole epoch of the 1437 digits (6000 synthetic images) is 22 (93) steps
+        # --limit 64 (1 step): a whole epoch of the 898 digits (6000 synthetic images) is 14 (93) steps
         "train synthetic": ["gluonperf.train", "--dataset", "synthetic", "--epochs", "1", "--limit", "64"],
         "train digits": ["gluonperf.train", "--dataset", "digits", "--epochs", "1", "--limit", "64"],
         # without --workers the input section's title once crashed, in the full run and with --input-only;

@@ -93,7 +93,7 @@ def test_the_exported_model_is_served_on_every_rung_built_here(served):
 
 
 def test_every_rung_carries_its_accuracy_against_fp32_static(served):
-    """Held out: the 296 digits of the test split not used to calibrate INT8 (64); each rung's
+    """Held out: the 835 digits of the test split (899) not used to calibrate INT8 (64); each rung's
     accuracy on them and its change against static's with the paired interval, in every record
     of the rung; static's outputs are the reference, so its own record has its accuracy alone."""
     _, rows, _, _ = served
@@ -102,12 +102,12 @@ def test_every_rung_carries_its_accuracy_against_fp32_static(served):
     static = {r["accuracy"] for r in judged if r["precision"] == "static"}
     assert len(static) == 1
     for r in judged:
-        assert (r["calib_data"], r["calibration_n"], r["held_out_n"], r["evaluated_n"]) == ("digits", 64, 296, 296)
+        assert (r["calib_data"], r["calibration_n"], r["held_out_n"], r["evaluated_n"]) == ("digits", 64, 835, 835)
         assert 0 <= r["accuracy"] <= 1 and "outputs" not in r and r["build_s"] >= 0 and r["note"]
         if r["precision"] == "static":
             assert "accuracy_change" not in r and "top1_agreement" not in r
             continue
-        assert r["accuracy_ref"] in static and r["accuracy_n"] == r["agreement_n"] == 296
+        assert r["accuracy_ref"] in static and r["accuracy_n"] == r["agreement_n"] == 835
         assert r["accuracy_change"] == pytest.approx(r["accuracy"] - r["accuracy_ref"])
         assert -1 <= r["accuracy_change_ci_low"] <= r["accuracy_change"] <= r["accuracy_change_ci_high"] <= 1
         assert r["accuracy_change_ci_low"] < r["accuracy_change_ci_high"]  # an interval, not a point
@@ -206,7 +206,7 @@ def test_the_tables_and_lines(served):
     for t in tables:  # fits a terminal (100 columns under a pipe)
         assert len(next(line for line in t.splitlines() if line.startswith("---"))) <= 100, t
     assert "p90 (" in tables[0] and "samples/s" in tables[1]
-    assert "accuracy_change (95% CI)" in tables[2] and "296 held-out samples of digits" in tables[2]
+    assert "accuracy_change (95% CI)" in tables[2] and "835 held-out samples of digits" in tables[2]
     assert "total (" in tables[3] and "first_call (" in tables[3]
     assert re.search(r"^single-stream: the lowest p90: [\w-]+ 1x1 b1, [\d.,]+ [mu]?s", p.stdout, re.M)
     assert re.search(r"^offline: the most samples/s: [\w-]+ 1x1 b\d+, [\d.,]+/s; of the rungs against static, ",
@@ -216,7 +216,7 @@ def test_the_tables_and_lines(served):
     estimate = re.search(r"^infer: about \d+ (s|min) from here \(.*\), after .*\(static: [\d.]+ [mu]?s at batch 1",
                          p.stderr, re.M)
     assert estimate and estimate.start() > p.stderr.index("infer: judging each rung"), p.stderr
-    assert "infer: judging each rung on 296 held-out samples of digits" in p.stderr
+    assert "infer: judging each rung on 835 held-out samples of digits" in p.stderr
     assert "note: each instance runs with OMP_NUM_THREADS" in p.stderr
 
 

@@ -291,7 +291,7 @@ def test_a_gluoncv_zoo_model(run, tmp_path):
     (["--kvstore", "dist_sync"], "one machine"),
     (["--kvstore", "nccl"], "GPUs only"),
     (["--ctx", "cpu0,cpu1,cpu2", "--batch-size", "2"], "smaller than the number of contexts"),
-    (["--batch-size", "5000"], "larger than the 1437 training samples"),
+    (["--batch-size", "5000"], "larger than the 898 training samples"),
 ])
 def test_errors_are_one_line(args, words, capsys):
     from gluonperf.cli import common as cli

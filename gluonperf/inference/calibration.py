@@ -1,9 +1,9 @@
 """The samples a precision rung is calibrated and judged on (`--calib-data`).
 
 - `digits`: scikit-learn's handwritten digits as gluonperf's data sets read them (8x8 resized
-  to 28x28 in [0, 1], `gluonperf.training.data.digits`), the 360 of its test split only: the
-  samples `train --dataset digits` never trained on, so that accuracy on them is held-out
-  accuracy. Shaped to the model's input: 1x28x28 as they are, any shape of 784 values
+  to 28x28 in [0, 1], `gluonperf.training.data.digits`), the 899 of its test split only (half of
+  its 1,797): the samples `train --dataset digits` never trained on, so that accuracy on them is
+  held-out accuracy. Shaped to the model's input: 1x28x28 as they are, any shape of 784 values
   (an MLP's 784 features) reshaped, CxHxW (C 1 or 3) resized bilinearly and the grey copied
   to every channel.
 - an image folder (one subfolder per class; its `val/` when it has `train/` and `val/`), or
@@ -47,7 +47,7 @@ def load(what, input_shape, count, seed=0):
     """`what`: "digits", an image folder (class subfolders), a .rec file, or None (random samples
     of the model's input). ValueError, one line, for data of the wrong shape or a missing path.
     `count` samples in a random order seeded by `seed`, or all there are when fewer (digits' test
-    split holds 360)."""
+    split holds 899)."""
     shape = tuple(int(n) for n in input_shape)
     if count < 1:
         raise ValueError("count %d: ask for at least one sample" % count)

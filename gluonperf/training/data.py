@@ -150,9 +150,15 @@ def stratified_split(labels, test_fraction, seed):
     return rng.permutation(ranked[n_test:]), rng.permutation(ranked[:n_test])
 
 
-def digits(seed=0, test_fraction=0.2):
+# Half of digits' 1,797 samples are held out: `infer --calib-data digits` judges a lower precision
+# against 99% of fp32's accuracy on them (MLPerf's rule) with a 95% interval, which needs about
+# 430 held-out samples even when no answer changes; a fifth (360) could never clear it.
+DIGITS_TEST_FRACTION = 0.5
+
+
+def digits(seed=0, test_fraction=DIGITS_TEST_FRACTION):
     """scikit-learn's 8x8 digits (values 0..16), bilinearly resized to 28x28 in [0, 1],
-    split into train and test sets once with a fixed seed (stratified)."""
+    split into train (898) and test (899) sets once with a fixed seed (stratified)."""
     images, labels = digits_arrays()
     small = mx.nd.array(images.reshape(-1, 1, 8, 8) / 16.0)
     x = mx.nd.contrib.BilinearResize2D(small, height=28, width=28).asnumpy().clip(0, 1)
