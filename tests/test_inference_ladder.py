@@ -251,15 +251,15 @@ def test_digits_are_the_test_split_and_calibration_never_meets_held_out(trained)
     from gluonperf.training.data import digits
     (train_x, _), (test_x, test_y) = digits()
     samples = calibration.load("digits", SHAPE, 1000)
-    assert samples.data.shape == (360,) + SHAPE and samples.data.dtype == np.float32
+    assert samples.data.shape == (899,) + SHAPE and samples.data.dtype == np.float32
     assert sorted(map(bytes, samples.data)) == sorted(map(bytes, test_x.astype(np.float32)))
     assert not {bytes(x) for x in samples.data} & {bytes(x) for x in train_x.astype(np.float32)}
     calib, held = calibration.split(samples, 64)
-    assert (len(calib.data), len(held.data)) == (64, 296)
+    assert (len(calib.data), len(held.data)) == (64, 835)
     assert not {bytes(x) for x in calib.data} & {bytes(x) for x in held.data}
     assert sorted(np.concatenate([calib.labels, held.labels])) == sorted(test_y)
     with pytest.raises(ValueError):
-        calibration.split(samples, 360)
+        calibration.split(samples, 899)
 
 
 def test_digits_are_shaped_to_the_models_input_or_refused_in_one_line():

@@ -160,8 +160,12 @@ def _quantized(path, rung, workdir, calibration):
     quant_pre_process(path, ready, skip_symbolic_shape=True)
     out = os.path.join(workdir, "int8-qdq.onnx")
     name = onnx.load(ready).graph.input[0].name
+    # Without VNNI, u8 x s8 products go through VPMADDUBSW, whose 16-bit sums saturate; ONNX
+    # Runtime's remedy is 7-bit weights (reduce_range). A LeNet trained on digits kept 94.6% of
+    # fp32's answers with 8-bit weights on an AVX2 Zen 3, against 100% in MXNet's own INT8.
+    no_vnni = not {"avx512_vnni", "avx_vnni", "amx_int8"} & cpu_flags()
     quantize_static(ready, out, _Samples(name, data), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    reduce_range=no_vnni, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                     calibrate_method=CalibrationMethod.MinMax)
     quantized, total = _quantized_ops(onnx.load(out))
     if not quantized:
@@ -172,8 +176,9 @@ def _quantized(path, rung, workdir, calibration):
                                                            "/".join(QUANTIZED_OPS)))
     if samples.note:
         what += " (%s)" % samples.note
-    if not {"avx512_vnni", "avx_vnni", "amx_int8"} & cpu_flags():
-        what += "; this CPU has no VNNI, so INT8 runs without the dot-product instructions"
+    if no_vnni:
+        what += ("; this CPU has no VNNI, so INT8 runs without the dot-product instructions, with 7-bit weights "
+                 "(reduce_range) against their 16-bit sums saturating")
     return out, what
 
 
