@@ -146,22 +146,23 @@ def test_time_to_accuracy_compares_each_optimizer_with_the_first_over_the_seeds(
 
 def test_bench_time_to_accuracy_from_the_command_line(run, tmp_path):
     out = tmp_path / "tta.jsonl"
-    p = run("gluonperf.bench", "time-to-accuracy", "--optimizers", "sgd,rmsprop", "--seeds", "2", "--epochs", "3",
-            "--warmup-epochs", "0", "--target-top1", "0.5", "--json", str(out))
+    p = run("gluonperf.bench", "time-to-accuracy", "--optimizers", "sgd,rmsprop", "--seeds", "2", "--epochs", "4",
+            "--warmup-epochs", "0", "--target-top1", "0.4", "--json", str(out))
     assert p.returncode == 0, p.stderr
     rows = [r for r, _ in read_jsonl(str(out))]
     runs = [r.metrics for r in rows if r.bench == "time-to-accuracy-run"]
     summary = {r.name: r.metrics for r in rows if r.bench == "time-to-accuracy"}
     assert sorted((r["optimizer"], r["seed"]) for r in runs) == [("rmsprop", 0), ("rmsprop", 1), ("sgd", 0), ("sgd", 1)]
-    # each got there (0.55-0.73 at epoch 1 or 2 when written; chance is 0.1) and stopped there
-    assert all(r["target_reached"] and r["best_test_top1"] >= 0.5 and r["epoch"] == r["epochs_to_target"] < 3
+    # each got there (0.43-0.56 at epoch 1 or 2 on the 898 training digits when written; chance is 0.1; at
+    # 0.5 one seed once needed a fourth epoch) and stopped there
+    assert all(r["target_reached"] and r["best_test_top1"] >= 0.4 and r["epoch"] == r["epochs_to_target"] < 4
                for r in runs)
     rms = summary["rmsprop"]
     assert rms["reached"] == 2 and rms["speedup_n"] == 2
     assert rms["speedup_ci_low"] <= rms["speedup"] <= rms["speedup_ci_high"]
     assert rms["median_time_to_target_s"] == pytest.approx(
         np.median([r["time_to_target_s"] for r in runs if r["optimizer"] == "rmsprop"]))
-    assert "time to test top-1 0.5" in p.stdout
+    assert "time to test top-1 0.4" in p.stdout
 
 
 def test_help_and_a_bad_flag_answer_without_loading_mxnet(run, tmp_path):
