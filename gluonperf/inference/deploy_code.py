@@ -96,6 +96,7 @@ def keeping(directory):
     if problem:
         raise ValueError("--keep %s %s" % (directory, problem))
     from ..runtime import guard
+    from ..runtime.outputs import umask_mode
     target = os.path.abspath(directory)
     with guard.temp_dir(prefix=".%s-partial-" % os.path.basename(target), dir=os.path.dirname(target)) as partial:
         def keep(rungs):
@@ -107,6 +108,7 @@ def keeping(directory):
         yield keep
         if os.path.isdir(target):
             os.rmdir(target)  # empty, as checked: rename() puts the folder in its place
+        os.chmod(partial, umask_mode(0o777))  # a folder as mkdir makes it, not mkdtemp's private one
         os.rename(partial, target)
 
 
