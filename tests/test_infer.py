@@ -322,7 +322,8 @@ def test_ctrl_c_keeps_what_was_measured_and_leaves_nothing(tmp_path, private_tmp
     env, mark = marked_env(TMPDIR=str(tmp))
     before = segments()
     proc = subprocess.Popen([PY, "-m", "gluonperf.infer", "--model", "mlp", "--precision", "static",
-                             "--cold-starts", "1", "--duration", "0.5", "--json", str(out)],
+                             "--cold-starts", "1", "--duration", "0.5", "--json", str(out), "--keep",
+                             str(tmp_path / "kept")],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     logs = str(out)[:-len(".json")] + "-loadgen"
     try:  # once a LoadGen run has finished (the next one's summary written) and others are under way
@@ -350,6 +351,7 @@ def test_ctrl_c_keeps_what_was_measured_and_leaves_nothing(tmp_path, private_tmp
         time.sleep(0.2)
     assert not processes_of(mark), [p.cmdline() for p in processes_of(mark)]
     assert segments() - before == set() and not list(tmp.iterdir())
+    assert sorted(os.listdir(tmp_path)) == ["run-loadgen", "run.json"]  # --keep's folder only when the run ends
 
 
 def test_an_instance_that_cannot_load_its_rung_says_why(tmp_path):
