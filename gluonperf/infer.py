@@ -129,6 +129,10 @@ def build_parser():
     p.add_argument("--duration", type=duration_seconds, default=1.0, metavar="TIME",
                    help="the least a LoadGen run lasts (default: 1s); it also runs the fewest queries with which "
                         "LoadGen's early stopping can pass")
+    p.add_argument("--keep", metavar="DIR", default=None,
+                   help="keep the built rungs' files (graphs, weights, ONNX files) in DIR, a new or empty folder, "
+                        "moved into place when the run ends (a failed run leaves none): the deploy line's code "
+                        "serves them from there (default: they go with the run's working folder)")
     p.add_argument("--mlperf-minimums", action="store_true",
                    help="run every LoadGen test to MLPerf's own minimums (600 s a run: hours in all) instead")
     cli.add_threshold(p)
@@ -152,6 +156,11 @@ def check(args):
         except ValueError as e:
             raise UserError("--layouts: " + str(e))
     cli.check_outputs(args)
+    if args.keep is not None:
+        from .inference.deploy_code import keep_problem
+        problem = keep_problem(args.keep)
+        if problem:
+            raise UserError("--keep %s %s" % (args.keep, problem))
     try:
         calibration.check_source(args.calib_data)
     except ValueError as e:
@@ -251,20 +260,26 @@ def main(argv=None):
                                            % os.environ["OMP_NUM_THREADS"] if THREADS_NOTE is None
                                            and "OMP_NUM_THREADS" in os.environ else ""))
     asked, unavailable = rungs_asked(args)
+    from .inference.deploy_code import keeping
     from .runtime import guard
-    with guard.temp_dir() as scratch:
-        records = measure(args, source, samples, asked, unavailable, scenarios, layouts, scratch, started)
+    with guard.temp_dir() as scratch, keeping(args.keep) as keep:
+        records = measure(args, source, samples, asked, unavailable, scenarios, layouts, scratch, started, keep)
     show(args, records)
     return 0
 
 
-def build_ladder(args, source, samples, asked, ctx, scratch):
+def build_ladder(args, source, samples, asked, ctx, scratch, keep=None):
     """The rungs built (INT8 calibrated on the calibration samples) and judged on the held-out
-    ones against fp32 static: (rungs, the records' common fields with each rung's under 'rungs')."""
-    from .inference import accuracy, ladder
+    ones against fp32 static: (rungs, the records' common fields with each rung's under 'rungs',
+    among them what the deploy line's code needs: deploy_code.fields). `keep`: deploy_code.keeping's
+    copier of the rungs' files (--keep), or None."""
+    from .inference import accuracy, deploy_code, ladder
     calib, held = samples
     cli.note("infer: building %s for %s" % (", ".join(asked) or "no rung", args.model_label))
     rungs = ladder.prepare(source, asked, ctx, scratch, calibration=calib)
+    kept = keep(rungs) if keep else None
+    if kept:
+        cli.note("infer: the rungs' files copied, to be moved into %s when the run ends" % kept)
     judged = held if held.labels is not None else _first(held, UNLABELLED_JUDGED)
     cli.note("infer: judging each rung on %d held-out samples of %s against fp32 static%s" % (
         len(judged), held.source, "" if judged.labels is not None else " (%s)" % (held.note or "no labels")))
@@ -273,13 +288,13 @@ def build_ladder(args, source, samples, asked, ctx, scratch):
             "calib_data": calib.source, "calibration_n": len(calib), "held_out_n": len(held),
             "accuracy_target": args.accuracy_target,
             "rungs": {r.name: dict({k: v for k, v in (("build_s", r.build_s), ("note", r.note)) if v is not None},
-                                   **fields.get(r.name, {})) for r in rungs}}
+                                   **fields.get(r.name, {}), **deploy_code.fields(r, kept)) for r in rungs}}
     if judged.labels is None:
         base["accuracy_note"] = held.note or "accuracy not measured: the samples have no labels"
     return rungs, base
 
 
-def measure(args, source, samples, asked, unavailable, scenarios, layouts, scratch, started):
+def measure(args, source, samples, asked, unavailable, scenarios, layouts, scratch, started, keep=None):
     """Build and judge the rungs (`build_ladder`), time each rung's calls here and say about how
     long the plan will take (`estimate`: at the defaults its largest batch fitted to --budget),
     fill the sample library with the held-out samples, run the plan (cold starts, then LoadGen)
@@ -290,7 +305,7 @@ def measure(args, source, samples, asked, unavailable, scenarios, layouts, scrat
     from .inference.serve import Session
     from .runtime.contexts import parse_contexts
     ctx = parse_contexts(args.ctx)[0]
-    rungs, base = build_ladder(args, source, samples, asked, ctx, scratch)
+    rungs, base = build_ladder(args, source, samples, asked, ctx, scratch, keep)
     plan = plan_of(args, rungs, base, scenarios, layouts, log_folder(args, scratch))
     guess, cores = None, len(core_groups())
     if plan.runnable():

@@ -142,7 +142,13 @@ def server_deploy_line(tmp_path, *argv):
                              "--cold-starts", "0", *SHORT, "--json", str(out)], timeout=300)
     assert p.returncode == 0, p.stderr
     rows = {r["precision"]: r for r in records(out) if r["scenario"] == "server"}
-    return rows, p.stdout.strip().splitlines()[-1]
+    return rows, deploy_line(p.stdout)
+
+
+def deploy_line(stdout):
+    """The deploy line (or "nothing meets the bound"): the last of the readings but for the code
+    that serves it, printed under it indented."""
+    return [line for line in stdout.strip().splitlines() if line.startswith(("deploy", "nothing"))][-1]
 
 
 def faster(rows):
@@ -252,8 +258,11 @@ def test_the_server_search_says_what_to_deploy(tmp_path):
         # every batch that reached the model was of a size the warm-up ran (batched: padded to 1, 2, 4)
         assert r["warmed_batch_sizes"] == [1, 2, 4] and "unwarmed_batch_sizes" not in r
         assert r["batch_sizes_served"] and set(r["batch_sizes_served"]) <= {1, 2, 4}
-    last = p.stdout.strip().splitlines()[-1]
+    last = deploy_line(p.stdout)
     assert last.startswith(("deploy static 1x1", "nothing meets the bound")), p.stdout
+    if last.startswith("deploy"):  # the code that serves it follows, indented, naming the files under DIR
+        code = p.stdout.strip().split(last, 1)[1]
+        assert "SymbolBlock.imports('DIR/static-symbol.json'" in code and "add --keep DIR" in last
     assert ("confirmed in 3 interleaved rounds" in last or "unconfirmed" in last) == bool(confirms)
     assert ("server choice confirmed" in p.stdout) == bool(confirms)
     if last.startswith("deploy"):
@@ -313,7 +322,8 @@ def test_ctrl_c_keeps_what_was_measured_and_leaves_nothing(tmp_path, private_tmp
     env, mark = marked_env(TMPDIR=str(tmp))
     before = segments()
     proc = subprocess.Popen([PY, "-m", "gluonperf.infer", "--model", "mlp", "--precision", "static",
-                             "--cold-starts", "1", "--duration", "0.5", "--json", str(out)],
+                             "--cold-starts", "1", "--duration", "0.5", "--json", str(out), "--keep",
+                             str(tmp_path / "kept")],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     logs = str(out)[:-len(".json")] + "-loadgen"
     try:  # once a LoadGen run has finished (the next one's summary written) and others are under way
@@ -341,6 +351,7 @@ def test_ctrl_c_keeps_what_was_measured_and_leaves_nothing(tmp_path, private_tmp
         time.sleep(0.2)
     assert not processes_of(mark), [p.cmdline() for p in processes_of(mark)]
     assert segments() - before == set() and not list(tmp.iterdir())
+    assert sorted(os.listdir(tmp_path)) == ["run-loadgen", "run.json"]  # --keep's folder only when the run ends
 
 
 def test_an_instance_that_cannot_load_its_rung_says_why(tmp_path):

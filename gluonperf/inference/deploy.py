@@ -1,9 +1,10 @@
 """What to deploy: of the server scenario's configurations (rung, layout, batching) whose rung
 is deployable, the one with the highest rate whose p99 LoadGen found within the bound (its run
 VALID), with the bracket its search closed, the accuracy it costs and the command that measures
-it again; or, when no configuration met the bound at any rate tried, "nothing meets the bound"
-and the configuration that came closest. Derived from the records alone, so that the report
-says the same as the command.
+it again, its runtime, precision and layout in words and the lines of code that serve it so
+(`deploy_code`); or, when no configuration met the bound at any rate tried, "nothing meets the
+bound" and the configuration that came closest. Derived from the records alone, so that the
+report says the same as the command.
 
 A rung is deployable by MLPerf Inference's rule, with the evidence the run has (`gate`): a
 float32 rung (fp32, static, fused, ort-fp32, ov-fp32) always; a rung below it (bf16, int8,
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..records import Result, format_value, level_text
+from . import deploy_code
 
 
 FLOAT32 = ("fp32", "static", "fused", "ort-fp32", "ov-fp32")   # rungs that compute in float32: no accuracy gate
@@ -121,6 +123,7 @@ class Recommendation:
     held: Optional[Result] = None     # a faster configuration whose rung is not deployable (yet)
     measure: Optional[str] = None     # the command that measures its accuracy
     confirmed: Optional[tuple] = None  # settle's (chosen, how, {name: p99 ratio fields}, why) of the confirmation
+    code: Optional[str] = None        # the lines that serve `record` as measured (deploy_code.code)
 
     def text(self):
         if not self.meets:
@@ -166,9 +169,19 @@ def _deploy_text(record, command):
     above = m.get("rate_invalid_per_s")
     bracket = ("; %s was not, so the most lies in between" % _rate(above) if above is not None
                else "; every rate tried was valid, so it may take more")
-    return "deploy %s: %s with p99 within %s (p99 %s, valid by LoadGen%s); %s; %s" % (
-        record.name, _rate(m["rate_at_bound_per_s"]), _ms(m.get("latency_bound_s")), _ms(m.get("p99_s")), bracket,
-        accuracy_text(m), command)
+    return "deploy %s (%s): %s with p99 within %s (p99 %s, valid by LoadGen%s); %s; %s%s" % (
+        record.name, deploy_code.words(m), _rate(m["rate_at_bound_per_s"]), _ms(m.get("latency_bound_s")),
+        _ms(m.get("p99_s")), bracket, accuracy_text(m), command, _files_text(m))
+
+
+def _files_text(m):
+    """Where the files the code below names are, or how to get them."""
+    if not m.get("files"):
+        return ""
+    if m.get("kept"):
+        return "; serve it with the code below, its files kept in %s" % m["kept"]
+    return ("; serve it with the code below, which names its files in %s: they were not kept, add --keep %s to "
+            "that command to keep them" % (deploy_code.PLACEHOLDER, deploy_code.PLACEHOLDER))
 
 
 def _ms(seconds):
@@ -242,7 +255,8 @@ def recommend(records, model_flags=()):
             best = Result(best.bench, best.name, dict(best.metrics, confirm_rate_per_s=confirms[0].metrics[
                 "confirm_rate_per_s"], confirm_rounds=confirms[0].metrics["rounds"]))
         return Recommendation(True, best, command(model_flags, best.metrics) if best else None, held,
-                              measuring(model_flags, held.metrics) if unmeasured else None, confirmed)
+                              measuring(model_flags, held.metrics) if unmeasured else None, confirmed,
+                              deploy_code.code(best.metrics) if best else None)
     timed = [r for r in servers if r.metrics.get("p99_s") is not None] or servers
     closest = min(timed, key=lambda r: r.metrics.get("p99_s") or float("inf"))
     return Recommendation(False, closest, command(model_flags, closest.metrics))

@@ -41,14 +41,14 @@ import mxnet as mx
 import numpy as np
 
 from .. import error_line
-from . import exported, runtimes
+from . import deploy_code, exported, runtimes
 
 MXNET_RUNGS = ("fp32", "static", "fused", "bf16", "int8")
 RUNGS = MXNET_RUNGS + runtimes.RUNGS   # the ladder, in this order; "static" is the reference
 REFERENCE = "static"
 CALIBRATION_MODE = "naive"     # quantize_net_v2's calib_mode: min/max of each layer's output over the samples
 CALIBRATION_BATCH = 32
-STATIC = {"static_alloc": True, "static_shape": True}
+STATIC = deploy_code.STATIC   # hybridize(**STATIC): how the graph rungs are built and served
 DEFAULT_CLASSES = 10           # what gluonperf trains a model with on its named data sets
 
 

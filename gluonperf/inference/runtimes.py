@@ -21,6 +21,7 @@ INFERENCE_NUM_THREADS with one stream. `load` gives the rung's forward as MXNet'
 it (an NDArray in, an NDArray out), so the same instances, LoadGen runs and accuracy judge it.
 Nothing here imports a runtime until a rung is built or loaded.
 """
+import functools
 import importlib.util
 import os
 import time
@@ -214,21 +215,38 @@ def _ov_core():
     return _CORES[0]
 
 
+ORT_PROVIDERS = ["CPUExecutionProvider"]
+OV_DEVICE = "CPU"
+
+
+def ort_options(n):
+    """An ONNX Runtime rung's SessionOptions at `n` threads, {attribute: value}: an int, or the
+    name of an onnxruntime enum member. `_session` sets them and `deploy_code` writes them into
+    the lines that serve the rung, so that what is deployed is what was measured."""
+    return {"intra_op_num_threads": n, "inter_op_num_threads": 1, "execution_mode": "ExecutionMode.ORT_SEQUENTIAL",
+            "graph_optimization_level": "GraphOptimizationLevel.ORT_ENABLE_ALL"}
+
+
+def ov_properties(name, n):
+    """The properties OpenVINO's CPU plugin compiles rung `name` with at `n` threads (one
+    stream: the layout's instances are the streams); `_session` and `deploy_code` use them."""
+    return {"INFERENCE_NUM_THREADS": str(n), "NUM_STREAMS": "1", "INFERENCE_PRECISION_HINT": OV_HINTS[name]}
+
+
 def _session(name, path, n):
     """A function numpy batch -> numpy output of rung `name` on the ONNX file `path`, `n` threads."""
     if runtime_of(name) == "ort":
         import onnxruntime
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = n
-        options.inter_op_num_threads = 1
-        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        for attribute, value in ort_options(n).items():
+            if isinstance(value, str):  # an enum member's name
+                value = functools.reduce(getattr, value.split("."), onnxruntime)
+            setattr(options, attribute, value)
+        session = onnxruntime.InferenceSession(path, options, providers=ORT_PROVIDERS)
         input_name = session.get_inputs()[0].name
         return lambda data: session.run(None, {input_name: data})[0]
     core = _ov_core()
-    compiled = core.compile_model(core.read_model(path), "CPU", {
-        "INFERENCE_NUM_THREADS": str(n), "NUM_STREAMS": "1", "INFERENCE_PRECISION_HINT": OV_HINTS[name]})
+    compiled = core.compile_model(core.read_model(path), OV_DEVICE, ov_properties(name, n))
     request = compiled.create_infer_request()
     return lambda data: request.infer({0: data})[0]
 

@@ -192,6 +192,8 @@ def readings(records, model_flags=()):
     advice = recommend(records, model_flags)
     if advice is not None:
         lines.append(advice.text())
+        if advice.code:  # under the line, indented: the lines that serve what it names
+            lines.append("\n".join("    " + line if line else "" for line in advice.code.splitlines()))
     return lines
 
 
@@ -214,7 +216,9 @@ def section(records):
                                                         with_interval(best.metrics, "ratio"), verdict_of(best.metrics),
                                                         accuracy_text(best.metrics)))] if best else [])
         + [line for line in readings(records) if line.startswith(("deploy", "nothing"))])
-    return Block("Inference: %s under MLPerf's scenarios (LoadGen)" % m.get("model"), tables, fig, reading or None)
+    advice = recommend(records)
+    return Block("Inference: %s under MLPerf's scenarios (LoadGen)" % m.get("model"), tables, fig, reading or None,
+                 code=advice.code if advice else None)
 
 
 def _report_columns(columns):

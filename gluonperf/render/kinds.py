@@ -33,6 +33,7 @@ class Block:
     note: Optional[str] = None
     source: Optional[str] = None  # the file the run came from (set by build_block)
     row_classes: Optional[List[str]] = None  # CSS class per row of the first table
+    code: Optional[str] = None  # lines of code the reading names (infer's deploy line: what serves it)
 
 
 @dataclass(frozen=True)

@@ -290,7 +290,7 @@ def block_view(b, changes):
         for row, cls in zip(tables[0]["rows"], b.row_classes):
             row["cls"] = cls
     return {"title": b.title, "source": b.source, "file": os.path.basename(b.source or ""), "reading": b.reading,
-            "note": b.note, "figure": b.figure,
+            "note": b.note, "figure": b.figure, "code": b.code,
             "tables": tables,
             "all_fields": table(all_fields(list({id(r): r for t in b.tables for r in t.records}.values())))
             if b.source else None}
