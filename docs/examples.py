@@ -168,9 +168,10 @@ EXAMPLES = [
                        "served from its files, each rung judged on 835 held-out digits",
      ["python -m gluonperf.train --model lenet --dataset digits --export deploy/lenet",
       "python -m gluonperf.infer --model deploy/lenet-symbol.json --calib-data digits --json served.json"]),
-    ("infer_server", "infer's server scenario: static and INT8 at the highest rate within a 50 ms p99, and what to "
-                     "deploy",
-     ["python -m gluonperf.infer --precision static,int8 --scenario server --latency-bound 50ms --json server.json"]),
+    ("infer_server", "infer's server scenario: static, fused and INT8 at the highest rate within a 50 ms p99, the "
+                     "close ones confirmed in interleaved rounds, and what to deploy",
+     ["python -m gluonperf.infer --precision static,fused,int8 --scenario server --latency-bound 50ms "
+      "--json server.json"]),
     ("ladder_mlp", "the precision ladder of the MLP trained on digits and exported: each rung judged on 835 "
                    "held-out digits, one short offline run",
      ["python -m gluonperf.train --model mlp --dataset digits --export deploy/mlp",
