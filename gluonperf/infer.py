@@ -319,6 +319,8 @@ def measure(args, source, samples, asked, unavailable, scenarios, layouts, scrat
             plan, guess = estimate.fit_batch(plan, times, cores, args.budget, time.monotonic() - started)
         elif times:
             guess = estimate.estimate(plan, times, cores)
+    if plan.runnable():
+        note_what_ran(rungs, base, ctx, max(plan.batch_sizes))
     colds = plan.planned_cold_starts()
     cli.note("infer: %sup to %d LoadGen runs (%s; %d layouts, %s), each %s: at least %s" % (
         "%d cold starts, then " % colds if colds else "", plan.planned_runs(), ", ".join(scenarios), len(layouts),
@@ -337,6 +339,16 @@ def measure(args, source, samples, asked, unavailable, scenarios, layouts, scrat
         kept = ["name", "scenario", "p90_s", "samples_per_s", "total_s", "ratio", "verdict", "error"]
         with cli.keep_on_stop(lambda: unbuilt + session.records(), args, "infer: %s" % args.model_label, kept, [ctx]):
             return unbuilt + session.run()
+
+
+def note_what_ran(rungs, base, ctx, batch_size):
+    """Each MXNet graph rung's note in `base` (what its records carry), with the oneDNN primitives
+    a warm call at `batch_size` ran (`primitives.read`: one process with DNNL_VERBOSE=1), so that
+    the ladder says what its speeds come from; a rung it could not read says so in its note."""
+    from .inference import primitives
+    for name, text in primitives.read(rungs, ctx, batch_size).items():
+        fields = base["rungs"].setdefault(name, {})
+        fields["note"] = "; ".join(t for t in (fields.get("note"), text) if t)
 
 
 def plan_of(args, rungs, base, scenarios, layouts, log_dir):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from helpers import ROOT, clean_env
-from gluonperf.inference import accuracy, calibration, coldstart, exported, ladder, runtimes
+from gluonperf.inference import accuracy, calibration, coldstart, exported, ladder, primitives, runtimes
 from gluonperf.inference.deploy import FLOAT32
 
 CTX = mx.cpu()
@@ -340,6 +340,75 @@ def test_outputs_agree_counts_the_largest_difference_and_the_top1_matches():
     assert got == {"max_abs_diff": 0.25, "top1_agreement": pytest.approx(2 / 3), "agreement_n": 3}
     with pytest.raises(ValueError):
         accuracy.outputs_agree(ref, ref[:2])
+
+
+# --- what ran -----------------------------------------------------------------------------------------
+
+VERBOSE = [  # oneDNN 2.x's lines as MXNet 1.9.1 prints them (an int8 LeNet's, shortened), with ones to skip
+    "dnnl_verbose,info,oneDNN v2.3.2 (commit 0000)",
+    "dnnl_verbose,info,cpu,isa:Intel AVX2",
+    "dnnl_verbose,exec,cpu,reorder,jit:uni,undef,src_f32::blocked:abcd:f0 dst_u8::blocked:acdb:f0,"
+    "attr-oscale:0:255.5 ,,64x1x28x28,0.042",
+    "dnnl_verbose,exec,cpu,convolution,jit_uni_int8:avx2,forward_inference,src_u8::blocked:acdb:f0,"
+    "attr-oscale:2 attr-post-ops:eltwise_relu:0:1 ,alg:convolution_direct,mb64_ic1oc20,0.69",
+    "dnnl_verbose,1700000000000.5,exec,cpu,convolution,jit_uni_int8:avx2,forward_inference,src_u8,"
+    "attr-post-ops:eltwise_relu:0:1+sum:1 ,alg:convolution_direct,mb64_ic20oc50,1.79",  # with a timestamp
+    "dnnl_verbose,create:cache_miss,cpu,eltwise,jit:avx2,forward_inference,data_f32,,alg:eltwise_relu,64x128,0.01",
+    "mkldnn_verbose,exec,cpu,reorder,jit:uni,undef,src_u8::blocked:acdb:f0 dst_u8::blocked:abcd:f0,,,64x50x4x4,0.018",
+    "dnnl_verbose,exec,cpu,inner_product,x64:gemm_s8u8s32:jit,forward_inference,src_u8,,,mb64ic128oc10,0.018",
+    "a line MXNet printed",
+]
+
+
+def test_verbose_lines_are_summed_up_by_kind_implementation_and_reorders():
+    ran = primitives.executed(VERBOSE)
+    assert [(p.kind, p.impl) for p in ran] == [("reorder", "jit:uni"), ("convolution", "jit_uni_int8:avx2"),
+                                               ("convolution", "jit_uni_int8:avx2"), ("reorder", "jit:uni"),
+                                               ("inner_product", "x64:gemm_s8u8s32:jit")]
+    assert ran[1].post_ops == ("eltwise_relu",) and ran[2].post_ops == ("eltwise_relu", "sum")
+    assert ran[0].ms == 0.042 and ran[0].post_ops == ()
+    assert primitives.summary(ran) == ("convolution jit_uni_int8:avx2+eltwise_relu, convolution "
+                                       "jit_uni_int8:avx2+eltwise_relu+sum, inner_product x64:gemm_s8u8s32:jit; "
+                                       "2 reorders (jit:uni)")
+    assert primitives.summary(ran[1:2] * 3).endswith("+eltwise_relu x3; no reorder")
+    with pytest.raises(ValueError):
+        primitives.summary([])
+
+
+def test_each_graph_rungs_note_says_which_onednn_primitives_a_call_ran(tmp_path):
+    """One process reads them all; fusing shows as the ReLU folded into the convolution, INT8 as
+    the reorder that quantizes its input; the rung's note in infer's records gets the line."""
+    from gluonperf.infer import note_what_ran
+    rungs = ladder.prepare(ladder.model_source("lenet"), ["fp32", "static", "fused", "int8"], CTX, str(tmp_path))
+    base = {"rungs": {"static": {"note": "hybridized"}}}
+    note_what_ran(rungs, base, CTX, 8)
+    notes = {name: fields["note"] for name, fields in base["rungs"].items()}
+    assert set(notes) == {"static", "fused", "int8"}  # fp32 runs no graph
+    assert notes["static"].startswith("hybridized; ran at batch 8: convolution ")
+    for name in ("fused", "int8"):
+        assert notes[name].startswith("ran at batch 8: convolution "), notes
+    assert "eltwise " in notes["static"] and "+eltwise_relu" not in notes["static"].split(", ")[0]
+    assert notes["fused"].split(", ")[0].endswith("+eltwise_relu x2")  # both convolutions with their ReLU
+    assert "no reorder" not in notes["int8"]
+    with pytest.raises(ValueError):
+        primitives.read(rungs, CTX, 0)
+
+
+def test_primitives_that_cannot_be_read_leave_the_rung_standing(tmp_path, monkeypatch):
+    """A rung that fails in the reading process says so in its note, beside the others read; a
+    process that never answers is stopped, with everything it started, and every note says why."""
+    from helpers import HANGING_MXNET, processes_of
+    static = ladder.prepare(ladder.model_source("lenet"), ["static"], CTX, str(tmp_path))[0]
+    gone = ladder.Rung("int8", "symbol", symbol=str(tmp_path / "gone-symbol.json"), params=static.params,
+                       input_shape=SHAPE)
+    notes = primitives.read([static, gone], CTX, 2)
+    assert notes["static"].startswith("ran at batch 2: convolution ")
+    assert notes["int8"].startswith("what ran: not read (") and one_line(notes["int8"])
+    mark = "primitives-hang-%d" % os.getpid()
+    monkeypatch.setenv("PYTHONPATH", HANGING_MXNET["PYTHONPATH"])
+    monkeypatch.setenv("GLUONPERF_TEST_RUN", mark)
+    assert primitives.read([static], CTX, 2, timeout=2) == {"static": "what ran: not read (no answer in 2 s)"}
+    assert processes_of(mark) == []
 
 
 # --- cold start --------------------------------------------------------------------------------------

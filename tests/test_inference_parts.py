@@ -94,6 +94,26 @@ def test_a_configurations_rounds_make_one_record():
     assert m["primary_metric"] == "samples_per_s" and (m["instances"], m["threads"]) == (1, 2)
 
 
+def test_int8_is_also_set_against_fused_from_the_same_rounds():
+    from gluonperf.render.inference import readings
+    layout = Layout(1, 2)
+    run = {"loadgen_valid": True, "queries": 100}
+    rates = {"static": [100.0, 110.0, 90.0], "fused": [80.0, 90.0, 70.0], "int8": [240.0, 275.0, 200.0]}
+    runs = {(layout, name, "offline", 64): [dict(run, round=r, samples_per_s=v) for r, v in enumerate(values)]
+            for name, values in rates.items()}
+    runs[(layout, "int8", "offline", 1)] = [dict(run, round=0, samples_per_s=5.0)]  # no fused at b1: no such ratio
+    records = rounds.config_records(runs, {"model": "lenet"})
+    by = {r.name: r.metrics for r in records}
+    int8 = by["int8 1x2 b64"]
+    assert int8["vs_fused_round_ratios"] == pytest.approx([3.0, 275 / 90, 200 / 70])  # round by round, not medians
+    assert int8["vs_fused_ratio_n"] == 3 and int8["vs_fused_ratio_ci_low"] < int8["vs_fused_ratio"] < 3.1
+    assert int8["vs_fused_verdict"] == "faster" and int8["ratio"] == pytest.approx((2.4 * 2.5 * 200 / 90) ** (1 / 3))
+    assert not any(k.startswith("vs_") for k in by["fused 1x2 b64"]) and "vs_fused_ratio" not in by["int8 1x2 b1"]
+    line = next(line for line in readings(records) if "against fused" in line)
+    assert line.startswith("offline: int8 against fused in the same rounds (what the 8 bits give beyond oneDNN's "
+                           "fusion): 1x2 b64 2.97x (95% CI ") and line.endswith("3 rounds) (faster)")
+
+
 def server_records(rates):
     """Server records of configurations whose searches found `rates` (None: nothing valid)."""
     out = []

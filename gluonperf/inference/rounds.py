@@ -12,6 +12,10 @@ latencies would be far too narrow; runs a few seconds apart, each against its ow
 see that drift. LoadGen's early-stopping estimate, from the per-query latencies of each run,
 is reported beside it as what it is: LoadGen's upper bound on that run's percentile at 99%
 confidence, assuming independent queries.
+
+int8 is also set against fused in the same way, from the same rounds (`BESIDE`; its fields
+prefixed `vs_fused_`): int8's graph is fused too, so that ratio is what the 8 bits give beyond
+oneDNN's fusion.
 """
 import statistics
 
@@ -21,6 +25,9 @@ from .coldstart import PARTS as COLD_PARTS
 from .loadgen import FIGURE
 
 REFERENCE = "static"
+# a rung also set against the rung it builds on, from the same rounds: int8 against fused says
+# what the 8 bits give beyond oneDNN's fusion (int8's graph is fused as well)
+BESIDE = {"int8": "fused"}
 LADDER = ("fp32", "static", "fused", "bf16", "int8",     # ladder.RUNGS, here without importing MXNet (render)
           "ort-fp32", "ort-int8", "ov-fp32", "ov-bf16", "ov-int8")
 COLD_START = "cold-start"   # a cold start's records' scenario (coldstart.measure, not LoadGen)
@@ -90,14 +97,22 @@ def round_ratios(scenario, reference_runs, runs):
     return out
 
 
-def ratio_fields(scenario, reference_runs, runs, threshold=stats.THRESHOLD, level=stats.LEVEL):
-    """The ratio to the reference with its interval and verdict ({} without a common round)."""
+def ratio_fields(scenario, reference_runs, runs, threshold=stats.THRESHOLD, level=stats.LEVEL, prefix=""):
+    """The ratio to the reference with its interval and verdict ({} without a common round);
+    `prefix` before every field's name (`beside_prefix`: against another rung than static)."""
     ratios = round_ratios(scenario, reference_runs, runs)
     if not ratios:
         return {}
     interval = stats.ratio_interval(ratios, level)
-    return dict(interval.fields("ratio"), round_ratios=ratios,
-                **stats.verdict(interval, threshold, what="rounds").fields())
+    fields = dict(interval.fields("ratio"), round_ratios=ratios,
+                  **stats.verdict(interval, threshold, what="rounds").fields())
+    return {prefix + k: v for k, v in fields.items()}
+
+
+def beside_prefix(rung):
+    """The prefix of the ratio fields against `rung` (not static): 'vs_fused_' (vs_fused_ratio,
+    vs_fused_ratio_ci_low, vs_fused_verdict, ...)."""
+    return "vs_%s_" % rung
 
 
 def config_records(runs, base, threshold=stats.THRESHOLD):
@@ -115,6 +130,9 @@ def config_records(runs, base, threshold=stats.THRESHOLD):
             fields.update(ratio=1.0, verdict="baseline")
         elif reference:
             fields.update(ratio_fields(scenario, reference, rs, threshold))
+        beside = runs.get((layout, BESIDE.get(precision), scenario, batch))
+        if beside:
+            fields.update(ratio_fields(scenario, beside, rs, threshold, prefix=beside_prefix(BESIDE[precision])))
         out.append(Result("inference", config_name(precision, layout, batch), fields))
     return out
 

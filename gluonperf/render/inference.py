@@ -5,7 +5,7 @@ import math
 
 from ..inference.deploy import CONFIRM, accuracy_text, gate, recommend, settle
 from ..inference.loadgen import FIGURE
-from ..inference.rounds import COLD_START, LADDER, LOWER_IS_BETTER
+from ..inference.rounds import BESIDE, COLD_START, LADDER, LOWER_IS_BETTER, beside_prefix
 from ..records import Result, format_value, header_name
 from .figures import error_bars, figure, labelled_bars, svg
 from .kinds import Block, Kind, Table, interval_column, verdict_of, with_interval
@@ -174,11 +174,30 @@ def best_line(scenario, records):
     return line
 
 
+BESIDE_WHY = {"int8": "what the 8 bits give beyond oneDNN's fusion"}
+
+
+def beside_lines(scenario, records):
+    """'offline: int8 against fused in the same rounds (what the 8 bits give beyond oneDNN's fusion):
+    1x2 b64 3.31x (95% CI 2.80-3.90, 3 rounds) (faster), ...', a line per rung that `BESIDE` sets
+    against another, from its records' `vs_RUNG_` fields."""
+    lines = []
+    for rung, other in BESIDE.items():
+        prefix = beside_prefix(other)
+        rated = [r for r in records if r.metrics.get("precision") == rung and r.metrics.get(prefix + "ratio")]
+        if rated:
+            lines.append("%s: %s against %s in the same rounds%s: %s" % (
+                scenario, rung, other, " (%s)" % BESIDE_WHY[rung] if rung in BESIDE_WHY else "",
+                ", ".join("%s %s%s" % (r.name[len(rung) + 1:], with_interval(r.metrics, prefix + "ratio"),
+                                       verdict_of(r.metrics, prefix)) for r in rated)))
+    return lines
+
+
 def readings(records, model_flags=()):
     """The lines under the tables: per scenario the best configuration and the rung furthest
-    ahead of fp32 static, LoadGen's INVALID runs, and what to deploy."""
-    lines = [best_line(s, _of(records, s)) for s in ORDER if s != "server" and _of(records, s)]
-    lines = [line for line in lines if line]
+    ahead of fp32 static, and int8 against fused; LoadGen's INVALID runs, and what to deploy."""
+    lines = [line for s in ORDER if s != "server" and _of(records, s)
+             for line in [best_line(s, _of(records, s))] + beside_lines(s, _of(records, s)) if line]
     lines += [line for line in [withheld_line(records)] if line]
     invalid = [r for r in records if r.metrics.get("loadgen_valid") is False and r.metrics.get("scenario") != "server"]
     if invalid:
