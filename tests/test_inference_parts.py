@@ -212,7 +212,21 @@ def test_the_contenders_are_the_deployable_configurations_whose_bracket_overlaps
     open_ended = bracketed("d", 800.0, None)
     unmeasured = bracketed("e", 950.0, 1200.0, precision="int8")  # accuracy not measured: not deployable
     assert [r.name for r in deploy.contenders([clear, close, best, open_ended, unmeasured])] == ["a", "b", "d"]
-    assert deploy.contenders([best, clear]) == []  # nothing overlaps the best: nothing to confirm
+    # nothing overlaps the best: its rate is one run of its search, confirmed beside the runner-up
+    assert [r.name for r in deploy.contenders([clear, best])] == ["a", "c"]
+    assert deploy.contenders([best, unmeasured]) == deploy.contenders([best]) == []  # one deployable: nothing to choose
+
+
+def test_a_runner_up_that_misses_rounds_leaves_the_best_confirmed_as_the_only_one_that_held():
+    best, runner = confirmed("static 2x1 b8 window 5ms", [10, 12, 11], window=0.005), \
+        confirmed("fused 2x1 b8 window 5ms", [60, 55, 58], valid=(False, True, False))
+    chosen, how, judged, _ = deploy.settle([best, runner])
+    assert (chosen.name, how) == ("static 2x1 b8 window 5ms", "lower")
+    assert judged == {"fused 2x1 b8 window 5ms": {"held_rounds": 1, "rounds": 3}}
+    servers = [bracketed("static 2x1 b8 window 5ms", 1000.0, 1100.0), bracketed("fused 2x1 b8 window 5ms", 800, 900)]
+    text = deploy.recommend(servers + [best, runner]).text()
+    assert "it held the bound in every round, the only one that did (fused 2x1 b8 window 5ms held it in 1 of 3 " \
+           "rounds)" in text, text
 
 
 def test_the_confirmation_names_the_lower_p99_beyond_the_noise_or_the_simpler_of_a_tie():

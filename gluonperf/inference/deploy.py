@@ -53,15 +53,16 @@ def contenders(servers):
     """The server records to confirm, best first: the deployable configuration with the highest
     valid rate, and the deployable ones whose bracket overlaps it (their lowest invalid rate, or
     none, above its valid rate: the search cannot say they are slower), closest first, up to
-    CONTENDERS in all; [] when nothing overlaps the best."""
+    CONTENDERS in all. When none overlaps, the best and the runner-up (the next highest valid
+    rate): the best's rate is one LoadGen run of its search, and the rounds show whether it holds
+    there again. [] when fewer than two configurations are deployable."""
     valid = [r for r in servers if r.metrics.get("rate_at_bound_per_s") is not None and gate(r.metrics)[0]]
-    if not valid:
+    if len(valid) < 2:
         return []
-    best = max(valid, key=lambda r: r.metrics["rate_at_bound_per_s"])
-    rate = best.metrics["rate_at_bound_per_s"]
-    close = [r for r in valid if r is not best and (r.metrics.get("rate_invalid_per_s") or float("inf")) > rate]
-    close.sort(key=lambda r: -r.metrics["rate_at_bound_per_s"])
-    return [best] + close[:CONTENDERS - 1] if close else []
+    valid.sort(key=lambda r: -r.metrics["rate_at_bound_per_s"])
+    best, rate = valid[0], valid[0].metrics["rate_at_bound_per_s"]
+    close = [r for r in valid[1:] if (r.metrics.get("rate_invalid_per_s") or float("inf")) > rate]
+    return [best] + (close[:CONTENDERS - 1] or valid[1:2])
 
 
 SIMPLER = ("fewer cores", "more bits", "no batching")
@@ -96,6 +97,8 @@ def settle(confirms, threshold=0.05):
     holders = [c for c in confirms if c.metrics.get("round_valid") and all(c.metrics["round_valid"])]
     if not holders:
         return None, "none", {}, ""
+    dropped = {c.name: {"held_rounds": sum(map(bool, c.metrics.get("round_valid") or [])),
+                        "rounds": len(c.metrics.get("round_valid") or [])} for c in confirms if c not in holders}
     lowest = min(holders, key=lambda c: c.metrics["p99_s"])
 
     def against(chosen):
@@ -109,10 +112,10 @@ def settle(confirms, threshold=0.05):
         return out
     judged = against(lowest)
     if all(v.get("p99_verdict") == "higher" for v in judged.values()):
-        return lowest, "lower", judged, "the lowest p99"
+        return lowest, "lower", dict(judged, **dropped), "the lowest p99"
     tied = [c for c in holders if c is lowest or judged[c.name].get("p99_verdict") != "higher"]
     chosen = min(tied, key=lambda c: _simpler(c.metrics))
-    return chosen, "tie", against(chosen), _why(chosen, tied)
+    return chosen, "tie", dict(against(chosen), **dropped), _why(chosen, tied)
 
 
 @dataclass(frozen=True)
@@ -150,11 +153,14 @@ def _confirmed_text(record, chosen, how, judged, why):
     rate, n = _rate(m.get("confirm_rate_per_s")), m.get("confirm_rounds")
     if how == "none":
         return "unconfirmed: no configuration held the bound in every one of %s interleaved rounds at %s" % (n, rate)
-    others = "; ".join("%s's p99 %s" % (name, _ratio_text(f)) for name, f in sorted(judged.items()))
+    others = "; ".join("%s's p99 %s" % (name, _ratio_text(f)) if "p99_ratio" in f else
+                       "%s held it in %s of %s rounds" % (name, f["held_rounds"], f["rounds"])
+                       for name, f in sorted(judged.items()))
     if how == "lower":
-        return "confirmed in %s interleaved rounds at %s: it held the bound in every round, with the lowest p99 " \
-               "beyond the noise (%s)" % (n, rate, others)
-    tied = [name for name, f in sorted(judged.items()) if f.get("p99_verdict") != "higher"]
+        return "confirmed in %s interleaved rounds at %s: it held the bound in every round, %s (%s)" % (
+            n, rate, "with the lowest p99 beyond the noise" if any("p99_ratio" in f for f in judged.values())
+            else "the only one that did", others)
+    tied = [name for name, f in sorted(judged.items()) if f.get("p99_verdict") not in ("higher", None)]
     return "confirmed in %s interleaved rounds at %s: it held the bound in every round and ties with %s within the " \
            "noise (%s); named for %s" % (n, rate, ", ".join(tied) or "none", others, why)
 
