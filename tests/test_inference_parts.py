@@ -242,7 +242,11 @@ def test_the_confirmation_names_the_lower_p99_beyond_the_noise_or_the_simpler_of
     slipped = confirmed("static 2x1 b1", [1, 1, 1], valid=(True, False, True))  # lowest, but missed a round
     chosen, how, _, _ = deploy.settle([slipped, higher])
     assert chosen.name == "static 1x2 b1" and how == "lower"  # the one left is lower than nothing: chosen
-    assert deploy.settle([slipped]) == (None, "none", {}, "")
+    assert deploy.settle([slipped]) == (None, "none", {"static 2x1 b1": {"held_rounds": 2, "rounds": 3}}, "")
+    servers = [bracketed("static 2x1 b1", 1000.0, 1100.0), bracketed("static 1x2 b1", 800.0, 1050.0)]
+    text = deploy.recommend(servers + [slipped, confirmed("static 1x2 b1", [60, 55, 58], valid=(False,) * 3)]).text()
+    assert "unconfirmed: no configuration held the bound in every one of 3 interleaved rounds at 1000/s (static 1x2 " \
+           "b1 held it in 0 of 3; static 2x1 b1 held it in 2 of 3): that rate is the edge" in text, text
 
 
 def test_the_deploy_line_says_what_the_confirmation_found():

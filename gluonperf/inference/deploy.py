@@ -95,10 +95,10 @@ def settle(confirms, threshold=0.05):
     `confirms`, which `contenders` orders by the search's rate)."""
     from ..measure import stats
     holders = [c for c in confirms if c.metrics.get("round_valid") and all(c.metrics["round_valid"])]
-    if not holders:
-        return None, "none", {}, ""
     dropped = {c.name: {"held_rounds": sum(map(bool, c.metrics.get("round_valid") or [])),
                         "rounds": len(c.metrics.get("round_valid") or [])} for c in confirms if c not in holders}
+    if not holders:
+        return None, "none", dropped, ""
     lowest = min(holders, key=lambda c: c.metrics["p99_s"])
 
     def against(chosen):
@@ -151,8 +151,11 @@ def _confirmed_text(record, chosen, how, judged, why):
     """What the interleaved rounds at one rate say of the choice."""
     m = record.metrics
     rate, n = _rate(m.get("confirm_rate_per_s")), m.get("confirm_rounds")
+    held = "; ".join("%s held it in %s of %s" % (name, f["held_rounds"], f["rounds"])
+                     for name, f in sorted(judged.items()) if "p99_ratio" not in f)
     if how == "none":
-        return "unconfirmed: no configuration held the bound in every one of %s interleaved rounds at %s" % (n, rate)
+        return "unconfirmed: no configuration held the bound in every one of %s interleaved rounds at %s (%s): that " \
+               "rate is the edge of what they serve within the bound, so plan below it" % (n, rate, held)
     others = "; ".join("%s's p99 %s" % (name, _ratio_text(f)) if "p99_ratio" in f else
                        "%s held it in %s of %s rounds" % (name, f["held_rounds"], f["rounds"])
                        for name, f in sorted(judged.items()))
