@@ -195,7 +195,8 @@ def test_a_bad_hyper_parameter_is_one_line_and_exit_2(run, args, words):
     assert p.stdout == ""
 
 
-TARGET = 0.8  # test top-1 every optimizer reached on digits with LeNet by epoch 2 of 4 (0.80-0.92 there; chance: 0.1)
+TARGET = 0.8  # test top-1 every optimizer reached on the 898 training digits with LeNet by epoch 4 of 6 (sgd the
+# last: 0.50, 0.69, 0.77, 0.90; with 4 epochs its schedule decays before it gets there; chance: 0.1)
 
 
 @pytest.mark.parametrize("optimizer", optimizers.NAMES)
@@ -204,7 +205,7 @@ def test_each_optimizer_trains_lenet_on_digits_to_the_target(run, tmp_path, opti
     epoch that reaches the target, with time to accuracy in the output and the records."""
     out = tmp_path / "train.jsonl"
     p = run("gluonperf.train", "--model", "lenet", "--dataset", "digits", "--optimizer", optimizer,
-            "--epochs", "4", "--warmup-epochs", "0", "--target-top1", str(TARGET), "--json", str(out),
+            "--epochs", "6", "--warmup-epochs", "0", "--target-top1", str(TARGET), "--json", str(out),
             "--log-interval", "0")
     assert p.returncode == 0, p.stderr
     records = [r.metrics for r, _ in read_jsonl(str(out)) if r.bench == "train"]  # not the memory growth
