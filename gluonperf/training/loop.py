@@ -127,6 +127,8 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
         reached = config.target_top1 is not None and record.metrics["test_top1"] >= config.target_top1
         if config.target_top1 is not None:
             record.metrics.update(time_to_target(history, config.target_top1, reached))
+        if epoch_done:  # before the epoch's line: a Ctrl-C right after it keeps the epoch it names
+            epoch_done(list(history))
         if log:  # dist workers compare the weights' checksum: their BatchNorm statistics are their own
             log("epoch %d: loss %.4f, train top-1 %.4f, test top-1 %.4f, %.1f s, %.1f images/s, "
                 "param checksum %.10g%s" % (epoch + 1, record.metrics["loss"], record.metrics["train_top1"],
@@ -137,8 +139,6 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
         if saver:
             saver.save(epoch + 1, net, trainer, {"epoch": epoch + 1, "config": _saved(config),
                                                  "history": [r.row() for r in history]})
-        if epoch_done:
-            epoch_done(list(history))
         if reached:
             break
     if trained and rank == 0:
