@@ -360,7 +360,7 @@ def _quiet_subgraph_log():
 
 def _int8(static, x, ctx, prefix, calibration):
     from mxnet.contrib.quantization import quantize_net_v2
-    from ..runtime.precision import cpu_flags
+    from ..runtime.precision import has_vnni
     from . import calibration as calib
     samples = calibration if calibration is not None else calib.load(None, static.input_shape, 64)
     name = exported.input_name(static.symbol, static.params)
@@ -384,7 +384,7 @@ def _int8(static, x, ctx, prefix, calibration):
         note += " (%s)" % samples.note
     if left:
         note += "; float32 operators left: %s" % ", ".join(left)
-    if not {"avx512_vnni", "avx_vnni", "amx_int8"} & cpu_flags():
+    if not has_vnni():
         note += "; this CPU has no VNNI, so oneDNN's INT8 runs without its dot-product instructions"
     return dict(files, note=note)
 

@@ -153,7 +153,7 @@ def _qdq(path, rung, workdir, calibration, shared):
 def _quantized(path, rung, workdir, calibration):
     import onnx
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quant_pre_process, quantize_static
-    from ..runtime.precision import cpu_flags
+    from ..runtime.precision import has_vnni
     from . import calibration as calib
     samples = calibration if calibration is not None else calib.load(None, rung.input_shape, 64)
     data = np.ascontiguousarray(samples.data, dtype=np.float32)
@@ -164,7 +164,7 @@ def _quantized(path, rung, workdir, calibration):
     # Without VNNI, u8 x s8 products go through VPMADDUBSW, whose 16-bit sums saturate; ONNX
     # Runtime's remedy is 7-bit weights (reduce_range). A LeNet trained on digits kept 94.6% of
     # fp32's answers with 8-bit weights on an AVX2 Zen 3, against 100% in MXNet's own INT8.
-    no_vnni = not {"avx512_vnni", "avx_vnni", "amx_int8"} & cpu_flags()
+    no_vnni = not has_vnni()
     quantize_static(ready, out, _Samples(name, data), quant_format=QuantFormat.QDQ, per_channel=True,
                     reduce_range=no_vnni, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
                     calibrate_method=CalibrationMethod.MinMax)

@@ -47,6 +47,12 @@ def cpu_flags():
     return set()
 
 
+def has_vnni():
+    """Whether the CPU has 8-bit dot-product instructions (AVX512-VNNI, AVX-VNNI or AMX-INT8),
+    without which INT8 kernels multiply through VPMADDUBSW, whose 16-bit sums can saturate."""
+    return bool({"avx512_vnni", "avx_vnni", "amx_int8"} & cpu_flags())
+
+
 def request_amx():
     """Ask Linux for this process's permission to use the AMX tile registers; True if given."""
     try:
