@@ -230,12 +230,12 @@ def section(records):
         fig = svg(f)
     m = records[0].metrics
     best = max(rated, key=lambda r: r.metrics.get("ratio_ci_low") or r.metrics["ratio"]) if rated else None
+    advice = recommend(records)  # the deploy line, the one of `readings` the report's reading takes
     reading = "; ".join(
         ([("fastest against static: %s %s, %s%s, %s" % (best.name, best.metrics["scenario"],
                                                         with_interval(best.metrics, "ratio"), verdict_of(best.metrics),
                                                         accuracy_text(best.metrics)))] if best else [])
-        + [line for line in readings(records) if line.startswith(("deploy", "nothing"))])
-    advice = recommend(records)
+        + ([advice.text()] if advice else []))
     return Block("Inference: %s under MLPerf's scenarios (LoadGen)" % m.get("model"), tables, fig, reading or None,
                  code=advice.code if advice else None)
 
