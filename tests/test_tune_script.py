@@ -129,7 +129,11 @@ def test_dataloader_workers_that_slow_the_script_are_not_recommended(tmp_path, p
     assert set(tried) == {"as it is", "num_workers=1", "num_workers=2", "num_workers=2 thread_pool"} or \
         os.cpu_count() != 2
     assert all(r["ratio"] < 1 for name, r in tried.items() if name != "as it is"), tried
-    assert [r["lever"] for r in advice(rows)] == ["none"]
+    # a wait for the engine may be named beside it (a timed, unmeasured hint: the fresh-clone CI's load once
+    # made the script's own wait pass 5% of its step); no change is
+    recipe = advice(rows)
+    assert [r["lever"] for r in recipe if r["lever"] != "wait"] == ["none"], recipe
+    assert not any(r["measured"] for r in recipe if r["lever"] == "wait")
     assert "num_workers=1" in advice(rows)[0]["change"]  # what was tried, with its interval
 
 
