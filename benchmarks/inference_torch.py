@@ -57,12 +57,14 @@ def build(name, classes=1000):
             super().__init__()
             self.conv1, self.bn1 = nn.Conv2d(cin, planes, 3, stride, 1, bias=False), nn.BatchNorm2d(planes)
             self.conv2, self.bn2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False), nn.BatchNorm2d(planes)
-            self.relu, self.down = nn.ReLU(), down
+            # a ReLU module per use: PT2E's X86 quantizer matches patterns by module, and one ReLU called
+            # twice is one partition with two outputs, which it refuses ('more than one output node')
+            self.relu1, self.relu2, self.down = nn.ReLU(), nn.ReLU(), down
 
         def forward(self, x):
-            y = self.relu(self.bn1(self.conv1(x)))
+            y = self.relu1(self.bn1(self.conv1(x)))
             y = self.bn2(self.conv2(y))
-            return self.relu(y + (self.down(x) if self.down is not None else x))
+            return self.relu2(y + (self.down(x) if self.down is not None else x))
 
     class Bottleneck(nn.Module):
         expansion = 4
@@ -72,13 +74,13 @@ def build(name, classes=1000):
             self.conv1, self.bn1 = nn.Conv2d(cin, planes, 1, bias=False), nn.BatchNorm2d(planes)
             self.conv2, self.bn2 = nn.Conv2d(planes, planes, 3, stride, 1, bias=False), nn.BatchNorm2d(planes)
             self.conv3, self.bn3 = nn.Conv2d(planes, planes * 4, 1, bias=False), nn.BatchNorm2d(planes * 4)
-            self.relu, self.down = nn.ReLU(), down
+            self.relu1, self.relu2, self.relu3, self.down = nn.ReLU(), nn.ReLU(), nn.ReLU(), down
 
         def forward(self, x):
-            y = self.relu(self.bn1(self.conv1(x)))
-            y = self.relu(self.bn2(self.conv2(y)))
+            y = self.relu1(self.bn1(self.conv1(x)))
+            y = self.relu2(self.bn2(self.conv2(y)))
             y = self.bn3(self.conv3(y))
-            return self.relu(y + (self.down(x) if self.down is not None else x))
+            return self.relu3(y + (self.down(x) if self.down is not None else x))
 
     block, counts = {"resnet18": (Basic, (2, 2, 2, 2)), "resnet50": (Bottleneck, (3, 4, 6, 3))}[name]
     layers, cin = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)], 64
