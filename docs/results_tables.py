@@ -131,6 +131,40 @@ def inference_section(named):
                 " | ".join(_vs_cell(r, key) for key, _ in INFERENCE_VS), r.get("rounds", "-"),
                 "valid" if r.get("loadgen_valid") else "INVALID"))
         out.append("")
+        out += every_rung_table(rows)
+    return out
+
+
+def _pytorch_best(rows, model, scenario):
+    """(vs key, label) of the PyTorch system with the best median figure in `model`'s `scenario`, or None."""
+    theirs = [r for r in rows if r.get("model") == model and r.get("scenario") == scenario
+              and str(r.get("precision", "")).startswith("pytorch ") and r.get(r.get("primary_metric", "")) is not None]
+    if not theirs:
+        return None
+    lower = scenario != "offline"  # latency: lower is better; samples/s: higher
+    best = min(theirs, key=lambda r: r[r["primary_metric"]] * (1 if lower else -1))
+    kind = best["precision"].split(" ", 1)[1]
+    return "vs_pytorch_" + kind, dict(INFERENCE_VS).get("vs_pytorch_" + kind, best["precision"])
+
+
+def every_rung_table(rows):
+    """Every gluonperf rung of the run against PyTorch's best system of its model and scenario (the
+    one with the best median figure): how far each rung is from it, not only the best one."""
+    out = []
+    for model, scenario in sorted({(r["model"], r["scenario"]) for r in rows if r.get("scenario")},
+                                   key=lambda k: (k[0], k[1] != "single-stream")):
+        best = _pytorch_best(rows, model, scenario)
+        ours = [r for r in rows if r.get("model") == model and r.get("scenario") == scenario
+                and best and r.get(best[0]) is not None]
+        if not ours:
+            continue
+        out += ["Every rung of %s %s against PyTorch's best there, %s:" % (model, scenario, best[1]), "",
+                "| rung | its figure | vs %s |" % best[1], "| --- | --- | --- |"]
+        for r in sorted(ours, key=lambda r: -r[best[0]]):
+            figure = ("p90 %.3g ms" % (1e3 * r["p90_s"]) if scenario == "single-stream" else
+                      "%.4g samples/s" % r["samples_per_s"])
+            out.append("| %s | %s | %s |" % (r["precision"], figure, _vs_cell(r, best[0])))
+        out.append("")
     return out
 
 
