@@ -299,7 +299,7 @@ def measure(args, source, samples, asked, unavailable, scenarios, layouts, scrat
     long the plan will take (`estimate`: at the defaults its largest batch fitted to --budget),
     fill the sample library with the held-out samples, run the plan (cold starts, then LoadGen)
     under a bar of the time left: the records."""
-    from .inference import estimate, rounds
+    from .inference import deploy_code, estimate, rounds
     from .inference.instances import core_groups
     from .inference.samples import SampleLibrary
     from .inference.serve import Session
@@ -337,7 +337,8 @@ def measure(args, source, samples, asked, unavailable, scenarios, layouts, scrat
             as bar:
         session = Session(plan, library, bar.update, cost)
         kept = ["name", "scenario", "p90_s", "samples_per_s", "total_s", "ratio", "verdict", "error"]
-        with cli.keep_on_stop(lambda: unbuilt + session.records(), args, "infer: %s" % args.model_label, kept, [ctx]):
+        with cli.keep_on_stop(lambda: deploy_code.not_kept(unbuilt + session.records()), args,
+                              "infer: %s" % args.model_label, kept, [ctx]):
             return unbuilt + session.run()
 
 

@@ -342,6 +342,7 @@ def test_ctrl_c_keeps_what_was_measured_and_leaves_nothing(tmp_path, private_tmp
     rows = records(out)
     colds = [r for r in rows if r["scenario"] == "cold-start"]  # before the LoadGen runs: done, not partial
     assert [r["precision"] for r in colds] == ["static"] and "partial" not in colds[0]
+    assert not any("kept" in r for r in rows)  # --keep's folder went with the stop: no record names it
     rows = [r for r in rows if r not in colds]
     assert rows and all(r["bench"] == "inference" and 1 <= r["rounds"] <= 3 for r in rows)
     assert all(r.get("partial") is (r["rounds"] < 3) or r["rounds"] == 3 and "partial" not in r for r in rows)

@@ -17,6 +17,7 @@ import contextlib
 import os
 import shutil
 
+from ..records import Result
 from . import runtimes
 
 STATIC = {"static_alloc": True, "static_shape": True}   # how MXNet's graph rungs run (ladder.load, and here)
@@ -110,6 +111,13 @@ def keeping(directory):
             os.rmdir(target)  # empty, as checked: rename() puts the folder in its place
         os.chmod(partial, umask_mode(0o777))  # a folder as mkdir makes it, not mkdtemp's private one
         os.rename(partial, target)
+
+
+def not_kept(records):
+    """`records` without the folder --keep names: a stopped run's records, whose folder `keeping`
+    removes, so that their deploy line says the files were not kept instead of naming a folder
+    that is not there."""
+    return [Result(r.bench, r.name, {k: v for k, v in r.metrics.items() if k != "kept"}) for r in records]
 
 
 def layout_words(m):
