@@ -1,49 +1,13 @@
 """Stopping a comparison once its verdict is settled, with intervals that stay valid.
 
-tune compares each candidate with its lever's baseline, round after round. Looking at a
-fixed-n 95% interval after every round and stopping as soon as it excludes 1 would make a
-chance win far more likely than 5%: every look is another chance. A `Plan` fixes the looks
-in advance and spends the error rate over them (a group-sequential design, its intervals
-repeated confidence intervals: Jennison and Turnbull 1989, "Interim analyses: the repeated
-confidence interval approach", JRSS B 51:305-361; Jennison and Turnbull 2000, "Group
-Sequential Methods with Applications to Clinical Trials", ch. 7 and 9):
-
-- a candidate is looked at after every round from `first` (3: the fewest rounds whose t
-  interval is of use) to `rounds`, the plan's last (and after 2, for one that was slower than
-  its baseline in both: EARLY_SHARE of its error rate);
-- its error rate `alpha` (0.05, already split over the candidates tried: Bonferroni) is
-  spent over those looks by the power-family spending function alpha * t**2, where t is the
-  share of the planned rounds done (Kim and DeMets 1987, "Design and analysis of group
-  sequential tests based on the type I error spending rate function", Biometrika 74:149-154):
-  little at the first looks, whose t intervals have 2 or 3 degrees of freedom and are wide
-  anyway, more at the last ones, where a gain of 1.2x under a noisy host is decided;
-- the interval at a look is the usual t interval on the mean log ratio (`stats.ratio_interval`)
-  at that look's level, whose t quantiles (`boundaries`) are set so that the probability of
-  a first miss at each look is exactly that look's share of alpha, given that the t
-  statistics of one candidate's looks are strongly correlated (they share rounds). That joint
-  distribution does not depend on the true ratio or the spread (the t statistics are pivotal
-  for independent, normal log ratios, which each fixed-n t interval assumes already), so it
-  is computed once per plan by simulation: SIMULATED sequences of standard normal rounds from
-  a fixed seed, the quantile of the largest |t| among the sequences not yet crossed at each
-  look. With 400,000 sequences the error rate is met within about 2% of itself.
-
-All the intervals a candidate shows over its looks then cover its true ratio together with
-probability 1 - alpha, whatever rule stopped it: a settled verdict, futility, a time budget,
-Ctrl-C. That is what makes stopping early honest. (Before, each look got its share of alpha
-on its own, Bonferroni over the looks: valid too, but it paid for the looks as if they were
-independent, and on the tabular MLP script it missed a 1.2x gain in 2 tunes of 20.)
-
-`settle` says whether a candidate's verdict can still change: faster or slower beyond the
-noise, unable to reach the smallest speed-up worth a change (its interval's upper end below
-1 + threshold), or, futility, which can only stop a candidate from being called faster and so
-costs no error rate: even one standard error better than it has looked so far it stays below
-1 + threshold (from the 3rd round; from the 2nd when it was slower than its baseline in both and
-the upper end of a one-sided 90% t interval stays below 1 + threshold: one standard error of 2
-rounds cost a 1.3x gain 5% of its tunes at a run-to-run spread of 25%),
-or, SHORT, from the 5th round, with the spread seen so far its interval could not exclude 1 by the
-plan's last round (the plan is too short for the noise: more rounds may settle it). (The spread
-of 3 rounds is too uncertain to give up on a candidate for it: one outlying round of three can
-triple it.)
+A `Plan` fixes a candidate's looks in advance (after every round from `first` to `rounds`) and
+spends its error rate `alpha` over them (alpha * t**2, Kim and DeMets 1987), with each look's t
+quantile (`boundaries`) simulated once per plan so that the intervals of all its looks cover the
+true ratio together with probability 1 - alpha, whatever stopped it (a settled verdict,
+futility, the budget, Ctrl-C). `settle` says whether a verdict can still change: faster or
+slower beyond the noise, futile (it cannot be shown faster; costs no error rate), or SHORT (the
+plan cannot settle it at this spread). The reasoning, the sources and the simulations that
+check it: docs/verdicts.md.
 """
 import functools
 import math

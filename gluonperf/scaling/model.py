@@ -1,79 +1,12 @@
 """The arithmetic of data-parallel scaling: step time from compute t1 and communication t2.
 
-Pure functions, no MXNet. The book's model (multi-GPU chapter): on N devices a
-synchronous SGD step costs the compute of one device's share of the batch, t1, plus
-the time to sum the gradients, t2; about max(t1, t2) when communication overlaps
-compute (gradients of the last layers are summed while earlier layers still run
-backward) and t1 + t2 when it does not. The optimizer update runs after the sum and
-is added in both cases.
-
-Communication (B = gradient bytes, float32 = 4 bytes per trainable parameter):
-- ring allreduce over n devices (`device` / `nccl` kvstore within a machine): each
-  device sends and receives 2(n-1)/n * B in 2(n-1) steps,
-      t = 2(n-1) * latency + 2(n-1)/n * B / bandwidth;
-  on a `shared` link (CPU contexts of one machine: every copy goes through the same
-  memory system) the n devices' traffic is serialised: n * 2(n-1)/n * B / bandwidth.
-- parameter servers (`dist_sync`, S servers, M machines, each machine pushes its summed
-  gradient B and pulls the new sum B; server s holds B/S of every key):
-  * `colocated` (server i on machine i, as `gluonperf.launch --hostfile` places them):
-    the busiest NIC, on a machine with a server, carries per direction its worker's
-    traffic to the other servers, B(S-1)/S, plus its server's traffic with the other
-    workers, (M-1)B/S. With S = M that is 2(M-1)/M * B, the ring's figure.
-  * `dedicated` servers: a worker's NIC carries B, a server's M*B/S; the larger counts.
-  * on a `shared` link (loopback: every worker and server on one machine) all 2*M*B
-    bytes go through it one after the other.
-  Every key (parameter array) is its own push and pull: one round trip of latency per key.
-- N devices per machine x M machines with dist_sync: the devices of a machine first
-  sum their gradients (ring, machine link), then the machine talks to the servers
-  (network link); the two stages are added (no overlap assumed between them).
-- Horovod (engine `horovod`: one process per device, `horovodrun`): all P = N*M ranks
-  form one flat ring (Horovod's default; HOROVOD_HIERARCHICAL_ALLREDUCE is not modelled),
-  run by Gloo on CPUs and NCCL on GPUs. Each rank moves 2(P-1)/P * B, in 2(P-1) steps
-  that each wait for the ring's slowest edge: across machines that is the network, whose
-  bandwidth and latency time the whole ring. Horovod does not reduce every array on its
-  own: a background thread wakes every cycle (HOROVOD_CYCLE_TIME, default 1 ms), agrees
-  with the other ranks which tensors all of them have ready (one bitwise allreduce of a
-  small bit vector per cycle once the tensors' names are cached) and packs the ready ones
-  into fusion buffers of at most HOROVOD_FUSION_THRESHOLD bytes (default 128 MiB; 0 turns
-  fusion off), one ring allreduce each. So the latency is paid per fused buffer, not per
-  array; a step's allreduce waits on average half a cycle for the next cycle to begin:
-      t = cycle/2 + 2(P-1) * latency (the agreement)
-          + buffers * 2(P-1) * latency + 2(P-1)/P * B / bandwidth.
-  Only the arrays ready when a cycle begins are fused, and backward produces them one layer
-  at a time: over a backward of about 2/3 of t1 (BACKWARD_SHARE), ceil(backward / cycle)
-  cycles each take what became ready since the last. So
-      buffers = min(arrays, max(ceil(B / threshold), ceil(backward / cycle))),
-  one per array with fusion off or a cycle of 0: per fused buffer for a short backward or
-  long cycles, per array for a long backward.
-  Sources, in horovod 0.28.1: horovod/common/operations.cc (SetTensorFusionThresholdBytes(
-  128 * 1024 * 1024), SetCycleTimeMs(1), the cycle's sleep in RunLoopOnce),
-  horovod/common/response_cache.cc (CacheCoordinator::sync: CrossRankBitwiseAnd once per
-  cycle), horovod/common/controller.cc (FuseResponses), gloo/allreduce.cc (the ring,
-  Gloo's default algorithm), horovod/mxnet/__init__.py (no allreduce when one rank).
-
-Processes and cores: the model gives every device compute of its own, except where
-`compute_units` says how many can compute at once (CPU contexts or processes sharing one
-machine's cores), and where `cores` says how many cores the processes of a machine share
-(`cores_bound_s`). A worker process is more than its compute threads: MXNet's engine
-computes on its threads while the Python thread feeds it the next operators, so one worker
-alone at one OpenMP thread keeps more than one core busy (1.12-1.14 for LeNet on a 2-core
-Zen 5); beside it run the helpers, which wake while the workers compute (Horovod's background
-thread every cycle; parameter servers and ps-lite's scheduler answer pushes). When the cores
-are all taken, their CPU time is taken from the compute: a step's compute lasts at least all
-the CPU time the machine's processes spend in it divided by its cores,
-    compute = max(t1 * devices / compute_units, (devices * worker_cpu + helper_cpu) / cores),
-with worker_cpu a worker's CPU seconds per step measured alone and helper_cpu the helpers'
-CPU time while the workers compute (measured where it can be: `scaling.validation`). On a machine
-with cores to spare the first term is the larger and nothing changes; `oversubscribed` says
-when the threads outnumber them. Where the workers' compute side by side can be measured
-(`predict --validate`), helpers that stay busy for as long as it lasts leave it the rest of the
-cores (`helpers_share_s`).
-
-Learning rate: the global batch is N*M times the per-device batch; the linear scaling
-rule (Goyal et al. 2017, "Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour",
-arXiv:1706.02677) multiplies the learning rate by the same factor and warms it up
-linearly over the first 5 epochs; they report it holding ImageNet accuracy up to a
-global batch of 8192, and failing beyond.
+Pure functions, no MXNet. A synchronous step costs one device's share of compute (t1) and the
+gradients' sum (t2): max(t1, t2) with overlap, t1 + t2 without, plus the optimizer update. t2
+is a ring allreduce within a machine, the parameter servers' busiest link across machines
+(`colocated` or `dedicated`, one round trip of latency per key), or Horovod's flat ring with
+its cycles and fusion buffers; where processes share a machine's cores, compute lasts at least
+their CPU time over the cores. The formulas, their sources (Horovod 0.28.1's code, Goyal et al.
+2017 for the learning rate) and how they were checked: docs/commands/predict.md, "How it works".
 """
 import math
 from dataclasses import dataclass
