@@ -343,11 +343,13 @@ def measure(args, source, samples, asked, unavailable, scenarios, layouts, scrat
 
 
 def note_what_ran(rungs, base, ctx, batch_size):
-    """Each MXNet graph rung's note in `base` (what its records carry), with the oneDNN primitives
-    a warm call at `batch_size` ran (`primitives.read`: one process with DNNL_VERBOSE=1), so that
-    the ladder says what its speeds come from; a rung it could not read says so in its note."""
-    from .inference import primitives
-    for name, text in primitives.read(rungs, ctx, batch_size).items():
+    """Each rung's note in `base` (what its records carry), with what a warm call at `batch_size`
+    ran: an MXNet graph rung's oneDNN primitives (`primitives.read`: one process with
+    DNNL_VERBOSE=1), a runtime rung's layers or nodes (`runtime_kernels.read`), so that the
+    ladder says what its speeds come from; a rung it could not read says so in its note."""
+    from .inference import primitives, runtime_kernels
+    read = dict(primitives.read(rungs, ctx, batch_size), **runtime_kernels.read(rungs, batch_size))
+    for name, text in read.items():
         fields = base["rungs"].setdefault(name, {})
         fields["note"] = "; ".join(t for t in (fields.get("note"), text) if t)
 

@@ -4,13 +4,14 @@
 passes onnx's checker with opset 13, IR 8 and no weight among its inputs, the runtimes answer
 what MXNet answers, an operator the exporter does not translate is one line naming it."""
 import os
+import re
 
 import mxnet as mx
 import numpy as np
 import pytest
 
 from helpers import ROOT, run_leaving_nothing
-from gluonperf.inference import accuracy, calibration, ladder, onnx_export, runtimes
+from gluonperf.inference import accuracy, calibration, ladder, onnx_export, runtime_kernels, runtimes
 
 onnx = pytest.importorskip("onnx")
 onnxruntime = pytest.importorskip("onnxruntime")
@@ -152,6 +153,36 @@ def test_each_runtime_rung_is_built_once_and_answers_what_static_does(digits, tm
     from gluonperf.runtime import precision
     if not precision.has_bf16():
         assert "neither AVX512-BF16 nor AMX" in rungs["ov-bf16"].error
+    # what a warm call ran, from each runtime's own report: the kernels the ladder's notes name
+    ran = runtime_kernels.read(list(rungs.values()), 4)
+    assert set(ran) == {n for n in runtimes.RUNGS if not rungs[n].error}
+    assert all(text.startswith("ran at batch 4: ") for text in ran.values()), ran
+    if "ort-fp32" in ran:
+        assert "Conv" in ran["ort-fp32"] and "QLinear" not in ran["ort-fp32"], ran
+    if "ort-int8" in ran:
+        assert "QLinearConv x2" in ran["ort-int8"], ran  # LeNet's two convolutions, both in 8 bits
+    if "ov-fp32" in ran:
+        assert re.search(r"Convolution \S+_f32 x2", ran["ov-fp32"]) and "_I8" not in ran["ov-fp32"], ran
+    if "ov-int8" in ran:
+        assert re.search(r"Convolution \S+_I8 x2", ran["ov-int8"]), ran
+
+
+def test_what_a_runtime_ran_is_summed_up_and_a_failed_reading_is_one_note(tmp_path):
+    assert runtime_kernels.ov_summary([("Input", "unknown_f32", "f32"), ("Reorder", "jit_uni_f32", "f32"),
+                                       ("Convolution", "jit_avx2_I8", "I8"), ("Convolution", "jit_avx2_I8", "I8"),
+                                       ("Const", "unknown_f32", "f32"), ("Output", "unknown_f32", "f32")]) == \
+        "Convolution jit_avx2_I8 x2; 1 reorder (jit_uni_f32)"
+    assert runtime_kernels.ort_summary(["ReorderInput", "Conv", "Conv", "Gemm", "ReorderOutput"]) == \
+        "Conv x2, Gemm; 2 reorders (ReorderInput, ReorderOutput)"
+    for empty in (runtime_kernels.ov_summary, runtime_kernels.ort_summary):
+        with pytest.raises(ValueError):
+            empty([])
+    missing = ladder.Rung("ort-fp32", kind="onnx", onnx=str(tmp_path / "missing.onnx"), input_shape=(4,))
+    mxnet_rung = ladder.Rung("static", kind="symbol")
+    ran = runtime_kernels.read([missing, mxnet_rung], 2)
+    assert list(ran) == ["ort-fp32"] and ran["ort-fp32"].startswith("what ran: not read ("), ran
+    with pytest.raises(ValueError, match="positive batch size"):
+        runtime_kernels.read([missing], 0)
 
 
 def test_a_runtime_not_installed_is_one_line_and_the_export_is_shared(tmp_path, monkeypatch):
