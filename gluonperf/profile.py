@@ -266,8 +266,9 @@ def measure(args, config, ctxs):
     """Every measurement, in order: the model's FLOPs, the ceiling (before and after run 1), run 1
     (the breakdown, the input section with image data, the Blocks), run 2 (the operators, a fresh
     process) and the verdict; their records, by part."""
-    from .experiments.step_time import model_flops, prepare, verdict, with_ceiling, work
+    from .experiments.step_time import model_flops, prepare, verdict, work
     from .measure.ceiling import best_of, ceiling_devices, ceiling_flops, measure_ceiling
+    from .measure.operators import with_ceiling
     from .training.data import sample_shape
     from .training.image_data import is_path
     runs = SimpleNamespace(flops=model_flops(config, ctxs))

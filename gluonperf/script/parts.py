@@ -16,7 +16,7 @@ def operator_rows(run, batch, peak_flops, common):
     """The top operators of the profiled steps per step (time, share of the profiled step,
     calls, GFLOP/s and fraction of the ceiling where the model's FLOPs count them), and the
     time no operator ran; and notes."""
-    from ..experiments.step_time import GAPS, WAITING, phase, with_ceiling
+    from ..measure.operators import GAPS, WAITING, phase, with_ceiling
     ops = run.get("operators")
     notes = []
     if not ops or not ops.get("ops"):

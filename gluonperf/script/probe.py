@@ -192,7 +192,7 @@ def operators_of(prof):
     steps, their mean step time, the time some operator ran (busy_s) and each context's wait."""
     if not prof.operators:
         return {"note": prof.operator_note} if prof.operator_note else None
-    from ..experiments.step_time import busy_seconds, context_waits
+    from ..measure.operators import busy_seconds, context_waits
     profiled = [s for s in prof.steps if s["phase"] == "profiled"]
     if not profiled:
         return None
