@@ -7,9 +7,6 @@ From the bottom: runtime, then records and config (plain data), measure, trainin
 worker, Horovod's per-rank allreduce). The package root (`gluonperf/__init__.py`: UserError, error_line) imports nothing
 of gluonperf's and sits below everything. A module's `if __name__ == "__main__":` block is
 that module run as a command (an experiment's worker process), so it may use cli/.
-
-The areas stand side by side: none of them imports another; what two of them share sits below,
-in measure/ or training/ (issue 74).
 """
 import ast
 import pathlib

@@ -18,7 +18,6 @@ How fast it answers under load (the serve half):
   and the default largest batch fitted to a time budget.
 
 It may import training (model specs and models), measure (intervals and verdicts), records
-and runtime (guard's process groups); never the areas beside it (experiments, script, scaling),
-nor render, cli or the commands. The code that runs in a worker (`serving`) never spawns; the
-code that spawns (`instances`) never times: LoadGen does.
+and runtime (guard's process groups); never render, cli or the commands. The code that runs in
+a worker (`serving`) never spawns; the code that spawns (`instances`) never times: LoadGen does.
 """
