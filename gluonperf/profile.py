@@ -3,7 +3,7 @@
 Parses and checks the flags (the training-configuration flags are gluonperf.train's own),
 then calls, in order: `ceiling.measure_ceiling` (peak FLOP/s), `step_profile.model_flops`
 (the model's work), `step_profile.breakdown` (fenced parts and the unfenced step, no
-profiler), `block_profile.setup_blocks` (each of the model's Blocks timed alone, down to
+profiler), `step_time.setup_blocks` (each of the model's Blocks timed alone, down to
 --depth), and `step_profile.operator_table` in a fresh process of this command started
 with MXNET_EXEC_BULK_EXEC_TRAIN=0 (the variable is read once, when MXNet loads, and the
 profiler can be configured once per process); then `step_profile.verdict`. The tables say
@@ -29,7 +29,7 @@ if __name__ == "__main__" and "--operators-only" in sys.argv[1:]:
     os.environ["MXNET_EXEC_BULK_EXEC_TRAIN"] = "0"
 
 from .cli.training_flags import add_training_flags  # noqa: E402
-from .experiments.profile_columns import BLOCK_COLUMNS, OPERATOR_COLUMNS, TOP_OPERATORS  # noqa: E402
+from .measure.profile_columns import BLOCK_COLUMNS, OPERATOR_COLUMNS, TOP_OPERATORS  # noqa: E402
 
 PROG = "python -m gluonperf.profile"
 FLAGS = ("model", "list_models", "hybridize", "dataset", "data_dir", "limit", "workers", "loader", "bad_images",
@@ -168,8 +168,9 @@ def input_section(args, config, ctxs, setup):
 
 
 def blocks_section(args, setup):
-    """The Blocks rows (gluonperf.experiments.block_profile.setup_blocks) of the model `setup` holds."""
-    from .experiments.block_profile import regions, setup_blocks
+    """The Blocks rows (gluonperf.experiments.step_time.setup_blocks) of the model `setup` holds."""
+    from .experiments.step_time import setup_blocks
+    from .measure.blocks import regions
     with cli.progress_bar(regions(setup.net, args.depth) * args.steps, "blocks") as bar:
         return setup_blocks(setup, args.depth, repeat=args.steps, warmup=max(1, args.warmup), progress=bar.update)
 
@@ -265,8 +266,9 @@ def measure(args, config, ctxs):
     """Every measurement, in order: the model's FLOPs, the ceiling (before and after run 1), run 1
     (the breakdown, the input section with image data, the Blocks), run 2 (the operators, a fresh
     process) and the verdict; their records, by part."""
-    from .experiments.step_time import model_flops, prepare, verdict, with_ceiling, work
+    from .experiments.step_time import model_flops, prepare, verdict, work
     from .measure.ceiling import best_of, ceiling_devices, ceiling_flops, measure_ceiling
+    from .measure.operators import with_ceiling
     from .training.data import sample_shape
     from .training.image_data import is_path
     runs = SimpleNamespace(flops=model_flops(config, ctxs))
@@ -283,7 +285,7 @@ def measure(args, config, ctxs):
     runs.peak = ceiling_flops(runs.ceiling) * ceiling_devices(ctxs)
     runs.operators = with_ceiling(operators_in_fresh_process(args, args.trace), runs.peak)
     if runs.blocks:
-        from .experiments.block_profile import with_ceiling as blocks_with_ceiling
+        from .measure.blocks import with_ceiling as blocks_with_ceiling
         runs.blocks = blocks_with_ceiling(runs.blocks, ceiling_flops(runs.ceiling))  # timed on the first context
     runs.found = verdict(runs.flops, runs.ceiling, runs.parts, runs.operators, ctxs)
     runs.shape = sample_shape(args.dataset, args.spec)

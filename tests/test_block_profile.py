@@ -1,4 +1,4 @@
-"""gluonperf.experiments.block_profile (the Blocks table of python -m gluonperf.profile): on small
+"""gluonperf.measure.blocks (the Blocks table of python -m gluonperf.profile): on small
 models written here, the rows name the model's own Blocks, count their parameters and FLOPs as
 the rest of gluonperf does, and the times are consistent with their own samples. Nothing here
 depends on how fast the machine is."""
@@ -11,7 +11,7 @@ import pytest
 from mxnet import gluon
 from mxnet.gluon import nn, rnn
 
-from gluonperf.experiments.block_profile import MODEL, SUM, block_profile, parameter_count, walk, with_ceiling
+from gluonperf.measure.blocks import MODEL, SUM, block_profile, parameter_count, walk, with_ceiling
 from gluonperf.measure.flops import count_flops
 from gluonperf.records import read_jsonl
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from gluonperf.experiments import engines
+from gluonperf.scaling import engines
 from gluonperf.runtime.horovod_launcher import available
 from helpers import ROOT, run_leaving_nothing
 

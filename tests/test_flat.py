@@ -9,7 +9,7 @@ from mxnet import gluon, nd
 
 from gluonperf.training.flat import FlatTrainer, owners
 from gluonperf.records import read_jsonl
-from gluonperf.experiments.step_time import phase
+from gluonperf.measure.operators import phase
 from gluonperf.training.loop import HYBRIDIZE, TrainConfig
 from gluonperf.training.steps import forward_backward
 from gluonperf.training.trainers import build_net, make_trainer

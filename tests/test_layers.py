@@ -17,6 +17,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "gluonperf"
 LAYERS = ["runtime worker_site", "records config", "measure", "training", "tuning",
           "experiments inference script scaling", "render", "cli"]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names.split()}
+AREAS = [name for name in RANK if RANK[name] == RANK["script"]]  # side by side: experiments, inference, ...
 COMMANDS = len(LAYERS)  # the commands' layer: gluonperf/<command>.py, bench/, and workers/ beside them
 
 
@@ -99,6 +100,55 @@ def test_script_and_tuning_never_import_each_other(one, other):
     found = ["%s:%d imports %s" % (m, line, t) for m, line, t in package_imports(one)
              if t.split(".")[:2] == ["gluonperf", other]]
     assert found == []
+
+
+def area(module):
+    """The area package of `module` (a dotted name under gluonperf), or None."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in AREAS else None
+
+
+def cross_area_imports(root=PACKAGE):
+    """Imports from one area package into another (outside `__main__` blocks)."""
+    found = []
+    for one in AREAS:
+        if not (root / one).is_dir():
+            continue
+        for module, line, target in package_imports(one, root):
+            if area(target) not in (None, one):
+                found.append("%s:%d imports %s" % (module, line, target))
+    return found
+
+
+def test_the_areas_stand_side_by_side():
+    """experiments/, inference/, script/ and scaling/ import none of each other: what two share
+    (the Blocks, the operators, the training runs) sits below them."""
+    assert cross_area_imports() == [], "an area imports another: move what both need down (measure/, training/)"
+
+
+@pytest.mark.parametrize("source, crossing", [
+    ("from ..experiments.step_time import phase\n", True),
+    ("def f():\n    from ..scaling import runs\n", True),  # inside a function counts too
+    ("import gluonperf.inference.serving\n", True),
+    ("from .. import experiments\n", True),
+    ("from . import parts\n", False),                      # its own area
+    ("from ..measure.blocks import walk\n", False),        # below
+    ("if __name__ == '__main__':\n    from ..experiments import sweep\n", False),
+])
+def test_the_check_sees_one_area_import_another(tmp_path, source, crossing):
+    """The check itself, on a made-up package with the four areas."""
+    package = tmp_path / "gluonperf"
+    for folder in AREAS + ["measure"]:
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "script" / "probe.py").write_text(source)
+    global PACKAGE
+    saved, PACKAGE = PACKAGE, package
+    try:
+        assert bool(cross_area_imports(package)) == crossing
+    finally:
+        PACKAGE = saved
 
 
 def test_tuning_knows_no_runner():

@@ -12,7 +12,8 @@ from gluonperf.measure.flops import count_flops
 from gluonperf.training.models import count_model_flops
 from helpers import needs_bfloat16
 from gluonperf.records import read_jsonl
-from gluonperf.experiments.step_time import PARTS, REST, breakdown, busy_seconds, context_waits
+from gluonperf.experiments.step_time import PARTS, REST, breakdown
+from gluonperf.measure.operators import busy_seconds, context_waits
 from gluonperf.training.loop import TrainConfig
 
 QUICK = ["--ceiling", "quick", "--steps", "3", "--warmup", "1", "--dataset", "digits"]
@@ -328,7 +329,8 @@ def test_the_child_run_gets_the_configuration_but_not_the_outputs():
 
 def test_the_verdict_ranks_losses_by_time_beyond_the_ceiling():
     from gluonperf.records import result
-    from gluonperf.experiments.step_time import verdict, with_ceiling
+    from gluonperf.experiments.step_time import verdict
+    from gluonperf.measure.operators import with_ceiling
     count = count_model_flops("lenet", (1, 28, 28))
     ceiling = [result("ceiling", "k", gflop_per_s=100.0)]
     parts = [result("breakdown", "fenced step", time_s=1.0),

@@ -16,7 +16,7 @@ COLUMNS = ["name", "setup", "step_s", "images_per_s", "vs_baseline", "vs_baselin
 
 
 def _engines(text):
-    from ..experiments.engines import ENGINES
+    from ..scaling.engines import ENGINES
     items = [t.strip() for t in text.split(",") if t.strip()]
     bad = [t for t in items if t not in ENGINES]
     if bad or not items or len(set(items)) != len(items):
@@ -71,7 +71,7 @@ def _devices(ctxs):
 def measure(args):
     """Check the flags, run the rounds: (records, the devices)."""
     from .. import UserError
-    from ..experiments.engines import ENGINES, compare_engines, engine_records
+    from ..scaling.engines import ENGINES, compare_engines, engine_records
     from ..runtime.horovod_launcher import INSTALL, available, require
     cli.resolve_model(args)
     ctxs = cli.contexts(args)

@@ -5,7 +5,6 @@ tune's search is gluonperf/tuning/, its runners and levers for gluonperf's own t
 gluonperf/training/runners.py and levers.py; predict's scaling model and its validation are
 gluonperf/scaling/.
 
-It may import runtime/, records, config, measure/ and training/, and from scaling/ beside it
-the training runs it starts and reads (`scaling.runs`: bench engines' rounds); cli/ only in a
-module's `__main__` block (a worker process run as a command); not tuning/, script/ or
-inference/ beside it, nor render/, cli/ or the commands."""
+It may import runtime/, records, config, measure/ and training/; cli/ only in a module's
+`__main__` block (a worker process run as a command); not tuning/, nor the areas beside it
+(script/, inference/, scaling/), nor render/, cli/ or the commands."""

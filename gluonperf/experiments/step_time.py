@@ -33,6 +33,7 @@ from ..measure.harness import Measurement, sync
 from ..runtime.contexts import describe
 from ..training.data import load_for, loader, sample_shape
 from ..runtime.precision import check_flag
+from ..measure.operators import GAPS, WAITING, busy_seconds, context_waits, phase
 from ..measure.trace import Trace, aggregate_stats
 from ..records import result
 from ..training.steps import EpochStats, as_float32, split, train_steps
@@ -53,8 +54,6 @@ REST = ("rest", "rest (Python between parts)")
 RUN_TIMED = "timed"        # this process, no profiler, bulk execution as in training
 RUN_PROFILED = "profiled"  # a process with MXNET_EXEC_BULK_EXEC_TRAIN=0 and the profiler on
 BULK_VARIABLE = "MXNET_EXEC_BULK_EXEC_TRAIN"
-GAPS = "(no operator running)"
-WAITING = "%s waiting (other contexts working)"  # a context idle while another one runs operators
 SLOWER_PROFILED = 1.25  # a profiled step this much slower than the fenced one earns a caveat
 SAMPLE_SHAPE = (1, 28, 28)  # every data set of gluonperf.training.data yields 1x28x28 images
 
@@ -113,6 +112,19 @@ def prepare(config, contexts):
     trainer = make_trainer(net, config, lr_for_devices(config, len(contexts)), None, config.kvstore)
     return Setup(net, trainer, loss_of(config.model), endless(data), contexts,
                  tuple(train_set[0][0].shape), EpochStats())
+
+
+def setup_blocks(setup, depth=2, repeat=10, warmup=1, peak_flops=None, progress=None):
+    """`measure.blocks.block_profile` of a training setup (`prepare`'s Setup: the model as
+    `gluonperf.train` builds it, its loss and loader) on the first context, with that context's
+    part of the next batch."""
+    from ..measure.blocks import block_profile
+    x, y = next(setup.batches)
+    ctx = setup.contexts[0]
+    x, y = split(x, setup.contexts)[0], split(y, setup.contexts)[0]
+    loss_fn = setup.loss_fn
+    return block_profile(setup.net, [x], ctx, depth=depth, repeat=repeat, warmup=warmup, peak_flops=peak_flops,
+                         loss_fn=lambda out, labels: loss_fn(as_float32(out), labels), labels=y, progress=progress)
 
 
 def fenced_step(s):
@@ -239,76 +251,6 @@ def breakdown(config, contexts, steps=10, warmup=3, rounds=2, progress=None, set
 
 # --- the operator table ----------------------------------------------------------------
 
-SYNC_OPS = ("WaitForVar", "WaitForAll")  # engine operations that wait: no work of their own
-
-
-def phase(name):
-    """forward / backward / update / comm / sync, read from an operator's name."""
-    if name in SYNC_OPS:
-        return "sync"
-    if name.startswith("_backward"):
-        return "backward"
-    if "update" in name:
-        return "update"
-    # the kvstore's work; _grad_add: kvstore flat's sums (gluonperf.training.flat; grad_req 'add' is not used here)
-    if "copy" in name.lower() or name in ("ElementwiseSum", "_grad_add") or name.startswith("KVStore"):
-        return "comm"
-    return "forward"
-
-
-def trace_devices(trace):
-    """{pid: device} of a loaded Chrome trace: MXNet names the process of each device's
-    operators 'cpu/0', 'gpu/1', ...; returned as gluonperf writes contexts ('cpu0', 'gpu1')."""
-    out = {}
-    for e in trace["traceEvents"]:
-        if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "process_name":
-            kind, _, index = str(e.get("args", {}).get("name", "")).partition("/")
-            if kind in ("cpu", "gpu") and index.isdigit():
-                out[e.get("pid")] = "%s%s" % (kind, index)
-    return out
-
-
-def busy_seconds(trace, pids=None):
-    """Seconds during which at least one operator (other than the engine's waits) ran,
-    from a loaded Chrome trace; only those of the processes `pids` (devices) if given."""
-    intervals, open_ = [], {}
-    for e in trace["traceEvents"]:
-        if not isinstance(e, dict) or e.get("cat") != "operator" or e.get("name") in SYNC_OPS:
-            continue
-        if pids is not None and e.get("pid") not in pids:
-            continue
-        if e.get("ph") == "X":
-            intervals.append((e["ts"], e["ts"] + e.get("dur", 0)))
-        elif e.get("ph") == "B":
-            open_.setdefault((e.get("pid"), e.get("tid")), []).append(e["ts"])
-        elif e.get("ph") == "E":
-            stack = open_.get((e.get("pid"), e.get("tid")))
-            if stack:
-                intervals.append((stack.pop(), e["ts"]))
-    total, end = 0.0, None
-    for a, b in sorted(intervals):
-        if end is None or a > end:
-            total += b - a
-            end = b
-        elif b > end:
-            total += b - end
-            end = b
-    return total / 1e6  # the trace's clock is in microseconds
-
-
-def context_waits(trace, contexts):
-    """{context: seconds} each of several contexts ran none of its operators while another
-    context ran some: the time it waited (for the other contexts' gradients, or for work the
-    engine queued behind theirs), over the whole trace. Empty for one context."""
-    names = [describe([c]) for c in contexts]
-    if len(names) < 2:
-        return {}
-    devices = trace_devices(trace)
-    pids = {name: {pid for pid, d in devices.items() if d == name} for name in names}
-    anyone = busy_seconds(trace, set().union(*pids.values()))
-    return {name: max(0.0, anyone - busy_seconds(trace, pids[name])) for name in names}
-
-
 def operator_table(config, contexts, steps=10, warmup=3, trace_path=None, flops=None, progress=None):
     """MXNet's profiler over `steps` steps as `gluonperf.train` runs them (after `warmup`).
 
@@ -355,19 +297,6 @@ def operator_table(config, contexts, steps=10, warmup=3, trace_path=None, flops=
                        operators_s=total, operator_share=total / step, busy_s=busy, busy_share=min(1.0, busy / step),
                        unattributed_share=max(0.0, 1.0 - busy / step), **common))
     return rows
-
-
-def with_ceiling(operator_results, peak):
-    """Operator Results with achieved GFLOP/s (FLOPs per step over time per step) and its
-    fraction of the ceiling `peak` (FLOP/s), where the operator has a FLOP count."""
-    out = []
-    for r in operator_results:
-        m = dict(r.metrics)
-        if m.get("flops") and m.get("time_s"):
-            rate = m["flops"] / m["time_s"]
-            m.update(gflop_per_s=rate / 1e9, of_ceiling=rate / peak)
-        out.append(result(r.bench, r.name, **m))
-    return out
 
 
 def gap_row(summary):

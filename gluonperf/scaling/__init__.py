@@ -13,11 +13,13 @@ runs on this machine (`python -m gluonperf.predict`).
   dist_sync and Horovod over loopback), run it, judge it;
 - `runs`: the training runs a validation starts (through `runtime.guard` and
   `gluonperf.launch`) and the records they leave; it never times anything itself;
+- `engines`: `bench engines`, one process with N contexts against N processes on Horovod and on
+  dist_sync, training the same model, through the same runs;
 - `horovod_rank`: the code that runs inside a Horovod rank (`gluonperf.workers.exchange`); it
   never starts a process.
 
 It may import training (models, model specs, the training loop's scaling steps), measure
 (intervals, the harness), records, config and runtime (guard, threads, the Horovod
-launcher); never experiments or inference (beside it), nor render, cli or the commands (above
-it). Nothing here parses arguments or prints.
+launcher); never experiments, inference or script (beside it), nor render, cli or the commands
+(above it). Nothing here parses arguments or prints.
 """

@@ -30,8 +30,8 @@ In gluonperf's process, what starts the script never times it, and formatting is
 The commands' halves are gluonperf/cli/profile_script.py and gluonperf/cli/tune_script.py; the
 latter hands the script's runner and levers to tuning's one search.
 
-It may import runtime/, records, config, measure/, training/ and experiments/ (the Blocks and
-operator tables of profile's own experiments). It never imports tuning/ (the command hands the
-runner over; the levers build candidates with the methods of the candidate they are given), nor
-inference/, render/, cli/ or the commands.
+It may import runtime/, records, config, measure/ (the Blocks and operators that profile --model
+reads too) and training/. It never imports tuning/ (the command hands the runner over; the levers
+build candidates with the methods of the candidate they are given), nor the areas beside it
+(experiments/, inference/, scaling/), render/, cli/ or the commands.
 """

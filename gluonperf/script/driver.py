@@ -57,9 +57,8 @@ class Driver:
             self.write(kind="process", **probe.process_of(self.prof))
             # What `ready` needs, imported now (between two steps, outside their times): a module first
             # imported in an atexit handler after Ctrl-C turns the script's exit status from 130 into 1.
-            from ..experiments import block_profile, step_time  # noqa: F401
             from ..training import hybrid_blocks  # noqa: F401
-            from ..measure import flops  # noqa: F401
+            from ..measure import blocks, flops, operators  # noqa: F401
         self.write(kind="step", **record)
 
     def block(self, block, args):
@@ -127,7 +126,7 @@ class Driver:
         return line
 
     def blocks(self, model):
-        from ..experiments.block_profile import block_profile
+        from ..measure.blocks import block_profile
         block, args = model["block"], model["args"]
         arrays = probe.arrays_of(args)
         saved = probe.snapshot(block)

@@ -3,7 +3,7 @@ profiled steps, the model's Blocks, the script's own waits for the engine, the m
 hybridized, and the growth of its memory over the whole run, each from what the driver wrote
 (script/driver.py), as records. In gluonperf's process; it runs nothing.
 """
-from ..experiments.profile_columns import TOP_OPERATORS
+from ..measure.profile_columns import TOP_OPERATORS
 from ..measure import stats
 from ..records import result
 from .text import code_at, size, where
@@ -16,7 +16,7 @@ def operator_rows(run, batch, peak_flops, common):
     """The top operators of the profiled steps per step (time, share of the profiled step,
     calls, GFLOP/s and fraction of the ceiling where the model's FLOPs count them), and the
     time no operator ran; and notes."""
-    from ..experiments.step_time import GAPS, WAITING, phase, with_ceiling
+    from ..measure.operators import GAPS, WAITING, phase, with_ceiling
     ops = run.get("operators")
     notes = []
     if not ops or not ops.get("ops"):
@@ -56,9 +56,9 @@ def operator_rows(run, batch, peak_flops, common):
 
 
 def block_rows(run, peak_flops, notes):
-    """The Blocks' records (experiments.block_profile), against one context's ceiling."""
+    """The Blocks' records (measure.blocks), against one context's ceiling."""
     from ..records import Result
-    from ..experiments.block_profile import with_ceiling
+    from ..measure.blocks import with_ceiling
     blocks = run.get("blocks")
     if not blocks:
         return []

@@ -58,7 +58,7 @@ def find_model(trainer, calls, steps):
 
 
 def describe_model(block, args, images):
-    from ..experiments.block_profile import parameter_count
+    from ..measure.blocks import parameter_count
     arrays = arrays_of(args)
     return {"model": type(block).__name__, "prefix": getattr(block, "prefix", None),
             "input_shape": list(arrays[0].shape), "inputs": len(arrays), "images_per_step": images,
@@ -94,7 +94,7 @@ def snapshot(block):
             continue
         grads = p.list_grad() if p.grad_req != "null" else []
         saved.append((data, [d.copy() for d in data], grads, [g.copy() for g in grads]))
-    from ..experiments.block_profile import walk
+    from ..measure.blocks import walk
     active = [(b, b._active) for _, _, b in walk(block, math.inf) if isinstance(b, mx.gluon.HybridBlock)]
     flags = {id(b): list(b._flags) for b, _ in active}
     return saved, active, flags
@@ -117,7 +117,7 @@ def hybridize_alone(block, args, rounds=HYBRIDIZE_ROUNDS):
     (a Sequential), its parameters and gradients, and how each of its Blocks is hybridized."""
     import time
     import mxnet as mx
-    from ..experiments.block_profile import _Step, walk
+    from ..measure.blocks import Step, walk
     from ..training.hybrid_blocks import hybrid_kind, hybrid_mode, hybridize
     kind, mode = hybrid_kind(block), hybrid_mode(block)
     base = {"model_kind": kind, "mode": mode, "model": type(block).__name__}
@@ -132,7 +132,7 @@ def hybridize_alone(block, args, rounds=HYBRIDIZE_ROUNDS):
     saved = snapshot(block)
     sequentials = [(b, set(vars(b))) for _, _, b in walk(block, math.inf) if type(b) is mx.gluon.nn.Sequential]
     try:
-        step = _Step(block, list(args), None, None)
+        step = Step(block, list(args), None, None)
         step.check()  # as the script runs it: the heads (ones) of its outputs
         hybridize(block, "static")  # a Sequential becomes a HybridSequential here, in place
         found = [(b, was, saved[2][id(b)]) for b, was in saved[1]] + [(b, False, []) for b, _ in sequentials]
@@ -192,7 +192,7 @@ def operators_of(prof):
     steps, their mean step time, the time some operator ran (busy_s) and each context's wait."""
     if not prof.operators:
         return {"note": prof.operator_note} if prof.operator_note else None
-    from ..experiments.step_time import busy_seconds, context_waits
+    from ..measure.operators import busy_seconds, context_waits
     profiled = [s for s in prof.steps if s["phase"] == "profiled"]
     if not profiled:
         return None

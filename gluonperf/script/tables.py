@@ -10,7 +10,7 @@ are script/summary.py's.
 """
 import math
 
-from ..experiments.profile_columns import BLOCK_COLUMNS, OPERATOR_COLUMNS, TOP_OPERATORS
+from ..measure.profile_columns import BLOCK_COLUMNS, OPERATOR_COLUMNS, TOP_OPERATORS
 from ..measure import stats
 from ..records import format_table, result
 from .driver import run_of

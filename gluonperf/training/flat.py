@@ -125,7 +125,7 @@ class FlatTrainer(gluon.Trainer):
                 if o != k:  # context o's gradients of share k to context k, added to its own
                     self._grads[o][a:b].copyto(self._incoming[k])
                     # _grad_add is elemwise_add by another name, which the profile can tell
-                    # from a model's own additions (gluonperf.experiments.step_time.phase)
+                    # from a model's own additions (gluonperf.measure.operators.phase)
                     nd._internal._grad_add(mine, self._incoming[k], out=mine)
 
     def _update(self, ignore_stale_grad=False):

@@ -26,7 +26,7 @@ import sys
 from ..measure import stats
 from ..records import result
 from ..training.model_spec import as_spec
-from ..scaling.runs import epoch_steps, mean_step, run_train
+from .runs import epoch_steps, mean_step, run_train
 
 ENGINES = ("single", "horovod", "dist_sync")
 

@@ -1,5 +1,5 @@
 """The columns of profile's operator and Blocks tables, the same for a model of gluonperf's
-(`profile --model`: experiments/step_time.py, experiments/block_profile.py) and for a user's
+(`profile --model`: experiments/step_time.py, measure/blocks.py) and for a user's
 script (`profile -- python train.py`: gluonperf/script/tables.py). Plain data, no MXNet."""
 
 OPERATOR_COLUMNS = ["op", "phase", "calls_per_step", "time_s", "share", "gflop_per_s", "of_ceiling"]

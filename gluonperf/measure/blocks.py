@@ -1,5 +1,6 @@
 """Which Block of my model is slow here: a per-Block profile of a training step (the view of
-DeepSpeed's flops-profiler, for Gluon), hybridized or not.
+DeepSpeed's flops-profiler, for Gluon), hybridized or not. `walk`, `parameter_count` and `Step`
+(the model's whole training step) serve profile -- (script/probe.py) too.
 
     rows = block_profile(net, [x], mx.cpu(), depth=2, loss_fn=loss, labels=y, peak_flops=peak)
 
@@ -46,9 +47,9 @@ import numpy as np
 from mxnet import autograd, gluon
 
 from .. import UserError, error_line
-from ..measure.flops import count_flops
-from ..measure.harness import measure_interleaved, ndarrays_in, sync
-from ..measure.stats import Interval, median_interval, minmax_level, ratio_interval
+from .flops import count_flops
+from .harness import measure_interleaved, ndarrays_in, sync
+from .stats import Interval, median_interval, minmax_level, ratio_interval
 from ..records import result
 
 BENCH = "blocks"
@@ -191,7 +192,7 @@ class _Timed:
                 self.differentiable, self.note = False, "no backward: %s" % error_line(e)
 
 
-class _Step:
+class Step:
     """The whole step: the model's forward, the loss (or a head gradient of ones without one),
     and backward."""
 
@@ -280,7 +281,7 @@ def block_profile(net, inputs, ctx, depth=2, repeat=10, warmup=1, peak_flops=Non
     inputs = [x.as_in_context(ctx) if isinstance(x, mx.nd.NDArray) else x for x in inputs]
     batch = next((x.shape[0] for x in inputs if isinstance(x, mx.nd.NDArray) and x.shape), None)
     notes = []
-    step = _Step(net, inputs, loss_fn, labels)
+    step = Step(net, inputs, loss_fn, labels)
     _check_step(net, step, notes)
     captured = capture(net, inputs, depth)
     tree = walk(net, depth)
@@ -461,19 +462,6 @@ def with_ceiling(records, peak_flops):
             metrics["of_ceiling"] = metrics["gflop_per_s"] * 1e9 / peak_flops
         out.append(type(r)(r.bench, r.name, metrics))
     return out
-
-
-def setup_blocks(setup, depth=2, repeat=10, warmup=1, peak_flops=None, progress=None):
-    """`block_profile` of a training setup (`experiments.step_time.prepare`'s Setup: the model as
-    `gluonperf.train` builds it, its loss and loader) on the first context, with that context's
-    part of the next batch."""
-    from ..training.steps import as_float32, split
-    x, y = next(setup.batches)
-    ctx = setup.contexts[0]
-    x, y = split(x, setup.contexts)[0], split(y, setup.contexts)[0]
-    loss_fn = setup.loss_fn
-    return block_profile(setup.net, [x], ctx, depth=depth, repeat=repeat, warmup=warmup, peak_flops=peak_flops,
-                         loss_fn=lambda out, labels: loss_fn(as_float32(out), labels), labels=y, progress=progress)
 
 
 def regions(net, depth):
