@@ -12,7 +12,7 @@ from gluonperf import bench
 from gluonperf.cli import common as cli
 from gluonperf.experiments.asynchronous import (TrainLoop, _smallest_from, blocking_calls, call_blocks, estimate_t1_t2_t3,
                                                 memory_cost, queue_vs_finish, sync_vs_async, train_with_sync)
-from gluonperf.experiments.timing import Timing
+from gluonperf.measure.timing import Timing
 from gluonperf.measure.trace import event_names, load_trace
 from gluonperf.records import result
 

@@ -8,7 +8,7 @@ from gluonperf import bench
 from gluonperf.cli import common as cli
 from gluonperf.experiments.auto_parallel import (concurrency, copy_to, is_stand_in, overlap, pick_pair,
                                 pick_source_and_destination, run, size_for)
-from gluonperf.experiments.timing import Timing
+from gluonperf.measure.timing import Timing
 from gluonperf.measure.trace import event_names, load_trace
 
 

@@ -12,7 +12,7 @@ from mxnet import gluon
 from mxnet.gluon import nn, rnn
 
 from gluonperf.experiments.block_profile import MODEL, SUM, Loss, block_profile, parameter_count, walk, with_ceiling
-from gluonperf.experiments.timing import Timing
+from gluonperf.measure.timing import Timing
 from gluonperf.measure.flops import count_flops
 from gluonperf.records import read_jsonl
 

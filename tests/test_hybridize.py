@@ -7,7 +7,7 @@ import pytest
 
 from gluonperf import UserError
 from gluonperf.experiments.hybridize import build_variants, check_outputs, compare_modes, export_and_import
-from gluonperf.experiments.timing import Timing
+from gluonperf.measure.timing import Timing
 from gluonperf.training.models import get_model, input_shape, list_models
 
 

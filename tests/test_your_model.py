@@ -252,7 +252,7 @@ def test_a_spec_resolved_by_the_command_is_not_parsed_again(parsed, tmp_path):
     import numpy as np
     from gluonperf.cli import common
     from gluonperf.experiments.hybridize import compare_modes
-    from gluonperf.experiments.timing import Timing
+    from gluonperf.measure.timing import Timing
     from gluonperf.inference import accuracy, calibration, ladder
     from gluonperf.training import data, models, steprate
     parser = argparse.ArgumentParser()

@@ -126,7 +126,7 @@ def measure(args):
     """Check the flags, time every method at every size and number of contexts: (records, the contexts)."""
     from .. import UserError
     from ..experiments.allreduce_bandwidth import allreduce_bandwidth
-    from ..experiments.timing import Timing
+    from ..measure.timing import Timing
     methods = methods_of(args)
     ctxs = allreduce_contexts(args)
     if len(ctxs) < 2:

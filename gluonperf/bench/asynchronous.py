@@ -44,7 +44,7 @@ def add_parser(sub, common):
 def measure(args):
     """Check the flags, run the three parts: (records, the context they ran on)."""
     from ..experiments.asynchronous import blocking_calls, queue_vs_finish, sync_vs_async
-    from ..experiments.timing import Timing
+    from ..measure.timing import Timing
     from ..measure.trace import Trace
     ctxs = cli.contexts(args)
     cli.check_outputs(args)

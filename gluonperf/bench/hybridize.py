@@ -48,7 +48,7 @@ def check(args):
 def measure(args):
     """Check the flags, run the experiment: (records, the contexts they ran on)."""
     from ..experiments.hybridize import compare_modes
-    from ..experiments.timing import Timing
+    from ..measure.timing import Timing
     cli.check_outputs(args)
     check(args)
     cli.resolve_model(args, 2 if args.model == "mlp" else 10)  # bad models fail here, before any work

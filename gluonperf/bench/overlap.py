@@ -45,7 +45,7 @@ def _shape(args, src):
 def measure(args):
     """Check the flags, time compute, copy and both pipelined: (records, source and destination)."""
     from ..experiments.auto_parallel import overlap, pick_source_and_destination
-    from ..experiments.timing import Timing
+    from ..measure.timing import Timing
     from ..measure.trace import Trace
     ctxs = cli.contexts(args)
     cli.check_outputs(args)

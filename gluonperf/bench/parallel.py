@@ -30,7 +30,7 @@ def add_parser(sub, common):
 def measure(args):
     """Check the flags, time each device alone and both at once: (records, the two devices)."""
     from ..experiments.auto_parallel import concurrency, pick_pair, size_for
-    from ..experiments.timing import Timing
+    from ..measure.timing import Timing
     from ..measure.trace import Trace
     ctxs = cli.contexts(args)
     cli.check_outputs(args)

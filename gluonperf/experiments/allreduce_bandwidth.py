@@ -26,7 +26,7 @@ from ..runtime import guard, horovod_launcher
 from ..runtime.contexts import describe
 from ..records import result
 from .from_scratch import METHODS, SCHEDULES, allreduce, check_method, received_bytes
-from .timing import Timing
+from ..measure.timing import Timing
 
 
 def _format_size(nbytes):

@@ -43,7 +43,7 @@ from ..measure.trace import Trace, merge_traces
 from ..runtime import guard
 from ..measure import stats
 from ..records import result
-from .timing import Timing
+from ..measure.timing import Timing
 
 _NO_TRACE = Trace(None)
 

@@ -21,7 +21,7 @@ from ..runtime.blas import check_concurrent_products, dense
 from ..measure.trace import Trace
 from ..records import result
 from ..measure import stats
-from .timing import Timing
+from ..measure.timing import Timing
 
 _NO_TRACE = Trace(None)
 

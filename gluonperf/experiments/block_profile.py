@@ -52,7 +52,7 @@ from ..measure.flops import count_flops
 from ..measure.harness import measure_interleaved, ndarrays_in, sync
 from ..measure.stats import Interval, median_interval, minmax_level, ratio_interval
 from ..records import result
-from .timing import Timing
+from ..measure.timing import Timing
 
 BENCH = "blocks"
 MARGIN = 0.25  # the depth-1 Blocks' sum may differ from the step by this much and pass the check

@@ -22,7 +22,7 @@ from ..training.models import get_model, loss_of, random_input
 from ..records import result
 from ..measure import machine
 from ..measure.stats import THRESHOLD, speedup_fields
-from .timing import Timing
+from ..measure.timing import Timing
 
 MODES = {
     "imperative": None,

@@ -36,7 +36,7 @@ from ..measure import stats
 from ..runtime.contexts import describe
 from ..records import result
 from ..training.model_spec import text_of
-from .timing import Timing
+from ..measure.timing import Timing
 
 SOURCES = ("folder", "rec", "recorditer")
 

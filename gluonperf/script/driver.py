@@ -128,7 +128,7 @@ class Driver:
 
     def blocks(self, model):
         from ..experiments.block_profile import block_profile
-        from ..experiments.timing import Timing
+        from ..measure.timing import Timing
         block, args = model["block"], model["args"]
         arrays = probe.arrays_of(args)
         saved = probe.snapshot(block)

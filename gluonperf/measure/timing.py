@@ -1,6 +1,6 @@
 """How an experiment times its code: the repeats, the calls in each and the warm-up that
-`measure.harness.measure_interleaved` takes, and whom to tell when a repeat is done. The
-experiments that time callables take one `Timing` instead of the four, each with its own default.
+`harness.measure_interleaved` takes, and whom to tell when a repeat is done. The experiments
+(and the script's Blocks table) take one `Timing` instead of the four, each with its own default.
 
 Nothing here parses arguments or prints.
 """
