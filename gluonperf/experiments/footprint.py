@@ -394,10 +394,10 @@ def footprint(settings, batch_sizes, configs=tuple(effective_configs(HYBRIDIZE, 
     (`effective_configs`) and batch size, each running the step as `settings` (a StepSettings)
     say and taking at most `timeout` seconds (None: no limit), merged by `_repeated` (the
     median peak, with its min and max); see the module's docstring. Returns one Result per run
-    (bench 'footprint', name e.g. 'static ckpt4',
-    metrics of `step_footprint`, plus `peak_vs_plain` and `time_vs_plain` against the
-    same hybridize setting without checkpointing at the same batch; 'static' with
-    checkpointing runs as 'hybrid', see `effective_configs`), then, for each of
+    (bench 'footprint', name e.g. 'static ckpt4', metrics of `step_footprint`, plus
+    `peak_vs_plain` and `time_vs_plain` against the same hybridize setting without
+    checkpointing at the same batch; 'static' with checkpointing runs as 'hybrid', see
+    `effective_configs`), then, for each of
     `budgets` (bytes), one Result per configuration (bench 'footprint-budget') with the
     largest batch that fits. A run that fails (e.g. out of memory) is a row with `error`.
     `progress()` is called after every process. `runs`, a dict given by the caller, is
