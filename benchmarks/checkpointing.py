@@ -37,7 +37,7 @@ from mxnet import autograd, gluon  # noqa: E402
 
 from gluonperf.measure.harness import environment, measure_interleaved  # noqa: E402
 from gluonperf.cli.units import size_bytes  # noqa: E402
-from gluonperf.experiments.footprint import footprint  # noqa: E402
+from gluonperf.experiments.footprint import StepSettings, effective_configs, footprint  # noqa: E402
 from gluonperf.training.models import get_model, input_shape  # noqa: E402
 from gluonperf.training.recompute import checkpointed_forward_backward, segments  # noqa: E402
 from gluonperf.records import format_table, result, write_jsonl  # noqa: E402
@@ -98,8 +98,9 @@ def main(argv=None):
         print("note: " + THREADS_NOTE, file=sys.stderr)
     n, name = args.segments, "hybrid ckpt%d" % args.segments
 
-    memory = footprint(args.model, [args.batch_size], [ctx], ["hybrid", "static"], [0, n], steps=args.steps,
-                       budgets=[args.budget], progress=lambda: print(".", end="", file=sys.stderr, flush=True))
+    memory = footprint(StepSettings(args.model, [ctx], steps=args.steps), [args.batch_size],
+                       effective_configs(["hybrid", "static"], [0, n]), budgets=[args.budget],
+                       progress=lambda: print(".", end="", file=sys.stderr, flush=True))
     print(file=sys.stderr)
     if args.json:  # the memory runs took most of the time: a run stopped during timing keeps them
         write_jsonl(memory, args.json, environment([ctx]))

@@ -188,6 +188,7 @@ def list_links():
 
 def validate(args, ctxs):
     from .scaling.judging import CHECK_COLUMNS
+    from .scaling.runs import RunSettings
     from .scaling.validation import validate_devices, validate_dist, validate_horovod
     from .runtime import horovod_launcher
     results = []
@@ -206,16 +207,12 @@ def validate(args, ctxs):
         if "devices" in kinds:
             results += validate_devices(args.validate_spec, args.validate_batch, args.validate_devices,
                                         args.validate_steps, progress=bar.update)
+        runs = RunSettings(args.validate_spec, args.validate_batch, args.validate_steps, args.validate_repeats)
         if "dist" in kinds:
-            results += validate_dist(args.validate_spec, args.validate_batch, args.validate_jobs, args.validate_steps,
-                                     progress=bar.update, repeats=args.validate_repeats,
-                                     launches=args.validate_launches)
+            results += validate_dist(runs, args.validate_jobs, args.validate_launches, progress=bar.update)
         if "horovod" in kinds:
-            results += validate_horovod(args.validate_spec, args.validate_batch, args.validate_ranks,
-                                        args.validate_steps, progress=bar.update, repeats=args.validate_repeats,
-                                        launches=args.validate_launches,
-                                        fusion_threshold=int(args.fusion_threshold_mb * 2 ** 20),
-                                        cycle_time_s=args.cycle_time_ms / 1e3)
+            results += validate_horovod(runs, args.validate_ranks, args.validate_launches, horovod_settings(args),
+                                        progress=bar.update)
     counts = {w: sum(1 for r in results if r.metrics["within_25pct"] is v)
               for w, v in (("within", True), ("outside", False), ("inconclusive", None))}
     over = [r.metrics for r in results if r.metrics.get("oversubscribed")]
@@ -260,22 +257,30 @@ def main(argv=None):
         raise UserError("--cpu goes with --t1; --scaling and --measure carry the worker's CPU time themselves")
     intra, inter = links(args)
 
-    from .scaling import parts, predictions
+    from .scaling import model as scaling_model, parts, predictions
     if args.allreduce:
         intra = parts.link_from_allreduce(parts.read_records(args.allreduce, "allreduce"))
     step = measured_step(args, ctxs)
     nbytes, keys, _ = parts.gradient_bytes(args.spec)
     fusion = int(args.fusion_threshold_mb * 2 ** 20)
+    exchange = scaling_model.Exchange(intra, inter, engine=args.engine, servers=args.servers,
+                                      placement=args.placement, overlap=args.overlap == "yes",
+                                      horovod=horovod_settings(args))
     results = predictions.prediction_results(
-        args.model, step, nbytes, args.devices, args.machines, intra, inter, args.servers,
-        overlap=args.overlap == "yes", placement=args.placement, base_lr=args.lr, base_batch=args.lr_batch,
-        per_device_batch=args.per_device_batch, keys=keys, engine=args.engine, fusion_threshold=fusion,
-        cycle_time_s=args.cycle_time_ms / 1e3, cores=args.cores)
+        args.model, predictions.device_step(step, args.per_device_batch), scaling_model.Gradients(nbytes, keys),
+        args.devices, args.machines, exchange, scaling_model.Machine(cores=args.cores),
+        scaling_model.LinearScaling(args.lr, args.lr_batch))
     results = [type(r)(r.bench, r.name, dict(r.metrics, efficient=r.metrics["efficiency"] >= args.min_efficiency))
                for r in results]
     best = predictions.best_results(results, args.min_efficiency)
     show(args, ctxs, results, best, step, intra, inter, nbytes, keys, fusion)
     return 0
+
+
+def horovod_settings(args):
+    """Horovod's fusion threshold and cycle time as --fusion-threshold-mb and --cycle-time-ms give them."""
+    from .scaling.model import HorovodSettings
+    return HorovodSettings(int(args.fusion_threshold_mb * 2 ** 20), args.cycle_time_ms / 1e3)
 
 
 def links(args):

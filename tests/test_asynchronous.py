@@ -10,8 +10,9 @@ import pytest
 
 from gluonperf import bench
 from gluonperf.cli import common as cli
-from gluonperf.experiments.asynchronous import (_smallest_from, blocking_calls, call_blocks, estimate_t1_t2_t3, memory_cost,
-                                     queue_vs_finish, sync_vs_async, train_with_sync)
+from gluonperf.experiments.asynchronous import (TrainLoop, _smallest_from, blocking_calls, call_blocks, estimate_t1_t2_t3,
+                                                memory_cost, queue_vs_finish, sync_vs_async, train_with_sync)
+from gluonperf.measure.timing import Timing
 from gluonperf.measure.trace import event_names, load_trace
 from gluonperf.records import result
 
@@ -112,7 +113,7 @@ def test_sync_loop_waits_for_every_result_where_async_loop_runs_ahead(monkeypatc
 
 
 def test_sweep_rows_and_crossover_record():
-    rows = sync_vs_async(mx.cpu(), sizes=(4, 16), repeat=2, iterations=20)
+    rows = sync_vs_async(mx.cpu(), sizes=(4, 16), timing=Timing(repeat=2, number=20))
     assert [r.name for r in rows] == ["4x4", "16x16", "crossover"]
     for r in rows[:2]:
         m = r.metrics
@@ -158,7 +159,7 @@ def test_sync_every_batch_has_lower_peak_rss_than_no_sync():
 
 @pytest.mark.alone
 def test_train_with_sync_every_k_limits_how_far_the_producer_runs_ahead():
-    row = train_with_sync(mx.cpu(), num_batches=12, every=4, batch_size=32, features=16)
+    row = train_with_sync(mx.cpu(), TrainLoop(num_batches=12, every=4, batch_size=32, features=16))
     assert row["every"] == 4 and row["batches"] == 12
     # at most k + 1 batches between two syncs are unfinished, one more if the watcher is late
     assert 1 <= row["ran_ahead_batches"] <= row["max_in_flight"] <= 4 + 2

@@ -8,6 +8,7 @@ from gluonperf import bench
 from gluonperf.cli import common as cli
 from gluonperf.experiments.auto_parallel import (concurrency, copy_to, is_stand_in, overlap, pick_pair,
                                 pick_source_and_destination, run, size_for)
+from gluonperf.measure.timing import Timing
 from gluonperf.measure.trace import event_names, load_trace
 
 
@@ -29,7 +30,7 @@ def test_run_and_copy_to_compute_the_right_values_on_another_context():
 
 
 def test_concurrency_on_two_cpu_contexts():
-    rows = concurrency(mx.cpu(0), mx.cpu(1), 64, 32, n=3, repeat=2)
+    rows = concurrency(mx.cpu(0), mx.cpu(1), 64, 32, n=3, timing=Timing(repeat=2))
     assert [r.name for r in rows] == ["run on cpu(0)", "run on cpu(1)", "both at once"]
     m = [r.metrics for r in rows]
     assert all(r["devices"] == "cpu(0)+cpu(1)" and r["stand_in"] for r in m)
@@ -40,7 +41,7 @@ def test_concurrency_on_two_cpu_contexts():
 
 
 def test_overlap_reports_hidden_time_and_ratio():
-    rows = overlap(mx.cpu(0), mx.cpu(1), size=64, n=3, repeat=2, inner=8)
+    rows = overlap(mx.cpu(0), mx.cpu(1), size=64, n=3, inner=8, timing=Timing(repeat=2))
     assert [r.name for r in rows] == ["compute on cpu(0)", "copy to cpu(1)", "compute and copy"]
     m = [r.metrics for r in rows]
     hidden = m[0]["median_s"] + m[1]["median_s"] - m[2]["median_s"]

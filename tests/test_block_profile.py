@@ -11,12 +11,13 @@ import pytest
 from mxnet import gluon
 from mxnet.gluon import nn, rnn
 
-from gluonperf.measure.blocks import MODEL, SUM, block_profile, parameter_count, walk, with_ceiling
+from gluonperf.measure.blocks import MODEL, SUM, Loss, block_profile, parameter_count, walk, with_ceiling
+from gluonperf.measure.timing import Timing
 from gluonperf.measure.flops import count_flops
 from gluonperf.records import read_jsonl
 
 CTX = mx.cpu()
-FAST = dict(repeat=3, warmup=1)
+FAST = dict(timing=Timing(repeat=3, warmup=1))
 
 
 class TwoBranches(nn.HybridBlock):
@@ -137,7 +138,7 @@ def _consistent(m, step):
 def test_two_branches_name_count_and_add_up(hybridize):
     batch = 4
     net, inputs = _made(TwoBranches(), mx.nd.random.uniform(shape=(batch, 6)), hybridize=hybridize)
-    records = block_profile(net, inputs, CTX, depth=2, loss_fn=gluon.loss.L2Loss(), labels=mx.nd.zeros((batch, 8)),
+    records = block_profile(net, inputs, CTX, depth=2, loss=Loss(gluon.loss.L2Loss(), mx.nd.zeros((batch, 8))),
                             peak_flops=1e9, **FAST)
     rows = _rows(records)
     assert [r.name for r in records] == [MODEL, "left", "right", "right.0", "right.1", SUM]
@@ -190,8 +191,8 @@ def test_a_block_with_nothing_to_differentiate_has_no_backward():
 def test_two_inputs():
     batch = 3
     net, inputs = _made(TwoInputs(), mx.nd.ones((batch, 1, 6, 6)), mx.nd.ones((batch, 5)), hybridize=True)
-    rows = _rows(block_profile(net, inputs, CTX, depth=1, loss_fn=gluon.loss.SoftmaxCrossEntropyLoss(),
-                               labels=mx.nd.array([0, 1, 0]), **FAST))
+    rows = _rows(block_profile(net, inputs, CTX, depth=1, loss=Loss(gluon.loss.SoftmaxCrossEntropyLoss(),
+                                                                     mx.nd.array([0, 1, 0])), **FAST))
     assert set(rows) == {MODEL, "image", "vector", "head", SUM}
     assert rows[MODEL].get("forward_gflop") is None
     assert "2 inputs" in rows[MODEL]["flops_note"]
@@ -206,8 +207,8 @@ def test_embedding_and_lstm_on_token_ids():
     batch, length = 4, 5
     tokens = mx.nd.array(np.random.RandomState(0).randint(0, 30, size=(batch, length)), dtype="int32")
     net, inputs = _made(SequenceClassifier(), tokens, hybridize=True)
-    records = block_profile(net, inputs, CTX, depth=1, loss_fn=gluon.loss.SoftmaxCrossEntropyLoss(),
-                            labels=mx.nd.array([0, 1, 2, 0]), **FAST)
+    records = block_profile(net, inputs, CTX, depth=1, loss=Loss(gluon.loss.SoftmaxCrossEntropyLoss(),
+                                                                  mx.nd.array([0, 1, 2, 0])), **FAST)
     rows = _rows(records)
     assert [r.name for r in records] == [MODEL, "embedding", "lstm", "output", SUM]
     assert rows["embedding"]["parameters"] == 30 * 6

@@ -17,20 +17,20 @@ QUICK = ["--model", "mlp", "--batch-size", "8", "--steps", "1", "--epochs", "2",
 
 
 def test_each_engine_gets_its_command_line():
-    single = engines.engine_argv("single", "mlp", ["cpu0", "cpu1"], 16, 4, 3, "s.json", 60)
+    single = engines.engine_argv("single", engines.Training("mlp", ["cpu0", "cpu1"], 16, 4, 3), "s.json", 60)
     assert single[1:3] == ["-m", "gluonperf.train"]
     assert single[single.index("--ctx") + 1] == "cpu0,cpu1" and single[single.index("--batch-size") + 1] == "32"
     assert single[single.index("--limit") + 1] == "128"  # 4 steps of the global batch
-    hvd = engines.engine_argv("horovod", "mlp", ["cpu0", "cpu1"], 16, 4, 3, "h.json", 60)
+    hvd = engines.engine_argv("horovod", engines.Training("mlp", ["cpu0", "cpu1"], 16, 4, 3), "h.json", 60)
     assert hvd[1:9] == ["-m", "gluonperf.launch", "-n", "2", "--timeout", "60", "--engine", "horovod"]
     assert hvd[hvd.index("--kvstore") + 1] == "horovod" and hvd[hvd.index("--batch-size") + 1] == "16"
-    ps = engines.engine_argv("dist_sync", "mlp", ["cpu0", "cpu1"], 16, 4, 3, "d.json", 60)
+    ps = engines.engine_argv("dist_sync", engines.Training("mlp", ["cpu0", "cpu1"], 16, 4, 3), "d.json", 60)
     assert ps[ps.index("-s") + 1] == "1" and ps[ps.index("--ctx") + 1] == "cpu0"
     assert ps[ps.index("--kvstore") + 1] == "dist_sync" and ps[ps.index("--limit") + 1] == "128"
     with pytest.raises(ValueError, match="dist_sync workers"):
-        engines.engine_argv("dist_sync", "mlp", ["gpu0", "gpu1"], 16, 4, 3, "d.json", 60)
+        engines.engine_argv("dist_sync", engines.Training("mlp", ["gpu0", "gpu1"], 16, 4, 3), "d.json", 60)
     with pytest.raises(ValueError, match="unknown engine"):
-        engines.engine_argv("nccl", "mlp", ["cpu0", "cpu1"], 16, 4, 3, "d.json", 60)
+        engines.engine_argv("nccl", engines.Training("mlp", ["cpu0", "cpu1"], 16, 4, 3), "d.json", 60)
 
 
 @pytest.mark.parametrize("kwargs, says", [
@@ -41,8 +41,9 @@ def test_each_engine_gets_its_command_line():
 def test_bad_arguments_are_refused(kwargs, says):
     args = dict(model="mlp", contexts=["cpu0", "cpu1"], per_device_batch=8)
     args.update(kwargs)
+    chosen = args.pop("engines", engines.ENGINES)
     with pytest.raises(ValueError, match=says):
-        engines.compare_engines(**args)
+        engines.compare_engines(engines.Training(**args), chosen)
 
 
 def _write_epochs(argv, step, epochs):
@@ -62,7 +63,7 @@ def test_rounds_rotate_and_each_ratio_has_its_interval(tmp_path, monkeypatch):
         ran.append(engine)
         _write_epochs(argv, {"single": 0.010, "horovod": 0.020, "dist_sync": 0.040}[engine] * (1 + 0.01 * len(ran)), 3)
     monkeypatch.setattr(engines, "run_train", fake_run)
-    out = engines.compare_engines("mlp", ["cpu0", "cpu1"], 8, epochs=3, rounds=3)
+    out = engines.compare_engines(engines.Training("mlp", ["cpu0", "cpu1"], 8, epochs=3), rounds=3)
     assert ran == ["single", "horovod", "dist_sync", "horovod", "dist_sync", "single",
                    "dist_sync", "single", "horovod"]
     by = {r.name: r.metrics for r in out}

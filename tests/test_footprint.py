@@ -5,7 +5,8 @@ import pytest
 
 from gluonperf import UserError
 from gluonperf.cli.units import size_bytes
-from gluonperf.experiments.footprint import effective_configs, fit_line, footprint, largest_batch, parameter_bytes
+from gluonperf.experiments.footprint import (StepSettings, effective_configs, fit_line, footprint, largest_batch,
+                                             parameter_bytes)
 from helpers import needs_bfloat16
 from gluonperf.records import read_jsonl
 
@@ -64,8 +65,8 @@ def test_the_sweep_compares_with_the_plain_step_and_keeps_failures(monkeypatch):
     monkeypatch.setattr(fp, "run_step_footprint", fake_worker)
     monkeypatch.setattr(fp, "parameter_bytes", lambda model: 1000)
     ticks = []
-    rows = fp.footprint("lenet", [10, 20, 50], [mx.cpu()], ["hybrid"], [0, 2], budgets=[4096 + 40 * 2048],
-                        progress=lambda: ticks.append(1))
+    rows = fp.footprint(fp.StepSettings("lenet", [mx.cpu()]), [10, 20, 50], fp.effective_configs(["hybrid"], [0, 2]),
+                        budgets=[4096 + 40 * 2048], progress=lambda: ticks.append(1))
     names = [(r.bench, r.name, r.metrics.get("batch_size")) for r in rows]
     assert names == [("footprint", "hybrid", 10), ("footprint", "hybrid", 20), ("footprint", "hybrid", 40),
                      ("footprint", "hybrid", 50), ("footprint", "hybrid ckpt2", 10), ("footprint", "hybrid ckpt2", 20),
@@ -130,7 +131,7 @@ def test_bad_input_is_one_line_and_writes_nothing(args, words, tmp_path, capsys)
 def test_bfloat16_is_refused_off_the_cpu_before_any_run():
     import mxnet as mx
     with pytest.raises(UserError, match="CPU contexts only"):
-        footprint("lenet", [4], [mx.cpu(0), mx.gpu(0)], dtype="bfloat16")
+        footprint(StepSettings("lenet", [mx.cpu(0), mx.gpu(0)], dtype="bfloat16"), [4])
 
 
 def test_a_budget_below_the_parameters_is_one_line_in_a_real_process(run, tmp_path):
@@ -143,7 +144,7 @@ def test_a_budget_below_the_parameters_is_one_line_in_a_real_process(run, tmp_pa
 
 def test_budget_below_the_parameters_is_refused_before_any_run():
     with pytest.raises(UserError, match="parameters alone"):
-        footprint("resnet18", [8], [__import__("mxnet").cpu()], budgets=[10 * MiB])
+        footprint(StepSettings("resnet18", [__import__("mxnet").cpu()]), [8], budgets=[10 * MiB])
     assert 40 * MiB < parameter_bytes("resnet18") < 50 * MiB  # 11.2 M floats
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from gluonperf import UserError
 from gluonperf.experiments import allreduce_bandwidth as bandwidth, from_scratch as dp
+from gluonperf.measure.timing import Timing
 from gluonperf.runtime import horovod_launcher
 from gluonperf.training.data import synthetic
 from helpers import HANGING_MXNET, ROOT, run_leaving_nothing
@@ -153,7 +154,7 @@ def test_train_learns_synthetic_data_on_two_contexts():
 
 def test_allreduce_bandwidth_records():
     results = bandwidth.allreduce_bandwidth([mx.cpu(i) for i in range(3)], [4096, 1000], counts=(2, 3),
-                                            repeat=2, number=2)
+                                            timing=Timing(repeat=2, number=2))
     names = dp.METHODS + bandwidth.KVSTORES + ["copyto"]
     assert [r.name for r in results] == names * 4
     for r in results:
@@ -285,7 +286,8 @@ def test_a_hung_horovod_allreduce_is_stopped_leaving_nothing():
                                timeout=120, **HANGING_MXNET)
     assert done.returncode == 3 and "stalled: no progress" in done.stderr, done.stderr
     code = ("import mxnet as mx\nfrom gluonperf.experiments.allreduce_bandwidth import horovod_allreduce\n"
-            "horovod_allreduce([mx.cpu(0), mx.cpu(1)], [4096], repeat=2, timeout=4)\n")
+            "from gluonperf.measure.timing import Timing\n"
+            "horovod_allreduce([mx.cpu(0), mx.cpu(1)], [4096], Timing(repeat=2, number=None), timeout=4)\n")
     done = run_leaving_nothing(["-c", code], timeout=120, **HANGING_MXNET)
     assert done.returncode == 1 and "made no progress for 4 s" in done.stderr and "stopped it" in done.stderr
 

@@ -7,6 +7,7 @@ import pytest
 
 from gluonperf import UserError
 from gluonperf.experiments.hybridize import build_variants, check_outputs, compare_modes, export_and_import
+from gluonperf.measure.timing import Timing
 from gluonperf.training.models import get_model, input_shape, list_models
 
 
@@ -28,7 +29,7 @@ def test_a_changed_weight_is_caught_as_a_mismatch():
 
 
 def test_compare_modes_reports_every_mode_and_hybrid_forward_runs_once():
-    results = compare_modes("mlp", batch_size=1, repeat=2, number=20, warmup=1)
+    results = compare_modes("mlp", batch_size=1, timing=Timing(repeat=2, number=20, warmup=1))
     by_name = {r.name: r.metrics for r in results}
     assert list(by_name) == ["imperative", "hybrid", "static"]
     runs = 2 + 1 + 2 * 20  # output check, warm-up, timed calls
@@ -50,7 +51,7 @@ def test_hybridized_mlp_is_faster_than_imperative_beyond_the_noise():
     hybridized (3-5x on every machine measured): the verdict must be 'faster', with the 95%
     interval above 1. A hybridize() that built no graph, or a speed-up taken from the wrong
     samples, fails it."""
-    results = compare_modes("mlp", batch_size=1, repeat=8, number=200, warmup=20)
+    results = compare_modes("mlp", batch_size=1, timing=Timing(repeat=8, number=200, warmup=20))
     by_name = {r.name: r.metrics for r in results}
     for mode in ("hybrid", "static"):
         assert by_name[mode]["verdict"] == "faster", by_name[mode]["verdict_text"]
@@ -58,13 +59,13 @@ def test_hybridized_mlp_is_faster_than_imperative_beyond_the_noise():
 
 
 def test_train_mode_times_training_steps():
-    results = compare_modes("lenet", batch_size=4, repeat=1, number=2, warmup=1, train=True)
+    results = compare_modes("lenet", batch_size=4, timing=Timing(repeat=1, number=2, warmup=1), train=True)
     assert {r.metrics["task"] for r in results} == {"train_step"}
     assert results[1].metrics["hybrid_forward_calls"] == 1
 
 
 def test_export_round_trips(tmp_path):
-    results = compare_modes("mlp", batch_size=3, repeat=1, number=1, export_dir=str(tmp_path))
+    results = compare_modes("mlp", batch_size=3, timing=Timing(repeat=1, number=1), export_dir=str(tmp_path))
     export = results[-1]
     assert export.name == "export" and export.metrics["max_abs_diff"] <= 1e-5
     assert os.path.exists(tmp_path / "mlp-symbol.json") and os.path.exists(tmp_path / "mlp-0000.params")

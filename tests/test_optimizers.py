@@ -407,8 +407,9 @@ def test_predict_counts_the_update_once_per_device_whatever_its_batch():
     step = dict(t1_s=0.04, update_s=0.01, per_device_batch=32)
     link = scaling_model.LINKS["pcie3"]
     for batch in (32, 64):
-        rows = predictions.prediction_results("lenet", step, 1e6, [1, 2], [1], link, scaling_model.LINKS["25gbe"],
-                                              per_device_batch=batch)
+        exchange = scaling_model.Exchange(link, scaling_model.LINKS["25gbe"])
+        rows = predictions.prediction_results("lenet", predictions.device_step(step, batch),
+                                              scaling_model.Gradients(1e6), [1, 2], [1], exchange)
         assert [r.metrics["update_s"] for r in rows if r.bench == "predict"] == [0.01, 0.01]
 
 

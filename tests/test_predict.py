@@ -9,6 +9,7 @@ from gluonperf.scaling import model as sm
 
 GBPS1 = sm.measured_link(1.0, 0.0, name="1GB/s")          # 1e9 bytes/s, no latency
 SLOW = sm.measured_link(1.0, 1e-3, name="1GB/s+1ms")
+NO_CYCLE = sm.HorovodSettings(cycle_time_s=0)  # Horovod without its cycle's wait
 
 
 def test_ring_allreduce_moves_2_n_minus_1_over_n():
@@ -67,19 +68,20 @@ def test_horovod_flat_ring_across_machines_runs_at_the_slowest_link():
     ring = sm.flat_ring_link(fast, net, 2)
     assert (ring.GBps, ring.latency_s) == (1.0, 1e-4)
     # 2 devices x 2 machines: one ring of 4 ranks, all of it counted on the network
-    t_machine, t_network = sm.horovod_communication_s(1e9, 2, 2, fast, net, cycle_time_s=0)
+    t_machine, t_network = sm.horovod_communication_s(1e9, 2, 2, fast, net, horovod=NO_CYCLE)
     assert t_machine == 0 and t_network == pytest.approx(2 * 3 * 1e-4 * 2 + 1.5)
-    assert sm.horovod_communication_s(1e9, 2, 1, fast, net, cycle_time_s=0) == (
+    assert sm.horovod_communication_s(1e9, 2, 1, fast, net, horovod=NO_CYCLE) == (
         pytest.approx(2 * 1e-6 * 2 + 0.1), 0.0)
     with pytest.raises(UserError):
         sm.flat_ring_link(fast, None, 2)
-    p = sm.predict(0.1, 32, 1e9, 2, 2, fast, net, servers=2, engine="horovod", cycle_time_s=0, overlap=False)
+    p = sm.predict(sm.Step(0.1, 32), sm.Gradients(1e9), 2, 2,
+                   sm.Exchange(fast, net, engine="horovod", servers=2, overlap=False, horovod=NO_CYCLE))
     assert p["engine"] == "horovod" and p["servers"] is None and p["buffers"] == 1
     assert p["t2_network_s"] == pytest.approx(t_network) and p["step_s"] == pytest.approx(0.1 + t_network)
-    ps = sm.predict(0.1, 32, 1e9, 2, 2, fast, net, engine="ps")
+    ps = sm.predict(sm.Step(0.1, 32), sm.Gradients(1e9), 2, 2, sm.Exchange(fast, net, engine="ps"))
     assert ps["engine"] == "ps" and ps["servers"] == 2 and ps["buffers"] is None
     with pytest.raises(UserError):
-        sm.predict(0.1, 32, 1e9, 2, 2, fast, net, engine="mpi")
+        sm.predict(sm.Step(0.1, 32), sm.Gradients(1e9), 2, 2, sm.Exchange(fast, net, engine="mpi"))
 
 
 def test_oversubscribed_when_threads_outnumber_cores():
@@ -94,17 +96,19 @@ def test_the_cores_bound_the_compute_of_processes_that_share_them():
     a step's compute lasts at least all that CPU time over the cores."""
     # 2 workers of 14 ms CPU per step (12 ms of compute) and 4 ms of background threads, on 2 cores
     assert sm.cores_bound_s(0.014, 2, 2, 0.004) == pytest.approx(0.016)
-    crowded = sm.predict(0.012, 64, 0, 2, 1, GBPS1, compute_units=2, cores=2, worker_cpu_s=0.014, helper_cpu_s=0.004)
+    crowded = sm.predict(sm.Step(0.012, 64, worker_cpu_s=0.014), sm.Gradients(0), 2, 1, sm.Exchange(GBPS1),
+                         sm.Machine(cores=2, compute_units=2, helper_cpu_s=0.004))
     assert crowded["t1_s"] == pytest.approx(0.016) and crowded["cores_bound_s"] == pytest.approx(0.016)
     # with cores to spare the devices' compute is the larger, and nothing changes
-    roomy = sm.predict(0.012, 64, 0, 2, 1, GBPS1, cores=16, worker_cpu_s=0.014, helper_cpu_s=0.004)
+    roomy = sm.predict(sm.Step(0.012, 64, worker_cpu_s=0.014), sm.Gradients(0), 2, 1, sm.Exchange(GBPS1),
+                       sm.Machine(cores=16, helper_cpu_s=0.004))
     assert roomy["t1_s"] == pytest.approx(0.012) and roomy["cores_bound_s"] == pytest.approx(0.032 / 16)
     # the worker's CPU time is a whole step's: the update in it is not counted twice
-    upd = sm.predict(0.010, 64, 0, 2, 1, GBPS1, update_s=0.002, compute_units=2, cores=2, worker_cpu_s=0.014,
-                     overlap=False)
+    upd = sm.predict(sm.Step(0.010, 64, update_s=0.002, worker_cpu_s=0.014), sm.Gradients(0), 2, 1,
+                     sm.Exchange(GBPS1, overlap=False), sm.Machine(cores=2, compute_units=2))
     assert upd["step_s"] == pytest.approx(0.014)
     # without the cores or a worker's CPU time, no bound
-    assert sm.predict(0.012, 64, 0, 2, 1, GBPS1)["cores_bound_s"] is None
+    assert sm.predict(sm.Step(0.012, 64), sm.Gradients(0), 2, 1, sm.Exchange(GBPS1))["cores_bound_s"] is None
     with pytest.raises(UserError):
         sm.cores_bound_s(0.01, 2, 0)
     with pytest.raises(UserError):
@@ -146,27 +150,29 @@ def test_overlap_versus_serial():
 
 
 def test_predict_efficiency_comm_bound_and_lr():
-    ok = sm.predict(0.1, 32, 1e8, 2, 1, GBPS1, overlap=True)
+    ok = sm.predict(sm.Step(0.1, 32), sm.Gradients(1e8), 2, 1, sm.Exchange(GBPS1, overlap=True))
     assert ok["t2_s"] == pytest.approx(0.1) and ok["step_s"] == pytest.approx(0.1)
     assert ok["efficiency"] == pytest.approx(1.0) and not ok["comm_bound"]
-    bound = sm.predict(0.1, 32, 1e8, 4, 1, GBPS1, overlap=True)
+    bound = sm.predict(sm.Step(0.1, 32), sm.Gradients(1e8), 4, 1, sm.Exchange(GBPS1, overlap=True))
     assert bound["t2_s"] == pytest.approx(0.15) and bound["comm_bound"]
     assert bound["efficiency"] == pytest.approx(0.1 / 0.15)
-    serial = sm.predict(0.1, 32, 1e8, 4, 1, GBPS1, overlap=False)
+    serial = sm.predict(sm.Step(0.1, 32), sm.Gradients(1e8), 4, 1, sm.Exchange(GBPS1, overlap=False))
     assert serial["efficiency"] == pytest.approx(0.1 / 0.25)
     # 2 devices x 2 machines: ring 1e8 B over 2 (0.1 s), then 2 colocated servers (1e8 B at 1 GB/s)
-    multi = sm.predict(0.1, 64, 1e8, 2, 2, GBPS1, GBPS1, overlap=False, base_lr=0.1, base_batch=256)
+    multi = sm.predict(sm.Step(0.1, 64), sm.Gradients(1e8), 2, 2, sm.Exchange(GBPS1, GBPS1, overlap=False),
+                       lr=sm.LinearScaling(0.1, 256))
     assert multi["t2_s"] == pytest.approx(0.2)
     assert multi["global_batch"] == 256 and multi["lr"] == pytest.approx(0.1) and multi["warmup_epochs"] == 0
-    big = sm.predict(0.1, 64, 1e8, 8, 64, GBPS1, GBPS1)
+    big = sm.predict(sm.Step(0.1, 64), sm.Gradients(1e8), 8, 64, sm.Exchange(GBPS1, GBPS1))
     assert big["global_batch"] == 32768 and big["lr"] == pytest.approx(12.8)
     assert big["warmup_epochs"] == 5 and big["batch_too_large"]
     # devices sharing 2 compute units: 4 of them take twice as long to compute
-    assert sm.predict(0.1, 8, 0, 4, 1, GBPS1, compute_units=2)["t1_s"] == pytest.approx(0.2)
+    assert sm.predict(sm.Step(0.1, 8), sm.Gradients(0), 4, 1, sm.Exchange(GBPS1),
+                      sm.Machine(compute_units=2))["t1_s"] == pytest.approx(0.2)
 
 
 def test_largest_efficient_and_links():
-    rows = sm.sweep(0.1, 32, 1e8, [1, 2, 4], [1, 2], GBPS1, GBPS1, overlap=True)
+    rows = sm.sweep(sm.Step(0.1, 32), sm.Gradients(1e8), [1, 2, 4], [1, 2], sm.Exchange(GBPS1, GBPS1, overlap=True))
     best = sm.largest_efficient(rows, 0.8)
     assert best[1]["devices"] == 2  # 4 devices: t2 0.15 > t1, efficiency 0.67
     assert best[2] is None or best[2]["devices"] < 4

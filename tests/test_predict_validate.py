@@ -87,13 +87,13 @@ def test_validate_dist_judges_each_configuration_by_its_epochs(monkeypatch):
                         + "\n")
     coruns = []
 
-    def fake_corun(model, batch, steps, env, tmp, timeout, threads, workers, repeats):
-        coruns.append((threads, workers, repeats))
+    def fake_corun(settings, threads, workers):
+        coruns.append((threads, workers, settings.repeats))
         return 0.006 * workers, 0.0055  # side by side: each worker a little slower than alone
     monkeypatch.setattr(runs, "run_train", fake_run)
     monkeypatch.setattr(runs, "corun_step", fake_corun)
     ticks = []
-    out = validation.validate_dist("lenet", 16, ((2, 1), (4, 1)), steps=2, repeats=4, launches=2,
+    out = validation.validate_dist(runs.RunSettings("lenet", 16, steps=2, repeats=4), ((2, 1), (4, 1)), launches=2,
                                    progress=lambda: ticks.append(1))
     assert len(ticks) == 4  # the progress bar moves at every run of a job
     assert sorted(coruns) == [(1, 2, 4), (1, 4, 4)]  # the workers of each job, at its threads
@@ -155,12 +155,13 @@ def test_runs_too_short_to_overlap_run_again_longer(monkeypatch, tmp_path):
                                         "train_cpu_s": 1.2, "train_images_per_s": 640.0}) + "\n")
         return [subprocess.CompletedProcess(a, 0, None, "") for a in argvs]
     monkeypatch.setattr(guard, "run_all", fake_run_all)
-    step, cpu = runs.corun_step("lenet", 64, 10, {}, str(tmp_path), 60, 1, 2, repeats=2)
+    settings = runs.RunSettings("lenet", 64, steps=10, repeats=2, timeout=60, env={}, tmp=str(tmp_path))
+    step, cpu = runs.corun_step(settings, 1, 2)
     assert calls == [[5, 5], [20, 20]]
     assert step == pytest.approx(0.1) and cpu == pytest.approx(0.12)  # 64 images at 640/s; 1.2 s of CPU / 10 steps
     calls.clear()
     with pytest.raises(UserError, match="ran together for only 1 of one run's epochs .need 2; 1 tries."):
-        runs.corun_step("lenet", 64, 10, {}, str(tmp_path), 60, 1, 2, repeats=2, tries=1)
+        runs.corun_step(settings, 1, 2, tries=1)
 
 
 def test_an_oversubscribed_job_says_so_beside_its_verdict():
@@ -208,7 +209,7 @@ def test_validate_horovod_launches_horovod_jobs_and_judges_their_epochs(monkeypa
         # the wait after the compute: 3 ms a step; the background threads: 4 ms of CPU in the 16 ms it lasted
         return 0.003, 0.004, 0.016
 
-    def fake_corun(model, batch, steps, env, tmp, timeout, threads, workers, repeats):
+    def fake_corun(settings, threads, workers):
         return 0.0135, 0.0125  # 2 workers side by side, no exchange: 13.5 ms a step, 12.5 ms of CPU each
     monkeypatch.setattr(runs, "run_train", fake_run)
     monkeypatch.setattr(runs, "corun_step", fake_corun)
@@ -217,7 +218,8 @@ def test_validate_horovod_launches_horovod_jobs_and_judges_their_epochs(monkeypa
     monkeypatch.setattr(parts, "loopback_link",
                         lambda nbytes: scaling_model.measured_link(4.0, 1e-5, shared=True))
     ticks = []
-    (r,) = validation.validate_horovod("mlp", 16, (2,), steps=2, repeats=4, launches=2, cycle_time_s=2e-3,
+    (r,) = validation.validate_horovod(runs.RunSettings("mlp", 16, steps=2, repeats=4), (2,), launches=2,
+                                       horovod=scaling_model.HorovodSettings(cycle_time_s=2e-3),
                                        progress=lambda: ticks.append(1))
     assert len(ticks) == 2  # the progress bar moves at every run of the job
     single, job, again = seen  # the job runs twice, each run after a calibration of its own

@@ -252,6 +252,7 @@ def test_a_spec_resolved_by_the_command_is_not_parsed_again(parsed, tmp_path):
     import numpy as np
     from gluonperf.cli import common
     from gluonperf.experiments.hybridize import compare_modes
+    from gluonperf.measure.timing import Timing
     from gluonperf.inference import accuracy, calibration, ladder
     from gluonperf.training import data, models, steprate
     parser = argparse.ArgumentParser()
@@ -269,7 +270,7 @@ def test_a_spec_resolved_by_the_command_is_not_parsed_again(parsed, tmp_path):
     held = calibration.Samples(np.zeros((4, 3, 8, 8), dtype="float32"), None, "zeros")
     rungs, fields = accuracy.evaluate_rungs(rungs, mx.cpu(), held, spec=source.model_spec())
     assert [r.error for r in rungs] == [None, None] and fields["fp32"]["evaluated_n"] == 4
-    records = compare_modes(spec, batch_size=2, ctx=mx.cpu(), repeat=2, number=1, warmup=0)
+    records = compare_modes(spec, batch_size=2, ctx=mx.cpu(), timing=Timing(repeat=2, number=1, warmup=0))
     figures = steprate.step_rate(spec, batch_size=2, steps=1, warmup=0)
     assert parsed == []
     assert {r.metrics["model"] for r in records} == {figures["model"]} == {spec.text}

@@ -126,6 +126,7 @@ def measure(args):
     """Check the flags, time every method at every size and number of contexts: (records, the contexts)."""
     from .. import UserError
     from ..experiments.allreduce_bandwidth import allreduce_bandwidth
+    from ..measure.timing import Timing
     methods = methods_of(args)
     ctxs = allreduce_contexts(args)
     if len(ctxs) < 2:
@@ -137,9 +138,8 @@ def measure(args):
     cli.check_outputs(args)
     total = len(counts) * len(args.sizes) * (len(methods) + 1) * args.repeat
     with cli.progress_bar(total, "allreduce") as bar:
-        results = allreduce_bandwidth(ctxs, args.sizes, counts, methods, repeat=args.repeat,
-                                      warmup=args.warmup, number=args.number, reuse_buffers=args.reuse_buffers,
-                                      progress=bar.update)
+        timing = Timing(repeat=args.repeat, warmup=args.warmup, number=args.number, progress=bar.update)
+        results = allreduce_bandwidth(ctxs, args.sizes, counts, methods, timing, reuse_buffers=args.reuse_buffers)
     return results, ctxs
 
 

@@ -44,6 +44,7 @@ def add_parser(sub, common):
 def measure(args):
     """Check the flags, run the three parts: (records, the context they ran on)."""
     from ..experiments.asynchronous import blocking_calls, queue_vs_finish, sync_vs_async
+    from ..measure.timing import Timing
     from ..measure.trace import Trace
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
@@ -55,8 +56,8 @@ def measure(args):
     with cli.progress_bar(2 * args.repeat * len(args.sizes), "async") as bar:
         demo = queue_vs_finish(ctx, args.demo_size, args.repeat, trace)
         calls = blocking_calls(ctx, args.demo_size, args.repeat, trace)
-        sweep = sync_vs_async(ctx, args.sizes, args.repeat, args.iterations, args.op, trace=trace,
-                              progress=bar.update)
+        timing = Timing(repeat=args.repeat, number=args.iterations, progress=bar.update)
+        sweep = sync_vs_async(ctx, args.sizes, timing, args.op, trace=trace)
     shared.write_trace(trace)
     return demo + calls + sweep, ctxs[:1]
 

@@ -71,7 +71,7 @@ def _devices(ctxs):
 def measure(args):
     """Check the flags, run the rounds: (records, the devices)."""
     from .. import UserError
-    from ..scaling.engines import ENGINES, compare_engines, engine_records
+    from ..scaling.engines import ENGINES, Training, compare_engines, engine_records
     from ..runtime.horovod_launcher import INSTALL, available, require
     cli.resolve_model(args)
     ctxs = cli.contexts(args)
@@ -96,13 +96,12 @@ def measure(args):
     if len(engines) < 2:
         cli.note("note: only %s to run: nothing to compare it with" % engines[0])
     steps_of = {}  # each engine's step per finished run: what a stopped bench keeps
-    kept = lambda: engine_records(steps_of, args.spec, devices, args.batch_size, args.steps,  # noqa: E731
-                                  args.epochs, args.threshold, partial=True)
+    training = Training(args.spec, devices, args.batch_size, args.steps, args.epochs)
+    kept = lambda: engine_records(steps_of, training, args.threshold, partial=True)  # noqa: E731
     with cli.progress_bar(args.rounds * len(engines), "engines") as bar, \
             cli.keep_on_stop(kept, args, "%s on %s: the runs that finished" % (args.spec.label, ",".join(devices)),
                              COLUMNS, devices):
-        records = compare_engines(args.spec, devices, args.batch_size, engines, steps=args.steps,
-                                  epochs=args.epochs, rounds=args.rounds, threshold=args.threshold,
+        records = compare_engines(training, engines, rounds=args.rounds, threshold=args.threshold,
                                   timeout=args.timeout, progress=bar.update, steps_of=steps_of)
     return records, devices
 

@@ -81,7 +81,7 @@ def add_parser(sub, common):
 
 def measure(args):
     """Check the flags, run every configuration in fresh processes: (records, the contexts)."""
-    from ..experiments.footprint import check_dtype, effective_configs, footprint, rows_of, why_not_cut
+    from ..experiments.footprint import StepSettings, check_dtype, effective_configs, footprint, rows_of, why_not_cut
     cli.resolve_model(args)  # bad models fail here, before any work
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
@@ -102,9 +102,10 @@ def measure(args):
     with cli.progress_bar(len(configs) * (len(args.batch_sizes) + len(budgets)) * args.repeat, "footprint") as bar, \
             cli.keep_on_stop(lambda: rows_of(dict(runs), configs), args, "%s training step on %s: the runs that "
                              "finished" % (args.spec.label, ",".join(map(str, ctxs))), COLUMNS, ctxs):
-        rows = footprint(args.spec, args.batch_sizes, ctxs, args.hybridize, args.checkpoint, steps=args.steps,
-                         warmup=args.warmup, budgets=budgets, seed=args.seed, repeat=args.repeat,
-                         progress=bar.update, dtype=args.dtype, runs=runs, optimizer=args.optimizer)
+        settings = StepSettings(args.spec, ctxs, steps=args.steps, warmup=args.warmup, seed=args.seed,
+                                dtype=args.dtype, optimizer=args.optimizer)
+        rows = footprint(settings, args.batch_sizes, configs, budgets=budgets, repeat=args.repeat,
+                         progress=bar.update, runs=runs)
     return rows, ctxs
 
 

@@ -48,15 +48,15 @@ def check(args):
 def measure(args):
     """Check the flags, run the experiment: (records, the contexts they ran on)."""
     from ..experiments.hybridize import compare_modes
+    from ..measure.timing import Timing
     cli.check_outputs(args)
     check(args)
     cli.resolve_model(args, 2 if args.model == "mlp" else 10)  # bad models fail here, before any work
     ctxs = cli.contexts(args)
     with cli.progress_bar(3 * args.repeat, "hybridize") as bar:
-        results = compare_modes(model=args.spec, batch_size=args.batch_size, ctx=ctxs[0],
-                                repeat=args.repeat, number=_number(args), warmup=args.warmup,
-                                train=args.train, export_dir=args.export, progress=bar.update,
-                                threshold=args.threshold)
+        timing = Timing(repeat=args.repeat, warmup=args.warmup, number=_number(args), progress=bar.update)
+        results = compare_modes(model=args.spec, batch_size=args.batch_size, ctx=ctxs[0], timing=timing,
+                                train=args.train, export_dir=args.export, threshold=args.threshold)
     return results, ctxs[:1]
 
 

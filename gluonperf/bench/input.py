@@ -65,7 +65,7 @@ def measure(args):
     from .. import UserError
     from ..training.data import check_available
     from ..training.model_spec import as_spec
-    from ..experiments.input_pipeline import SOURCES, bench_input, sources_of
+    from ..experiments.input_pipeline import SOURCES, Loaders, bench_input, sources_of
     from ..training.image_data import is_path
     if not is_path(args.dataset):
         raise UserError("--dataset %s is held in memory, with no loader to measure; give the PATH of a folder of class "
@@ -83,8 +83,9 @@ def measure(args):
     cli.check_outputs(args)
     runs = sum(len([w for w in args.workers if w or s != "recorditer"]) for s in sources)
     with cli.progress_bar(args.repeat * (1 + runs + len([s for s in sources if s != "recorditer"])), "input") as bar:
-        results = bench_input(args.dataset, spec, ctxs[0], args.batch_size, args.workers, sources, args.repeat,
-                              args.batches, args.sample, threshold=args.threshold, progress=bar.update)
+        loaders = Loaders(args.dataset, spec, args.batch_size, args.workers, sources)
+        results = bench_input(loaders, ctxs[0], args.repeat, args.batches, args.sample, threshold=args.threshold,
+                              progress=bar.update)
     return results, ctxs[:1]
 
 

@@ -45,6 +45,7 @@ def _shape(args, src):
 def measure(args):
     """Check the flags, time compute, copy and both pipelined: (records, source and destination)."""
     from ..experiments.auto_parallel import overlap, pick_source_and_destination
+    from ..measure.timing import Timing
     from ..measure.trace import Trace
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
@@ -57,8 +58,8 @@ def measure(args):
                          "--products %d of %d x %d on the source and their copies" % (args.products, size, size))
     trace = Trace(args.trace)
     with cli.progress_bar(3 * args.repeat, "overlap") as bar:
-        results = overlap(src, dest, size, args.products, args.repeat, inner=inner, trace=trace,
-                          progress=bar.update)
+        results = overlap(src, dest, size, args.products, inner, Timing(repeat=args.repeat, progress=bar.update),
+                          trace)
     shared.write_trace(trace)
     return results, [src, dest]
 

@@ -30,6 +30,7 @@ def add_parser(sub, common):
 def measure(args):
     """Check the flags, time each device alone and both at once: (records, the two devices)."""
     from ..experiments.auto_parallel import concurrency, pick_pair, size_for
+    from ..measure.timing import Timing
     from ..measure.trace import Trace
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
@@ -43,7 +44,7 @@ def measure(args):
     trace = Trace(args.trace)
     with cli.progress_bar(3 * args.repeat, "parallel") as bar:
         results = concurrency(a, b, size_for(a, args.cpu_size, args.gpu_size), size_for(b, args.cpu_size, args.gpu_size),
-                              args.products, args.repeat, trace=trace, progress=bar.update)
+                              args.products, Timing(repeat=args.repeat, progress=bar.update), trace)
     shared.write_trace(trace)
     return results, [a, b]
 

@@ -26,6 +26,7 @@ from ..runtime import guard, horovod_launcher
 from ..runtime.contexts import describe
 from ..records import result
 from .from_scratch import METHODS, SCHEDULES, allreduce, check_method, received_bytes
+from ..measure.timing import Timing
 
 
 def _format_size(nbytes):
@@ -68,9 +69,8 @@ def calls_per_repeat(slowest_s, target_s):
     return max(1, min(1000, int(round(target_s / max(slowest_s, 1e-9)))))
 
 
-def allreduce_bandwidth(ctxs, sizes, counts=(2, 3, 4), methods=None, repeat=5, warmup=1,
-                        number=None, target_s=0.05, reuse_buffers=False, progress=None,
-                        horovod_timeout=300.0):
+def allreduce_bandwidth(ctxs, sizes, counts=(2, 3, 4), methods=None, timing=Timing(number=None), target_s=0.05,
+                        reuse_buffers=False, horovod_timeout=300.0):
     """Allreduce bandwidth per method, tensor size (bytes, float32) and number of contexts.
 
     `methods` are names from METHODS and KVSTORES, and HOROVOD (default: METHODS and
@@ -78,8 +78,9 @@ def allreduce_bandwidth(ctxs, sizes, counts=(2, 3, 4), methods=None, repeat=5, w
     with a plain copyto of the same array from ctxs[0] to ctxs[1], the ceiling. Bandwidth
     counts the bytes each context must receive in an allreduce of N bytes over k contexts,
     2(k-1)/k * N (as NCCL's 'bus bandwidth'), per second, so that a perfect allreduce
-    matches the copy. `number` calls per repeat is chosen so a repeat of the slowest variant
-    takes about `target_s` unless given. With `reuse_buffers` the from-scratch methods keep
+    matches the copy. `timing` gives the repeats, the warm-up and the progress; its `number`
+    calls per repeat is chosen so a repeat of the slowest variant takes about `target_s` unless
+    given. With `reuse_buffers` the from-scratch methods keep
     their receive buffers between calls (see `allreduce`). HOROVOD runs in k processes of
     its own (`horovod_allreduce`, all sizes in one job per k, before the group's other
     variants; `horovod_timeout` as there), with the same repeats, warm-up and rule for
@@ -101,8 +102,7 @@ def allreduce_bandwidth(ctxs, sizes, counts=(2, 3, 4), methods=None, repeat=5, w
     for k in counts:
         horovod = {}
         if HOROVOD in methods:
-            horovod = horovod_allreduce(ctxs[:k], sizes, repeat=repeat, warmup=warmup, number=number,
-                                        target_s=target_s, timeout=horovod_timeout, progress=progress)
+            horovod = horovod_allreduce(ctxs[:k], sizes, timing, target_s, horovod_timeout)
         for nbytes in sizes:
             n = max(1, nbytes // 4)
             nbytes = 4 * n
@@ -114,7 +114,7 @@ def allreduce_bandwidth(ctxs, sizes, counts=(2, 3, 4), methods=None, repeat=5, w
                     (lambda m=m, b={} if reuse_buffers else None: allreduce(arrays, m, b))
                 errors[m] = _check_sum(fns[m], arrays)
             fns["copyto"] = lambda: src.copyto(dst)
-            calls = number
+            calls = timing.number
             if calls is None:
                 slowest = 0.0
                 for fn in fns.values():
@@ -123,7 +123,8 @@ def allreduce_bandwidth(ctxs, sizes, counts=(2, 3, 4), methods=None, repeat=5, w
                         fn()
                     slowest = max(slowest, b.seconds)
                 calls = calls_per_repeat(slowest, target_s)
-            measured = measure_interleaved(fns, warmup=warmup, repeat=repeat, number=calls, progress=progress)
+            measured = measure_interleaved(fns, warmup=timing.warmup, repeat=timing.repeat, number=calls,
+                                           progress=timing.progress)
             if horovod:
                 measured[HOROVOD], errors[HOROVOD] = horovod[nbytes]
                 measured = {name: measured[name] for name in methods + ["copyto"]}  # in the order of `methods`
@@ -161,7 +162,7 @@ def _job_error(lines):
     return lines[-1] if lines else "no output"
 
 
-def horovod_allreduce(ctxs, sizes, repeat=5, warmup=1, number=None, target_s=0.05, timeout=300.0, progress=None):
+def horovod_allreduce(ctxs, sizes, timing=Timing(number=None), target_s=0.05, timeout=300.0):
     """Horovod's allreduce (`hvd.allreduce_`, sum) of one float32 tensor of each size over
     len(ctxs) processes, one per context, started by horovodrun with Gloo on this machine
     (`horovod_launcher.plan`; each process runs `allreduce_rank.horovod_rank` through `python -m
@@ -171,13 +172,14 @@ def horovod_allreduce(ctxs, sizes, repeat=5, warmup=1, number=None, target_s=0.0
     The job runs in a process group of its own, registered with the guard (a signal or a
     stall of this process stops it); when it goes `timeout` seconds without finishing a
     repeat (its start-up included), or fails, the whole group is stopped and a UserError
-    says why. `progress`, if given, is called after each timed repeat (of any size).
+    says why. `timing.progress`, if given, is called after each timed repeat (of any size).
     Returns {tensor_bytes: (Measurement, max_abs_err)}, tensor_bytes as rounded to whole float32s.
     """
     if len(ctxs) < 2:
         raise UserError("a Horovod allreduce needs at least 2 processes; got %d context(s)" % len(ctxs))
     if not sizes:
         raise UserError("no tensor sizes to allreduce")
+    repeat, warmup, number, progress = timing.repeat, timing.warmup, timing.number, timing.progress
     if repeat < 1 or warmup < 0 or (number is not None and number < 1):
         raise ValueError("repeat and number must be >= 1 and warmup >= 0")
     if not timeout > 0:

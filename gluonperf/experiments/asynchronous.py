@@ -30,6 +30,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 
 import mxnet as mx
 import numpy as np
@@ -42,6 +43,7 @@ from ..measure.trace import Trace, merge_traces
 from ..runtime import guard
 from ..measure import stats
 from ..records import result
+from ..measure.timing import Timing
 
 _NO_TRACE = Trace(None)
 
@@ -240,13 +242,14 @@ def estimate_t1_t2_t3(sync_s, async_s, frontend_s, iterations):
     return row
 
 
-def sync_vs_async(ctx, sizes=(10, 32, 100, 316, 1000, 2000), repeat=5, iterations=None, op="add",
-                  budget=0.15, gain=0.10, trace=_NO_TRACE, progress=None):
+def sync_vs_async(ctx, sizes=(10, 32, 100, 316, 1000, 2000), timing=Timing(number=None), op="add", budget=0.15,
+                  gain=0.10, trace=_NO_TRACE):
     """For each size n, a loop of `y = x + 1` (op='add', the chapter's; or op='dot':
     `y = nd.dot(x, x)`) on an n x n `x` that calls `y.wait_to_read()` every iteration
     (synchronous) against one that calls `nd.waitall()` once (asynchronous), interleaved
-    repeat by repeat. `iterations` per loop (default: as many as make one synchronous loop
-    last about `budget` seconds, between 20 and 1000).
+    repeat by repeat as `timing` says: a repeat is one loop of `timing.number` iterations
+    (None: as many as make one synchronous loop last about `budget` seconds, between 20 and
+    1000).
 
     Returns one Result per size (per-iteration medians, speedup of async over sync per
     repeat with its 95% interval and a verdict against `gain`, the median of the per-repeat
@@ -258,12 +261,12 @@ def sync_vs_async(ctx, sizes=(10, 32, 100, 316, 1000, 2000), repeat=5, iteration
     out = []
     for size in sizes:
         x = _random((size, size), ctx)
-        n = iterations or _iterations_for(x, budget, op)
+        n = timing.number or _iterations_for(x, budget, op)
         frontend = []
         synchronous, asynchronous = _loops(x, n, frontend, op)
         m = measure_interleaved({"sync": synchronous, "async": asynchronous},
-                                warmup=1, repeat=repeat, number=1, progress=progress)
-        front = Measurement("frontend", tuple(frontend[1:]))  # the first is the warm-up
+                                warmup=timing.warmup, repeat=timing.repeat, number=1, progress=timing.progress)
+        front = Measurement("frontend", tuple(frontend[timing.warmup:]))  # the first are the warm-up
         with trace:  # one more run of each loop, untimed
             synchronous()
             asynchronous()
@@ -353,10 +356,24 @@ class _Finished:
         self._thread.join()
 
 
-def train_with_sync(ctx, num_batches=100, every=1, batch_size=1024, features=512, data="host",
-                    lr=0.005, trace=_NO_TRACE, seed=0):
-    """Train the book's MLP on `num_batches` batches, calling `l.mean().asscalar()` every
-    `every` batches (0: never). Returns a flat dict: seconds, peak RSS above the start of
+@dataclass(frozen=True)
+class TrainLoop:
+    """The memory experiment's training loop: the book's MLP on `num_batches` batches of
+    `batch_size` x `features` (`data`: 'host' or 'engine', see `data_iter`), SGD at `lr`, a
+    sync (`l.mean().asscalar()`) every `every` batches (0: never); `seed` for the weights and
+    the data."""
+    num_batches: int = 100
+    every: int = 1
+    batch_size: int = 1024
+    features: int = 512
+    data: str = "host"
+    lr: float = 0.005
+    seed: int = 0
+
+
+def train_with_sync(ctx, loop=TrainLoop(), trace=_NO_TRACE):
+    """Train the book's MLP as `loop` says, syncing every `loop.every` batches (0: never).
+    Returns a flat dict: seconds, peak RSS above the start of
     the loop, peak device memory (GPU), and how far the producer ran ahead:
 
     - ran_ahead_batches: batches produced by the time the first batch had finished;
@@ -366,10 +383,12 @@ def train_with_sync(ctx, num_batches=100, every=1, batch_size=1024, features=512
     the loop queues a one-element copy of the last parameter updated, and a background
     thread stamps the moment each copy is ready.
     """
+    num_batches, every, batch_size, features, data, seed = (loop.num_batches, loop.every, loop.batch_size,
+                                                            loop.features, loop.data, loop.seed)
     mx.random.seed(seed)
     net = book_mlp()
     net.initialize(mx.init.Xavier(), ctx=ctx)
-    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": lr})
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": loop.lr})
     loss = gluon.loss.L2Loss()
     for X, y in data_iter(1, batch_size, features, ctx, data, seed=seed + 1):  # warm-up
         with autograd.record():
@@ -418,10 +437,11 @@ def _variant_name(every):
 
 
 def run_memory_variant(params, timeout=None):
-    """Run `train_with_sync(**params)` in a fresh Python process; returns its dict.
+    """Run `train_with_sync` in a fresh Python process; returns its dict.
 
     A fresh process per variant means allocator warm-up and the order of variants cannot
-    decide the result. `params` holds JSON-able values; 'ctx' is a string like 'cpu0'.
+    decide the result. `params` holds JSON-able values: 'ctx', a string like 'cpu0', the
+    fields of a `TrainLoop`, and 'trace', a path, when the loop is traced.
     """
     proc = guard.run_worker("gluonperf.experiments.asynchronous", json.dumps(params), timeout=timeout)
     if proc.returncode != 0:
@@ -477,7 +497,7 @@ def _worker(argument):
     params = json.loads(argument)
     ctx = parse_contexts(params.pop("ctx"))[0]
     trace = Trace(params.pop("trace", None))
-    row = train_with_sync(ctx, trace=trace, **params)
+    row = train_with_sync(ctx, TrainLoop(**params), trace)
     trace.dump()
     sys.stdout.write(json.dumps(row) + "\n")
 

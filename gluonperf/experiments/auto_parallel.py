@@ -21,6 +21,7 @@ from ..runtime.blas import check_concurrent_products, dense
 from ..measure.trace import Trace
 from ..records import result
 from ..measure import stats
+from ..measure.timing import Timing
 
 _NO_TRACE = Trace(None)
 
@@ -99,12 +100,11 @@ def _device_peaks(fns, contexts):
     return out
 
 
-def concurrency(ctx_a, ctx_b, size_a=1000, size_b=1000, n=10, repeat=7, warmup=1,
-                trace=_NO_TRACE, progress=None):
+def concurrency(ctx_a, ctx_b, size_a=1000, size_b=1000, n=10, timing=Timing(repeat=7), trace=_NO_TRACE):
     """`run` on device A alone, on device B alone, then both queued together with no sync
-    in between, interleaved repeat by repeat. The 'both' row carries the concurrency gain
-    `(t_a + t_b) / t_both` (2 = perfect overlap, 1 = none, below 1 = they got in each
-    other's way)."""
+    in between, interleaved repeat by repeat as `timing` says. The 'both' row carries the
+    concurrency gain `(t_a + t_b) / t_both` (2 = perfect overlap, 1 = none, below 1 = they got
+    in each other's way)."""
     check_concurrent_products((ctx_a, ctx_b))
     xa, xb = _uniform(size_a, ctx_a), _uniform(size_b, ctx_b)
     fns = {
@@ -112,7 +112,8 @@ def concurrency(ctx_a, ctx_b, size_a=1000, size_b=1000, n=10, repeat=7, warmup=1
         "run on %s" % ctx_b: lambda: run(xb, n),
         "both at once": lambda: (run(xa, n), run(xb, n)),
     }
-    m = measure_interleaved(fns, warmup=warmup, repeat=repeat, progress=progress)
+    m = measure_interleaved(fns, warmup=timing.warmup, repeat=timing.repeat, number=timing.number,
+                            progress=timing.progress)
     _traced_pass(fns, trace)
     peaks = _device_peaks(fns, (ctx_a, ctx_b))
     labels = list(fns)
@@ -135,11 +136,11 @@ def _gain_fields(a, b, both):
     return dict(interval.fields("gain"), **stats.verdict(interval, what="repeats").fields())
 
 
-def overlap(ctx, dest, size=1000, n=10, repeat=7, warmup=1, inner=None, trace=_NO_TRACE, progress=None):
+def overlap(ctx, dest, size=1000, n=10, inner=None, timing=Timing(repeat=7), trace=_NO_TRACE):
     """Compute `run` on `ctx`; copy precomputed results to `dest`; then both pipelined
-    (queue `y[i]`, then the copy of `y[i-1]`), interleaved repeat by repeat. The 'both' row
-    carries `gain`, (t_compute + t_copy) / t_both per repeat with its interval and verdict,
-    `hidden_s = t_compute + t_copy - t_both` and the overlap
+    (queue `y[i]`, then the copy of `y[i-1]`), interleaved repeat by repeat as `timing` says.
+    The 'both' row carries `gain`, (t_compute + t_copy) / t_both per repeat with its interval
+    and verdict, `hidden_s = t_compute + t_copy - t_both` and the overlap
     `hidden_s / min(t_compute, t_copy)` (1 = the shorter one is fully hidden, 0 = none),
     from the medians, and `paired_overlap`, the median of the same ratio per repeat;
     `overlap_lost_in_noise` is True when the spread (IQR) of any variant exceeds half the
@@ -171,7 +172,8 @@ def overlap(ctx, dest, size=1000, n=10, repeat=7, warmup=1, inner=None, trace=_N
         "copy to %s" % dest: lambda: copy_to(done, dest),
         "compute and copy": pipelined,
     }
-    m = measure_interleaved(fns, warmup=warmup, repeat=repeat, progress=progress)
+    m = measure_interleaved(fns, warmup=timing.warmup, repeat=timing.repeat, number=timing.number,
+                            progress=timing.progress)
     _traced_pass(fns, trace)
     peaks = _device_peaks(fns, (ctx, dest))
     labels = list(fns)

@@ -33,6 +33,7 @@ import math
 import statistics
 import subprocess
 import sys
+from dataclasses import dataclass
 
 import mxnet as mx
 import numpy as np
@@ -116,12 +117,27 @@ def check_dtype(dtype, contexts, checkpoint=(0,)):
     precision.check_flag(dtype, contexts)
 
 
-def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0, steps=5, warmup=1,
-                   seed=0, lr=0.1, dtype="float32", optimizer="sgd"):
-    """Build `model` (in bfloat16 mixed precision with dtype='bfloat16', as
-    `train --dtype bfloat16` runs it), run `warmup` then `steps` training steps at
-    `batch_size` (split over `contexts`) and return a flat dict of what they used (see the
-    module's docstring). Meant to run alone in a fresh process (`run_step_footprint`)."""
+@dataclass(frozen=True)
+class StepSettings:
+    """What every run of a footprint shares: the model (a ModelSpec, or its text), the contexts
+    the batch is split over, `warmup` then `steps` training steps, the seed, the learning rate,
+    the dtype ('bfloat16': mixed precision, as `train --dtype bfloat16` runs it) and the
+    optimizer."""
+    model: object
+    contexts: list
+    steps: int = 5
+    warmup: int = 1
+    seed: int = 0
+    lr: float = 0.1
+    dtype: str = "float32"
+    optimizer: str = "sgd"
+
+
+def step_footprint(settings, batch_size, hybridize="static", checkpoint=0):
+    """Build the model of `settings`, run its warm-up then its training steps at `batch_size`
+    (split over its contexts), hybridized as `hybridize` says and cut into `checkpoint`
+    segments (0: none), and return a flat dict of what they used (see the module's docstring).
+    Meant to run alone in a fresh process (`run_step_footprint`)."""
     from mxnet import autograd, gluon
     from ..training.data import CLASSES
     from ..training.model_spec import as_spec
@@ -130,7 +146,9 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
     from ..config import HYBRIDIZE, TrainConfig
     from ..training.steps import forward_backward
     from ..training.trainers import make_trainer
-    contexts, spec = list(contexts), as_spec(model)
+    contexts, spec = list(settings.contexts), as_spec(settings.model)
+    steps, warmup, seed, lr, dtype, optimizer = (settings.steps, settings.warmup, settings.seed, settings.lr,
+                                                 settings.dtype, settings.optimizer)
     if batch_size < len(contexts):
         raise UserError("batch %d is smaller than the %d contexts" % (batch_size, len(contexts)))
     check_dtype(dtype, contexts, [checkpoint])
@@ -200,14 +218,16 @@ def _worker(argument):
     from ..runtime.contexts import parse_contexts
     params = json.loads(argument)
     params["contexts"] = parse_contexts(params["contexts"])
-    row = step_footprint(**params)
+    batch_size, hybridize, checkpoint = params.pop("batch_size"), params.pop("hybridize"), params.pop("checkpoint")
+    row = step_footprint(StepSettings(**params), batch_size, hybridize, checkpoint)
     sys.stdout.write(json.dumps(row) + "\n")
 
 
 def run_step_footprint(params, timeout=None):
-    """`step_footprint(**params)` in a fresh Python process (in its own process group,
-    stopped with the command on a signal or a stall); returns its dict, or raises
-    RuntimeError with the worker's last line of error output. 'contexts' is a string."""
+    """`step_footprint` in a fresh Python process (in its own process group, stopped with the
+    command on a signal or a stall) for `params`, the fields of a StepSettings ('contexts' a
+    string), `batch_size`, `hybridize` and `checkpoint`; returns its dict, or raises
+    RuntimeError with the worker's last line of error output."""
     proc = guard.run_worker("gluonperf.experiments.footprint", json.dumps(params), timeout=timeout)
     if proc.returncode != 0:
         if proc.returncode < 0:
@@ -353,7 +373,12 @@ def why_not_cut(model, n):
 def effective_configs(hybridize, checkpoint):
     """The (hybridize, segments) pairs to run, in order, without repeats: with
     checkpointing, 'static' runs as 'hybrid' (segments are never statically allocated,
-    see gluonperf.training.recompute)."""
+    see gluonperf.training.recompute). An unknown setting or a negative count: UserError."""
+    for h in hybridize:
+        if h not in HYBRIDIZE:
+            raise UserError("unknown hybridize setting %r; choose from %s" % (h, ",".join(HYBRIDIZE)))
+    if any(c < 0 for c in checkpoint):
+        raise UserError("checkpoint segments must be 0 (off) or more")
     out = []
     for h in hybridize:
         for c in checkpoint:
@@ -363,14 +388,16 @@ def effective_configs(hybridize, checkpoint):
     return out
 
 
-def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,), steps=5, warmup=1,
-              budgets=(), seed=0, repeat=1, timeout=None, progress=None, dtype="float32", runs=None,
-              optimizer="sgd"):
-    """`repeat` fresh processes per (hybridize, checkpoint, batch size), merged by
-    `_repeated` (the median peak, with its min and max); see the module's docstring. Returns one Result per run (bench 'footprint', name e.g. 'static ckpt4',
-    metrics of `step_footprint`, plus `peak_vs_plain` and `time_vs_plain` against the
-    same hybridize setting without checkpointing at the same batch; 'static' with
-    checkpointing runs as 'hybrid', see `effective_configs`), then, for each of
+def footprint(settings, batch_sizes, configs=tuple(effective_configs(HYBRIDIZE, (0,))), budgets=(), repeat=1,
+              timeout=None, progress=None, runs=None):
+    """`repeat` fresh processes per (hybridize, checkpoint) pair of `configs`
+    (`effective_configs`) and batch size, each running the step as `settings` (a StepSettings)
+    say and taking at most `timeout` seconds (None: no limit), merged by `_repeated` (the
+    median peak, with its min and max); see the module's docstring. Returns one Result per run
+    (bench 'footprint', name e.g. 'static ckpt4', metrics of `step_footprint`, plus
+    `peak_vs_plain` and `time_vs_plain` against the same hybridize setting without
+    checkpointing at the same batch; 'static' with checkpointing runs as 'hybrid', see
+    `effective_configs`), then, for each of
     `budgets` (bytes), one Result per configuration (bench 'footprint-budget') with the
     largest batch that fits. A run that fails (e.g. out of memory) is a row with `error`.
     `progress()` is called after every process. `runs`, a dict given by the caller, is
@@ -379,14 +406,10 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
     from ..runtime.contexts import describe
     from ..training.model_spec import as_spec
     from ..training.models import get_model
-    contexts, spec = list(contexts), as_spec(model)
+    contexts, spec = list(settings.contexts), as_spec(settings.model)
     get_model(spec)  # an unknown name fails before any work
-    for h in hybridize:
-        if h not in HYBRIDIZE:
-            raise UserError("unknown hybridize setting %r; choose from %s" % (h, ",".join(HYBRIDIZE)))
-    if any(c < 0 for c in checkpoint):
-        raise UserError("checkpoint segments must be 0 (off) or more")
-    check_dtype(dtype, contexts, checkpoint)
+    checkpoint = [c for _, c in configs]
+    check_dtype(settings.dtype, contexts, checkpoint)
     small = [b for b in batch_sizes if b < len(contexts)]
     if small:
         raise UserError("batch size %d is smaller than the %d contexts; every context needs a sample"
@@ -402,12 +425,12 @@ def footprint(model, batch_sizes, contexts, hybridize=HYBRIDIZE, checkpoint=(0,)
         why = why_not_cut(spec, max(checkpoint))
         if why:
             raise UserError(why)
-    configs = effective_configs(hybridize, checkpoint)
     ctx_text = describe(contexts)
 
     def params_for(h, c, batch):
         return {"model": spec.text, "batch_size": batch, "contexts": ctx_text, "hybridize": h, "checkpoint": c,
-                "steps": steps, "warmup": warmup, "seed": seed, "dtype": dtype, "optimizer": optimizer}
+                "steps": settings.steps, "warmup": settings.warmup, "seed": settings.seed, "lr": settings.lr,
+                "dtype": settings.dtype, "optimizer": settings.optimizer}
 
     runs = {} if runs is None else runs
 

@@ -22,6 +22,7 @@ from ..training.models import get_model, loss_of, random_input
 from ..records import result
 from ..measure import machine
 from ..measure.stats import THRESHOLD, speedup_fields
+from ..measure.timing import Timing
 
 MODES = {
     "imperative": None,
@@ -120,9 +121,9 @@ def _train_step(net, x, y, loss):
     return step
 
 
-def compare_modes(model="mlp", batch_size=1, ctx=None, repeat=5, number=1000, warmup=1,
-                  train=False, export_dir=None, tolerance=1e-4, progress=None, threshold=THRESHOLD):
-    """Time `model` imperatively and hybridized (plain and static), interleaved.
+def compare_modes(model="mlp", batch_size=1, ctx=None, timing=Timing(repeat=5, number=1000), train=False,
+                  export_dir=None, tolerance=1e-4, threshold=THRESHOLD):
+    """Time `model` imperatively and hybridized (plain and static), interleaved as `timing` says.
 
     Returns one Result per mode (per-call time statistics, speedup over imperative with its
     95% interval over the repeats and a verdict against `threshold`,
@@ -138,8 +139,8 @@ def compare_modes(model="mlp", batch_size=1, ctx=None, repeat=5, number=1000, wa
     make = (lambda net, x, y: _train_step(net, x, y, loss_of(spec))) if train else (lambda net, x, y: _forward(net, x))
     fns = {mode: make(net, x, y) for mode, net in variants.items()}
     with machine.Check() as check:
-        measurements = measure_interleaved(fns, warmup=warmup, repeat=repeat, number=number, progress=progress,
-                                           contexts=[ctx], yardstick=True)  # so that compare can hold two saved runs against it
+        measurements = measure_interleaved(fns, warmup=timing.warmup, repeat=timing.repeat, number=timing.number,
+                                           progress=timing.progress, contexts=[ctx], yardstick=True)  # so that compare can hold two saved runs against it
     base = measurements["imperative"].samples
     check.finish(base)
     task = "train_step" if train else "forward"

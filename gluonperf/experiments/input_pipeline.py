@@ -23,6 +23,8 @@ import itertools
 import math
 import threading
 import time
+from dataclasses import dataclass
+from typing import Optional
 
 import mxnet as mx
 import numpy as np
@@ -34,6 +36,7 @@ from ..measure import stats
 from ..runtime.contexts import describe
 from ..records import result
 from ..training.model_spec import text_of
+from ..measure.timing import Timing
 
 SOURCES = ("folder", "rec", "recorditer")
 
@@ -138,10 +141,11 @@ def sources_of(path):
     return ("folder",) if image_data.source(path)["kind"] == "folder" else ("rec", "recorditer")
 
 
-def step_rate(model, ctx, batch_size, shape, classes, repeat=5, steps=3, warmup=2, hybridize="static",
-              progress=None):
+def step_rate(model, ctx, batch_size, shape, classes, timing=Timing(repeat=5, warmup=2, number=3),
+              hybridize="static"):
     """Images/s a training step consumes on `ctx` (forward, backward, Trainer.step, to a sync)
-    on a batch of `shape` held in memory: per repeat, `steps` steps; returns the per-repeat rates."""
+    on a batch of `shape` held in memory: after `timing.warmup` steps, `timing.repeat` repeats of
+    `timing.number` steps each; returns the per-repeat rates."""
     from ..config import TrainConfig
     from ..training.steps import forward_backward
     from ..training.trainers import build_net, make_trainer
@@ -156,18 +160,18 @@ def step_rate(model, ctx, batch_size, shape, classes, repeat=5, steps=3, warmup=
     def step():
         forward_backward(net, loss_fn, [x], [y])
         trainer.step(batch_size)
-    for _ in range(warmup):
+    for _ in range(timing.warmup):
         step()
     mx.nd.waitall()
     rates = []
-    for _ in range(repeat):
+    for _ in range(timing.repeat):
         start = time.perf_counter()
-        for _ in range(steps):
+        for _ in range(timing.number):
             step()
         mx.nd.waitall()
-        rates.append(batch_size * steps / (time.perf_counter() - start))
-        if progress:
-            progress()
+        rates.append(batch_size * timing.number / (time.perf_counter() - start))
+        if timing.progress:
+            timing.progress()
     return rates
 
 
@@ -211,19 +215,33 @@ def stage_costs(dataset, ctx, batch_size, sample=16, repeat=5, progress=None):
     return out
 
 
-def bench_input(path, model, ctx, batch_size=32, workers=(0, 1, 2), sources=None, repeat=5, batches=4,
-                sample=16, step_repeat=5, threshold=stats.THRESHOLD, progress=None):
+@dataclass(frozen=True)
+class Loaders:
+    """The loaders `bench_input` times: the images at `path` (a folder of class folders, or a
+    .rec) as `model` takes them (its image size), in batches of `batch_size`, through each of
+    `sources` (default: every one that reads `path`, `sources_of`) with each number of
+    `workers`. `model`: a ModelSpec, or its text."""
+    path: str
+    model: object
+    batch_size: int = 32
+    workers: tuple = (0, 1, 2)
+    sources: Optional[tuple] = None
+
+
+def bench_input(loaders, ctx, repeat=5, batches=4, sample=16, step_repeat=5, threshold=stats.THRESHOLD,
+                progress=None):
     """The input pipeline alone, against the training step. Returns Results:
     bench='input' per (source, workers): images/s with its 95% interval over `repeat` repeats
     of `batches` batches, the peak PSS of the process and its workers, and the loader's rate
     over the step's (a Welch interval on the logs: the two ran apart) with a verdict
     (keeps up / too slow); bench='input-stage' per stage of the Python pipeline (seconds per
     image, interval, and the images/s one core would reach on that stage alone);
-    bench='input-step': the step's consumption rate on `ctx`. `model`: a ModelSpec, or its text,
-    parsed here once and passed on."""
+    bench='input-step': the step's consumption rate on `ctx`, over `step_repeat` repeats. The
+    model of `loaders` is parsed here once and passed on."""
     from ..training.image_data import image_size
     from ..training.model_spec import as_spec
-    model = as_spec(model)
+    path, batch_size, workers, sources = loaders.path, loaders.batch_size, loaders.workers, loaders.sources
+    model = as_spec(loaders.model)
     size = image_size(model)
     shape = (3, size, size)
     sources = list(sources or sources_of(path))
@@ -235,7 +253,8 @@ def bench_input(path, model, ctx, batch_size=32, workers=(0, 1, 2), sources=None
             raise UserError("--dataset %s has %d training images, fewer than one batch (--batch-size %d)"
                             % (path, len(train_sets[src]), batch_size))
     classes = next(iter(train_sets.values())).classes
-    rates_step = step_rate(model, ctx, batch_size, shape, classes, repeat=step_repeat, progress=progress)
+    rates_step = step_rate(model, ctx, batch_size, shape, classes,
+                           Timing(repeat=step_repeat, warmup=2, number=3, progress=progress))
     _, step_fields = _interval_fields("images_per_s", rates_step)
     common = dict(model=model.text, batch_size=batch_size, image_size=size, dataset=path, context=describe([ctx]))
     out.append(result("input-step", "training step (batch in memory)", source="step on %s" % describe([ctx]),
@@ -345,8 +364,7 @@ def input_bound(config, contexts, steps=10, rounds=5, warmup=3, threshold=stats.
             if progress:
                 progress()
     slowdown = stats.ratio_interval(stats.paired_ratios(real, memory))  # t(real) / t(memory) per round
-    share = 1 - 1 / slowdown.estimate
-    share_low, share_high = 1 - 1 / slowdown.low, (1 - 1 / slowdown.high if math.isfinite(slowdown.high) else 1.0)
+    share, share_low, share_high = _waiting_share(slowdown)
     wait_mean = float(np.mean(waits))
     wait_ci = _t_interval(waits)
     rate = lambda seconds: [batch / t for t in seconds]  # noqa: E731
@@ -355,7 +373,7 @@ def input_bound(config, contexts, steps=10, rounds=5, warmup=3, threshold=stats.
                   loader=config.loader, workers=config.workers, steps=steps, rounds=rounds)
     judged = stats.verdict(slowdown, threshold, words=("input-bound", "faster on real data"), what="rounds")
     cpu = all(c.device_type == "cpu" for c in s.contexts)
-    finding = _finding(judged, share, share_low, share_high, slowdown, real_i, mem_i, alone_i, config, cpu)
+    finding = _finding(judged, slowdown, real_i, mem_i, alone_i, config, cpu)
     out = [
         result("input-bound", "real data", time_s=float(np.median(real)), **real_i.fields("images_per_s"),
                wait_share=wait_mean, **common),
@@ -387,7 +405,15 @@ def _pct(x):
     return "%.0f%%" % (100 * x)
 
 
-def _finding(judged, share, low, high, slowdown, real_i, mem_i, alone_i, config, cpu):
+def _waiting_share(slowdown):
+    """(share, low, high): the share of a step spent waiting for data, 1 - t(memory) / t(real),
+    with its interval, from the interval of t(real) / t(memory)."""
+    high = 1 - 1 / slowdown.high if math.isfinite(slowdown.high) else 1.0
+    return 1 - 1 / slowdown.estimate, 1 - 1 / slowdown.low, high
+
+
+def _finding(judged, slowdown, real_i, mem_i, alone_i, config, cpu):
+    share, low, high = _waiting_share(slowdown)
     rates = ("the loader alone delivers %.4g images/s (95%% CI %.4g-%.4g) with %s, the step consumes %.4g "
              "(on a batch in memory; with the real loader it ran at %.4g)"
              % (alone_i.estimate, alone_i.low, alone_i.high,

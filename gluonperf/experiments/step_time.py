@@ -118,13 +118,14 @@ def setup_blocks(setup, depth=2, repeat=10, warmup=1, peak_flops=None, progress=
     """`measure.blocks.block_profile` of a training setup (`prepare`'s Setup: the model as
     `gluonperf.train` builds it, its loss and loader) on the first context, with that context's
     part of the next batch."""
-    from ..measure.blocks import block_profile
+    from ..measure.blocks import Loss, block_profile
+    from ..measure.timing import Timing
     x, y = next(setup.batches)
     ctx = setup.contexts[0]
     x, y = split(x, setup.contexts)[0], split(y, setup.contexts)[0]
     loss_fn = setup.loss_fn
-    return block_profile(setup.net, [x], ctx, depth=depth, repeat=repeat, warmup=warmup, peak_flops=peak_flops,
-                         loss_fn=lambda out, labels: loss_fn(as_float32(out), labels), labels=y, progress=progress)
+    return block_profile(setup.net, [x], ctx, depth, Timing(repeat=repeat, warmup=warmup, progress=progress),
+                         Loss(lambda out, labels: loss_fn(as_float32(out), labels), y), peak_flops)
 
 
 def fenced_step(s):

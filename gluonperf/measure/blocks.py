@@ -2,7 +2,7 @@
 DeepSpeed's flops-profiler, for Gluon), hybridized or not. `walk`, `parameter_count` and `Step`
 (the model's whole training step) serve profile -- (script/probe.py) too.
 
-    rows = block_profile(net, [x], mx.cpu(), depth=2, loss_fn=loss, labels=y, peak_flops=peak)
+    rows = block_profile(net, [x], mx.cpu(), depth=2, loss=Loss(loss_fn, y), peak_flops=peak)
 
 One row per Block of the model's tree down to `depth` (its path, e.g. `features.3.0.conv1`,
 and its class), with its parameters, FLOPs per batch (forward and training, from
@@ -41,6 +41,8 @@ leave them (BatchNorm's running statistics move, gradients are written).
 """
 import math
 import time
+from dataclasses import dataclass
+from typing import Callable
 
 import mxnet as mx
 import numpy as np
@@ -51,6 +53,7 @@ from .flops import count_flops
 from .harness import measure_interleaved, ndarrays_in, sync
 from .stats import Interval, median_interval, minmax_level, ratio_interval
 from ..records import result
+from .timing import Timing
 
 BENCH = "blocks"
 MARGIN = 0.25  # the depth-1 Blocks' sum may differ from the step by this much and pass the check
@@ -265,13 +268,20 @@ def _display(path, level, block):
     return "%s%s (%s)" % ("  " * max(level - 1, 0), path or MODEL, type(block).__name__)
 
 
-def block_profile(net, inputs, ctx, depth=2, repeat=10, warmup=1, peak_flops=None, loss_fn=None, labels=None,
-                  margin=MARGIN, progress=None):
+@dataclass(frozen=True)
+class Loss:
+    """A step's loss: `fn(outputs, labels)` on the batch's `labels`."""
+    fn: Callable
+    labels: object = None
+
+
+def block_profile(net, inputs, ctx, depth=2, timing=Timing(repeat=10), loss=None, peak_flops=None, margin=MARGIN):
     """Profile the Blocks of `net` (initialised on `ctx`, hybridized or not; a HybridBlock or a
     plain Block) on one batch `inputs` (a list of NDArrays on `ctx`, batch-major), down to
-    `depth` levels of children. `loss_fn(outputs, labels)` makes the step's loss (without one,
-    the step backpropagates a gradient of ones from the outputs). `peak_flops`: the machine's
-    ceiling in FLOP/s, for `of_ceiling`. `progress()` is called after each timed region.
+    `depth` levels of children, each region timed in rounds as `timing` says (its progress
+    called after each timed region). `loss` (a `Loss`) makes the step's loss (without one, the
+    step backpropagates a gradient of ones from the outputs). `peak_flops`: the machine's
+    ceiling in FLOP/s, for `of_ceiling`.
 
     Returns Results (bench 'blocks'): one per Block (name = its path; '(model)' for `net`,
     timed as the step: forward, loss, backward), then the check row (name 'sum of depth-1
@@ -281,6 +291,7 @@ def block_profile(net, inputs, ctx, depth=2, repeat=10, warmup=1, peak_flops=Non
     inputs = [x.as_in_context(ctx) if isinstance(x, mx.nd.NDArray) else x for x in inputs]
     batch = next((x.shape[0] for x in inputs if isinstance(x, mx.nd.NDArray) and x.shape), None)
     notes = []
+    loss_fn, labels = (loss.fn, loss.labels) if loss is not None else (None, None)
     step = Step(net, inputs, loss_fn, labels)
     _check_step(net, step, notes)
     captured = capture(net, inputs, depth)
@@ -292,7 +303,8 @@ def block_profile(net, inputs, ctx, depth=2, repeat=10, warmup=1, peak_flops=Non
         if t.differentiable:
             fns[path + "|fb"] = t.forward_backward
     started = time.time()
-    m = measure_interleaved(fns, warmup=warmup, repeat=repeat, progress=progress)
+    m = measure_interleaved(fns, warmup=timing.warmup, repeat=timing.repeat, number=timing.number,
+                            progress=timing.progress)
     elapsed = time.time() - started
 
     def times(key):
@@ -316,7 +328,7 @@ def block_profile(net, inputs, ctx, depth=2, repeat=10, warmup=1, peak_flops=Non
         out.append(result(BENCH, path or MODEL, **_present(row)))
     out.append(_check(tree, info, timed, errors, times, step_fb, margin))
     for r in out:
-        r.metrics.update(batch_size=batch, ctx=str(ctx), max_depth=depth, rounds=repeat, warmup=warmup,
+        r.metrics.update(batch_size=batch, ctx=str(ctx), max_depth=depth, rounds=timing.repeat, warmup=timing.warmup,
                          elapsed_s=elapsed, caveat=FUSION_NOTE)
         if notes:
             r.metrics["model_note"] = "; ".join(notes)

@@ -22,6 +22,7 @@ Nothing here parses arguments or prints.
 """
 import os
 import sys
+from dataclasses import dataclass, replace
 
 from ..measure import stats
 from ..records import result
@@ -31,12 +32,26 @@ from .runs import epoch_steps, mean_step, run_train
 ENGINES = ("single", "horovod", "dist_sync")
 
 
-def engine_argv(engine, model, contexts, per_device_batch, steps, epochs, path, timeout):
-    """The command line of one run of `engine` on `contexts` (names such as 'cpu0'), writing its
-    records to `path`: one process per device for horovod and dist_sync (a worker per context,
-    launched by gluonperf.launch with its own --timeout), all contexts in one for single."""
+@dataclass(frozen=True)
+class Training:
+    """What every engine trains: `model` (a ModelSpec, or its text) on `contexts` (names such as
+    'cpu0'), `per_device_batch` images per context a step, `epochs` epochs (the first untimed) of
+    `steps` steps each."""
+    model: object
+    contexts: list
+    per_device_batch: int
+    steps: int = 8
+    epochs: int = 3
+
+
+def engine_argv(engine, training, path, timeout):
+    """The command line of one run of `engine` training as `training` says, writing its records
+    to `path`: one process per device for horovod and dist_sync (a worker per context, launched
+    by gluonperf.launch with its own --timeout `timeout`), all contexts in one for single."""
     if engine not in ENGINES:
         raise ValueError("unknown engine %r; choose from %s" % (engine, ", ".join(ENGINES)))
+    model, contexts, per_device_batch = training.model, training.contexts, training.per_device_batch
+    steps, epochs = training.steps, training.epochs
     n = len(contexts)
     train = [sys.executable, "-m", "gluonperf.train", *as_spec(model).flags, "--dataset", "synthetic",
              "--limit", str(per_device_batch * n * steps), "--epochs", str(epochs), "--lr", "0.05",
@@ -64,48 +79,52 @@ def describe_engine(engine, n, kvstore="flat"):
     return "%d processes + 1 server, dist_sync" % n
 
 
-def compare_engines(model, contexts, per_device_batch, engines=ENGINES, steps=8, epochs=3, rounds=5,
-                    threshold=stats.THRESHOLD, timeout=600, progress=None, steps_of=None):
+def compare_engines(training, engines=ENGINES, rounds=5, threshold=stats.THRESHOLD, timeout=600, progress=None,
+                    steps_of=None):
     """Run every engine of `engines` once per round for `rounds` rounds (rotating their order),
-    each training `epochs` epochs of `steps` steps of `per_device_batch` images per context on
-    `contexts` (names); returns one record per engine (bench 'engines'): its step time and
-    images/s (geometric mean over rounds, with the rounds' samples), and its speed against the
-    first engine as a per-round paired ratio with interval and verdict. `steps_of`: a dict this
+    each training as `training` says (`epochs` epochs of `steps` steps of `per_device_batch`
+    images per context on `contexts`); returns one record per engine (bench 'engines'): its step
+    time and images/s (geometric mean over rounds, with the rounds' samples), and its speed
+    against the first engine as a per-round paired ratio with interval and verdict. `steps_of`: a dict this
     fills with each engine's step per finished run, as it goes (what a stopped command keeps:
     `engine_records(steps_of, ..., partial=True)`)."""
     from ..runtime import guard
-    engines, spec = list(engines), as_spec(model)
+    engines, spec = list(engines), as_spec(training.model)
+    contexts, per_device_batch = training.contexts, training.per_device_batch
     if len(contexts) < 2:
         raise ValueError("the engines differ in how they sum the gradients of several devices: give at "
                          "least 2 contexts, got %d" % len(contexts))
     if not engines or len(set(engines)) != len(engines):
         raise ValueError("engines must be distinct names of %s, got %r" % (", ".join(ENGINES), engines))
-    if rounds < 1 or steps < 1 or epochs < 2:
+    if rounds < 1 or training.steps < 1 or training.epochs < 2:
         raise ValueError("need rounds >= 1, steps >= 1 and epochs >= 2 (the first epoch is not timed)")
     env = guard.package_env(drop=("DMLC_", "HOROVOD_"))  # a job of this process's own is no setting of theirs
     steps_of = {} if steps_of is None else steps_of
     steps_of.update({e: [] for e in engines})
+    training = replace(training, model=spec)  # parsed once, here
     with guard.temp_dir(prefix="gluonperf-engines-") as tmp:
         for r in range(rounds):
             order = engines[r % len(engines):] + engines[:r % len(engines)]
             for engine in order:
                 path = os.path.join(tmp, "%s-%d.json" % (engine, r))
-                argv = engine_argv(engine, spec, contexts, per_device_batch, steps, epochs, path, timeout)
+                argv = engine_argv(engine, training, path, timeout)
                 run_train(argv, env, timeout + 30, "%s (round %d)" % (engine, r + 1), kind="the run of engine")
                 steps_of[engine].append(mean_step(epoch_steps(path, per_device_batch * len(contexts))))
                 if progress:
                     progress()
-    return engine_records(steps_of, spec, contexts, per_device_batch, steps, epochs, threshold)
+    return engine_records(steps_of, training, threshold)
 
 
-def engine_records(steps_of, model, contexts, per_device_batch, steps, epochs, threshold=stats.THRESHOLD,
-                   partial=False):
+def engine_records(steps_of, training, threshold=stats.THRESHOLD, partial=False):
     """One record per engine of `steps_of` ({engine: its step per finished run}, the baseline
-    first) that has run at least once (see `compare_engines`); `partial`: the rounds were cut
+    first) that has run at least once, each trained as `training` says (see `compare_engines`);
+    `partial`: the rounds were cut
     short (a stopped command), each record says so and how many rounds each engine finished.
     Against the baseline, the rounds both finished are paired."""
     from ..runtime.contexts import parse_contexts
     from ..training.trainers import default_kvstore
+    model, contexts, per_device_batch = training.model, training.contexts, training.per_device_batch
+    steps, epochs = training.steps, training.epochs
     kvstore = default_kvstore(parse_contexts(",".join(contexts)))  # what train takes for single, --kvstore unset
     engines = [e for e in steps_of if steps_of[e]]
     if not engines:

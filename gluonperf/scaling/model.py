@@ -10,6 +10,7 @@ their CPU time over the cores. The formulas, their sources (Horovod 0.28.1's cod
 """
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 from .. import UserError
 
@@ -66,6 +67,14 @@ ENGINES = ("ps", "horovod")  # as gluonperf.launch --engine names them: paramete
 # HOROVOD_CYCLE_TIME in ms, change them).
 HOROVOD_FUSION_THRESHOLD = 128 * 2 ** 20  # bytes
 HOROVOD_CYCLE_TIME_S = 1e-3
+@dataclass(frozen=True)
+class HorovodSettings:
+    """Horovod's two tunables the model counts: its fusion buffer in bytes (0: fusion off) and
+    its cycle time."""
+    fusion_threshold: int = HOROVOD_FUSION_THRESHOLD
+    cycle_time_s: float = HOROVOD_CYCLE_TIME_S
+
+
 # Backward's share of forward + backward (t1): about twice the forward's arithmetic, so 2/3
 # (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", arXiv:2001.08361: 2N
 # operations per parameter forward, 4N backward). Horovod's cycles fuse what becomes ready over it.
@@ -195,14 +204,14 @@ def flat_ring_link(intra, inter, machines):
                 intra.shared or inter.shared)
 
 
-def horovod_communication_s(nbytes, devices, machines, intra, inter=None, keys=1,
-                            fusion_threshold=HOROVOD_FUSION_THRESHOLD, cycle_time_s=HOROVOD_CYCLE_TIME_S,
-                            backward_s=None):
-    """(t_machine, t_network) of Horovod's flat ring over devices * machines ranks: on one
-    machine all of it is t_machine; across machines the whole ring runs at the network's pace
-    and is counted as t_network."""
+def horovod_communication_s(nbytes, devices, machines, intra, inter=None, keys=1, horovod=None, backward_s=None):
+    """(t_machine, t_network) of Horovod's flat ring over devices * machines ranks, with
+    `horovod`'s fusion threshold and cycle (default: Horovod's own): on one machine all of it is
+    t_machine; across machines the whole ring runs at the network's pace and is counted as
+    t_network."""
+    horovod = horovod or HorovodSettings()
     t = horovod_allreduce_s(nbytes, devices * machines, flat_ring_link(intra, inter, machines), keys,
-                            fusion_threshold, cycle_time_s, backward_s)
+                            horovod.fusion_threshold, horovod.cycle_time_s, backward_s)
     return (t, 0.0) if machines <= 1 else (0.0, t)
 
 
@@ -267,65 +276,113 @@ def warmup_epochs(base_batch, global_batch):
 
 # --- a prediction ------------------------------------------------------------------
 
-def predict(t1, per_device_batch, grad_bytes, devices, machines, intra, inter=None, servers=None,
-            update_s=0.0, overlap=True, placement="colocated", compute_units=None,
-            base_lr=0.1, base_batch=256, keys=1, engine="ps", fusion_threshold=HOROVOD_FUSION_THRESHOLD,
-            cycle_time_s=HOROVOD_CYCLE_TIME_S, cores=None, worker_cpu_s=None, helper_cpu_s=0.0):
-    """One configuration: N devices per machine x M machines, on `engine` 'ps' (a ring within
-    a machine, dist_sync parameter servers across) or 'horovod' (one flat ring over every
-    device, Horovod's cycle and fusion buffers). With `cores` (the CPU cores a machine's
-    processes share) and `worker_cpu_s` (one device's worker CPU seconds per step, measured
-    alone), the compute lasts at least `cores_bound_s` of the N workers and the machine's
-    `helper_cpu_s` per step (colocated servers, Horovod's background threads). Returns a dict
-    of step time, images/s, speedup and efficiency against one device (t1 + update), whether
-    communication exceeds compute, and the batch and learning rate it implies."""
+@dataclass(frozen=True)
+class Step:
+    """One device's step as measured: the compute t1 (forward and backward) of `per_device_batch`
+    images, the optimizer's update, and one worker's CPU seconds a step (every thread of its
+    process, measured alone; None: not known)."""
+    t1_s: float
+    per_device_batch: int
+    update_s: float = 0.0
+    worker_cpu_s: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Gradients:
+    """What a step exchanges: `nbytes` bytes of gradients in `keys` arrays."""
+    nbytes: float
+    keys: int = 1
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """How the gradients are summed: on `engine` 'ps', a ring over `intra` within a machine, then
+    dist_sync over `inter` across machines with `servers` parameter servers (default: one per
+    machine) placed `placement`; on 'horovod', one flat ring over every device with `horovod`'s
+    fusion and cycle. `overlap`: the exchange hides behind the compute (step = max(t1, t2) +
+    update) or not (t1 + t2 + update)."""
+    intra: Link
+    inter: Optional[Link] = None
+    engine: str = "ps"
+    servers: Optional[int] = None
+    placement: str = "colocated"
+    overlap: bool = True
+    horovod: HorovodSettings = HorovodSettings()
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What the processes of one machine share: `cores` CPU cores (None: cores to spare, no
+    bound), on which `compute_units` devices compute at once without slowing each other (None:
+    every device computes on its own), and `helper_cpu_s`, the CPU seconds a step of the
+    processes and threads beside the workers (colocated servers, Horovod's background threads)."""
+    cores: Optional[int] = None
+    compute_units: Optional[int] = None
+    helper_cpu_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class LinearScaling:
+    """The linear scaling rule's starting point: learning rate `lr` for a global batch of `batch`."""
+    lr: float = 0.1
+    batch: int = 256
+
+
+def predict(step, gradients, devices, machines, exchange, machine=Machine(), lr=LinearScaling()):
+    """One configuration: `devices` devices per machine x `machines` machines, their gradients
+    summed as `exchange` says. With the machine's `cores` and the step's `worker_cpu_s`, the
+    compute lasts at least `cores_bound_s` of the devices' workers and the machine's helpers.
+    Returns a dict of step time, images/s, speedup and efficiency against one device (t1 +
+    update), whether communication exceeds compute, and the batch and learning rate it implies
+    (`lr`, scaled linearly)."""
+    t1, per_device_batch, grad_bytes, keys = step.t1_s, step.per_device_batch, gradients.nbytes, gradients.keys
+    engine, cores, worker_cpu_s = exchange.engine, machine.cores, step.worker_cpu_s
     if t1 <= 0 or per_device_batch < 1 or grad_bytes < 0 or devices < 1 or machines < 1:
         raise UserError("need t1 > 0, a per-device batch, gradient bytes, devices and machines of at "
                         "least 1 (got t1=%r, batch=%r, bytes=%r, N=%r, M=%r)"
                         % (t1, per_device_batch, grad_bytes, devices, machines))
     if engine not in ENGINES:
         raise UserError("unknown engine %r; choose one of %s" % (engine, ", ".join(ENGINES)))
-    share = compute_s(1.0, devices, compute_units)
-    t1_n, upd = t1 * share, update_s * share
+    share = compute_s(1.0, devices, machine.compute_units)
+    t1_n, upd = t1 * share, step.update_s * share
     bound = None
     if cores is not None and worker_cpu_s is not None:
-        bound = cores_bound_s(worker_cpu_s, devices, cores, helper_cpu_s)
+        bound = cores_bound_s(worker_cpu_s, devices, cores, machine.helper_cpu_s)
         t1_n = max(t1_n, bound - upd)  # worker_cpu_s is a whole step's, the update's included
     backward = BACKWARD_SHARE * t1_n
-    if engine == "horovod":
+    horovod = engine == "horovod"
+    if horovod:
         servers = None
-        t_intra, t_inter = horovod_communication_s(grad_bytes, devices, machines, intra, inter, keys,
-                                                   fusion_threshold, cycle_time_s, backward)
+        t_intra, t_inter = horovod_communication_s(grad_bytes, devices, machines, exchange.intra, exchange.inter,
+                                                   keys, exchange.horovod, backward)
     else:
-        servers = servers or machines
-        t_intra, t_inter = communication_s(grad_bytes, devices, machines, intra, inter, servers, placement, keys)
+        servers = exchange.servers or machines
+        t_intra, t_inter = communication_s(grad_bytes, devices, machines, exchange.intra, exchange.inter, servers,
+                                           exchange.placement, keys)
     t2 = t_intra + t_inter
-    step = step_s(t1_n, t2, upd, overlap)
+    step_time = step_s(t1_n, t2, upd, exchange.overlap)
     total = devices * machines
     global_batch = per_device_batch * total
-    rate = global_batch / step
-    base = per_device_batch / (t1 + update_s)
+    rate = global_batch / step_time
+    base = per_device_batch / (t1 + step.update_s)
     speedup = rate / base
-    horovod = engine == "horovod"
     return dict(engine=engine, devices=devices, machines=machines, servers=servers if machines > 1 else None,
-                buffers=(fused_buffers(grad_bytes, keys, fusion_threshold, backward, cycle_time_s)
+                buffers=(fused_buffers(grad_bytes, keys, exchange.horovod.fusion_threshold, backward,
+                                       exchange.horovod.cycle_time_s)
                          if horovod and total > 1 else None),
                 total_devices=total, per_device_batch=per_device_batch, global_batch=global_batch,
                 cores=cores, worker_cpu_s=worker_cpu_s, cores_bound_s=bound, t1_s=t1_n, t2_s=t2,
                 t2_machine_s=t_intra, t2_network_s=t_inter, update_s=upd,
-                step_s=step, overlap=overlap, images_per_s=rate, speedup=speedup,
+                step_s=step_time, overlap=exchange.overlap, images_per_s=rate, speedup=speedup,
                 efficiency=speedup / total, comm_bound=t2 > t1_n,
-                lr=linear_scaled_lr(base_lr, base_batch, global_batch),
-                warmup_epochs=warmup_epochs(base_batch, global_batch),
+                lr=linear_scaled_lr(lr.lr, lr.batch, global_batch),
+                warmup_epochs=warmup_epochs(lr.batch, global_batch),
                 batch_too_large=global_batch > LARGEST_SAFE_BATCH)
 
 
-def sweep(t1, per_device_batch, grad_bytes, devices_list, machines_list, intra, inter=None,
-          servers=None, **kw):
+def sweep(step, gradients, devices_list, machines_list, exchange, machine=Machine(), lr=LinearScaling()):
     """`predict` for every (N, M) in devices_list x machines_list (machines outer)."""
-    return [predict(t1, per_device_batch, grad_bytes, n, m, intra, inter,
-                    servers if servers else m, **kw)
-            for m in machines_list for n in devices_list]
+    return [predict(step, gradients, n, m, exchange, machine, lr) for m in machines_list for n in devices_list]
 
 
 def largest_efficient(rows, min_efficiency):

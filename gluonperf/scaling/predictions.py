@@ -3,41 +3,48 @@ and the most devices per machine that keep an efficiency (bench 'predict-best').
 
 Nothing here parses arguments or prints.
 """
+from dataclasses import replace
+
 from . import model as scaling_model
 from ..records import result
 
 
-def prediction_results(model, step, nbytes, devices, machines, intra, inter, servers=None, overlap=True,
-                       placement="colocated", base_lr=0.1, base_batch=256, per_device_batch=None,
-                       compute_units=None, keys=1, engine="ps",
-                       fusion_threshold=scaling_model.HOROVOD_FUSION_THRESHOLD,
-                       cycle_time_s=scaling_model.HOROVOD_CYCLE_TIME_S, cores=None):
-    """Results (bench 'predict') for every N x M. With a `per_device_batch` other than the
-    measured one, t1 is scaled linearly with it (an assumption: small batches run below the
-    device's peak, so this overestimates their speed). The update is not: every device updates
-    all the weights (Trainer with update_on_kvstore=False), whatever its batch, in the time of
-    the optimizer measured (an Adam update costs more than SGD's: bench optimizers). `engine`
-    'horovod' predicts Horovod's flat ring with `fusion_threshold` and `cycle_time_s`. With
-    `cores` (per machine) and the step's `cpu_s` (a worker's CPU seconds per step, scaled with the
-    batch as t1 is), the compute lasts at least the devices' CPU time over the cores
-    (`scaling_model.cores_bound_s`)."""
-    batch = per_device_batch or step["per_device_batch"]
-    factor = batch / step["per_device_batch"]
-    cpu = step.get("cpu_s")
-    bound = dict(cores=cores, worker_cpu_s=cpu * factor) if cores and cpu is not None else {}
-    rows = scaling_model.sweep(step["t1_s"] * factor, batch, nbytes, devices, machines, intra, inter, servers,
-                               update_s=step["update_s"], overlap=overlap, placement=placement,
-                               base_lr=base_lr, base_batch=base_batch, compute_units=compute_units, keys=keys,
-                               engine=engine, fusion_threshold=fusion_threshold, cycle_time_s=cycle_time_s,
-                               **bound)
-    horovod = engine == "horovod"
+def device_step(measured, per_device_batch=None):
+    """The one-device step a prediction starts from (`scaling_model.Step`), from a measured step
+    (`parts`: t1_s, update_s, per_device_batch and, when known, cpu_s). With a `per_device_batch`
+    other than the measured one, t1 and the worker's CPU seconds are scaled linearly with it (an
+    assumption: small batches run below the device's peak, so this overestimates their speed).
+    The update is not: every device updates all the weights (Trainer with
+    update_on_kvstore=False), whatever its batch, in the time of the optimizer measured (an Adam
+    update costs more than SGD's: bench optimizers)."""
+    batch = per_device_batch or measured["per_device_batch"]
+    factor = batch / measured["per_device_batch"]
+    cpu = measured.get("cpu_s")
+    return scaling_model.Step(measured["t1_s"] * factor, batch, measured["update_s"],
+                              None if cpu is None else cpu * factor)
+
+
+def prediction_results(model, step, gradients, devices, machines, exchange, machine=scaling_model.Machine(),
+                       lr=scaling_model.LinearScaling()):
+    """Results (bench 'predict') for every N x M of `devices` x `machines`, from one device's
+    `step` (`device_step`) and the model's `gradients`, summed as `exchange` says. With the
+    `machine`'s cores and the step's worker CPU seconds, the compute lasts at least the devices'
+    CPU time over the cores (`scaling_model.cores_bound_s`); without either, neither counts."""
+    if not (machine.cores and step.worker_cpu_s is not None):
+        step, machine = replace(step, worker_cpu_s=None), replace(machine, cores=None)
+    rows = scaling_model.sweep(step, gradients, devices, machines, exchange, machine, lr)
+    horovod = exchange.engine == "horovod"
+    inter = exchange.inter
     out = []
     for r in rows:
         name = "%dx%d" % (r["devices"], r["machines"])
-        extra = dict(fusion_threshold_bytes=fusion_threshold, cycle_time_s=cycle_time_s) if horovod else {}
-        out.append(result("predict", name, model=model, grad_bytes=nbytes, keys=keys,
-                          machine_link=intra.name, network_link=inter.name if inter and r["machines"] > 1 else None,
-                          placement=placement if r["machines"] > 1 and not horovod else None, **extra, **r))
+        extra = (dict(fusion_threshold_bytes=exchange.horovod.fusion_threshold,
+                      cycle_time_s=exchange.horovod.cycle_time_s) if horovod else {})
+        out.append(result("predict", name, model=model, grad_bytes=gradients.nbytes, keys=gradients.keys,
+                          machine_link=exchange.intra.name,
+                          network_link=inter.name if inter and r["machines"] > 1 else None,
+                          placement=exchange.placement if r["machines"] > 1 and not horovod else None,
+                          **extra, **r))
     return out
 
 

@@ -15,10 +15,27 @@ Nothing here parses arguments or prints.
 import os
 import statistics
 import sys
+from dataclasses import dataclass
+from typing import Optional
 
 from .. import UserError
 from . import model as scaling_model
 from ..training.model_spec import as_spec
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What the training runs of a validation share: the model (a ModelSpec, or its text), the
+    images per worker, the steps of an epoch, the timed epochs after an untimed one (`repeats`),
+    the seconds a run may take; and, once the validation has made them, the environment the runs
+    start in (`job_env`; each run sets its own OMP_NUM_THREADS) and the directory they write to."""
+    model: object
+    batch: int
+    steps: int = 8
+    repeats: int = 5
+    timeout: float = 240
+    env: Optional[dict] = None
+    tmp: Optional[str] = None
 
 
 def job_env():
@@ -53,13 +70,15 @@ def _raise_if_failed(done, what, kind="validation run"):
                                                              guard.last_line(d.stderr, "(no output)")))
 
 
-def run_job(launcher, model, batch, steps, workers, repeats, kvstore, env, path, timeout, what):
+def run_job(settings, launcher, workers, kvstore, threads, path, what):
     """One run of a job of `workers` processes through `gluonperf.launch` (its flags
-    `launcher`) over this validation's training command with `kvstore`: the step of each timed
-    epoch (`epoch_steps`)."""
+    `launcher`) over this validation's training command with `kvstore`, at `threads` OpenMP
+    threads a worker: the step of each timed epoch (`epoch_steps`)."""
+    batch, timeout = settings.batch, settings.timeout
     argv = [sys.executable, "-m", "gluonperf.launch", *launcher, "--timeout", str(timeout), "--"] + train_argv(
-        model, batch, batch * steps * workers, repeats + 1, ["--ctx", "cpu0", "--kvstore", kvstore, "--json", path])
-    run_train(argv, env, timeout + 30, what)
+        settings.model, batch, batch * settings.steps * workers, settings.repeats + 1,
+        ["--ctx", "cpu0", "--kvstore", kvstore, "--json", path])
+    run_train(argv, dict(settings.env, OMP_NUM_THREADS=str(threads)), timeout + 30, what)
     return epoch_steps(path, batch * workers)
 
 
@@ -93,37 +112,40 @@ def mean_step(samples):
     return math.exp(sum(math.log(s) for s in samples) / len(samples))
 
 
-def single_step(model, batch, steps, env, tmp, timeout, threads, repeats=1):
+def single_step(settings, threads):
     """The one-worker step (kvstore device, cpu0) at `threads` OpenMP threads, alone on the
     machine: (step, CPU seconds per step of the worker's process, all its threads), each the
-    geometric mean over `repeats` timed epochs (after one untimed)."""
-    path = os.path.join(tmp, "single-%d.json" % threads)
-    run_train(train_argv(model, batch, batch * steps, repeats + 1,
+    geometric mean over the settings' `repeats` timed epochs (after one untimed)."""
+    batch = settings.batch
+    path = os.path.join(settings.tmp, "single-%d.json" % threads)
+    run_train(train_argv(settings.model, batch, batch * settings.steps, settings.repeats + 1,
                          ["--ctx", "cpu0", "--kvstore", "device", "--json", path]),
-              dict(env, OMP_NUM_THREADS=str(threads)), timeout, "1 worker, %d thread(s)" % threads)
+              dict(settings.env, OMP_NUM_THREADS=str(threads)), settings.timeout, "1 worker, %d thread(s)" % threads)
     return mean_step(epoch_steps(path, batch)), mean_step(_epoch_cpu(path, batch))
 
 
-def corun_step(model, batch, steps, env, tmp, timeout, threads, workers, repeats=1, tries=3):
+def corun_step(settings, threads, workers, tries=3):
     """The per-worker step of `workers` one-worker runs (kvstore device, cpu0, `threads` OpenMP
-    threads each) started at once, with nothing exchanged: the compute of a job whose workers
-    share this machine's cores, with whatever their threads cost each other beyond their CPU
-    time (switches between them, caches). The runs start a moment apart (each loads MXNet
-    first), so only the epochs that lay wholly within the time every run was training count
-    (`_side_by_side`, by the epochs' `train_started_at`). The runs train 2 x `repeats` + 1
-    epochs; when fewer than `repeats` of each run's fall in that time (epochs short beside the
-    start-up), they run again with 4 times the epochs, `tries` times in all. Returns (step, CPU
-    seconds per step of a worker's process), each the geometric mean over those epochs of every
-    run."""
+    threads each, `settings` as every run of the validation) started at once, with nothing
+    exchanged: the compute of a job whose workers share this machine's cores, with whatever their
+    threads cost each other beyond their CPU time (switches between them, caches). The runs start
+    a moment apart (each loads MXNet first), so only the epochs that lay wholly within the time
+    every run was training count (`_side_by_side`, by the epochs' `train_started_at`). The runs
+    train 2 x `repeats` + 1 epochs; when fewer than `repeats` of each run's fall in that time
+    (epochs short beside the start-up), they run again with 4 times the epochs, `tries` times in
+    all. Returns (step, CPU seconds per step of a worker's process), each the geometric mean over
+    those epochs of every run."""
     from ..runtime import guard
-    paths = [os.path.join(tmp, "corun-%d-%d-%d.json" % (workers, threads, i)) for i in range(workers)]
+    batch, repeats = settings.batch, settings.repeats
+    paths = [os.path.join(settings.tmp, "corun-%d-%d-%d.json" % (workers, threads, i)) for i in range(workers)]
     what = "%d workers side by side, %d thread(s) each" % (workers, threads)
     epochs = 2 * repeats + 1
     for _ in range(tries):
-        argvs = [train_argv(model, batch, batch * steps, epochs,
+        argvs = [train_argv(settings.model, batch, batch * settings.steps, epochs,
                             ["--ctx", "cpu0", "--kvstore", "device", "--json", path]) for path in paths]
         try:
-            done = guard.run_all(argvs, timeout=timeout, env=dict(env, OMP_NUM_THREADS=str(threads)))
+            done = guard.run_all(argvs, timeout=settings.timeout,
+                                 env=dict(settings.env, OMP_NUM_THREADS=str(threads)))
         except Exception as e:  # subprocess.TimeoutExpired: every child group was killed
             raise UserError("validation run %s did not finish: %s" % (what, e))
         _raise_if_failed(done, what)
@@ -152,23 +174,22 @@ def _side_by_side(paths, what):
             for run in runs]
 
 
-def ps_link(model, batch, steps, nbytes, keys, lnk, env, tmp, timeout, singles, repeats=1, pairs=1):
+def ps_link(settings, gradients, lnk, singles, pairs=1):
     """The loopback link as ps-lite sees it: bandwidth from the socket measurement, the
     per-message cost from one worker and one server (dist_sync step - plain step, 2 messages
-    per key), both at one thread (the setting every worker runs with on 2 cores). A difference
-    of two runs' steps, each run's own noise in it: on a 2-core Zen 5 one pair gave half the
-    cost the others did, so `pairs` pairs (the plain run, then the dist_sync one; a validation
-    runs as many as it runs each job) are run and the median taken. The plain runs also give
-    `singles[1]` (the geometric mean of theirs)."""
+    per key of the model's `gradients`), both at one thread (the setting every worker runs with
+    on 2 cores). A difference of two runs' steps, each run's own noise in it: on a 2-core Zen 5
+    one pair gave half the cost the others did, so `pairs` pairs (the plain run, then the
+    dist_sync one; a validation runs as many as it runs each job) are run and the median taken.
+    The plain runs also give `singles[1]` (the geometric mean of theirs)."""
     extras, plain = [], []
     for _ in range(pairs):
-        plain.append(single_step(model, batch, steps, env, tmp, timeout, 1, repeats))
-        dist = run_job(["-n", "1", "-s", "1"], model, batch, steps, 1, repeats, "dist_sync",
-                       dict(env, OMP_NUM_THREADS="1"), os.path.join(tmp, "dist-1-1.json"), timeout,
-                       "dist_sync 1 worker 1 server")
-        extras.append(mean_step(dist) - plain[-1][0] - 2.0 * nbytes / lnk.Bps)
+        plain.append(single_step(settings, 1))
+        dist = run_job(settings, ["-n", "1", "-s", "1"], 1, "dist_sync", 1,
+                       os.path.join(settings.tmp, "dist-1-1.json"), "dist_sync 1 worker 1 server")
+        extras.append(mean_step(dist) - plain[-1][0] - 2.0 * gradients.nbytes / lnk.Bps)
     singles[1] = (mean_step([s for s, _ in plain]), mean_step([c for _, c in plain]))
-    per_message = max(lnk.latency_s, statistics.median(extras) / (2 * keys))
+    per_message = max(lnk.latency_s, statistics.median(extras) / (2 * gradients.keys))
     return scaling_model.measured_link(lnk.GBps, per_message, name="loopback via ps-lite", scope="network",
                                        shared=True, source="%s; per-message cost %.3g us, the median of %d "
                                        "pairs of 1-worker runs with and without dist_sync"

@@ -14,6 +14,7 @@ the prediction then counts the CPU time of the workers and their helpers against
 Nothing here parses arguments or prints.
 """
 import os
+from dataclasses import replace
 
 from .. import UserError
 from . import model as scaling_model, parts, runs
@@ -50,8 +51,9 @@ def validate_devices(model, per_device_batch, max_devices, steps=5, dataset="syn
     out = []
     for m in measured:
         n = m["devices"]
-        p = scaling_model.predict(step["t1_s"], per_device_batch, nbytes, n, 1, lnk, update_s=step["update_s"],
-                                 overlap=False, compute_units=units, keys=keys, cores=cores, worker_cpu_s=cpu)
+        p = scaling_model.predict(scaling_model.Step(step["t1_s"], per_device_batch, step["update_s"], cpu),
+                                  scaling_model.Gradients(nbytes, keys), n, 1,
+                                  scaling_model.Exchange(lnk, overlap=False), scaling_model.Machine(cores, units))
         # the contexts' compute side by side, nothing exchanged (the run's t1 at n contexts), as
         # validate_dist's workers side by side: it costs more than the contexts' CPU time
         t1 = max(p["t1_s"], m["t1_s"])
@@ -80,8 +82,7 @@ def _launch_note(launches):
     return "epochs of %d runs" % launches if launches > 1 else "epochs"
 
 
-def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progress=None, repeats=5,
-                  launches=VALIDATE_LAUNCHES):
+def validate_dist(settings, configs, launches=VALIDATE_LAUNCHES, progress=None):
     """dist_sync on loopback: for each (workers, servers) in `configs`, predict the step from
     a one-worker run of the same training command (kvstore device, same threads per worker),
     the model's gradient bytes and the measured loopback link, then run it through
@@ -92,39 +93,36 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
     outnumber the cores). The servers' and the scheduler's work is the exchange's, in t2
     (calibrated from a 1-worker run, `runs.ps_link`); the servers answer side by side only on the
     cores the workers' compute threads leave (on a 2-core Zen 5, 2 servers were no faster than 1
-    in any of four pairs of jobs: docs/commands/predict.md). Every run
-    trains `repeats` timed epochs of `steps` steps after an untimed one, and each job runs
+    in any of four pairs of jobs: docs/commands/predict.md). Every run is as `settings`
+    (`runs.RunSettings`) say: the model, the images per worker, and `repeats` timed epochs of
+    `steps` steps after an untimed one, in at most `timeout` seconds; each job runs
     `launches` times: each epoch's step is one sample of the measured step, whose interval the
     prediction is judged against (`judging.judge`). One run of a job is not enough: on a 2-core Zen 5
     runs of the same job differed by more than their epochs did (docs/commands/predict.md)."""
     from ..runtime import guard
     from ..runtime.threads import physical_cores
-    model = as_spec(model)  # a ModelSpec passed on (text: parsed once here); its text in the records
+    model = as_spec(settings.model)  # a ModelSpec passed on (text: parsed once here); its text in the records
+    per_worker_batch = settings.batch
     nbytes, keys, _ = parts.gradient_bytes(model)
     lnk = parts.loopback_link(nbytes)
     cores = physical_cores()
-    base_env = runs.job_env()
     out, singles, coruns = [], {}, {}
     with guard.temp_dir(prefix="gluonperf-predict-") as tmp:
-        lnk = runs.ps_link(model, per_worker_batch, steps, nbytes, keys, lnk, base_env, tmp, timeout, singles,
-                           repeats, pairs=launches)
+        settings = replace(settings, model=model, env=runs.job_env(), tmp=tmp)
+        lnk = runs.ps_link(settings, scaling_model.Gradients(nbytes, keys), lnk, singles, pairs=launches)
         for workers, servers in configs:
             threads = _threads(cores, workers, servers + 1)
-            env = dict(base_env, OMP_NUM_THREADS=str(threads))
             if threads not in singles:  # the measured per-worker step at this thread count
-                singles[threads] = runs.single_step(model, per_worker_batch, steps, base_env, tmp, timeout, threads,
-                                                   repeats)
+                singles[threads] = runs.single_step(settings, threads)
             single, cpu = singles[threads]
             if (threads, workers) not in coruns:
-                coruns[threads, workers] = runs.corun_step(model, per_worker_batch, steps, base_env, tmp, timeout,
-                                                          threads, workers, repeats)
+                coruns[threads, workers] = runs.corun_step(settings, threads, workers)
             corun, corun_cpu = coruns[threads, workers]
             measured = []
             for launch in range(launches):
-                measured += runs.run_job(["-n", str(workers), "-s", str(servers)], model, per_worker_batch, steps,
-                                        workers, repeats, "dist_sync", env,
-                                        os.path.join(tmp, "dist-%d-%d-%d.json" % (workers, servers, launch)),
-                                        timeout, "dist_sync %d workers %d servers" % (workers, servers))
+                measured += runs.run_job(settings, ["-n", str(workers), "-s", str(servers)], workers, "dist_sync",
+                                         threads, os.path.join(tmp, "dist-%d-%d-%d.json" % (workers, servers, launch)),
+                                         "dist_sync %d workers %d servers" % (workers, servers))
                 if progress:  # one tick a run of a job
                     progress()
             units = max(1, cores // threads)
@@ -148,14 +146,13 @@ def validate_dist(model, per_worker_batch, configs, steps=8, timeout=240, progre
     return out
 
 
-def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, progress=None, repeats=5,
-                     launches=VALIDATE_LAUNCHES, fusion_threshold=scaling_model.HOROVOD_FUSION_THRESHOLD,
-                     cycle_time_s=scaling_model.HOROVOD_CYCLE_TIME_S):
+def validate_horovod(settings, ranks=(2,), launches=VALIDATE_LAUNCHES, horovod=scaling_model.HorovodSettings(),
+                     progress=None):
     """Horovod on this machine: for each number of ranks in `ranks`, predict the step from a
     one-worker run of the same training command (kvstore device, the same threads per rank) and
     Horovod's exchange of the model's gradients measured with a stand-in for the compute
     (`runs.horovod_exchange`: the arrays handed over during the backward, as in training; at the
-    `fusion_threshold` and `cycle_time_s` the runs are given: HOROVOD_FUSION_THRESHOLD,
+    fusion threshold and cycle time of `horovod` the runs are given: HOROVOD_FUSION_THRESHOLD,
     HOROVOD_CYCLE_TIME): t2 is the wait for the sums after the compute; then run `gluonperf.launch
     --engine horovod -n N` over `gluonperf.train --kvstore horovod --ctx cpu0` and compare. As
     in `validate_dist`: ranks get the cores their background threads leave (`_threads`), they
@@ -164,9 +161,10 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
     cores (`scaling_model.cores_bound_s`), and at least the ranks' compute side by side
     (`runs.corun_step`) on the cores the background threads leave (`scaling_model.helpers_share_s`,
     their share measured while the stand-in computed), compute and the exchange do not overlap,
-    and each of `repeats` timed epochs (after an untimed one) of each of `launches` runs of the
-    job is one sample of the step; every run follows a calibration of its own, and t2 and the
-    helpers' share are the geometric means of those. The record keeps `modelled_t2_s`, the
+    and each of the `repeats` timed epochs (after an untimed one) of each of `launches` runs of
+    the job, every run as `settings` (`runs.RunSettings`) say, is one sample of the step; every
+    run follows a calibration of its own, and t2 and the helpers' share are the geometric means
+    of those. The record keeps `modelled_t2_s`, the
     exchange as `scaling_model.horovod_allreduce_s` models it on the measured loopback link (Gloo's ring
     runs over TCP on loopback), beside the measured t2 it predicts with."""
     from ..runtime import guard, horovod_launcher
@@ -174,7 +172,8 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
     horovod_launcher.require("validating Horovod")
     if any(n < 2 for n in ranks):
         raise UserError("a Horovod validation needs at least 2 ranks a job (got %s)" % ",".join(map(str, ranks)))
-    model = as_spec(model)  # a ModelSpec passed on (text: parsed once here); its text in the records
+    model = as_spec(settings.model)  # a ModelSpec passed on (text: parsed once here); its text in the records
+    per_worker_batch, fusion_threshold, cycle_time_s = settings.batch, horovod.fusion_threshold, horovod.cycle_time_s
     shapes = parts.gradient_shapes(model)
     nbytes, keys, _ = parts.gradient_bytes(model)
     lnk = parts.loopback_link(nbytes)
@@ -183,24 +182,22 @@ def validate_horovod(model, per_worker_batch, ranks=(2,), steps=8, timeout=240, 
                     HOROVOD_CYCLE_TIME="%g" % (cycle_time_s * 1e3))
     out, singles, coruns = [], {}, {}
     with guard.temp_dir(prefix="gluonperf-predict-") as tmp:
+        settings = replace(settings, model=model, env=base_env, tmp=tmp)
         for n in ranks:
             threads = _threads(cores, n, n)
             if threads not in singles:  # the measured per-rank step at this thread count
-                singles[threads] = runs.single_step(model, per_worker_batch, steps, base_env, tmp, timeout, threads,
-                                                   repeats)
+                singles[threads] = runs.single_step(settings, threads)
             single, cpu = singles[threads]
             if (threads, n) not in coruns:
-                coruns[threads, n] = runs.corun_step(model, per_worker_batch, steps, base_env, tmp, timeout, threads,
-                                                    n, repeats)
+                coruns[threads, n] = runs.corun_step(settings, threads, n)
             corun, corun_cpu = coruns[threads, n]
             measured, calibrations = [], []
             for launch in range(launches):  # each run of the job after a calibration of its own
                 calibrations.append(runs.horovod_exchange(shapes, n, single,
-                                                         dict(base_env, OMP_NUM_THREADS=str(threads)), tmp, timeout))
-                measured += runs.run_job(["--engine", "horovod", "-n", str(n)], model, per_worker_batch, steps, n,
-                                        repeats, "horovod", dict(base_env, OMP_NUM_THREADS=str(threads)),
-                                        os.path.join(tmp, "horovod-%d-%d.json" % (n, launch)), timeout,
-                                        "horovod %d ranks" % n)
+                                                         dict(base_env, OMP_NUM_THREADS=str(threads)), tmp,
+                                                         settings.timeout))
+                measured += runs.run_job(settings, ["--engine", "horovod", "-n", str(n)], n, "horovod", threads,
+                                         os.path.join(tmp, "horovod-%d-%d.json" % (n, launch)), "horovod %d ranks" % n)
                 if progress:  # one tick a run of a job
                     progress()
             t2, helpers, calibrated = (runs.mean_step([c[i] for c in calibrations]) for i in range(3))

@@ -127,12 +127,13 @@ class Driver:
 
     def blocks(self, model):
         from ..measure.blocks import block_profile
+        from ..measure.timing import Timing
         block, args = model["block"], model["args"]
         arrays = probe.arrays_of(args)
         saved = probe.snapshot(block)
         try:
             rows = block_profile(block, list(args), arrays[0].context, depth=self.settings["depth"],
-                                 repeat=max(2, min(10, self.settings.get("steps", 10))), warmup=1)
+                                 timing=Timing(repeat=max(2, min(10, self.settings.get("steps", 10))), warmup=1))
         finally:
             probe.restore(saved)
         return {"records": [r.row() for r in rows]}
