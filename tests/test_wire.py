@@ -7,10 +7,12 @@ from gluonperf.script import wire
 
 
 def test_the_hooks_read_the_variables_the_wire_names():
-    """The sitecustomize runs before gluonperf can be imported: it spells the names out."""
+    """The sitecustomize runs before gluonperf can be imported: it loads runtime/wire.py by its
+    path and reads the names from it."""
     site = open(os.path.join(wire.SITE, "sitecustomize.py")).read()
-    for name in (wire.ENV_OUT, wire.ENV_HOOKS, wire.ENV_ROOT):
-        assert '"%s"' % name in site, name
+    for name in ("SCRIPT_OUT", "SCRIPT_HOOKS", "SCRIPT_ROOT"):
+        assert "_wire.%s" % name in site, name
+    assert '_runtime_file("wire")' in site
 
 
 def test_the_childs_environment_puts_the_hooks_first_and_tells_the_entry_point(monkeypatch, tmp_path):

@@ -20,6 +20,7 @@ from typing import Optional, Tuple
 
 import mxnet as mx
 
+from ..runtime import wire
 from .memory import MemorySampler, MemoryUsage
 
 try:
@@ -298,7 +299,7 @@ def environment(contexts=()):
         "cpu_count": os.cpu_count(),
         "env": {
             k: v for k, v in sorted(os.environ.items())
-            if k.startswith(("MXNET_", "DMLC_", "KMP_", "OMP_", "GOMP_", "MALLOC_", "GLUONPERF_", "DNNL_", "ONEDNN_"))
+            if k.startswith(("MXNET_", "DMLC_", "KMP_", "OMP_", "GOMP_", "MALLOC_", wire.PREFIX, "DNNL_", "ONEDNN_"))
             or k in ("MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "LD_PRELOAD")
         },
         "python": platform.python_version(),
