@@ -124,7 +124,7 @@ def rungs_of(args):
 def torch_python(args):
     """The PyTorch interpreter and what it says of itself (inference_torch.py --describe), or
     (None, why not)."""
-    import json
+    from gluonperf.runtime import wire
     python = args.torch_python or os.environ.get("GLUONPERF_TORCH_PYTHON") or TORCH_PYTHON
     if not os.path.exists(python):
         return None, "no %s (docs/benchmarks.md: python3 -m venv .venv-torch && .venv-torch/bin/pip install " \
@@ -132,7 +132,7 @@ def torch_python(args):
     p = subprocess.run([python, WORKER, "--describe"], capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
         return None, "%s: %s" % (python, (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1])
-    return python, json.loads(p.stdout.strip().splitlines()[-1])
+    return python, wire.answer(p.stdout, "%s --describe" % python)
 
 
 def serve_model(args, name, rungs, python, about, log_dir, progress):

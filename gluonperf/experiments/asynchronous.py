@@ -39,7 +39,7 @@ from mxnet.gluon import nn
 from ..measure.harness import Benchmark, Measurement, measure_interleaved, sync
 from ..measure.memory import MemorySampler
 from ..measure.trace import Trace, merge_traces
-from ..runtime import guard
+from ..runtime import guard, wire
 from ..measure import stats
 from ..records import result
 
@@ -423,11 +423,8 @@ def run_memory_variant(params, timeout=None):
     A fresh process per variant means allocator warm-up and the order of variants cannot
     decide the result. `params` holds JSON-able values; 'ctx' is a string like 'cpu0'.
     """
-    proc = guard.run_worker("gluonperf.experiments.asynchronous", json.dumps(params), timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeError("memory worker (%s) failed: %s" % (
-            _variant_name(params.get("every")), guard.last_line(proc.stderr, "exit %d" % proc.returncode)))
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return wire.run_worker("gluonperf.experiments.asynchronous", params,
+                           "memory worker (%s)" % _variant_name(params.get("every")), timeout=timeout)
 
 
 def memory_cost(ctx, num_batches=150, every=(1, 5, 25), batch_size=1024, features=512, data="host",

@@ -39,7 +39,7 @@ import numpy as np
 
 from .. import UserError
 from .. import config
-from ..runtime import guard
+from ..runtime import wire
 from ..runtime import precision
 from ..measure.harness import Benchmark, Measurement, ndarrays_in
 from ..measure.memory import MemorySampler, device_memory_used, rss
@@ -208,15 +208,8 @@ def run_step_footprint(params, timeout=None):
     """`step_footprint(**params)` in a fresh Python process (in its own process group,
     stopped with the command on a signal or a stall); returns its dict, or raises
     RuntimeError with the worker's last line of error output. 'contexts' is a string."""
-    proc = guard.run_worker("gluonperf.experiments.footprint", json.dumps(params), timeout=timeout)
-    if proc.returncode != 0:
-        if proc.returncode < 0:
-            why = "killed by signal %d (out of memory?)" % -proc.returncode
-        else:
-            why = guard.last_line(proc.stderr, "exit %d" % proc.returncode)
-        raise RuntimeError("%s at batch %d failed: %s" % (
-            config_name(params["hybridize"], params.get("checkpoint", 0)), params["batch_size"], why))
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    what = "%s at batch %d" % (config_name(params["hybridize"], params.get("checkpoint", 0)), params["batch_size"])
+    return wire.run_worker("gluonperf.experiments.footprint", params, what, timeout=timeout)
 
 
 # --- the sweep ----------------------------------------------------------------------------

@@ -40,7 +40,7 @@ def measure(rung, ctx, batch_sizes=(1, 64), timeout=300, steady_calls=STEADY_CAL
     process fails or gives no answer within `timeout` seconds (it is killed, with anything it
     started)."""
     import subprocess
-    from ..runtime import guard
+    from ..runtime import wire
     if rung.error:
         raise ValueError("%s: %s" % (rung.name, rung.error))
     sizes = [int(n) for n in batch_sizes]
@@ -49,17 +49,12 @@ def measure(rung, ctx, batch_sizes=(1, 64), timeout=300, steady_calls=STEADY_CAL
                          % (tuple(batch_sizes),))
     if int(steady_calls) < 1:
         raise ValueError("steady_calls %r: give at least 1" % (steady_calls,))
-    argument = json.dumps({"rung": rung.to_text(), "device_type": ctx.device_type, "device_id": ctx.device_id,
-                           "batch_sizes": sizes, "launched": time.time(), "steady_calls": int(steady_calls)})
+    settings = {"rung": rung.to_text(), "device_type": ctx.device_type, "device_id": ctx.device_id,
+                "batch_sizes": sizes, "launched": time.time(), "steady_calls": int(steady_calls)}
     try:
-        proc = guard.run_worker(MODULE, argument, timeout=timeout)
+        return wire.run_worker(MODULE, settings, "cold start of the %s rung" % rung.name, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise RuntimeError("cold start of the %s rung gave no answer in %g s; it was stopped" % (rung.name, timeout))
-    if proc.returncode != 0:
-        why = ("killed by signal %d (out of memory?)" % -proc.returncode if proc.returncode < 0 else
-               guard.last_line(proc.stderr, "exit %d" % proc.returncode))
-        raise RuntimeError("cold start of the %s rung failed: %s" % (rung.name, why))
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _timed_call(forward, x):

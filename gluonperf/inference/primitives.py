@@ -73,22 +73,21 @@ def read(rungs, ctx, batch_size, timeout=TIMEOUT_S):
     'what ran: not read (why)'. ValueError for a batch size below 1."""
     import subprocess
     from .. import error_line
-    from ..runtime import guard
+    from ..runtime import wire
     if int(batch_size) < 1:
         raise ValueError("batch_size %r: give a positive batch size" % (batch_size,))
     graphs = [r for r in rungs if r.name in GRAPH_RUNGS and r.kind == "symbol" and not r.error]
     if not graphs or ctx.device_type != "cpu":  # oneDNN is MXNet's CPU backend
         return {}
-    argument = json.dumps({"rungs": [r.to_text() for r in graphs], "device_type": ctx.device_type,
-                           "device_id": ctx.device_id, "batch_size": int(batch_size)})
+    settings = {"rungs": [r.to_text() for r in graphs], "device_type": ctx.device_type,
+                "device_id": ctx.device_id, "batch_size": int(batch_size)}
     try:
-        proc = guard.run([sys.executable, "-m", MODULE, argument], timeout=timeout,
-                         env=dict(guard.package_env(), DNNL_VERBOSE="1"))
-        if proc.returncode != 0:
-            raise RuntimeError(guard.last_line(proc.stderr, "exit %d" % proc.returncode))
-        answers = json.loads(proc.stdout.strip().splitlines()[-1])
+        answers = wire.run_worker(MODULE, settings, "the reading process", timeout=timeout,
+                                  env={"DNNL_VERBOSE": "1"})
     except subprocess.TimeoutExpired:
         return {r.name: "what ran: not read (no answer in %g s)" % timeout for r in graphs}
+    except wire.WorkerFailed as e:
+        return {r.name: "what ran: not read (%s)" % e for r in graphs}
     except Exception as e:  # noqa: BLE001 (whatever stops the reading, the rungs stand)
         return {r.name: "what ran: not read (%s: %s)" % (type(e).__name__, error_line(e)) for r in graphs}
     out = {}

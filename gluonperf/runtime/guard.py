@@ -162,13 +162,6 @@ def package_env(env=None, drop=()):
     return out
 
 
-def run_worker(module, argument, timeout=None):
-    """`python -m <module> <argument>` in a fresh process (an experiment's internal worker,
-    e.g. one memory variant), with this gluonperf first on its path; through `run`, so it
-    is stopped with the command. Returns the CompletedProcess."""
-    return run([sys.executable, "-m", module, argument], timeout=timeout, env=package_env())
-
-
 @contextlib.contextmanager
 def temp_dir(prefix="gluonperf-", **kwargs):
     """A temporary directory removed on exit, on a signal and on a stall."""

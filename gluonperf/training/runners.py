@@ -28,7 +28,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 
-from ..runtime import guard
+from ..runtime import guard, wire
 from ..runtime.threads import TAKEN_VARIABLE, recommended_threads
 from . import levers as _levers
 from .model_spec import spec_flags
@@ -92,7 +92,7 @@ class CommandRunner:
         return args + self.bound(candidate, steps, json_path, serve)
 
     def figure(self, stdout, json_path):
-        return float(json.loads(stdout.strip().splitlines()[-1])["images_per_s"])
+        return float(wire.answer(stdout, self.module)["images_per_s"])
 
     def measure(self, candidate, steps, timeout=900):
         """Run one candidate in a fresh process: (images_per_s, None) or (None, one-line error)."""
@@ -107,7 +107,7 @@ class CommandRunner:
                 return None, "exit %d: %s" % (p.returncode, guard.last_line(p.stderr, "no message"))
             try:
                 return self.figure(p.stdout, json_path), None
-            except (OSError, ValueError, KeyError, IndexError):
+            except (OSError, ValueError, KeyError, IndexError, wire.WorkerFailed):
                 return None, "no throughput figure in the output of %s" % self.module
 
     def start(self, candidate, timeout):
