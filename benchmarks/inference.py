@@ -12,7 +12,7 @@ one sample: LoadGen's p90 latency) and offline (every sample at once, in batches
   `int8` (`quantize_net_v2`, naive calibration on 64 samples), and the same graph exported to
   ONNX and served by ONNX Runtime and OpenVINO (`ort-fp32`, `ort-int8`, `ov-fp32`, `ov-int8`,
   `ov-bf16` where the CPU has it: `gluonperf.inference.runtimes`), each served by gluonperf's
-  own instance (`gluonperf.inference.serving`). The network is GluonCV's `resnet18_v1b` /
+  own instance (`gluonperf.workers.serving`). The network is GluonCV's `resnet18_v1b` /
   `resnet50_v1b`: torchvision's layout (the stride on the 3x3 convolution).
 - PyTorch (benchmarks/inference_torch.py, in .venv-torch): eager, `torch.compile` (inductor,
   freezing), and its own x86 INT8 (PT2E with the X86 inductor quantizer, calibrated on the
