@@ -22,12 +22,10 @@ Every function returns a list of `Result`; nothing here parses arguments or prin
 """
 import contextlib
 import io
-import json
 import os
 import queue
 import statistics
 import subprocess
-import sys
 import threading
 import time
 
@@ -39,7 +37,7 @@ from mxnet.gluon import nn
 from ..measure.harness import Benchmark, Measurement, measure_interleaved, sync
 from ..measure.memory import MemorySampler
 from ..measure.trace import Trace, merge_traces
-from ..runtime import guard, wire
+from ..runtime import guard
 from ..measure import stats
 from ..records import result
 
@@ -423,8 +421,8 @@ def run_memory_variant(params, timeout=None):
     A fresh process per variant means allocator warm-up and the order of variants cannot
     decide the result. `params` holds JSON-able values; 'ctx' is a string like 'cpu0'.
     """
-    return wire.run_worker("gluonperf.experiments.asynchronous", params,
-                           "memory worker (%s)" % _variant_name(params.get("every")), timeout=timeout)
+    return guard.run_worker("gluonperf.workers.memory", params,
+                            "memory worker (%s)" % _variant_name(params.get("every")), timeout=timeout)
 
 
 def memory_cost(ctx, num_batches=150, every=(1, 5, 25), batch_size=1024, features=512, data="host",
@@ -466,19 +464,3 @@ def memory_cost(ctx, num_batches=150, every=(1, 5, 25), batch_size=1024, feature
         row["growth_vs_first"] = row["rss_growth_bytes"] / max(base["rss_growth_bytes"], 1)
         out.append(result("memory", _variant_name(row["every"]), **row))
     return out
-
-
-def _worker(argument):
-    """Entry point of a fresh process for one memory variant (not a user CLI)."""
-    from ..runtime.contexts import parse_contexts
-    params = json.loads(argument)
-    ctx = parse_contexts(params.pop("ctx"))[0]
-    trace = Trace(params.pop("trace", None))
-    row = train_with_sync(ctx, trace=trace, **params)
-    trace.dump()
-    sys.stdout.write(json.dumps(row) + "\n")
-
-
-if __name__ == "__main__":
-    from ..cli import common as cli
-    cli.worker_entry(_worker, __spec__.name, "python -m gluonperf.bench memory")

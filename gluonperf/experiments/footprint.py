@@ -28,18 +28,16 @@ Times come from separate processes run one after the other, so they are not
 interleaved: on a shared machine memory figures are robust to load, times are not.
 """
 import gc
-import json
 import math
 import statistics
 import subprocess
-import sys
 
 import mxnet as mx
 import numpy as np
 
 from .. import UserError
 from .. import config
-from ..runtime import wire
+from ..runtime import guard
 from ..runtime import precision
 from ..measure.harness import Benchmark, Measurement, ndarrays_in
 from ..measure.memory import MemorySampler, device_memory_used, rss
@@ -195,21 +193,12 @@ def step_footprint(model, batch_size, contexts, hybridize="static", checkpoint=0
         step_peak_above_bytes=[p - base - counted["state_bytes"] for p in peaks], **counted)
 
 
-def _worker(argument):
-    """Entry point of the fresh process for one configuration (not a user CLI)."""
-    from ..runtime.contexts import parse_contexts
-    params = json.loads(argument)
-    params["contexts"] = parse_contexts(params["contexts"])
-    row = step_footprint(**params)
-    sys.stdout.write(json.dumps(row) + "\n")
-
-
 def run_step_footprint(params, timeout=None):
     """`step_footprint(**params)` in a fresh Python process (in its own process group,
     stopped with the command on a signal or a stall); returns its dict, or raises
     RuntimeError with the worker's last line of error output. 'contexts' is a string."""
     what = "%s at batch %d" % (config_name(params["hybridize"], params.get("checkpoint", 0)), params["batch_size"])
-    return wire.run_worker("gluonperf.experiments.footprint", params, what, timeout=timeout)
+    return guard.run_worker("gluonperf.workers.footprint", params, what, timeout=timeout)
 
 
 # --- the sweep ----------------------------------------------------------------------------
@@ -436,8 +425,3 @@ def rows_of(runs, configs):
             row["time_vs_plain"] = row["step_s"] / plain["step_s"]
         rows.append(_row(row))
     return rows
-
-
-if __name__ == "__main__":
-    from ..cli import common as cli
-    cli.worker_entry(_worker, __spec__.name, "python -m gluonperf.bench footprint")

@@ -1,10 +1,10 @@
 """The wire between gluonperf and the processes it starts: the environment variables that cross
 the boundary, named once, and the fresh transport (settings in as one JSON argument, the answer
-back as the child's last line of stdout, a JSON object).
+back as the child's last line of stdout, a JSON value).
 
-- the parent: `run_worker(module, settings, what)` starts `python -m <module> '<json>'` through
-  `guard.run` (its own process group, stopped with the command) and returns the answer, or
-  raises `WorkerFailed` ('WHAT failed: why', one line); `answer(stdout, who)` reads an answer;
+- the parent: `guard.run_worker(module, settings, what)` starts `command(module, settings)` in
+  its own process group (stopped with the command) and returns `answer(stdout, who)`, or raises
+  `WorkerFailed` ('WHAT failed: why', one line);
 - the child, a module under gluonperf/workers/: `worker_main(work, module, command)` calls
   `work(settings)` and prints what it returns.
 
@@ -28,10 +28,9 @@ Channels not on this wire, and why:
   started by horovodrun (`runtime/horovod_launcher.py`): their options and files (`--out`, a plan)
   are horovodrun's, as the PS job's `DMLC_*` variables are ps-lite's.
 
-This file needs only the standard library (json is imported where used): the package root
-(`runtime/operator_code.py`) and the script's sitecustomize load it by its path.
+This file imports nothing of gluonperf's and only the standard library (json where used): the
+package root (`runtime/operator_code.py`) and the script's sitecustomize load it by its path.
 """
-import os
 import sys
 
 PREFIX = "GLUONPERF_"                       # every name below starts with it
@@ -67,25 +66,10 @@ def answer(stdout, who):
         raise WorkerFailed("%s gave no answer (its last line is not JSON: %.80r)" % (who, lines[-1]))
 
 
-def why_failed(proc):
-    """One phrase for a finished child that exited non-zero: its signal, or its last line of stderr."""
-    from . import guard
-    if proc.returncode < 0:
-        return "killed by signal %d (out of memory?)" % -proc.returncode
-    return guard.last_line(proc.stderr, "exit %d" % proc.returncode)
-
-
-def run_worker(module, settings, what, timeout=None, env=None):
-    """`python -m <module> '<settings as JSON>'` in a fresh process, with this gluonperf first on
-    its path and `env` (a dict) added to this environment; its answer. WorkerFailed 'WHAT failed:
-    why' when it fails or gives no answer; subprocess.TimeoutExpired (after killing its group)."""
+def command(module, settings):
+    """The argv that starts worker `module` (gluonperf.workers.X) with `settings` (JSON-able)."""
     import json
-    from . import guard
-    proc = guard.run([sys.executable, "-m", module, json.dumps(settings)], timeout=timeout,
-                     env=guard.package_env(dict(os.environ, **(env or {}))))
-    if proc.returncode != 0:
-        raise WorkerFailed("%s failed: %s" % (what, why_failed(proc)))
-    return answer(proc.stdout, what)
+    return [sys.executable, "-m", module, json.dumps(settings)]
 
 
 def worker_main(work, module, command, argv=None):
