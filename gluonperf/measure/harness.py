@@ -20,7 +20,7 @@ from typing import Optional, Tuple
 
 import mxnet as mx
 
-from ..runtime import wire
+from ..runtime import guard, wire
 from .memory import MemorySampler, MemoryUsage
 
 try:
@@ -266,13 +266,10 @@ def _gpu_names():
     if not shutil.which("nvidia-smi"):
         return []
     try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10, check=True,
-        ).stdout
+        done = guard.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], timeout=10)
     except (OSError, subprocess.SubprocessError):
         return []
-    return [line.strip() for line in out.splitlines() if line.strip()]
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
 
 
 def cpu_model():
