@@ -28,6 +28,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 
+from ..records.files import read_jsonl
 from ..runtime import guard, wire
 from ..runtime.threads import TAKEN_VARIABLE, recommended_threads
 from . import levers as _levers
@@ -152,9 +153,9 @@ class TrainRunner(CommandRunner):
         return ["--limit", str(batch * steps), "--json", json_path]
 
     def figure(self, stdout, json_path):
-        with open(json_path) as f:
-            rows = [json.loads(l) for l in f if l.strip()]
-        rows = [r for r in rows if r.get("train_images_per_s")]
+        """The last epoch's train_images_per_s in the run's --json records, read as every records file
+        is (`records.files.read_jsonl`: its schema checked)."""
+        rows = [r.metrics for r, _ in read_jsonl(json_path) if r.metrics.get("train_images_per_s")]
         return float(rows[-1]["train_images_per_s"])
 
     def on_dataset(self, dataset):
