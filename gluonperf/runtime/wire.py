@@ -8,6 +8,10 @@ back as the child's last line of stdout, a JSON value).
 - the child, a module under gluonperf/workers/: `worker_main(work, module, command)` calls
   `work(settings)` and prints what it returns.
 
+gluonperf's own commands run as children (`--processes N`, profile's run, compare's sides,
+predict --validate's and tune's training runs) take their flags and answer with their `--json`
+records, the one schema-versioned form, read with `records.files.read_jsonl`.
+
 Only the launchers start processes: `runtime/guard.py` (every child of a command, each in its own
 process group, registered so that a signal or a stall stops it) and `runtime/ps_launcher.py`
 (launch's parameter-server job, whose processes it supervises itself); `LAUNCHERS` names them.
@@ -25,8 +29,9 @@ Channels not on this wire, and why:
   (`ready`, `w`/`t`, `c`/`d`, `s`, `q`), since each query's answer is on LoadGen's clock;
 - infer's samples: shared memory (`inference/samples.py`), mapped by every instance, never copied;
 - LoadGen runs in this process and calls back (`inference/loadgen.py`); Horovod's ranks are
-  started by horovodrun (`runtime/horovod_launcher.py`): their options and files (`--out`, a plan)
-  are horovodrun's, as the PS job's `DMLC_*` variables are ps-lite's.
+  started by horovodrun (`runtime/horovod_launcher.py`): their flags and files (`--out`, a plan)
+  pass through horovodrun, as the PS job's `DMLC_*` variables are ps-lite's, read in launch's
+  workers by their exit guard (`worker_site/`, put first on their PYTHONPATH).
 
 This file imports nothing of gluonperf's and only the standard library (json where used): the
 package root (`runtime/operator_code.py`) and the script's sitecustomize load it by its path.
