@@ -31,6 +31,7 @@ import threading
 import time
 
 from . import wire
+
 STALL_EXIT = 3
 DEFAULT_STALL_TIMEOUT = 300.0
 
