@@ -12,7 +12,7 @@ one sample: LoadGen's p90 latency) and offline (every sample at once, in batches
   `int8` (`quantize_net_v2`, naive calibration on 64 samples), and the same graph exported to
   ONNX and served by ONNX Runtime and OpenVINO (`ort-fp32`, `ort-int8`, `ov-fp32`, `ov-int8`,
   `ov-bf16` where the CPU has it: `gluonperf.inference.runtimes`), each served by gluonperf's
-  own instance (`gluonperf.inference.serving`). The network is GluonCV's `resnet18_v1b` /
+  own instance (`gluonperf.workers.serving`). The network is GluonCV's `resnet18_v1b` /
   `resnet50_v1b`: torchvision's layout (the stride on the 3x3 convolution).
 - PyTorch (benchmarks/inference_torch.py, in .venv-torch): eager, `torch.compile` (inductor,
   freezing), and its own x86 INT8 (PT2E with the X86 inductor quantizer, calibrated on the
@@ -124,7 +124,7 @@ def rungs_of(args):
 def torch_python(args):
     """The PyTorch interpreter and what it says of itself (inference_torch.py --describe), or
     (None, why not)."""
-    import json
+    from gluonperf.runtime import wire
     python = args.torch_python or os.environ.get("GLUONPERF_TORCH_PYTHON") or TORCH_PYTHON
     if not os.path.exists(python):
         return None, "no %s (docs/benchmarks.md: python3 -m venv .venv-torch && .venv-torch/bin/pip install " \
@@ -132,7 +132,7 @@ def torch_python(args):
     p = subprocess.run([python, WORKER, "--describe"], capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
         return None, "%s: %s" % (python, (p.stderr.strip().splitlines() or ["exit %d" % p.returncode])[-1])
-    return python, json.loads(p.stdout.strip().splitlines()[-1])
+    return python, wire.answer(p.stdout, "%s --describe" % python)
 
 
 def serve_model(args, name, rungs, python, about, log_dir, progress):

@@ -16,7 +16,7 @@ loaded here):
 benchmarks/inference.py starts it through `gluonperf.inference.instances.Pool` as
 `.venv-torch/bin/python benchmarks/inference_torch.py '<json config>'`; it pins itself to its
 cores before torch loads, maps the shared-memory sample library and speaks the protocol of
-`gluonperf.inference.serving` (`ready`; `w CALLS SIZE ...` -> `t SIZE:SECONDS ...`; `c ID
+`gluonperf.workers.serving` (`ready`; `w CALLS SIZE ...` -> `t SIZE:SECONDS ...`; `c ID
 INDEX ...` -> `d ID` once the batch's outputs exist; `s` -> `s SIZE:CALLS,... COLD,...`; `q`),
 so the same LoadGen, dispatch and
 clock serve both engines. The systems (config `kind`):
@@ -200,7 +200,7 @@ class Library:
 
 
 def serve(config, stdin, stdout):
-    """Answer the parent's lines until `q` or the end of input (gluonperf.inference.serving's)."""
+    """Answer the parent's lines until `q` or the end of input (gluonperf.workers.serving's)."""
     import numpy as np
     import torch
     forward, _, pads = system(config)

@@ -448,6 +448,6 @@ def test_a_cold_start_that_never_answers_is_stopped_with_everything_it_started(t
 
 
 def test_the_cold_start_worker_run_by_hand_says_what_to_run_instead():
-    p = subprocess.run([sys.executable, "-m", "gluonperf.inference.coldstart"], cwd=ROOT, env=clean_env(),
+    p = subprocess.run([sys.executable, "-m", "gluonperf.workers.coldstart"], cwd=ROOT, env=clean_env(),
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "python -m gluonperf.infer" in one_line(p.stderr.strip())

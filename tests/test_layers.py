@@ -3,10 +3,11 @@
 From the bottom: runtime, then records and config (plain data), measure, training, tuning
 (candidates against a baseline, knowing no runner), experiments, inference, script and scaling
 (the area packages: a user's script is gluonperf/script/), render, cli, and the commands at the top
-(gluonperf/<command>.py and the bench package), beside them the workers package (processes the commands start: tune's steprate
-worker, Horovod's per-rank allreduce). The package root (`gluonperf/__init__.py`: UserError, error_line) imports nothing
-of gluonperf's and sits below everything. A module's `if __name__ == "__main__":` block is
-that module run as a command (an experiment's worker process), so it may use cli/.
+(gluonperf/<command>.py and the bench package), beside them the workers package (every process the commands
+start: tune's steprate worker, Horovod's ranks, bench's and infer's workers). The package root (`gluonperf/__init__.py`:
+UserError, error_line) imports nothing of gluonperf's and sits below everything. A module's `if __name__ ==
+"__main__":` block is that module run as a command, so it may use cli/; only the commands, workers/ and the
+launchers that horovodrun runs have one.
 """
 import ast
 import pathlib
@@ -226,3 +227,18 @@ def import_cycles(root=PACKAGE):
 def test_no_module_imports_back():
     """Within a layer too: two modules that import each other are one concern, or need a third."""
     assert import_cycles() == []
+
+
+def main_blocks(root=PACKAGE):
+    """gluonperf's modules that can be run (`if __name__ == "__main__":`), as module names."""
+    return sorted(module_name(p) for p in root.rglob("*.py")
+                  if any(is_main_block(top) for top in ast.parse(p.read_text()).body))
+
+
+def test_processes_start_in_the_commands_or_the_workers():
+    """Issue 74: what runs in a process gluonperf starts lives in workers/, not in an area's module
+    (whose `__main__` block reached up into cli/); runtime's horovod_launcher is the program
+    horovodrun runs for launch."""
+    found = [m for m in main_blocks() if layer(m) < RANK["render"] and m != "gluonperf.runtime.horovod_launcher"]
+    assert found == []
+    assert "gluonperf.workers.coldstart" in main_blocks() and layer("gluonperf.workers.coldstart") == COMMANDS

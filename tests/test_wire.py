@@ -1,16 +1,183 @@
-"""The wire between gluonperf and a user's script (gluonperf/script/wire.py): one environment for
-profile -- and tune --, one writer in the child, one reader in the parent. No script is run."""
+"""The wires between gluonperf and the processes it starts.
+
+gluonperf/runtime/wire.py: every GLUONPERF_ variable named once, one reader of a child's answer,
+one worker entry; the checks below (AST, no MXNet, nothing run) fail on a second wire: a
+GLUONPERF_ name spelled elsewhere, a child's stdout parsed as JSON elsewhere, a process started
+outside the launchers the wire names. gluonperf/script/wire.py, the user's script's: one
+environment for profile -- and tune --, one writer in the child, one reader in the parent. No
+script is run."""
+import ast
 import json
 import os
+import pathlib
+import subprocess
+import sys
 
+import pytest
+
+from gluonperf.runtime import wire as runtime_wire
 from gluonperf.script import wire
+from helpers import clean_env
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+WIRE = "gluonperf/runtime/wire.py"
+# calls that start a process (after import aliases are resolved)
+STARTS = {"subprocess." + n for n in ("Popen", "run", "call", "check_call", "check_output", "getoutput",
+                                      "getstatusoutput")}
+STARTS |= {"os." + n for n in ("system", "popen", "fork", "forkpty", "posix_spawn", "posix_spawnp")}
+STARTS |= {"multiprocessing." + n for n in ("Process", "Pool", "get_context", "Manager")}
+STARTS |= {"multiprocessing.pool.Pool", "multiprocessing.pool.ThreadPool", "multiprocessing.context.Process",
+           "concurrent.futures.ProcessPoolExecutor", "pty.spawn", "asyncio.create_subprocess_exec",
+           "asyncio.create_subprocess_shell"}
+
+
+def sources(*folders, root=ROOT):
+    """(path relative to the checkout, parsed module) of every .py under `folders`."""
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            yield path.relative_to(root).as_posix(), ast.parse(path.read_text())
+
+
+def imported(tree):
+    """{local name: dotted name} of the module's imports (`import a.b as c`, `from a import b`)."""
+    names = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                names[a.asname or a.name] = node.module + "." + a.name
+    return names
+
+
+def dotted(node, names):
+    """'subprocess.Popen' for `sp.Popen` after `import subprocess as sp` (a name not imported stands
+    for itself); None for a call of what is not a name."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([names.get(node.id, node.id)] + parts[::-1])
+    return None
+
+
+def gluonperf_names(path, tree):
+    """Where a GLUONPERF_ name is spelled: a string that starts with it, or a keyword argument."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("GLUONPERF_"):
+            yield "%s:%d %r" % (path, node.lineno, node.value)
+        elif isinstance(node, ast.keyword) and (node.arg or "").startswith("GLUONPERF_"):
+            yield "%s:%d %s=" % (path, node.value.lineno, node.arg)
+
+
+def answers_read(path, tree):
+    """Where a child's output is parsed as JSON: json.loads of something split into lines, or of a stdout."""
+    names = imported(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and dotted(node.func, names) == "json.loads":
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Attribute) and inner.attr in ("splitlines", "stdout"):
+                    yield "%s:%d json.loads(...%s...)" % (path, node.lineno, inner.attr)
+                    break
+
+
+def process_starts(path, tree):
+    """Where a process is started: a call of `STARTS`, or of os.spawn*/os.exec*."""
+    names = imported(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = dotted(node.func, names) or ""
+            if name in STARTS or name.startswith(("os.spawn", "os.exec")):
+                yield "%s:%d %s" % (path, node.lineno, name)
+
+
+def test_every_gluonperf_variable_is_named_in_the_wire():
+    found = [f for path, tree in sources("gluonperf") if path != WIRE for f in gluonperf_names(path, tree)]
+    assert found == [], "name it in %s and import the constant" % WIRE
+
+
+def test_a_childs_answer_is_read_by_the_wire_alone():
+    found = [f for path, tree in sources("gluonperf", "benchmarks") if path != WIRE for f in answers_read(path, tree)]
+    assert found == [], "read it with gluonperf.runtime.wire.answer (or guard.run_worker)"
+
+
+def test_only_the_launchers_start_processes():
+    """guard (every child of a command, in its own process group) and ps_launcher (launch's job)."""
+    assert all((ROOT / p).is_file() for p in runtime_wire.LAUNCHERS)
+    found = [f for path, tree in sources("gluonperf") if path not in runtime_wire.LAUNCHERS
+             for f in process_starts(path, tree)]
+    assert found == [], "start it through gluonperf.runtime.guard (or name a new launcher in %s)" % WIRE
+
+
+@pytest.mark.parametrize("source, check", [
+    ('env = {"GLUONPERF_NEW": "1"}\n', gluonperf_names),
+    ("env = dict(os.environ, GLUONPERF_NEW='1')\n", gluonperf_names),
+    ("import json\nrow = json.loads(proc.stdout.strip().splitlines()[-1])\n", answers_read),
+    ("from json import loads\nrow = loads(out.stdout)\n", answers_read),
+    ("import subprocess as sp\nsp.run(['ls'])\n", process_starts),
+    ("from subprocess import Popen\nPopen(['ls'])\n", process_starts),
+    ("import multiprocessing as mp\nmp.get_context('spawn').Process(target=f).start()\n", process_starts),
+    ("import os\nos.execv('/bin/ls', ['ls'])\n", process_starts),
+])
+def test_each_check_sees_a_second_wire(source, check):
+    assert list(check("made_up.py", ast.parse(source)))
+
+
+@pytest.mark.parametrize("source, check", [
+    ('"""Set GLUONPERF_OPERATOR_CACHE=0 to turn it off."""\n', gluonperf_names),  # a docstring that names one
+    ("import json\nrow = json.loads(line)\n", answers_read),
+    ("import multiprocessing\nskipped = multiprocessing.Value('i', 0)\n", process_starts),
+    ("from ..runtime import guard\nguard.run(['ls'])\n", process_starts),
+])
+def test_the_checks_leave_the_rest_alone(source, check):
+    assert not list(check("made_up.py", ast.parse(source)))
+
+
+def test_the_wire_reads_an_answer_or_says_why_there_is_none():
+    assert runtime_wire.answer('loading\n{"images_per_s": 3.5}\n\n', "w") == {"images_per_s": 3.5}
+    with pytest.raises(runtime_wire.WorkerFailed, match="the worker printed no answer"):
+        runtime_wire.answer(" \n", "the worker")
+    with pytest.raises(runtime_wire.WorkerFailed, match="its last line is not JSON"):
+        runtime_wire.answer('{"a": 1}\nTraceback (most recent call last):', "the worker")
+    assert runtime_wire.command("gluonperf.workers.x", {"a": [1]})[1:] == ["-m", "gluonperf.workers.x", '{"a": [1]}']
+
+
+@pytest.mark.parametrize("argv, code", [([], 2), (["--help"], 2), (['{"fail": true}'], 1), (['{"n": 2}'], 0)])
+def test_a_worker_takes_its_settings_and_answers_in_one_line(argv, code, capsys):
+    def work(settings):
+        if settings.get("fail"):
+            raise ValueError("no such rung\nmore")
+        return {"twice": settings["n"] * 2}
+    try:
+        runtime_wire.worker_main(work, "gluonperf.workers.x", "python -m gluonperf.infer", argv)
+        got = 0
+    except SystemExit as e:
+        got = e.code
+    out, err = capsys.readouterr()
+    assert got == code
+    if code == 0:
+        assert json.loads(out) == {"twice": 4} and err == ""
+    else:
+        assert out == "" and len(err.strip().splitlines()) == 1
+        assert ("python -m gluonperf.infer" in err) if code == 2 else err.startswith("ValueError: no such rung")
+
+
+def test_a_worker_run_by_hand_names_its_command():
+    """A moved worker answers through the wire: by hand, one line naming the command (no MXNet loaded)."""
+    p = subprocess.run([sys.executable, "-m", "gluonperf.workers.memory"], cwd=str(ROOT), capture_output=True,
+                       text=True, timeout=60, env=clean_env())
+    assert p.returncode == 2 and "python -m gluonperf.bench memory" in p.stderr and p.stdout == ""
 
 
 def test_the_hooks_read_the_variables_the_wire_names():
-    """The sitecustomize runs before gluonperf can be imported: it spells the names out."""
+    """The sitecustomize runs before gluonperf can be imported: it loads runtime/wire.py by its
+    path and reads the names from it."""
     site = open(os.path.join(wire.SITE, "sitecustomize.py")).read()
-    for name in (wire.ENV_OUT, wire.ENV_HOOKS, wire.ENV_ROOT):
-        assert '"%s"' % name in site, name
+    for name in ("SCRIPT_OUT", "SCRIPT_HOOKS", "SCRIPT_ROOT"):
+        assert "_wire.%s" % name in site, name
+    assert '_runtime_file("wire")' in site
 
 
 def test_the_childs_environment_puts_the_hooks_first_and_tells_the_entry_point(monkeypatch, tmp_path):

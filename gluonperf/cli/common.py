@@ -337,18 +337,6 @@ def _one_line_error(parser, message):
     parser.exit(2, "%s: error: %s (see --help)\n" % (parser.prog, message))
 
 
-def worker_entry(worker, module, command, argv=None):
-    """`python -m <module>` of a module that is only a command's worker process:
-    `worker(argument)` when given the one JSON argument its command passes; otherwise one
-    line naming the command to run instead, exit code 2 (not json's traceback)."""
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1 or not argv[0].startswith("{"):
-        print("python -m %s: error: this module is the worker process of %s; run that (see its --help)"
-              % (module, command), file=sys.stderr)
-        sys.exit(2)
-    worker(argv[0])
-
-
 def _quiet_mxnet_shutdown(base):
     """After an MXNet error has been reported: MXNet's exit hook raises again what another
     context's operator failed with (its engine keeps that error), and Python prints the

@@ -17,8 +17,9 @@ import sys
 
 from .. import UserError
 from ..runtime import guard
+from ..runtime.wire import PROCESS
 
-CHILD = "GLUONPERF_PROCESS"  # set in the children: which process of N this is
+CHILD = PROCESS  # set in the children: which process of N this is
 
 
 def add_processes(p):

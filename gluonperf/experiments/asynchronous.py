@@ -22,12 +22,10 @@ Every function returns a list of `Result`; nothing here parses arguments or prin
 """
 import contextlib
 import io
-import json
 import os
 import queue
 import statistics
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -443,11 +441,8 @@ def run_memory_variant(params, timeout=None):
     decide the result. `params` holds JSON-able values: 'ctx', a string like 'cpu0', the
     fields of a `TrainLoop`, and 'trace', a path, when the loop is traced.
     """
-    proc = guard.run_worker("gluonperf.experiments.asynchronous", json.dumps(params), timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeError("memory worker (%s) failed: %s" % (
-            _variant_name(params.get("every")), guard.last_line(proc.stderr, "exit %d" % proc.returncode)))
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return guard.run_worker("gluonperf.workers.memory", params,
+                            "memory worker (%s)" % _variant_name(params.get("every")), timeout=timeout)
 
 
 def memory_cost(ctx, num_batches=150, every=(1, 5, 25), batch_size=1024, features=512, data="host",
@@ -489,19 +484,3 @@ def memory_cost(ctx, num_batches=150, every=(1, 5, 25), batch_size=1024, feature
         row["growth_vs_first"] = row["rss_growth_bytes"] / max(base["rss_growth_bytes"], 1)
         out.append(result("memory", _variant_name(row["every"]), **row))
     return out
-
-
-def _worker(argument):
-    """Entry point of a fresh process for one memory variant (not a user CLI)."""
-    from ..runtime.contexts import parse_contexts
-    params = json.loads(argument)
-    ctx = parse_contexts(params.pop("ctx"))[0]
-    trace = Trace(params.pop("trace", None))
-    row = train_with_sync(ctx, TrainLoop(**params), trace)
-    trace.dump()
-    sys.stdout.write(json.dumps(row) + "\n")
-
-
-if __name__ == "__main__":
-    from ..cli import common as cli
-    cli.worker_entry(_worker, __spec__.name, "python -m gluonperf.bench memory")

@@ -28,11 +28,9 @@ Times come from separate processes run one after the other, so they are not
 interleaved: on a shared machine memory figures are robust to load, times are not.
 """
 import gc
-import json
 import math
 import statistics
 import subprocess
-import sys
 from dataclasses import dataclass
 
 import mxnet as mx
@@ -213,30 +211,13 @@ def step_footprint(settings, batch_size, hybridize="static", checkpoint=0):
         step_peak_above_bytes=[p - base - counted["state_bytes"] for p in peaks], **counted)
 
 
-def _worker(argument):
-    """Entry point of the fresh process for one configuration (not a user CLI)."""
-    from ..runtime.contexts import parse_contexts
-    params = json.loads(argument)
-    params["contexts"] = parse_contexts(params["contexts"])
-    batch_size, hybridize, checkpoint = params.pop("batch_size"), params.pop("hybridize"), params.pop("checkpoint")
-    row = step_footprint(StepSettings(**params), batch_size, hybridize, checkpoint)
-    sys.stdout.write(json.dumps(row) + "\n")
-
-
 def run_step_footprint(params, timeout=None):
     """`step_footprint` in a fresh Python process (in its own process group, stopped with the
     command on a signal or a stall) for `params`, the fields of a StepSettings ('contexts' a
     string), `batch_size`, `hybridize` and `checkpoint`; returns its dict, or raises
     RuntimeError with the worker's last line of error output."""
-    proc = guard.run_worker("gluonperf.experiments.footprint", json.dumps(params), timeout=timeout)
-    if proc.returncode != 0:
-        if proc.returncode < 0:
-            why = "killed by signal %d (out of memory?)" % -proc.returncode
-        else:
-            why = guard.last_line(proc.stderr, "exit %d" % proc.returncode)
-        raise RuntimeError("%s at batch %d failed: %s" % (
-            config_name(params["hybridize"], params.get("checkpoint", 0)), params["batch_size"], why))
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    what = "%s at batch %d" % (config_name(params["hybridize"], params.get("checkpoint", 0)), params["batch_size"])
+    return guard.run_worker("gluonperf.workers.footprint", params, what, timeout=timeout)
 
 
 # --- the sweep ----------------------------------------------------------------------------
@@ -466,8 +447,3 @@ def rows_of(runs, configs):
             row["time_vs_plain"] = row["step_s"] / plain["step_s"]
         rows.append(_row(row))
     return rows
-
-
-if __name__ == "__main__":
-    from ..cli import common as cli
-    cli.worker_entry(_worker, __spec__.name, "python -m gluonperf.bench footprint")

@@ -12,12 +12,12 @@ How fast it answers under load (the serve half):
   which issues the queries and keeps the clock, and the reading of its logs;
 - `search`: the server scenario's highest rate within a latency bound (pure logic);
 - `instances`: the system under test, worker processes (instances x threads, pinned), fed
-  indices of samples that sit in shared memory (`samples`), each running `serving`;
+  indices of samples that sit in shared memory (`samples`), each running `workers/serving.py`;
 - `serve`: the runs of one command, rounds interleaved, into records; `deploy`: what to deploy.
 - `estimate`: about how long a plan takes, from a few calls of each rung timed in the parent,
   and the default largest batch fitted to a time budget.
 
 It may import training (model specs and models), measure (intervals and verdicts), records
 and runtime (guard's process groups); never render, cli or the commands. The code that runs in
-a worker (`serving`) never spawns; the code that spawns (`instances`) never times: LoadGen does.
+a worker (`workers/serving.py`) never spawns; the code that spawns (`instances`) never times: LoadGen does.
 """

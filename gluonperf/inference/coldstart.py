@@ -1,9 +1,9 @@
 """Cold start: from a process's start to its first answer, in parts, as a scale-out event or a
 new batch size pays it.
 
-`measure` starts a fresh Python process (`python -m gluonperf.inference.coldstart`, this
-module's `__main__` block, through `gluonperf.runtime.guard`: its own process group, killed
-whole on a timeout or when the command stops) that loads one precision rung and answers.
+`measure` starts a fresh Python process (`python -m gluonperf.workers.coldstart`, through
+`runtime.guard.run_worker`: its own process group, killed whole on a timeout or when the command
+stops) that loads one precision rung and answers.
 Its parts, each timed to a sync point (`wait_to_read`):
 
 - `import_s`: from the parent's launch (the wall clock, which both processes share) until the
@@ -20,14 +20,11 @@ Its parts, each timed to a sync point (`wait_to_read`):
 
 The inputs are made before each timed call, outside it.
 """
-import json
-import statistics
-import sys
 import time
 
 STEADY_CALLS = 10
 PARTS = ("import_s", "load_s", "first_call_s", "new_shape_call_s", "steady_call_s", "total_s")
-MODULE = "gluonperf.inference.coldstart"
+MODULE = "gluonperf.workers.coldstart"
 
 
 def measure(rung, ctx, batch_sizes=(1, 64), timeout=300, steady_calls=STEADY_CALLS):
@@ -49,64 +46,9 @@ def measure(rung, ctx, batch_sizes=(1, 64), timeout=300, steady_calls=STEADY_CAL
                          % (tuple(batch_sizes),))
     if int(steady_calls) < 1:
         raise ValueError("steady_calls %r: give at least 1" % (steady_calls,))
-    argument = json.dumps({"rung": rung.to_text(), "device_type": ctx.device_type, "device_id": ctx.device_id,
-                           "batch_sizes": sizes, "launched": time.time(), "steady_calls": int(steady_calls)})
+    settings = {"rung": rung.to_text(), "device_type": ctx.device_type, "device_id": ctx.device_id,
+                "batch_sizes": sizes, "launched": time.time(), "steady_calls": int(steady_calls)}
     try:
-        proc = guard.run_worker(MODULE, argument, timeout=timeout)
+        return guard.run_worker(MODULE, settings, "cold start of the %s rung" % rung.name, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise RuntimeError("cold start of the %s rung gave no answer in %g s; it was stopped" % (rung.name, timeout))
-    if proc.returncode != 0:
-        why = ("killed by signal %d (out of memory?)" % -proc.returncode if proc.returncode < 0 else
-               guard.last_line(proc.stderr, "exit %d" % proc.returncode))
-        raise RuntimeError("cold start of the %s rung failed: %s" % (rung.name, why))
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def _timed_call(forward, x):
-    start = time.perf_counter()
-    forward(x).wait_to_read()
-    return time.perf_counter() - start
-
-
-def _child(argument):
-    """The fresh process: import, load, answer; one JSON line of the parts on stdout."""
-    params = json.loads(argument)
-    import mxnet as mx
-    import numpy as np
-    from .ladder import Rung, load, input_dtype
-    imported = time.time()
-    rung = Rung.from_text(params["rung"])
-    ctx = mx.Context(params["device_type"], params["device_id"])
-    first, second = params["batch_sizes"]
-    rng = np.random.RandomState(0)
-
-    def batch(n):
-        x = mx.nd.array(rng.uniform(size=(n,) + tuple(rung.input_shape)), ctx=ctx,
-                        dtype=input_dtype(rung.spec) if rung.kind == "spec" else "float32")
-        x.wait_to_read()
-        return x
-    start = time.perf_counter()
-    forward = load(rung, ctx)
-    mx.nd.waitall()
-    parts = {"import_s": imported - params["launched"], "load_s": time.perf_counter() - start}
-    parts["first_call_s"] = _timed_call(forward, batch(first))
-    parts["new_shape_call_s"] = _timed_call(forward, batch(second))
-    x = batch(second)
-    calls = params.get("steady_calls", STEADY_CALLS)
-    parts["steady_call_s"] = statistics.median(_timed_call(forward, x) for _ in range(calls))
-    parts["total_s"] = parts["import_s"] + parts["load_s"] + parts["first_call_s"]
-    parts.update(batch_sizes=[first, second], steady_calls=calls)
-    sys.stdout.write(json.dumps(parts) + "\n")
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 2 or not sys.argv[1].startswith("{"):
-        print("python -m %s: error: this module is the cold-start worker of python -m gluonperf.infer; run that "
-              "(see its --help)" % MODULE, file=sys.stderr)
-        sys.exit(2)
-    try:
-        _child(sys.argv[1])
-    except Exception as e:  # one line for the parent, which reports it
-        from gluonperf import error_line
-        print("%s: %s" % (type(e).__name__, error_line(e)), file=sys.stderr)
-        sys.exit(1)

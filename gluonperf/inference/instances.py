@@ -2,7 +2,7 @@
 
 A `Layout` (1x2: one instance of two threads; 2x1: two of one) puts each instance on cores of
 its own (`assign_cores`: whole cores, hyper-threads together) with OMP_NUM_THREADS set to its
-threads. A `Pool` runs one rung's instances (`serving`, started through guard's process groups,
+threads. A `Pool` runs one rung's instances (`workers/serving.py`, started through guard's process groups,
 so that a signal, an error or a timeout stops every one) and dispatches to them what LoadGen's
 process hands it: batches of sample indices, the samples sitting in shared memory
 (`samples.SampleLibrary`). The dispatching thread only writes a line to an idle instance; a
@@ -114,13 +114,13 @@ class Pool:
     runs each batch on the least busy instance, at most `depth` batches queued on one, and
     calls `on_done(ids)` from a reader thread when it is answered. `close()` stops them all.
     `command`: the instance's program, which gets the JSON config as its last argument and speaks
-    `serving`'s protocol (default: `python -m gluonperf.inference.serving`; another engine's
+    `workers/serving.py`'s protocol (default: `python -m gluonperf.workers.serving`; another engine's
     worker, e.g. benchmarks/inference_torch.py, serves the same way)."""
 
     def __init__(self, rung_text, layout, library_spec, ctx, cores=None, command=None):
         self.rung_text, self.layout, self.library_spec, self.ctx = rung_text, layout, library_spec, ctx
         self.cores = cores or [None] * layout.instances
-        self.command = list(command or [sys.executable, "-m", "gluonperf.inference.serving"])
+        self.command = list(command or [sys.executable, "-m", "gluonperf.workers.serving"])
         self.on_done = lambda ids: None
         self.depth = 1
         self.sizes = ()      # the batch sizes the warm-up ran: every batch is padded to one of them

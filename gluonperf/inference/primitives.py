@@ -4,21 +4,16 @@ its implementation, e.g. `jit:avx2` or `x64:gemm:jit`, and its time in ms).
 
 MXNet 1.9.1's library does not export oneDNN's `dnnl_set_verbose`, and oneDNN reads
 `DNNL_VERBOSE` once, at its first primitive, so verbose cannot be switched on in the parent for
-one call. `read` therefore starts one short process (this module's `__main__`, with
+one call. `read` therefore starts one short process (`gluonperf.workers.primitives`, with
 `DNNL_VERBOSE=1`) that loads every graph rung in turn as `ladder.load` serves it, calls it once
 at the batch size (MXNet plans the graph, oneDNN creates its primitives and reorders the
 weights it keeps), then once more with stdout in a file: the second call's lines are what a
 warm call runs. Operators MXNet runs outside oneDNN print nothing and do not show.
 """
 import collections
-import ctypes
-import json
-import os
-import sys
-import tempfile
 
 GRAPH_RUNGS = ("static", "fused", "bf16", "int8")   # MXNet's graph rungs: oneDNN's kernels run them
-MODULE = "gluonperf.inference.primitives"
+MODULE = "gluonperf.workers.primitives"
 TIMEOUT_S = 300
 
 
@@ -73,22 +68,21 @@ def read(rungs, ctx, batch_size, timeout=TIMEOUT_S):
     'what ran: not read (why)'. ValueError for a batch size below 1."""
     import subprocess
     from .. import error_line
-    from ..runtime import guard
+    from ..runtime import guard, wire
     if int(batch_size) < 1:
         raise ValueError("batch_size %r: give a positive batch size" % (batch_size,))
     graphs = [r for r in rungs if r.name in GRAPH_RUNGS and r.kind == "symbol" and not r.error]
     if not graphs or ctx.device_type != "cpu":  # oneDNN is MXNet's CPU backend
         return {}
-    argument = json.dumps({"rungs": [r.to_text() for r in graphs], "device_type": ctx.device_type,
-                           "device_id": ctx.device_id, "batch_size": int(batch_size)})
+    settings = {"rungs": [r.to_text() for r in graphs], "device_type": ctx.device_type,
+                "device_id": ctx.device_id, "batch_size": int(batch_size)}
     try:
-        proc = guard.run([sys.executable, "-m", MODULE, argument], timeout=timeout,
-                         env=dict(guard.package_env(), DNNL_VERBOSE="1"))
-        if proc.returncode != 0:
-            raise RuntimeError(guard.last_line(proc.stderr, "exit %d" % proc.returncode))
-        answers = json.loads(proc.stdout.strip().splitlines()[-1])
+        answers = guard.run_worker(MODULE, settings, "the reading process", timeout=timeout,
+                                   env={"DNNL_VERBOSE": "1"})
     except subprocess.TimeoutExpired:
         return {r.name: "what ran: not read (no answer in %g s)" % timeout for r in graphs}
+    except wire.WorkerFailed as e:
+        return {r.name: "what ran: not read (%s)" % e for r in graphs}
     except Exception as e:  # noqa: BLE001 (whatever stops the reading, the rungs stand)
         return {r.name: "what ran: not read (%s: %s)" % (type(e).__name__, error_line(e)) for r in graphs}
     out = {}
@@ -101,54 +95,3 @@ def read(rungs, ctx, batch_size, timeout=TIMEOUT_S):
         except Exception as e:  # noqa: BLE001
             out[r.name] = "what ran: not read (%s)" % error_line(e)
     return out
-
-
-def _child(argument):
-    """The fresh process: per rung, a warm call, then one call with fd 1 in a file; one JSON
-    line {rung: {'lines': [...]} or {'error': ...}} on the real stdout."""
-    params = json.loads(argument)
-    import mxnet as mx
-    import numpy as np
-    from .. import error_line
-    from .ladder import Rung, load
-    ctx = mx.Context(params["device_type"], params["device_id"])
-    libc = ctypes.CDLL(None)
-    real = os.dup(1)
-    answers = {}
-    with tempfile.TemporaryFile() as captured:
-        os.dup2(captured.fileno(), 1)  # oneDNN prints with C's stdio on fd 1
-        for text in params["rungs"]:
-            rung = Rung.from_text(text)
-            try:
-                forward = load(rung, ctx)
-                x = mx.nd.array(np.random.RandomState(0).uniform(size=(params["batch_size"],) + rung.input_shape),
-                                ctx=ctx, dtype="float32")
-                forward(x).wait_to_read()
-                mx.nd.waitall()
-                sys.stdout.flush()
-                libc.fflush(None)
-                start = os.lseek(1, 0, os.SEEK_CUR)
-                forward(x).wait_to_read()
-                mx.nd.waitall()
-                libc.fflush(None)
-                end = os.lseek(1, 0, os.SEEK_CUR)
-                answers[rung.name] = {"lines": os.pread(1, end - start, start).decode(errors="replace").splitlines()}
-            except Exception as e:  # noqa: BLE001 (one rung's failure is its own answer)
-                answers[rung.name] = {"error": "%s: %s" % (type(e).__name__, error_line(e))}
-        sys.stdout.flush()
-        libc.fflush(None)
-        os.dup2(real, 1)
-    os.write(1, (json.dumps(answers) + "\n").encode())
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 2 or not sys.argv[1].startswith("{"):
-        print("python -m %s: error: this module is the verbose reader of python -m gluonperf.infer; run that "
-              "(see its --help)" % MODULE, file=sys.stderr)
-        sys.exit(2)
-    try:
-        _child(sys.argv[1])
-    except Exception as e:  # one line for the parent, which puts it in the notes
-        from gluonperf import error_line
-        print("%s: %s" % (type(e).__name__, error_line(e)), file=sys.stderr)
-        sys.exit(1)

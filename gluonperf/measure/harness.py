@@ -20,6 +20,7 @@ from typing import Optional, Tuple
 
 import mxnet as mx
 
+from ..runtime import guard, wire
 from .memory import MemorySampler, MemoryUsage
 
 try:
@@ -265,13 +266,10 @@ def _gpu_names():
     if not shutil.which("nvidia-smi"):
         return []
     try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10, check=True,
-        ).stdout
+        done = guard.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], timeout=10)
     except (OSError, subprocess.SubprocessError):
         return []
-    return [line.strip() for line in out.splitlines() if line.strip()]
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()] if done.returncode == 0 else []
 
 
 def cpu_model():
@@ -298,7 +296,7 @@ def environment(contexts=()):
         "cpu_count": os.cpu_count(),
         "env": {
             k: v for k, v in sorted(os.environ.items())
-            if k.startswith(("MXNET_", "DMLC_", "KMP_", "OMP_", "GOMP_", "MALLOC_", "GLUONPERF_", "DNNL_", "ONEDNN_"))
+            if k.startswith(("MXNET_", "DMLC_", "KMP_", "OMP_", "GOMP_", "MALLOC_", wire.PREFIX, "DNNL_", "ONEDNN_"))
             or k in ("MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "LD_PRELOAD")
         },
         "python": platform.python_version(),

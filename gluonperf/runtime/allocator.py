@@ -19,6 +19,8 @@ import ctypes.util
 import os
 import sys
 
+from .wire import MALLOC
+
 # mallopt's parameters (glibc's malloc.h)
 M_TRIM_THRESHOLD = -1
 M_MMAP_MAX = -4
@@ -28,7 +30,7 @@ SETTINGS = ((M_ARENA_MAX, 1), (M_MMAP_MAX, 0), (M_TRIM_THRESHOLD, 2 ** 31 - 1))
 USER_VARIABLES = ("MALLOC_ARENA_MAX", "MALLOC_MMAP_MAX_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_",
                   "MALLOC_TOP_PAD_", "LD_PRELOAD")
 # Set when gluonperf made the change, so that results say so (benchmark.environment records it).
-MARK = "GLUONPERF_MALLOC"
+MARK = MALLOC
 
 NOTE = ("gluonperf kept glibc's malloc from giving freed memory back to the system (one arena, no mmap, "
         "no trim), as MXNet's GPU pool keeps device memory: MXNet's CPU arrays come straight from malloc, "

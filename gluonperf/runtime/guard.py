@@ -6,7 +6,8 @@
   where the main thread is blocked) and the thread settings in force, exit code 3.
   A thread is needed because a hung MXNet call (`nd.waitall()`) never returns to Python.
 - `popen` / `run` / `run_all`: child processes in their own session (process group), registered, so
-  that `cleanup` can stop them and their children.
+  that `cleanup` can stop them and their children; `run_worker`: a worker under gluonperf/workers/,
+  settings in and its answer back over the wire (runtime/wire.py).
 - `temp_dir` / `temp_path`: temporary paths registered for removal.
 - `install_signal_handlers`: SIGINT, SIGTERM and SIGHUP are handled by a thread woken
   through `signal.set_wakeup_fd`, so they work even while the main thread is blocked
@@ -28,6 +29,8 @@ import sys
 import tempfile
 import threading
 import time
+
+from . import wire
 
 STALL_EXIT = 3
 DEFAULT_STALL_TIMEOUT = 300.0
@@ -149,6 +152,13 @@ def last_line(text, default):
     return lines[-1] if lines else default
 
 
+def why_failed(proc):
+    """One phrase for a finished child that exited non-zero: its signal, or its last line of stderr."""
+    if proc.returncode < 0:
+        return "killed by signal %d (out of memory?)" % -proc.returncode
+    return last_line(proc.stderr, "exit %d" % proc.returncode)
+
+
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -162,11 +172,15 @@ def package_env(env=None, drop=()):
     return out
 
 
-def run_worker(module, argument, timeout=None):
-    """`python -m <module> <argument>` in a fresh process (an experiment's internal worker,
-    e.g. one memory variant), with this gluonperf first on its path; through `run`, so it
-    is stopped with the command. Returns the CompletedProcess."""
-    return run([sys.executable, "-m", module, argument], timeout=timeout, env=package_env())
+def run_worker(module, settings, what, timeout=None, env=None):
+    """Worker `module` (gluonperf.workers.X) with `settings` in a fresh process (`wire.command`),
+    through `run`, with this gluonperf first on its path and `env` (a dict) added to this
+    environment; its answer (`wire.answer`). wire.WorkerFailed 'WHAT failed: why' when it fails or
+    gives no answer; subprocess.TimeoutExpired after killing it."""
+    proc = run(wire.command(module, settings), timeout=timeout, env=package_env(dict(os.environ, **(env or {}))))
+    if proc.returncode != 0:
+        raise wire.WorkerFailed("%s failed: %s" % (what, why_failed(proc)))
+    return wire.answer(proc.stdout, what)
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from collections import Counter
 
 from .. import UserError
 from .ps_launcher import Node, local_thread_defaults
+from .wire import LOCAL_WORKERS
 
 INSTALL = "bash scripts/install-horovod (docs/engines.md)"
 
@@ -67,7 +68,7 @@ def plan(command, num_workers, hosts=None, python=sys.executable, taken=0):
             where += ["-p", str(port)]
     else:
         where = ["-H", "localhost:%d" % num_workers]
-        env.update(local_thread_defaults(num_workers, taken=taken), GLUONPERF_LOCAL_WORKERS=str(num_workers))
+        env.update(local_thread_defaults(num_workers, taken=taken), **{LOCAL_WORKERS: str(num_workers)})
     argv = (python, "-m", "gluonperf.runtime.horovod_launcher", "-np", str(num_workers), *where, "--gloo", *command)
     return [Node("horovodrun", 0, argv, env, prefixed=False)]
 

@@ -25,7 +25,8 @@ cannot be read is ignored and a folder that cannot be written is left as it is: 
 compiles as usual.
 
 Loaded by its path (gluonperf/__init__.py, and the sitecustomize of a script under `profile --`
-or `tune --`), so it imports only the standard library.
+or `tune --`), so it imports only the standard library, and runtime/wire.py (which names the
+switch's variable) by its path too.
 """
 import builtins
 import hashlib
@@ -38,7 +39,18 @@ import sys
 import types
 
 MODULES = ("mxnet.ndarray.register", "mxnet.symbol.register")  # the two modules whose `exec` is replaced
-SWITCH = "GLUONPERF_OPERATOR_CACHE"
+
+
+def _wire():
+    """runtime/wire.py, loaded by its path as this file is (no package to import it from)."""
+    spec = importlib.util.spec_from_file_location(
+        "_gluonperf_wire", os.path.join(os.path.dirname(os.path.abspath(__file__)), "wire.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SWITCH = _wire().OPERATOR_CACHE
 # the one number that differs between processes: the handle passed to the operator's call
 _HANDLE = re.compile(r"(return _(?:imperative_invoke|symbol_creator)\()(\d+)(,)")
 STAND_IN = 0x676C756F6E706572  # put in the handle's place in the cached code ("gluonper")

@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass, field
 
 from .. import UserError
+from .wire import LOCAL_WORKERS
 
 # Environment variables passed on to processes started over ssh (locally every process
 # inherits the whole environment).
@@ -239,7 +240,7 @@ def plan(command, num_workers, num_servers=1, hosts=None, root_uri=None, port=No
                 env["DMLC_NODE_HOST"] = "127.0.0.1"  # bind to loopback, not the first NIC
                 if role == "worker":  # the workers share this machine's cores (gluonperf.runtime.threads)
                     env.update(local_thread_defaults(num_workers, taken=taken),
-                               GLUONPERF_LOCAL_WORKERS=str(num_workers))
+                               **{LOCAL_WORKERS: str(num_workers)})
                 nodes.append(Node(role, i, cmd, env))
                 continue
             host = hosts[i % len(hosts)]

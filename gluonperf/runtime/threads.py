@@ -13,6 +13,8 @@ import time
 
 import psutil
 
+from .wire import CORES_TAKEN, LOCAL_WORKERS
+
 # Fraction of the cores below which a setting counts as leaving the machine idle.
 IDLE_SHARE = 0.75
 
@@ -75,7 +77,7 @@ def idle_warnings(contexts, env=None, cores=None, logical=None):
         out.append("MXNET_MKLDNN_ENABLED=0 runs convolutions and batch norm on MXNet's slow reference kernels "
                    "instead of oneDNN (about 2x slower training here); unset it")
     # dist workers that gluonperf.launch started on this machine share its cores too
-    local = _int(env, "GLUONPERF_LOCAL_WORKERS") or job_processes_here(env)
+    local = _int(env, LOCAL_WORKERS) or job_processes_here(env)
     at_once = cpu_contexts * local
     label = ("%d CPU context(s)" % at_once if local == 1 else
              "%d CPU contexts (of %d workers on this machine)" % (at_once, local))
@@ -140,7 +142,7 @@ def recommended_threads(contexts=1, cores=None, taken=0):
     return max(1, (cores - max(0, taken)) // max(1, contexts))
 
 
-TAKEN_VARIABLE = "GLUONPERF_CORES_TAKEN"  # set with the thread default when other processes held cores
+TAKEN_VARIABLE = CORES_TAKEN  # set with the thread default when other processes held cores
 
 
 def threads_chosen(environ=None):

@@ -5,8 +5,8 @@ child leaves.
 
 The parent starts the user's command with `environment(out_dir, entry, settings)`: this
 environment, gluonperf's hooks first on PYTHONPATH (gluonperf/runtime/script_site, whose
-sitecustomize reads ENV_HOOKS, ENV_ROOT and ENV_OUT by these names: it runs before gluonperf
-can be imported) and the settings as JSON in ENV_SETTINGS. Once the script has imported MXNet,
+sitecustomize reads ENV_HOOKS, ENV_ROOT and ENV_OUT, named in gluonperf/runtime/wire.py as every
+variable that crosses a process boundary is) and the settings as JSON in ENV_SETTINGS. Once the script has imported MXNet,
 the sitecustomize calls `entry` (PROFILE: script/driver.py, TUNE: script/listener.py), which
 reads `settings()` and writes through a `Writer`: one JSON object a line, each with its `kind`,
 into `<ENV_OUT>/<pid>.jsonl`, flushed a line at a time (a script that raises or is stopped
@@ -17,11 +17,8 @@ import json
 import os
 
 from ..runtime import guard
-
-ENV_OUT = "GLUONPERF_SCRIPT_OUT"            # the folder the script's processes write into
-ENV_SETTINGS = "GLUONPERF_SCRIPT_SETTINGS"  # JSON: what the entry point is told (warmup, steps, ...)
-ENV_HOOKS = "GLUONPERF_SCRIPT_HOOKS"        # module:function the sitecustomize calls once MXNet is loaded
-ENV_ROOT = "GLUONPERF_SCRIPT_ROOT"          # the folder that holds this gluonperf, for that import
+from ..runtime.wire import SCRIPT_HOOKS as ENV_HOOKS, SCRIPT_OUT as ENV_OUT, SCRIPT_ROOT as ENV_ROOT
+from ..runtime.wire import SCRIPT_SETTINGS as ENV_SETTINGS
 PROFILE = "gluonperf.script.driver:install"    # profile --'s driver
 TUNE = "gluonperf.script.listener:install"     # tune --'s listener
 SITE = os.path.join(os.path.dirname(os.path.abspath(guard.__file__)), "script_site")  # the hooks' sitecustomize

@@ -30,6 +30,7 @@ import numpy as np
 from mxnet import gluon
 
 from .. import UserError
+from ..runtime.wire import LOADER_DELAY
 from ..runtime.worker_temp import share_with_workers
 from .sampler import PartSampler
 
@@ -40,7 +41,7 @@ EVAL_CROP = 0.875                              # GluonCV: resize to 224/0.875 = 
 HOLD_OUT = 10                                  # every 10th image is held out when there is no val set
 LOADERS = ("dataloader", "recorditer")
 BAD_IMAGES = ("stop", "skip")
-DELAY_VARIABLE = "GLUONPERF_LOADER_DELAY_S"
+DELAY_VARIABLE = LOADER_DELAY
 _IR_FORMAT = "IfQQ"                            # RecordIO's image header: flag, label, id, id2
 _IR_SIZE = struct.calcsize(_IR_FORMAT)
 

@@ -28,7 +28,8 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 
-from ..runtime import guard
+from ..records.files import read_jsonl
+from ..runtime import guard, wire
 from ..runtime.threads import TAKEN_VARIABLE, recommended_threads
 from . import levers as _levers
 from .model_spec import spec_flags
@@ -92,7 +93,7 @@ class CommandRunner:
         return args + self.bound(candidate, steps, json_path, serve)
 
     def figure(self, stdout, json_path):
-        return float(json.loads(stdout.strip().splitlines()[-1])["images_per_s"])
+        return float(wire.answer(stdout, self.module)["images_per_s"])
 
     def measure(self, candidate, steps, timeout=900):
         """Run one candidate in a fresh process: (images_per_s, None) or (None, one-line error)."""
@@ -107,7 +108,7 @@ class CommandRunner:
                 return None, "exit %d: %s" % (p.returncode, guard.last_line(p.stderr, "no message"))
             try:
                 return self.figure(p.stdout, json_path), None
-            except (OSError, ValueError, KeyError, IndexError):
+            except (OSError, ValueError, KeyError, IndexError, wire.WorkerFailed):
                 return None, "no throughput figure in the output of %s" % self.module
 
     def start(self, candidate, timeout):
@@ -152,9 +153,9 @@ class TrainRunner(CommandRunner):
         return ["--limit", str(batch * steps), "--json", json_path]
 
     def figure(self, stdout, json_path):
-        with open(json_path) as f:
-            rows = [json.loads(l) for l in f if l.strip()]
-        rows = [r for r in rows if r.get("train_images_per_s")]
+        """The last epoch's train_images_per_s in the run's --json records, read as every records file
+        is (`records.files.read_jsonl`: its schema checked)."""
+        rows = [r.metrics for r, _ in read_jsonl(json_path) if r.metrics.get("train_images_per_s")]
         return float(rows[-1]["train_images_per_s"])
 
     def on_dataset(self, dataset):

@@ -1,6 +1,13 @@
-"""The processes gluonperf's commands start, never run by users: tune's steprate worker
-(`python -m gluonperf.workers.steprate`, one per candidate setting, `--runner steprate`) and
-Horovod's per-rank allreduce (`python -m gluonperf.workers.allreduce`, one per rank under
-horovodrun, for `bench allreduce --methods horovod`). Each parses its flags and prints or
-writes what the experiment below it measured; in the import layers they sit with the commands.
+"""The processes gluonperf's commands start, never run by users; in the import layers they sit with
+the commands, and no area imports them (a parent names the module it starts).
+
+- `steprate`: tune's steprate worker, one per candidate setting (`--runner steprate`);
+- `allreduce`, `exchange`: one Horovod rank under horovodrun (`bench allreduce --methods
+  horovod`, `predict --validate horovod`);
+- `memory`, `footprint`: one variant of `bench memory`, one configuration of `bench footprint`;
+- `coldstart`, `primitives`: infer's cold start of one rung, and its reader of oneDNN's verbose lines;
+- `serving`: one of infer's instances (its byte-line protocol: the module's docstring).
+
+`memory`, `footprint`, `coldstart` and `primitives` take their settings as one JSON argument and
+answer with one JSON line (`runtime/wire.py`; `guard.run_worker` in the parent, `wire.worker_main` here).
 """

@@ -1,8 +1,8 @@
 """The hooks of `python -m gluonperf.profile -- COMMAND` (and `tune -- COMMAND`), loaded at the
 start of every Python process the command runs (this folder is put first on the command's
-PYTHONPATH by gluonperf/script/wire.py, which names the variables read here: this file runs
-before gluonperf can be imported, so it spells them out, and tests/test_wire.py checks they
-agree).
+PYTHONPATH by gluonperf/script/wire.py; the variables read here are named in
+gluonperf/runtime/wire.py, which this file loads by its path: it runs before gluonperf can be
+imported).
 
 At start-up it changes nothing the script can see: MXNet is not imported here, no module of
 the script's is shadowed (this folder holds this file alone), and the sitecustomize the
@@ -35,6 +35,7 @@ import types
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _MARK = "_gluonperf_script_site"  # in sys.modules once this file has run in the process
+_wire = None  # gluonperf/runtime/wire.py, loaded by `_install`
 
 
 def _say(text):
@@ -44,10 +45,10 @@ def _say(text):
 
 def _after_mxnet():
     """Import the hooks' module from GLUONPERF_SCRIPT_ROOT's gluonperf and call its function."""
-    module_name, _, function = os.environ.get("GLUONPERF_SCRIPT_HOOKS", "").partition(":")
+    module_name, _, function = os.environ.get(_wire.SCRIPT_HOOKS, "").partition(":")
     if not module_name or not function:
         return
-    root = os.environ.get("GLUONPERF_SCRIPT_ROOT")
+    root = os.environ.get(_wire.SCRIPT_ROOT)
     added = bool(root) and root not in sys.path
     if added:
         sys.path.insert(0, root)
@@ -89,7 +90,9 @@ class _WhenMXNetLoads:
 
 
 def _install():
-    out = os.environ.get("GLUONPERF_SCRIPT_OUT")
+    global _wire
+    _wire = _runtime_file("wire")
+    out = os.environ.get(_wire.SCRIPT_OUT)
     if not out or os.environ.get("DMLC_ROLE") in ("scheduler", "server"):
         return
     try:

@@ -1,6 +1,7 @@
-"""One instance of the system under test: a worker process that serves one rung.
+"""python -m gluonperf.workers.serving: one instance of infer's system under test, a worker process
+that serves one rung.
 
-Started by `instances.Pool` as `python -m gluonperf.inference.serving '<json>'`, with its
+Started by `inference.instances.Pool` as `python -m gluonperf.workers.serving '<json>'`, with its
 OMP_NUM_THREADS set; it pins itself to its cores (before MXNet loads, so that MXNet's OpenMP
 threads inherit them), loads the rung (`ladder.load`), maps the sample library and answers,
 one line each, on its stdout (its own prints go to stderr):
@@ -21,7 +22,6 @@ record that none slipped through. An error is one line on stderr, exit 1. This m
 starts a process.
 """
 import collections
-import json
 import os
 import statistics
 import sys
@@ -62,9 +62,9 @@ def shapes_line(served, warmed):
 def serve(config, stdin, stdout):
     """Answer the parent's lines until `q` or the end of `stdin` (binary streams)."""
     import mxnet as mx
+    from ..inference.ladder import Rung, load
+    from ..inference.samples import SampleLibrary
     from ..runtime.contexts import parse_contexts
-    from .ladder import Rung, load
-    from .samples import SampleLibrary
     ctx = parse_contexts(config["ctx"])[0]
     forward = load(Rung.from_text(config["rung"]), ctx)
     warmed, served = set(), collections.Counter()
@@ -94,8 +94,7 @@ def serve(config, stdin, stdout):
             stdout.flush()
 
 
-def main(argument):
-    config = json.loads(argument)
+def main(config):
     if config.get("cores"):
         os.sched_setaffinity(0, config["cores"])
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
@@ -110,5 +109,5 @@ def main(argument):
 
 
 if __name__ == "__main__":
-    from ..cli import common as cli
-    cli.worker_entry(main, __spec__.name, "python -m gluonperf.infer")
+    from ..runtime.wire import worker_main
+    worker_main(main, __spec__.name, "python -m gluonperf.infer")
