@@ -175,12 +175,4 @@ def _causes(window, cwd):
             causes.append("the model got a new input shape at most steps (%d shapes in %d calls, e.g. %s): a "
                           "hybridized model builds and keeps a graph for each shape, oneDNN a kernel; pad or bucket "
                           "the inputs to a few shapes" % (shapes["distinct"], shapes["calls"], shapes["examples"][0]))
-    drain, step = window.get("drain_s"), window.get("step_s")
-    if drain is not None and step:
-        fields.update(drain_s=drain, ahead_steps=drain / step)
-        if drain / step >= AHEAD_STEPS and not causes:
-            causes.append("Python ran about %.3g steps ahead of the engine at step %d (the queued work took %.4g ms "
-                          "to finish, a fenced step %.4g ms): queued steps hold their arrays until they run; read a "
-                          "value (asscalar) every N steps to bound it" % (drain / step, window["start"], 1e3 * drain,
-                                                                            1e3 * step))
     return causes, fields
