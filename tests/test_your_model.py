@@ -316,15 +316,16 @@ def test_tune_gives_its_candidates_the_flags_of_the_spec_it_resolved(parsed):
     candidate's command line gets the object's flags, the candidates' text is not parsed again."""
     from gluonperf import tune
     from gluonperf.tuning.candidates import Candidate
-    args = tune.parse_args(["--model", NETS + ":branchy", "--model-args", "width=4", "--input-shape", "3,8,8",
-                            "--runner", "train", "--batch-sizes", "32", "--ctx", "cpu0"])
-    assert len(parsed) == 1 and args.runner_obj.spec is args.spec
+    _, checked = tune.parse_args(["--model", NETS + ":branchy", "--model-args", "width=4", "--input-shape", "3,8,8",
+                                  "--runner", "train", "--batch-sizes", "32", "--ctx", "cpu0"])
+    spec = checked.spec
+    assert len(parsed) == 1 and checked.runner.spec is spec
     del parsed[:]
-    candidate = Candidate("c", (), (("batch_size", "32"), ("ctx", "cpu0"), ("model", args.spec.text)))
-    argv = args.runner_obj.argv(candidate, 5, "out.json")
-    line = args.runner_obj.command_line(candidate, 5)
+    candidate = Candidate("c", (), (("batch_size", "32"), ("ctx", "cpu0"), ("model", spec.text)))
+    argv = checked.runner.argv(candidate, 5, "out.json")
+    line = checked.runner.command_line(candidate, 5)
     assert parsed == []
     start = argv.index("--model")
-    assert argv[start:start + len(args.spec.flags)] == args.spec.flags == [
+    assert argv[start:start + len(spec.flags)] == spec.flags == [
         "--model", NETS + ":branchy", "--model-args", '{"width":4}', "--input-shape", "3,8,8"]
     assert "--model-args '{\"width\":4}' --input-shape 3,8,8" in line
