@@ -23,7 +23,7 @@ from ..measure.harness import sync
 # TrainConfig lives in gluonperf.config (no MXNet: the CLIs parse with it); callers of fit/scaling take it here too
 from ..config import HYBRIDIZE, TrainConfig  # noqa: F401
 from ..runtime.contexts import describe
-from .data import CLASSES, load_for, loader  # noqa: F401 (CLASSES: callers import it from here)
+from .data import CLASSES, Part, load_for, loader  # noqa: F401 (CLASSES: callers import it from here)
 from .models import loss_of
 from . import optimizers
 from .horovod import Job
@@ -153,7 +153,7 @@ def _fit(config, worker, saved, hooks):
     contexts, rank, num_workers = worker.contexts, worker.rank, worker.num_workers
     train_set, test_set = load_for(config)
     train_data = loader(train_set, config.batch_size, shuffle=True, workers=config.workers,
-                        num_parts=num_workers, part_index=rank, last_batch="discard", seed=config.seed)
+                        part=Part(rank, num_workers), last_batch="discard", seed=config.seed)
     test_data = loader(test_set, config.batch_size, shuffle=False, workers=config.workers)
     batches = len(train_data)
     if batches == 0:
