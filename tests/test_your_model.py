@@ -270,7 +270,7 @@ def test_a_spec_resolved_by_the_command_is_not_parsed_again(parsed, tmp_path):
     rungs, fields = accuracy.evaluate_rungs(rungs, mx.cpu(), held, spec=source.model_spec())
     assert [r.error for r in rungs] == [None, None] and fields["fp32"]["evaluated_n"] == 4
     records = compare_modes(spec, batch_size=2, ctx=mx.cpu(), repeat=2, number=1, warmup=0)
-    figures = steprate.step_rate(spec, batch_size=2, steps=1, warmup=0)
+    figures = steprate.step_rate(steprate.Setting(spec, batch_size=2), steps=1, warmup=0)
     assert parsed == []
     assert {r.metrics["model"] for r in records} == {figures["model"]} == {spec.text}
 
