@@ -7,6 +7,7 @@ and hands the predictions of `gluonperf.scaling` (its model, measured parts and 
 """
 import argparse
 import sys
+from dataclasses import dataclass
 
 from . import UserError
 from .cli import common as cli
@@ -186,7 +187,8 @@ def list_links():
         print("%-8s %-7s %7.3g GB/s  %4.0f us  %s" % (name, lnk.scope, lnk.GBps, lnk.latency_s * 1e6, lnk.source))
 
 
-def validate(args, ctxs):
+def validate(args, ctxs, spec):
+    """--validate: predictions held against runs of `spec` (the ModelSpec of --validate-model) here."""
     from .scaling.judging import CHECK_COLUMNS
     from .scaling.validation import validate_devices, validate_dist, validate_horovod
     from .runtime import horovod_launcher
@@ -204,14 +206,14 @@ def validate(args, ctxs):
             (len(args.validate_ranks) * args.validate_launches if "horovod" in kinds else 0)
     with cli.progress_bar(total, "validate") as bar:
         if "devices" in kinds:
-            results += validate_devices(args.validate_spec, args.validate_batch, args.validate_devices,
+            results += validate_devices(spec, args.validate_batch, args.validate_devices,
                                         args.validate_steps, progress=bar.update)
         if "dist" in kinds:
-            results += validate_dist(args.validate_spec, args.validate_batch, args.validate_jobs, args.validate_steps,
+            results += validate_dist(spec, args.validate_batch, args.validate_jobs, args.validate_steps,
                                      progress=bar.update, repeats=args.validate_repeats,
                                      launches=args.validate_launches)
         if "horovod" in kinds:
-            results += validate_horovod(args.validate_spec, args.validate_batch, args.validate_ranks,
+            results += validate_horovod(spec, args.validate_batch, args.validate_ranks,
                                         args.validate_steps, progress=bar.update, repeats=args.validate_repeats,
                                         launches=args.validate_launches,
                                         fusion_threshold=int(args.fusion_threshold_mb * 2 ** 20),
@@ -224,7 +226,7 @@ def validate(args, ctxs):
              title="predicted vs measured on this machine: %s, %d images per device/worker, %d steps; "
                    "load average %.1f (the cores are shared); measured/predicted with its 95%% CI: within 25%% "
                    "in %d, outside in %d, inconclusive in %d%s"
-                   % (args.validate_spec.label, args.validate_batch, args.validate_steps, load, counts["within"],
+                   % (spec.label, args.validate_batch, args.validate_steps, load, counts["within"],
                       counts["outside"], counts["inconclusive"],
                       "; %d of %d measured oversubscribed (more threads wanting a core than the %d cores: the "
                       "compute is bounded by their CPU time over the cores)" % (len(over), len(results), over[0]["cores"])
@@ -245,10 +247,10 @@ def main(argv=None):
     if args.validate:
         import mxnet as mx
         model_flags = argparse.Namespace(**dict(vars(args), model=args.validate_model))
-        args.validate_spec = cli.resolve_model(model_flags)  # passed on as the object; its text to the runs
+        spec = cli.resolve_model(model_flags)  # passed on as the object; its text to the runs
         n = args.validate_devices if args.validate in ("all", "devices") else 1
         cli.advise([mx.cpu(i) for i in range(n)], THREADS_NOTE)  # the most run at once
-        return validate(args, ctxs)
+        return validate(args, ctxs, spec)
     cli.resolve_model(args)  # unknown names and models that do not run fail here
     given = [bool(args.scaling), args.t1 is not None, args.measure]
     if sum(given) != 1:
@@ -274,7 +276,7 @@ def main(argv=None):
     results = [type(r)(r.bench, r.name, dict(r.metrics, efficient=r.metrics["efficiency"] >= args.min_efficiency))
                for r in results]
     best = predictions.best_results(results, args.min_efficiency)
-    show(args, ctxs, results, best, step, intra, inter, nbytes, keys, fusion)
+    show(args, ctxs, results, best, Inputs(step, intra, inter, nbytes, keys, fusion))
     return 0
 
 
@@ -326,10 +328,25 @@ def measured_step(args, ctxs):
     return step
 
 
-def show(args, ctxs, results, best, step, intra, inter, nbytes, keys, fusion):
+@dataclass(frozen=True)
+class Inputs:
+    """What the predictions start from, as their table's title says it: the per-device step
+    (`measured_step`), the links within and between machines (`links`), the model's gradients
+    (bytes, arrays) and Horovod's fusion buffer (bytes; 0: off)."""
+    step: dict
+    intra: object
+    inter: object
+    nbytes: int
+    keys: int
+    fusion: int
+
+
+def show(args, ctxs, results, best, inputs):
     """The predictions' table (and --json / --csv, with the 'largest N' records), then the
     table of the most devices per machine that keep --min-efficiency."""
     from .scaling import model as scaling_model
+    step, intra, inter, nbytes, keys, fusion = (inputs.step, inputs.intra, inputs.inter, inputs.nbytes, inputs.keys,
+                                                inputs.fusion)
     m = results[0].metrics
     if args.engine == "horovod":
         scheme = ("Horovod, one process per device: one ring over all devices, %s (%.4g GB/s) within a machine, "
