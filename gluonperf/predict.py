@@ -251,7 +251,7 @@ def main(argv=None):
         n = args.validate_devices if args.validate in ("all", "devices") else 1
         cli.advise([mx.cpu(i) for i in range(n)], THREADS_NOTE)  # the most run at once
         return validate(args, ctxs, spec)
-    cli.resolve_model(args)  # unknown names and models that do not run fail here
+    spec = cli.resolve_model(args)  # unknown names and models that do not run fail here
     given = [bool(args.scaling), args.t1 is not None, args.measure]
     if sum(given) != 1:
         raise UserError("give the measured per-device step with exactly one of --scaling JSON, --t1 SEC "
@@ -265,18 +265,18 @@ def main(argv=None):
     from .scaling import parts, predictions
     if args.allreduce:
         intra = parts.link_from_allreduce(parts.read_records(args.allreduce, "allreduce"))
-    step = measured_step(args, ctxs)
-    nbytes, keys, _ = parts.gradient_bytes(args.spec)
+    step = measured_step(args, spec, ctxs)
+    nbytes, keys, _ = parts.gradient_bytes(spec)
     fusion = int(args.fusion_threshold_mb * 2 ** 20)
     results = predictions.prediction_results(
-        args.model, step, nbytes, args.devices, args.machines, intra, inter, args.servers,
+        spec.text, step, nbytes, args.devices, args.machines, intra, inter, args.servers,
         overlap=args.overlap == "yes", placement=args.placement, base_lr=args.lr, base_batch=args.lr_batch,
         per_device_batch=args.per_device_batch, keys=keys, engine=args.engine, fusion_threshold=fusion,
         cycle_time_s=args.cycle_time_ms / 1e3, cores=args.cores)
     results = [type(r)(r.bench, r.name, dict(r.metrics, efficient=r.metrics["efficiency"] >= args.min_efficiency))
                for r in results]
     best = predictions.best_results(results, args.min_efficiency)
-    show(args, ctxs, results, best, Inputs(step, intra, inter, nbytes, keys, fusion))
+    show(args, ctxs, results, best, Inputs(spec, step, intra, inter, nbytes, keys, fusion))
     return 0
 
 
@@ -301,22 +301,22 @@ def links(args):
     return intra, inter
 
 
-def measured_step(args, ctxs):
-    """The per-device step the prediction starts from: from --scaling's records, --t1 (and
-    --update, --cpu), or measured now (--measure) on the first context."""
+def measured_step(args, spec, ctxs):
+    """The per-device step of the model `spec` the prediction starts from: from --scaling's
+    records, --t1 (and --update, --cpu), or measured now (--measure) on the first context."""
     from .scaling import parts
     if args.scaling:
         step = parts.step_from_scaling(parts.read_records(args.scaling, "scaling"))
-        if step["model"] and step["model"] != args.model:
+        if step["model"] and step["model"] != spec.text:
             cli.note("note: %s was measured with --model %s; predicting for --model %s"
-                     % (args.scaling, label(step["model"]), args.spec.label))
+                     % (args.scaling, label(step["model"]), spec.label))
     elif args.t1 is not None:
         step = dict(t1_s=args.t1, update_s=args.update, per_device_batch=args.per_device_batch)
     else:
         from .training.loop import TrainConfig
         cli.advise(ctxs[:1], THREADS_NOTE)
         batch = args.per_device_batch or 32
-        config = TrainConfig(model=args.spec, dataset="synthetic", batch_size=batch, limit=batch, steps=10,
+        config = TrainConfig(model=spec, dataset="synthetic", batch_size=batch, limit=batch, steps=10,
                              optimizer=args.optimizer)
         with cli.progress_bar(10, "measure"):
             step = parts.measure_step(config, ctxs[0], steps=10)
@@ -330,9 +330,10 @@ def measured_step(args, ctxs):
 
 @dataclass(frozen=True)
 class Inputs:
-    """What the predictions start from, as their table's title says it: the per-device step
-    (`measured_step`), the links within and between machines (`links`), the model's gradients
-    (bytes, arrays) and Horovod's fusion buffer (bytes; 0: off)."""
+    """What the predictions start from, as their table's title says it: the model (its ModelSpec),
+    its per-device step (`measured_step`), the links within and between machines (`links`), its
+    gradients (bytes, arrays) and Horovod's fusion buffer (bytes; 0: off)."""
+    spec: object
     step: dict
     intra: object
     inter: object
@@ -363,7 +364,7 @@ def show(args, ctxs, results, best, inputs):
     cli.emit(results, args, ctxs, columns=columns, records=results + best,
              title="%s: %.1f MiB of gradients in %d arrays, %d images per device, t1 %.4g ms, update %.4g ms; "
                    "%s; %s%s; lr %g per %d images, scaled linearly with %d warm-up epochs"
-                   % (args.spec.label, nbytes / 2 ** 20, keys, m["per_device_batch"], 1e3 * step["t1_s"]
+                   % (inputs.spec.label, nbytes / 2 ** 20, keys, m["per_device_batch"], 1e3 * step["t1_s"]
                       * m["per_device_batch"] / step["per_device_batch"], 1e3 * step["update_s"]
                       * m["per_device_batch"] / step["per_device_batch"], scheme,
                       "overlap assumed: step = max(t1,t2) + update" if args.overlap == "yes"
