@@ -1,6 +1,7 @@
 """The shape of the code, read from its syntax tree (no import, no MXNet; fast): issue 74's
 parameter objects. No function takes more than MAX_PARAMETERS parameters outside the functions
-that build argparse parsers; what travels together travels as one (frozen) dataclass."""
+that build argparse parsers (what travels together travels as one frozen dataclass), and `args`,
+the parsed flags, is never written after parsing (what is made of a flag is a value of its own)."""
 import ast
 import pathlib
 
@@ -117,3 +118,66 @@ def test_the_count_and_the_parser_exemption(tmp_path):
         "    return p\n")
     assert over_the_limit(tmp_path) == {"m.py:nine": 9, "m.py:keywords": 9, "m.py:K.wide": 9,
                                         "m.py:build_parser.kind": 9}
+
+
+# Writes into `args` still there: TEMPORARY, to be emptied like ALLOWED. bench's main hands footprint
+# the bfloat16 note that bench/__main__.py made before MXNet loaded (footprint says it between its
+# own notes).
+ALLOWED_WRITES = {"bench/__init__.py:main"}
+
+
+def _targets(node):
+    if isinstance(node, (ast.Tuple, ast.List)):
+        for e in node.elts:
+            yield from _targets(e)
+    elif isinstance(node, ast.Starred):
+        yield from _targets(node.value)
+    else:
+        yield node
+
+
+def writes_to_args(root=PACKAGE):
+    """{where: [line, ...]} of the functions that assign to an attribute of `args` (`args.x = ...`,
+    `args.x += ...`, `setattr(args, ...)`, `delattr(args, ...)`)."""
+    out = {}
+    for where, fn in functions(root):
+        todo = list(fn.body)
+        while todo:
+            n = todo.pop()
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue  # its own entry
+            targets = []
+            if isinstance(n, ast.Assign):
+                targets = [t for target in n.targets for t in _targets(target)]
+            elif isinstance(n, (ast.AugAssign, ast.AnnAssign, ast.For, ast.comprehension)):
+                targets = list(_targets(n.target))
+            elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("setattr", "delattr")
+                  and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == "args"):
+                out.setdefault(where, []).append(n.lineno)
+            if any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "args"
+                   for t in targets):
+                out.setdefault(where, []).append(n.lineno)
+            todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def test_args_is_not_written_after_parsing():
+    found = writes_to_args()
+    new = {where: lines for where, lines in found.items() if where not in ALLOWED_WRITES}
+    assert not new, ("args written after parsing: compute a value of its own (a local, or a dataclass built "
+                     "from args): %s" % ", ".join("%s (line %s)" % (w, ",".join(map(str, l)))
+                                                  for w, l in sorted(new.items())))
+    stale = sorted(ALLOWED_WRITES - set(found))
+    assert not stale, "args no longer written there: take them out of ALLOWED_WRITES: %s" % ", ".join(stale)
+
+
+def test_the_writes_check_sees_every_form(tmp_path):
+    (tmp_path / "m.py").write_text(
+        "def plain(args):\n    args.x = 1\n"
+        "def pair(args):\n    args.x, y = 1, 2\n"
+        "def augmented(args):\n    args.n += 1\n"
+        "def by_name(args):\n    setattr(args, 'x', 1)\n"
+        "def read(args):\n    y = args.x\n    other = args\n    other.x = 1\n"
+        "def outer(args):\n    def inner():\n        args.x = 1\n")
+    assert writes_to_args(tmp_path) == {"m.py:plain": [2], "m.py:pair": [4], "m.py:augmented": [6],
+                                        "m.py:by_name": [8], "m.py:outer.inner": [15]}
