@@ -149,7 +149,8 @@ def main(argv):
     heading = title(what, runner, args, cores, search.family_size(stages, Candidate(runner.baseline)))
     done, runs = run_levers(args, runner, stages, heading, rounds)
     for lever, why in done.idle.items():  # found with nothing to try once the levers before it were kept
-        cli.note("note: not tried: %s: %s" % (lever, why))
+        if lever not in idle:
+            cli.note("note: not tried: %s: %s" % (lever, why))
     idle = dict(idle, **done.idle)
     for lever, why in done.unreached.items():
         cli.note("note: not reached: %s: %s" % (lever, why))
