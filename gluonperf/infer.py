@@ -346,7 +346,8 @@ def measure(args, checked, wanted, scratch, started, keep=None):
             cli.note(line)
     unbuilt = [rounds.rung_record(base, r, why) for r, why in unavailable.items()]
     total, cost = (guess.total_s, guess.seconds) if guess else (colds + plan.planned_runs(), None)
-    with SampleLibrary.create(checked.samples[1].data) as library, cli.progress_bar(total, "infer", seconds=bool(guess)) \
+    held = checked.samples[1]
+    with SampleLibrary.create(held.data) as library, cli.progress_bar(total, "infer", seconds=bool(guess)) \
             as bar:
         session = Session(plan, library, bar.update, cost)
         kept = ["name", "scenario", "p90_s", "samples_per_s", "total_s", "ratio", "verdict", "error"]

@@ -89,7 +89,8 @@ def test_paired_sweep_keeps_one_process_per_candidate(tmp_path):
     dies = base.with_env("dies", FAKE_DIE_AFTER=1)
     broken = base.with_env("broken", FAKE_FAIL=1)
     seen = []
-    out = paired_sweep([base, fast, dies, broken], runner, steps=1, rounds=3, observers=search.Observers(log=seen.append))
+    out = paired_sweep([base, fast, dies, broken], runner, steps=1, rounds=3,
+                       observers=search.Observers(log=seen.append))
     by = {r.name: r.metrics for r in out}
     assert starts.read_text().count("start") == 3  # one process per candidate that starts at all
     assert by["fast"]["ratio"] == pytest.approx(3.0) and by["fast"]["rank"] == 1 and by["fast"]["rounds"] == 3
