@@ -377,9 +377,10 @@ def test_a_stopped_throughput_suite_keeps_its_runs(monkeypatch):
     cands = [Candidate("book loop", (), (("batch_size", "8"),), Runner("book")),
              Candidate("pytorch eager", (), (("batch_size", "8"),), Runner("torch"))]
 
-    def stopped_sweep(candidates, runner, steps, rounds, sweeps, **kwargs):  # one book-loop run, then a signal
+    def stopped_sweep(candidates, runner, steps, rounds, observers, **kwargs):  # one book-loop run, then a signal
         from gluonperf.tuning.schedule import Table
-        sweeps.start(Table(candidates, rounds, "t", figures={"book loop": [50.0], "pytorch eager": []}, start={}))
+        observers.sweeps.start(Table(candidates, rounds, "t", figures={"book loop": [50.0], "pytorch eager": []},
+                                     start={}))
         raise KeyboardInterrupt
     monkeypatch.setattr(train_throughput, "candidates", lambda *a, **k: cands)
     monkeypatch.setattr(train_throughput, "sweep", stopped_sweep)
