@@ -24,7 +24,7 @@ from gluonperf.training.levers import HUGE_PAGES  # noqa: E402
 from gluonperf.training.runners import STEPRATE, CommandRunner as Runner  # noqa: E402
 from gluonperf.tuning.candidates import Candidate  # noqa: E402
 from gluonperf.tuning.schedule import Sweeps  # noqa: E402
-from gluonperf.tuning.search import paired_sweep, spins_when_idle  # noqa: E402
+from gluonperf.tuning.search import Observers, paired_sweep, spins_when_idle  # noqa: E402
 
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"  # Debian's libjemalloc2
 TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"  # Debian's libtcmalloc-minimal4
@@ -165,7 +165,8 @@ def main(argv=None):
     sweeps = Sweeps(tidy=lambda results: [r.metrics.update(bench_batch=args.batch_size) for r in results])
     with cli.keep_on_stop(sweeps.results, args, title, columns):  # a stopped suite keeps its finished rounds
         results = paired_sweep(cands, STEPRATE, args.steps, args.rounds, lever="levers",
-                               log=lambda m: print(m, file=sys.stderr, flush=True), sweeps=sweeps)
+                               observers=Observers(log=lambda m: print(m, file=sys.stderr, flush=True),
+                                                   sweeps=sweeps))
     cli.emit(results, args, (), title=title, columns=columns)
 
 

@@ -51,7 +51,7 @@ from gluonperf.runtime import guard  # noqa: E402
 from gluonperf.training.runners import STEPRATE, TRAIN, CommandRunner as Runner, default_runner  # noqa: E402
 from gluonperf.tuning.candidates import Candidate  # noqa: E402
 from gluonperf.tuning.schedule import Sweeps  # noqa: E402
-from gluonperf.tuning.search import sweep  # noqa: E402
+from gluonperf.tuning.search import Observers, sweep  # noqa: E402
 
 PROG = "benchmarks/train_throughput.py"
 BOOK = Runner("benchmarks/book_loop.py", ("--warmup", "2"), serves=True)
@@ -191,8 +191,9 @@ def run(batch_sizes, rounds, steps, runner=None, progress=None, model="resnet18"
             for r in results:
                 r.metrics.update(batch_size=b, runner=modules[r.name], model=model)
         sweeps.tidy = tidy
-        out.extend(sweep(cands, runner, steps, rounds, lever="train_throughput b%d" % b, progress=progress,
-                         log=lambda m: print(m, file=sys.stderr, flush=True), sweeps=sweeps))
+        out.extend(sweep(cands, runner, steps, rounds, lever="train_throughput b%d" % b,
+                         observers=Observers(progress=progress, log=lambda m: print(m, file=sys.stderr, flush=True),
+                                             sweeps=sweeps)))
     return out
 
 

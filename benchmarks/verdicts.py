@@ -153,7 +153,7 @@ def check_tune_script(count, threshold, progress=None):
     from gluonperf.script.runner import probe
     from gluonperf.tuning.candidates import Candidate
     from gluonperf.tuning.rounds import Rounds
-    from gluonperf.tuning.search import coordinate
+    from gluonperf.tuning.search import Settings, coordinate
     command = [sys.executable, MLP_SCRIPT]
     aa = ("a/a", lambda b: [b, b.with_env("%s=1" % UNREAD, **{UNREAD: "1"})], lambda b: None)
     tunes = []
@@ -163,8 +163,8 @@ def check_tune_script(count, threshold, progress=None):
         if error:
             raise RuntimeError("the probe of %s failed: %s" % (MLP_SCRIPT, error))
         stages, _ = runner.levers(physical_cores(), ["hybridize"], threshold=threshold, bounds=False)
-        found = coordinate(runner, Candidate(runner.baseline), [aa] + stages, Rounds(), runner.steps, timeout=600,
-                           threshold=threshold)
+        found = coordinate(runner, Candidate(runner.baseline), [aa] + stages,
+                           Settings(Rounds(), runner.steps, timeout=600, threshold=threshold))
         results, kept = found.results, found.kept
         by = {(r.metrics["lever"], r.name): r.metrics for r in results}
         twin = by[("a/a", "%s=1" % UNREAD)]

@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import dataclass
 
 from . import UserError
 from .cli import common as cli
@@ -139,9 +140,21 @@ def build_parser():
     return p
 
 
+@dataclass(frozen=True)
+class Checked:
+    """What `check` made of the flags: the model's source (`ladder.model_source`), its
+    (calibration, held-out) samples, the scenarios and the layouts to run, and what titles and
+    records call the model (`label`: an exported model's file, a spec's label)."""
+    source: object
+    samples: tuple
+    scenarios: tuple
+    layouts: tuple
+    label: str
+
+
 def check(args):
     """Bad input before any work, one line each, the checks that need no MXNet first (the
-    ladder's module loads it): (model source, (calibration, held-out) samples, scenarios, layouts)."""
+    ladder's module loads it): a `Checked`."""
     from .inference import calibration
     from .inference.instances import assign_cores, core_groups, factorizations
     from .training.model_spec import parse_model_args, parse_shape
@@ -168,12 +181,11 @@ def check(args):
     shape = parse_shape(args.input_shape) if args.input_shape else None
     try:
         from .inference import ladder
-        model = args.model  # an exported model's file, or a spec (the ladder takes its ModelSpec)
-        args.model_label = model  # what titles and records call it: an exported model, its file
+        model = label = args.model  # an exported model's file (titles and records call it so), or a spec
         if not str(args.model).endswith("-symbol.json"):
             from .training.models import resolve_spec
-            model, notes = resolve_spec(args.model, parse_model_args(args.model_args), shape)
-            args.model, args.model_label = model.text, model.label  # the spec's label, not its text parsed again
+            model, notes = resolve_spec(args.model, parse_model_args(args.model_args), shape)  # the ladder takes it
+            label = model.label  # the spec's label, not its text parsed again
             for line in notes:
                 cli.note_later("note: " + line)
         source = ladder.model_source(model, args.params, shape)
@@ -182,7 +194,7 @@ def check(args):
     except ValueError as e:
         raise UserError(str(e))
     cli.contexts(args)
-    return source, samples_of(args, source), scenarios, layouts
+    return Checked(source, samples_of(args, source), scenarios, layouts, label)
 
 
 def samples_of(args, source):
@@ -237,7 +249,7 @@ def log_folder(args, scratch):
 def model_flags(args):
     """The flags that give this model, and the samples it is calibrated and judged on, to the
     command again (for the deploy line)."""
-    flags = ["--model", args.model_given]
+    flags = ["--model", args.model]
     for flag, value in (("--model-args", args.model_args), ("--input-shape", args.input_shape),
                         ("--params", args.params), ("--calib-data", args.calib_data)):
         if value:
@@ -251,8 +263,7 @@ def main(argv=None):
     if args.list_models:
         cli.print_models()
         return 0
-    args.model_given = args.model
-    source, samples, scenarios, layouts = check(args)
+    checked = check(args)
     cli.guard_command(args, PROG)
     cli.advise([])
     cli.note_later("note: each instance runs with OMP_NUM_THREADS set to its layout's threads (1x2: 2), pinned to "
@@ -263,19 +274,19 @@ def main(argv=None):
     from .inference.deploy_code import keeping
     from .runtime import guard
     with guard.temp_dir() as scratch, keeping(args.keep) as keep:
-        records = measure(args, source, samples, asked, unavailable, scenarios, layouts, scratch, started, keep)
+        records = measure(args, checked, (asked, unavailable), scratch, started, keep)
     show(args, records)
     return 0
 
 
-def build_ladder(args, source, samples, asked, ctx, scratch, keep=None):
+def build_ladder(args, checked, asked, ctx, scratch, keep=None):
     """The rungs built (INT8 calibrated on the calibration samples) and judged on the held-out
     ones against fp32 static: (rungs, the records' common fields with each rung's under 'rungs',
     among them what the deploy line's code needs: deploy_code.fields). `keep`: deploy_code.keeping's
     copier of the rungs' files (--keep), or None."""
     from .inference import accuracy, deploy_code, ladder
-    calib, held = samples
-    cli.note("infer: building %s for %s" % (", ".join(asked) or "no rung", args.model_label))
+    source, (calib, held) = checked.source, checked.samples
+    cli.note("infer: building %s for %s" % (", ".join(asked) or "no rung", checked.label))
     rungs = ladder.prepare(source, asked, ctx, scratch, calibration=calib)
     kept = keep(rungs) if keep else None
     if kept:
@@ -284,7 +295,7 @@ def build_ladder(args, source, samples, asked, ctx, scratch, keep=None):
     cli.note("infer: judging each rung on %d held-out samples of %s against fp32 static%s" % (
         len(judged), held.source, "" if judged.labels is not None else " (%s)" % (held.note or "no labels")))
     rungs, fields = accuracy.evaluate_rungs(rungs, ctx, judged, spec=source.model_spec())
-    base = {"model": args.model_label, "ctx": str(ctx), "input_shape": list(source.input_shape),
+    base = {"model": checked.label, "ctx": str(ctx), "input_shape": list(source.input_shape),
             "calib_data": calib.source, "calibration_n": len(calib), "held_out_n": len(held),
             "accuracy_target": args.accuracy_target,
             "rungs": {r.name: dict({k: v for k, v in (("build_s", r.build_s), ("note", r.note)) if v is not None},
@@ -294,8 +305,9 @@ def build_ladder(args, source, samples, asked, ctx, scratch, keep=None):
     return rungs, base
 
 
-def measure(args, source, samples, asked, unavailable, scenarios, layouts, scratch, started, keep=None):
-    """Build and judge the rungs (`build_ladder`), time each rung's calls here and say about how
+def measure(args, checked, wanted, scratch, started, keep=None):
+    """Build and judge the rungs `wanted` ((the rungs asked that can run, {rung: why not} of the
+    others): `rungs_asked`) with `build_ladder`, time each rung's calls here and say about how
     long the plan will take (`estimate`: at the defaults its largest batch fitted to --budget),
     fill the sample library with the held-out samples, run the plan (cold starts, then LoadGen)
     under a bar of the time left: the records."""
@@ -305,7 +317,8 @@ def measure(args, source, samples, asked, unavailable, scenarios, layouts, scrat
     from .inference.serve import Session
     from .runtime.contexts import parse_contexts
     ctx = parse_contexts(args.ctx)[0]
-    rungs, base = build_ladder(args, source, samples, asked, ctx, scratch, keep)
+    (asked, unavailable), source, scenarios, layouts = wanted, checked.source, checked.scenarios, checked.layouts
+    rungs, base = build_ladder(args, checked, asked, ctx, scratch, keep)
     plan = plan_of(args, rungs, base, scenarios, layouts, log_folder(args, scratch))
     guess, cores = None, len(core_groups())
     if plan.runnable():
@@ -333,12 +346,13 @@ def measure(args, source, samples, asked, unavailable, scenarios, layouts, scrat
             cli.note(line)
     unbuilt = [rounds.rung_record(base, r, why) for r, why in unavailable.items()]
     total, cost = (guess.total_s, guess.seconds) if guess else (colds + plan.planned_runs(), None)
-    with SampleLibrary.create(samples[1].data) as library, cli.progress_bar(total, "infer", seconds=bool(guess)) \
+    held = checked.samples[1]
+    with SampleLibrary.create(held.data) as library, cli.progress_bar(total, "infer", seconds=bool(guess)) \
             as bar:
         session = Session(plan, library, bar.update, cost)
         kept = ["name", "scenario", "p90_s", "samples_per_s", "total_s", "ratio", "verdict", "error"]
         with cli.keep_on_stop(lambda: deploy_code.not_kept(unbuilt + session.records()), args,
-                              "infer: %s" % args.model_label, kept, [ctx]):
+                              "infer: %s" % checked.label, kept, [ctx]):
             return unbuilt + session.run()
 
 

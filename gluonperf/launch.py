@@ -108,8 +108,9 @@ def main(argv=None):
         return _horovod(args, command, hosts)
     servers = args.num_servers or (len(hosts) if hosts else 1)
     taken = _cores_taken(hosts)
-    nodes = ps_launcher.plan(command, args.num_workers, servers, hosts=hosts, root_uri=args.host_ip,
-                             port=args.port, python=args.python, forward=args.env, taken=taken)
+    remote = ps_launcher.Remote(tuple(hosts or ()), root_uri=args.host_ip, forward=tuple(args.env))
+    nodes = ps_launcher.plan(command, args.num_workers, servers, remote, port=args.port, python=args.python,
+                             taken=taken)
     if args.dry_run:
         print(ps_launcher.describe_nodes(nodes))
         return 0

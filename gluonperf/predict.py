@@ -7,6 +7,7 @@ and hands the predictions of `gluonperf.scaling` (its model, measured parts and 
 """
 import argparse
 import sys
+from dataclasses import dataclass
 
 from . import UserError
 from .cli import common as cli
@@ -186,7 +187,8 @@ def list_links():
         print("%-8s %-7s %7.3g GB/s  %4.0f us  %s" % (name, lnk.scope, lnk.GBps, lnk.latency_s * 1e6, lnk.source))
 
 
-def validate(args, ctxs):
+def validate(args, ctxs, spec):
+    """--validate: predictions held against runs of `spec` (the ModelSpec of --validate-model) here."""
     from .scaling.judging import CHECK_COLUMNS
     from .scaling.runs import RunSettings
     from .scaling.validation import validate_devices, validate_dist, validate_horovod
@@ -205,9 +207,9 @@ def validate(args, ctxs):
             (len(args.validate_ranks) * args.validate_launches if "horovod" in kinds else 0)
     with cli.progress_bar(total, "validate") as bar:
         if "devices" in kinds:
-            results += validate_devices(args.validate_spec, args.validate_batch, args.validate_devices,
+            results += validate_devices(spec, args.validate_batch, args.validate_devices,
                                         args.validate_steps, progress=bar.update)
-        runs = RunSettings(args.validate_spec, args.validate_batch, args.validate_steps, args.validate_repeats)
+        runs = RunSettings(spec, args.validate_batch, args.validate_steps, args.validate_repeats)
         if "dist" in kinds:
             results += validate_dist(runs, args.validate_jobs, args.validate_launches, progress=bar.update)
         if "horovod" in kinds:
@@ -221,7 +223,7 @@ def validate(args, ctxs):
              title="predicted vs measured on this machine: %s, %d images per device/worker, %d steps; "
                    "load average %.1f (the cores are shared); measured/predicted with its 95%% CI: within 25%% "
                    "in %d, outside in %d, inconclusive in %d%s"
-                   % (args.validate_spec.label, args.validate_batch, args.validate_steps, load, counts["within"],
+                   % (spec.label, args.validate_batch, args.validate_steps, load, counts["within"],
                       counts["outside"], counts["inconclusive"],
                       "; %d of %d measured oversubscribed (more threads wanting a core than the %d cores: the "
                       "compute is bounded by their CPU time over the cores)" % (len(over), len(results), over[0]["cores"])
@@ -242,11 +244,11 @@ def main(argv=None):
     if args.validate:
         import mxnet as mx
         model_flags = argparse.Namespace(**dict(vars(args), model=args.validate_model))
-        args.validate_spec = cli.resolve_model(model_flags)  # passed on as the object; its text to the runs
+        spec = cli.resolve_model(model_flags)  # passed on as the object; its text to the runs
         n = args.validate_devices if args.validate in ("all", "devices") else 1
         cli.advise([mx.cpu(i) for i in range(n)], THREADS_NOTE)  # the most run at once
-        return validate(args, ctxs)
-    cli.resolve_model(args)  # unknown names and models that do not run fail here
+        return validate(args, ctxs, spec)
+    spec = cli.resolve_model(args)  # unknown names and models that do not run fail here
     given = [bool(args.scaling), args.t1 is not None, args.measure]
     if sum(given) != 1:
         raise UserError("give the measured per-device step with exactly one of --scaling JSON, --t1 SEC "
@@ -260,20 +262,20 @@ def main(argv=None):
     from .scaling import model as scaling_model, parts, predictions
     if args.allreduce:
         intra = parts.link_from_allreduce(parts.read_records(args.allreduce, "allreduce"))
-    step = measured_step(args, ctxs)
-    nbytes, keys, _ = parts.gradient_bytes(args.spec)
+    step = measured_step(args, spec, ctxs)
+    nbytes, keys, _ = parts.gradient_bytes(spec)
     fusion = int(args.fusion_threshold_mb * 2 ** 20)
     exchange = scaling_model.Exchange(intra, inter, engine=args.engine, servers=args.servers,
                                       placement=args.placement, overlap=args.overlap == "yes",
                                       horovod=horovod_settings(args))
     results = predictions.prediction_results(
-        args.model, predictions.device_step(step, args.per_device_batch), scaling_model.Gradients(nbytes, keys),
+        spec.text, predictions.device_step(step, args.per_device_batch), scaling_model.Gradients(nbytes, keys),
         args.devices, args.machines, exchange, scaling_model.Machine(cores=args.cores),
         scaling_model.LinearScaling(args.lr, args.lr_batch))
     results = [type(r)(r.bench, r.name, dict(r.metrics, efficient=r.metrics["efficiency"] >= args.min_efficiency))
                for r in results]
     best = predictions.best_results(results, args.min_efficiency)
-    show(args, ctxs, results, best, step, intra, inter, nbytes, keys, fusion)
+    show(args, ctxs, results, best, Inputs(spec, step, intra, inter, nbytes, keys, fusion))
     return 0
 
 
@@ -304,22 +306,22 @@ def links(args):
     return intra, inter
 
 
-def measured_step(args, ctxs):
-    """The per-device step the prediction starts from: from --scaling's records, --t1 (and
-    --update, --cpu), or measured now (--measure) on the first context."""
+def measured_step(args, spec, ctxs):
+    """The per-device step of the model `spec` the prediction starts from: from --scaling's
+    records, --t1 (and --update, --cpu), or measured now (--measure) on the first context."""
     from .scaling import parts
     if args.scaling:
         step = parts.step_from_scaling(parts.read_records(args.scaling, "scaling"))
-        if step["model"] and step["model"] != args.model:
+        if step["model"] and step["model"] != spec.text:
             cli.note("note: %s was measured with --model %s; predicting for --model %s"
-                     % (args.scaling, label(step["model"]), args.spec.label))
+                     % (args.scaling, label(step["model"]), spec.label))
     elif args.t1 is not None:
         step = dict(t1_s=args.t1, update_s=args.update, per_device_batch=args.per_device_batch)
     else:
         from .training.loop import TrainConfig
         cli.advise(ctxs[:1], THREADS_NOTE)
         batch = args.per_device_batch or 32
-        config = TrainConfig(model=args.spec, dataset="synthetic", batch_size=batch, limit=batch, steps=10,
+        config = TrainConfig(model=spec, dataset="synthetic", batch_size=batch, limit=batch, steps=10,
                              optimizer=args.optimizer)
         with cli.progress_bar(10, "measure"):
             step = parts.measure_step(config, ctxs[0], steps=10)
@@ -331,10 +333,26 @@ def measured_step(args, ctxs):
     return step
 
 
-def show(args, ctxs, results, best, step, intra, inter, nbytes, keys, fusion):
+@dataclass(frozen=True)
+class Inputs:
+    """What the predictions start from, as their table's title says it: the model (its ModelSpec),
+    its per-device step (`measured_step`), the links within and between machines (`links`), its
+    gradients (bytes, arrays) and Horovod's fusion buffer (bytes; 0: off)."""
+    spec: object
+    step: dict
+    intra: object
+    inter: object
+    nbytes: int
+    keys: int
+    fusion: int
+
+
+def show(args, ctxs, results, best, inputs):
     """The predictions' table (and --json / --csv, with the 'largest N' records), then the
     table of the most devices per machine that keep --min-efficiency."""
     from .scaling import model as scaling_model
+    step, intra, inter, nbytes, keys, fusion = (inputs.step, inputs.intra, inputs.inter, inputs.nbytes, inputs.keys,
+                                                inputs.fusion)
     m = results[0].metrics
     if args.engine == "horovod":
         scheme = ("Horovod, one process per device: one ring over all devices, %s (%.4g GB/s) within a machine, "
@@ -351,7 +369,7 @@ def show(args, ctxs, results, best, step, intra, inter, nbytes, keys, fusion):
     cli.emit(results, args, ctxs, columns=columns, records=results + best,
              title="%s: %.1f MiB of gradients in %d arrays, %d images per device, t1 %.4g ms, update %.4g ms; "
                    "%s; %s%s; lr %g per %d images, scaled linearly with %d warm-up epochs"
-                   % (args.spec.label, nbytes / 2 ** 20, keys, m["per_device_batch"], 1e3 * step["t1_s"]
+                   % (inputs.spec.label, nbytes / 2 ** 20, keys, m["per_device_batch"], 1e3 * step["t1_s"]
                       * m["per_device_batch"] / step["per_device_batch"], 1e3 * step["update_s"]
                       * m["per_device_batch"] / step["per_device_batch"], scheme,
                       "overlap assumed: step = max(t1,t2) + update" if args.overlap == "yes"

@@ -81,28 +81,34 @@ def build_parser():
 
 
 def check(args, ctxs):
-    """Refuse bad input before any long work starts."""
+    """Refuse bad input before any long work starts; the run's TrainConfig (its model the
+    ModelSpec, its kvstore the one `check_kvstore` chose)."""
     from .experiments.step_time import check_config
     from .cli.training_flags import check_kvstore, check_optimizer_flags, config_from
-    check_kvstore(args, ctxs)
+    kvstore = check_kvstore(args, ctxs)
     check_optimizer_flags(args)
     from .training.data import classes
     # unknown names and models that do not run fail here; the spec is parsed once, here
-    cli.resolve_model(args, classes(args.dataset))  # args.spec, and its text in args.model
-    check_config(config_from(args, ctxs), ctxs)
+    spec = cli.resolve_model(args, classes(args.dataset))
+    config = config_from(args, ctxs, spec, kvstore)
+    check_config(config, ctxs)
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
     cli.check_output_path(args.trace, "--trace")
     from .training.data import check_available
-    check_available(args.dataset, args.data_dir, args.spec, args.loader)
+    check_available(args.dataset, args.data_dir, spec, args.loader)
+    return config
 
 
-def child_argv(args, out, trace):
-    """The command line of the operator-table run: the parsed training configuration, the
-    contexts and the step counts of this one (not its outputs), with --operators-only."""
+def child_argv(args, config, out, trace):
+    """The command line of the operator-table run: the parsed training configuration (the model as
+    the spec's text, the kvstore `config` has), the contexts and the step counts of this one (not
+    its outputs), with --operators-only."""
+    from .training.model_spec import text_of
+    chosen = {"model": text_of(config.model), "kvstore": config.kvstore}
     kept = []
     for dest in ("ctx",) + FLAGS + ("steps", "warmup", "stall_timeout"):
-        value = getattr(args, dest, None)
+        value = chosen[dest] if dest in chosen else getattr(args, dest, None)
         if value is None or isinstance(value, bool):
             continue
         kept += ["--" + dest.replace("_", "-"), str(value)]
@@ -112,7 +118,7 @@ def child_argv(args, out, trace):
     return kept + ["--operators-only"]
 
 
-def operators_in_fresh_process(args, trace, desc="operators (fresh process)"):
+def operators_in_fresh_process(args, config, trace, desc="operators (fresh process)"):
     """Run this command with --operators-only in a fresh process with bulk execution off;
     return its operator records. The child has its own stall guard (same --stall-timeout);
     while it runs, this process reports progress to its own."""
@@ -121,7 +127,7 @@ def operators_in_fresh_process(args, trace, desc="operators (fresh process)"):
     with guard.temp_dir(prefix="gluonperf-profile-") as tmp:
         out = os.path.join(tmp, "operators.jsonl")
         env = dict(guard.package_env(), MXNET_EXEC_BULK_EXEC_TRAIN="0")
-        proc = guard.popen([sys.executable, "-m", "gluonperf.profile"] + child_argv(args, out, trace),
+        proc = guard.popen([sys.executable, "-m", "gluonperf.profile"] + child_argv(args, config, out, trace),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         with cli.progress_bar(None, desc) as bar:
             while True:
@@ -155,7 +161,7 @@ def input_title(args, config, ctxs):
             "alternating rounds of %d steps as gluonperf.train runs them on the real loader and on one batch in "
             "memory, and of the loader alone; share waiting = 1 - t(memory)/t(real) per round (95%% t interval on "
             "its log); wait_share: time blocked in next()" % (
-                args.spec.label, args.dataset, args.batch_size, describe(ctxs), args.loader, workers, args.rounds,
+                config.model.label, args.dataset, args.batch_size, describe(ctxs), args.loader, workers, args.rounds,
                 args.steps))
 
 
@@ -175,14 +181,14 @@ def blocks_section(args, setup):
         return setup_blocks(setup, args.depth, repeat=args.steps, warmup=max(1, args.warmup), progress=bar.update)
 
 
-def blocks_title(args, ctxs, blocks):
+def blocks_title(args, config, ctxs, blocks):
     """The Blocks section's title: what was timed how, and the check's finding."""
     m = blocks[0].metrics
     check = blocks[-1].metrics
     return ("Blocks [run 1: this process, each Block timed alone on the inputs it gets in the model]: %s down to "
             "depth %d, batch %d on %s%s; %d interleaved rounds (median): forward under autograd.record, backward = "
             "(forward + backward) - forward; step_share of the step's forward + loss + backward; %s. %s%s"
-            % (args.spec.label, args.depth, m["batch_size"], m["ctx"],
+            % (config.model.label, args.depth, m["batch_size"], m["ctx"],
                " (the first context's part of the batch)" if len(ctxs) > 1 else "", m["rounds"],
                check["finding"], m["caveat"][0].upper() + m["caveat"][1:],
                ". " + m["model_note"][0].upper() + m["model_note"][1:] if m.get("model_note") else ""))
@@ -199,7 +205,7 @@ def breakdown_section(args, config, ctxs, setup):
     with cli.progress_bar(2 * (args.warmup + args.steps), "breakdown") as bar:
         parts = breakdown(config, ctxs, args.steps, args.warmup, setup=setup,
                           progress=lambda: (bar.update(), memory.sample(memory.steps + 1)))
-    return parts, records_of(memory.plain(), 2 * args.warmup, command="profile", model=args.model,
+    return parts, records_of(memory.plain(), 2 * args.warmup, command="profile", model=config.model.text,
                              batch_size=args.batch_size, contexts=describe(ctxs))
 
 
@@ -222,10 +228,9 @@ def main(argv=None):
     if args.list_models:
         cli.print_models()
         return 0
-    from .cli.training_flags import config_from, note_optimizer
+    from .cli.training_flags import note_optimizer
     ctxs = cli.contexts(args)
-    check(args, ctxs)
-    config = config_from(args, ctxs)
+    config = check(args, ctxs)
     if args.operators_only:
         return operators_only(args, ctxs, config)
     from .training.image_data import is_path
@@ -258,7 +263,7 @@ def main(argv=None):
         cli.note("wrote profiler trace %s (the profiled steps of run 2; open in ui.perfetto.dev)" % args.trace)
     if args.plot:
         from .render.plots import plot_step_breakdown
-        plot_step_breakdown(runs.parts, runs.operators, runs.peak, args.plot, where(args, ctxs))
+        plot_step_breakdown(runs.parts, runs.operators, runs.peak, args.plot, where(args, config, ctxs))
     return 0
 
 
@@ -283,23 +288,23 @@ def measure(args, config, ctxs):
         runs.ceiling = best_of([start, measure_ceiling(ctxs[0], args.ceiling, progress=bar.update,
                                                        dtype=args.dtype)], ("before", "after"))
     runs.peak = ceiling_flops(runs.ceiling) * ceiling_devices(ctxs)
-    runs.operators = with_ceiling(operators_in_fresh_process(args, args.trace), runs.peak)
+    runs.operators = with_ceiling(operators_in_fresh_process(args, config, args.trace), runs.peak)
     if runs.blocks:
         from .measure.blocks import with_ceiling as blocks_with_ceiling
         runs.blocks = blocks_with_ceiling(runs.blocks, ceiling_flops(runs.ceiling))  # timed on the first context
     runs.found = verdict(runs.flops, runs.ceiling, runs.parts, runs.operators, ctxs)
-    runs.shape = sample_shape(args.dataset, args.spec)
-    runs.works = work(runs.flops, args.model, runs.shape, runs.ceiling, ctxs)
+    runs.shape = sample_shape(args.dataset, config.model)
+    runs.works = work(runs.flops, config.model.text, runs.shape, runs.ceiling, ctxs)
     runs.step = next(r for r in runs.parts if r.name == "fenced step").metrics
     return runs
 
 
-def where(args, ctxs):
+def where(args, config, ctxs):
     """What ran: the model, the batch, the contexts and the settings, for titles."""
     from .runtime.contexts import describe
     from .runtime.precision import precision_label
     return "%s, batch %d on %s, hybridize %s, kvstore %s, %s data%s" % (
-        args.spec.label, args.batch_size, describe(ctxs), args.hybridize, args.kvstore, args.dataset,
+        config.model.label, args.batch_size, describe(ctxs), args.hybridize, config.kvstore, args.dataset,
         precision_label(args.dtype))
 
 
@@ -318,14 +323,14 @@ def sections(args, config, ctxs, runs):
                                   "; x%d contexts' worth" % ceiling_devices(ctxs) if ceiling_devices(ctxs) > 1 else ""),
          runs.ceiling, CEILING_COLUMNS),
         ("work: GFLOP per training image of %s, input %s (1 multiply-add = 2 FLOPs; backward = 2x forward "
-         "for layers with weights)%s" % (args.spec.label, "x".join(map(str, runs.shape)),
+         "for layers with weights)%s" % (config.model.label, "x".join(map(str, runs.shape)),
                                          "; not counted: " + ", ".join(flops.uncounted) if flops and flops.uncounted
                                          else ""),
          runs.works, WORK_COLUMNS),
         ("step breakdown [run 1: this process, no profiler, bulk execution as in training]: %s; %d fenced "
          "steps (a sync after each part; mean of the middle %d by step time) and %d unfenced steps as "
          "gluonperf.train runs them (median of %d rounds)"
-         % (where(args, ctxs), args.steps, step["typical_steps"], args.steps,
+         % (where(args, config, ctxs), args.steps, step["typical_steps"], args.steps,
             next(r for r in runs.parts if r.name == "unfenced step").metrics["repeats"]), runs.parts,
          BREAKDOWN_COLUMNS),
         ("operators [run 2: a fresh process, %s=%s, MXNet profiler on]: per step of %d steps as gluonperf.train "
@@ -339,7 +344,7 @@ def sections(args, config, ctxs, runs):
          runs.found, VERDICT_COLUMNS),
     ]
     if runs.blocks:
-        out.insert(3, (blocks_title(args, ctxs, runs.blocks), runs.blocks, BLOCK_COLUMNS))
+        out.insert(3, (blocks_title(args, config, ctxs, runs.blocks), runs.blocks, BLOCK_COLUMNS))
     if flops is None:  # a model that cannot be hybridized: its FLOPs are not known (the verdict says so)
         out = [section for section in out if section[1] is not runs.works]
     if runs.inputs:

@@ -88,17 +88,19 @@ def check_flags(args):
 
 
 def check(args, ctxs):
-    """Refuse bad input before any long work starts (after `check_flags`)."""
+    """Refuse bad input before any long work starts (after `check_flags`); the run's TrainConfig
+    (its model the ModelSpec, its kvstore the one `check_kvstore` chose)."""
     from .training.models import get_model
-    check_kvstore(args, ctxs)
+    kvstore = check_kvstore(args, ctxs)
     from .training.data import classes
-    cli.resolve_model(args, classes(args.dataset))  # unknown names and models that do not run fail here
+    spec = cli.resolve_model(args, classes(args.dataset))  # unknown names and models that do not run fail here
+    config = config_from(args, ctxs, spec, kvstore)
     if args.batch_size < len(ctxs):
         raise UserError("--batch-size %d is smaller than the number of contexts (%d); every context "
                         "needs at least one sample per batch" % (args.batch_size, len(ctxs)))
     if args.checkpoint_segments:
         from .training.recompute import check_segments
-        check_segments(get_model(args.spec), args.checkpoint_segments)
+        check_segments(get_model(spec), args.checkpoint_segments)
         if args.scaling:
             raise UserError("--scaling times the plain step; drop --checkpoint-segments (bench footprint measures it)")
     if args.dtype == "bfloat16" and args.checkpoint_segments:  # flags that conflict on any machine: said first
@@ -108,46 +110,46 @@ def check(args, ctxs):
     check_flag(args.dtype, ctxs)
     if not args.scaling and args.warmup_epochs > args.epochs:  # training.lr_schedule cuts it to the run
         cli.note("note: --warmup-epochs %d is longer than the run (%d epoch(s)): the warm-up takes the whole run "
-                 "and reaches --lr %g only at its end" % (args.warmup_epochs, args.epochs,
-                                                   config_from(args, ctxs).learning_rate))
-    if args.kvstore in JOB_KVSTORES and args.scaling:
+                 "and reaches --lr %g only at its end" % (args.warmup_epochs, args.epochs, config.learning_rate))
+    if kvstore in JOB_KVSTORES and args.scaling:
         raise UserError("--scaling compares the contexts of one machine; use --kvstore flat, device or local")
     if args.scaling and args.target_top1 is not None:
         raise UserError("--target-top1 stops a training run; --scaling only times steps: use one or the other")
-    check_export(args)
+    check_export(args, spec)
     from .training.data import check_available
-    check_available(args.dataset, args.data_dir, args.spec, args.loader)
+    check_available(args.dataset, args.data_dir, spec, args.loader)
     if args.resume:
         from .training.checkpoints import check_resumable, read_checkpoint
         _, meta = read_checkpoint(args.resume)
-        check_resumable(config_from(args, ctxs), meta, args.resume)
+        check_resumable(config, meta, args.resume)
+    return config
 
 
-def check_export(args):
-    """--export: a model with a graph (one that hybridizes), files that can be written, a run
-    that trains."""
+def check_export(args, spec):
+    """--export: a model (`spec`) with a graph (one that hybridizes), files that can be written, a
+    run that trains."""
     if args.export is None:
         return
     if args.scaling:
         raise UserError("--export writes the trained model; --scaling only times steps: use one or the other")
-    if not args.spec.hybridizable:
+    if not spec.hybridizable:
         raise UserError("--export: --model %s cannot be hybridized (%s), so it has no graph to export"
-                        % (args.spec.label, args.spec.why_not_hybrid))
+                        % (spec.label, spec.why_not_hybrid))
     for suffix in ("-symbol.json", "-0000.params"):
         cli.check_output_path(args.export + suffix, "--export")
 
 
-def exporter(args, ctxs):
-    """(the `trained` callback of `fit` that writes --export's files, the list it appends
-    export_trained's (symbol, params, largest difference) to)."""
+def exporter(args, spec, ctxs):
+    """(the `trained` callback of `fit` that writes --export's files of the model `spec`, the list
+    it appends export_trained's (symbol, params, largest difference) to)."""
     from .inference.exported import export_trained
     from .training.data import classes, sample_shape
     written = []
 
     def trained(net):
         try:  # under bfloat16 AMP the check compares float32 files with bfloat16 outputs
-            written.append(export_trained(net, args.spec, classes(args.dataset),
-                                          sample_shape(args.dataset, args.spec), ctxs[0], args.export,
+            written.append(export_trained(net, spec, classes(args.dataset),
+                                          sample_shape(args.dataset, spec), ctxs[0], args.export,
                                           5e-2 if args.dtype == "bfloat16" else 1e-4))
         except ValueError as e:
             raise UserError("--export %s: %s" % (args.export, e)) from None
@@ -173,12 +175,12 @@ def memory_of(ctxs):
     return StepMemory(ctxs)
 
 
-def memory_growth(memory, args, results):
+def memory_growth(memory, config, results):
     """The records of memory over the run (measure.growth.records_of) of what `memory` (a
     measure.memory.StepMemory) sampled at every training step; its first epoch is the warm-up."""
     from .measure.growth import records_of
-    return records_of(memory.plain(), memory.warmup, command="train", model=args.model, batch_size=args.batch_size,
-                      contexts=results[0].metrics["contexts"])
+    return records_of(memory.plain(), memory.warmup, command="train", model=config.model.text,
+                      batch_size=config.batch_size, contexts=results[0].metrics["contexts"])
 
 
 def run_scaling(args, ctxs, config):
@@ -189,7 +191,7 @@ def run_scaling(args, ctxs, config):
     cli.emit(results, args, ctxs, columns=SCALING_COLUMNS,
              title="%s, %d images per device, %d steps per device count (kvstore %s): t1 compute, "
                    "t2 communication; a step costs ~max(t1,t2) when they overlap, t1+t2 when not"
-                   % (args.model, results[0].metrics["per_device_batch"], args.steps, args.kvstore))
+                   % (config.model.text, results[0].metrics["per_device_batch"], args.steps, config.kvstore))
     return 0
 
 
@@ -205,7 +207,7 @@ def main(argv=None):
     ctxs = cli.contexts(args)
     if args.kvstore == "horovod":
         ctxs = one_device(args.ctx, ctxs)
-    check(args, ctxs)
+    config = check(args, ctxs)
     cli.advise(ctxs, THREADS_NOTE)
     note_optimizer(args, ctxs)
     from .runtime.precision import hint, precision_label
@@ -215,7 +217,6 @@ def main(argv=None):
     if args.checkpoint_segments and args.hybridize == "static":
         cli.note_later("note: with --checkpoint-segments the model is hybridized without static_alloc/static_shape: "
                  "static buffers would keep every segment's recomputed activations allocated")
-    config = config_from(args, ctxs)
     if args.scaling:
         return run_scaling(args, ctxs, config)
 
@@ -238,8 +239,8 @@ def main(argv=None):
     def title(results):
         first = results[0].metrics
         return ("%s on %s, global batch %d on %s (%d worker%s), kvstore %s, hybridize %s"
-                % (args.spec.label, args.dataset, args.batch_size * first["num_workers"], first["contexts"],
-                   first["num_workers"], "s" if first["num_workers"] > 1 else "", args.kvstore,
+                % (config.model.label, args.dataset, args.batch_size * first["num_workers"], first["contexts"],
+                   first["num_workers"], "s" if first["num_workers"] > 1 else "", config.kvstore,
                    args.hybridize) + precision_label(args.dtype)
                 + ("" if args.optimizer == "sgd" else ", optimizer %s" % args.optimizer))
     finished = []
@@ -249,7 +250,7 @@ def main(argv=None):
 
     def stopped():  # a run stopped part-way keeps the epochs it finished (worker 0 writes them)
         return [r for r in finished if r.metrics["rank"] == 0]
-    trained, written = exporter(args, ctxs) if args.export else (None, [])
+    trained, written = exporter(args, config.model, ctxs) if args.export else (None, [])
     memory = memory_of(ctxs)  # every step's memory, for the growth verdict (measure.growth)
     with bar, cli.keep_on_stop(stopped, args, lambda: title(finished), EPOCH_COLUMNS, ctxs,
                                also=(lambda records: plot_epochs(records, args.plot)) if args.plot else None):
@@ -257,7 +258,7 @@ def main(argv=None):
                       memory=memory)
     if results[0].metrics["rank"] != 0:  # in a dist run only worker 0 reports and writes files
         return 0
-    growth = memory_growth(memory, args, results)  # first in --json; its sentence under the table
+    growth = memory_growth(memory, config, results)  # first in --json; its sentence under the table
     cli.emit(results, args, ctxs, columns=EPOCH_COLUMNS, title=title(results), records=growth + results)
     cli.note("\n".join(r.metrics["finding"] for r in growth))
     if args.target_top1 is not None:

@@ -18,6 +18,7 @@ This command only parses, checks, calls `tuning.model.tune` (or the script's hal
 """
 import argparse
 import sys
+from dataclasses import dataclass
 
 from . import UserError
 from .cli.tune_flags import add_rounds, rounds_policy
@@ -73,33 +74,47 @@ def build_parser():
     return p
 
 
+@dataclass(frozen=True)
+class Checked:
+    """What `parse_args` made of the flags: the model's ModelSpec, what is tried (a
+    `tuning.model.Space`), the runner (given the spec: its candidates' flags from the object), the
+    rounds policy, and the levers of --levers that have nothing to try here (each with what it needs)."""
+    spec: object
+    space: model_tune.Space
+    runner: object
+    rounds: object
+    idle: tuple = ()
+
+
 def parse_args(argv):
+    """The flags, and what they make (a `Checked`); bad input: UserError, one line."""
     args = build_parser().parse_args(argv)
     from .cli.common import check_output_path
     from .runtime.contexts import parse_contexts, describe
-    args.contexts = describe(parse_contexts(args.ctx)).split(",")
+    contexts = tuple(describe(parse_contexts(args.ctx)).split(","))
     try:
-        args.batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+        batch_sizes = tuple(int(b) for b in args.batch_sizes.split(","))
     except ValueError:
         raise UserError("--batch-sizes %r must be whole numbers, comma-separated, e.g. 64,128" % args.batch_sizes)
-    if any(b < len(args.contexts) for b in args.batch_sizes):
-        raise UserError("--batch-sizes must be at least the number of contexts (%d)" % len(args.contexts))
-    if args.kvstore is None:
-        args.kvstore = "flat,device" if all(c.startswith("cpu") for c in args.contexts) else "device"
-    args.kvstores = [k.strip() for k in args.kvstore.split(",") if k.strip()]
+    if any(b < len(contexts) for b in batch_sizes):
+        raise UserError("--batch-sizes must be at least the number of contexts (%d)" % len(contexts))
+    kvstore = args.kvstore
+    if kvstore is None:
+        kvstore = "flat,device" if all(c.startswith("cpu") for c in contexts) else "device"
+    kvstores = tuple(k.strip() for k in kvstore.split(",") if k.strip())
     known = ("flat", "device", "local", "nccl")
-    if not args.kvstores or any(k not in known for k in args.kvstores):
-        raise UserError("--kvstore %r: choose from %s, comma-separated" % (args.kvstore, ", ".join(known)))
-    args.only = None
+    if not kvstores or any(k not in known for k in kvstores):
+        raise UserError("--kvstore %r: choose from %s, comma-separated" % (kvstore, ", ".join(known)))
+    only = None
     if args.levers:
-        args.only = [l.strip() for l in args.levers.split(",")]
-        bad = [l for l in args.only if l not in model_levers.LEVER_NAMES]
+        only = tuple(l.strip() for l in args.levers.split(","))
+        bad = [l for l in only if l not in model_levers.LEVER_NAMES]
         if bad:
             raise UserError("--levers %s: unknown lever(s) %s; choose from %s"
                             % (args.levers, ",".join(bad), ",".join(model_levers.LEVER_NAMES)))
     from .cli.common import resolve_model
     # unknown names and models that do not run fail here, in one line; the spec is parsed once, here
-    resolve_model(args)  # args.spec
+    spec = resolve_model(args)
     check_output_path(args.json, "--json")
     runner = {"auto": runners.default_runner(), "train": runners.TRAIN, "steprate": runners.STEPRATE}[args.runner]
     if runner is runners.TRAIN and not runners.train_available():
@@ -108,20 +123,19 @@ def parse_args(argv):
         if not runner.takes("dataset"):
             raise UserError("--dataset trains on data: it needs the train runner (--runner train), not steprate")
         from .training.data import check_available
-        check_available(args.dataset, None, args.spec)  # one line for bad data, before any run
+        check_available(args.dataset, None, spec)  # one line for bad data, before any run
         runner = runner.on_dataset(args.dataset)
-    args.runner_obj = runner.for_model(args.spec)  # its candidates' flags from the object, not their text
     if args.optimizer is not None and not runner.takes("optimizer"):
         raise UserError("--optimizer needs --runner train; the steprate worker trains with SGD only")
-    args.rounds_policy = rounds_policy(args)
-    if args.only:
-        to_try = model_tune.levers_to_try(args.contexts, args.batch_sizes, args.kvstores, args.only, runner,
-                                          args.optimizer)
-        idle = ["%s (needs %s)" % (l, model_levers.LEVER_NEEDS[l]) for l in args.only if l not in to_try]
+    space = model_tune.Space(contexts, batch_sizes, kvstores, only, args.optimizer)
+    idle = ()
+    if only:
+        to_try = model_tune.levers_to_try(space, runner)
+        idle = tuple("%s (needs %s)" % (l, model_levers.LEVER_NEEDS[l]) for l in only if l not in to_try)
         if not to_try:
             raise UserError("--levers %s: nothing to try here: %s" % (args.levers, "; ".join(idle)))
-        args.idle_levers = idle
-    return args
+    # the runner for the spec: its candidates' flags from the object, not their text
+    return args, Checked(spec, space, runner.for_model(spec), rounds_policy(args), idle)
 
 
 def main(argv=None):
@@ -134,30 +148,31 @@ def main(argv=None):
 
 def main_model(argv=None):
     from .cli.common import advise, emit, guard_command, keep_on_stop, note, progress_bar
-    args = parse_args(argv)
+    from .tuning.search import Observers, Settings
+    args, checked = parse_args(argv)
+    space, runner = checked.space, checked.runner
     # each run is bounded by --timeout; the guard catches a hang of tune itself between runs
     guard_command(args, "python -m gluonperf.tune", stall_timeout=args.timeout + 120)
-    advise(args.contexts, prefix="this shell's settings: ")
-    total = model_tune.count_runs(args.spec, args.contexts, args.batch_sizes, args.rounds_policy, args.kvstores,
-                             args.only, args.runner_obj, args.optimizer)
-    for idle in getattr(args, "idle_levers", ()):
+    advise(list(space.contexts), prefix="this shell's settings: ")
+    total = model_tune.count_runs(space, runner, checked.rounds)
+    for idle in checked.idle:
         note("note: --levers: nothing to try here for %s" % idle)
     note("tune: %s%d runs of %s, each in a fresh process" % ("at least " if args.rounds == "auto" else "", total,
-                                                            args.runner_obj.module))
+                                                            runner.module))
     bar = progress_bar(total, "tune")
     title = "tune: %s on %s, images/s per candidate, ratio to the lever's baseline (geometric mean of %s " \
             "interleaved rounds; 95%% intervals held together over every candidate planned in every lever%s, so " \
             "that the winning settings hold it as a whole)" % (
-                args.spec.label, ",".join(args.contexts), "auto" if args.rounds == "auto" else args.rounds,
+                checked.spec.label, ",".join(space.contexts), "auto" if args.rounds == "auto" else args.rounds,
                 " and the looks" if args.rounds == "auto" else "")
     columns = ["batch_size", "lever", "rank", "name", "images_per_s", "ratio", "ratio_ci_low", "ratio_ci_high",
                "rounds", "verdict", "error"]
     sweeps = Sweeps()
     try:
         with keep_on_stop(sweeps.results, args, title, columns):
-            results = model_tune.tune(args.spec, args.contexts, args.batch_sizes, args.steps, args.rounds_policy,
-                                 args.kvstores, args.runner_obj, args.only, bar.update, args.timeout, sweeps,
-                                 args.threshold, args.optimizer)
+            results = model_tune.tune(checked.spec, space, runner,
+                                      Settings(checked.rounds, args.steps, args.timeout, args.threshold),
+                                      Observers(progress=bar.update, sweeps=sweeps))
     finally:
         bar.close()
     table = [r for r in results if r.name != "best"]

@@ -137,7 +137,7 @@ def test_a_truncated_gzip_file_is_refused_in_one_line(idx_dir):
 
 def test_parts_are_disjoint_equal_and_reshuffled_per_epoch():
     dataset = mx.gluon.data.ArrayDataset(np.arange(101, dtype=np.float32), np.arange(101))
-    parts = [data.loader(dataset, 10, shuffle=True, num_parts=3, part_index=i, last_batch="discard")
+    parts = [data.loader(dataset, 10, shuffle=True, part=data.Part(i, 3), last_batch="discard")
              for i in range(3)]
     seen = []
     for part in parts:

@@ -97,7 +97,7 @@ def test_bulk_has_nothing_to_try_while_the_model_runs_imperatively():
 
 
 def test_tune_script_names_a_lever_left_with_nothing_to_try():
-    idle = {}
     stages = [("bulk", lambda b: [b, b.with_env("x", X="1")], lambda b: "nothing here")]
-    out, confirm, kept = search.coordinate(None, Candidate("as it is"), stages, Rounds(), idle=idle)[:3]
-    assert out == [] and confirm is None and kept == [] and idle == {"bulk": "nothing here"}
+    found = search.coordinate(None, Candidate("as it is"), stages, search.Settings(Rounds()))
+    assert found.results == [] and found.confirm is None and found.kept == []
+    assert found.idle == {"bulk": "nothing here"}

@@ -317,9 +317,10 @@ def test_the_child_run_gets_the_configuration_but_not_the_outputs():
     from gluonperf.profile import build_parser, child_argv
     args = build_parser().parse_args(["--model", "lenet", "--js", "a.jsonl", "--csv=b.csv", "--plot", "c.png",
                                       "--trace", "t.json", "--steps", "3", "--ctx", "cpu0,cpu1", "--limit", "64"])
-    kept = child_argv(args, "/tmp/x.jsonl", args.trace)
+    kept = child_argv(args, TrainConfig(model="lenet", kvstore="flat"), "/tmp/x.jsonl", args.trace)
     pairs = dict(zip(kept[::2], kept[1::2]))
     assert pairs["--model"] == "lenet" and pairs["--steps"] == "3" and pairs["--ctx"] == "cpu0,cpu1"
+    assert pairs["--kvstore"] == "flat"  # the one the parent chose (check_kvstore), not the flag left unset
     assert pairs["--limit"] == "64" and pairs["--hybridize"] == "static" and pairs["--dataset"] == "synthetic"
     assert pairs["--json"] == "/tmp/x.jsonl" and pairs["--trace"].endswith("/t.json")
     assert "--csv" not in kept and "--plot" not in kept and "--js" not in kept and "--list-models" not in kept

@@ -11,7 +11,7 @@ from gluonperf.training.runners import STEPRATE, TRAIN, CommandRunner as Runner
 from gluonperf.tune import parse_args
 from gluonperf.tuning import model as model_tune, search
 from gluonperf.tuning.candidates import Candidate
-from gluonperf.tuning.model import count_runs
+from gluonperf.tuning.model import Space, count_runs
 from gluonperf.tuning.rounds import Budget, Rounds
 from gluonperf.tuning.schedule import Sweeps, winner
 from gluonperf.tuning.search import paired_sweep
@@ -89,7 +89,8 @@ def test_paired_sweep_keeps_one_process_per_candidate(tmp_path):
     dies = base.with_env("dies", FAKE_DIE_AFTER=1)
     broken = base.with_env("broken", FAKE_FAIL=1)
     seen = []
-    out = paired_sweep([base, fast, dies, broken], runner, steps=1, rounds=3, log=seen.append)
+    out = paired_sweep([base, fast, dies, broken], runner, steps=1, rounds=3,
+                       observers=search.Observers(log=seen.append))
     by = {r.name: r.metrics for r in out}
     assert starts.read_text().count("start") == 3  # one process per candidate that starts at all
     assert by["fast"]["ratio"] == pytest.approx(3.0) and by["fast"]["rank"] == 1 and by["fast"]["rounds"] == 3
@@ -111,8 +112,8 @@ def test_sweeps_keep_what_a_stopped_sweep_has_finished(tmp_path):
     fast = base.with_env("fast", FAKE_RATE=20)
     sweeps = Sweeps(tidy=lambda rs: [r.metrics.update(suite="test") for r in rs])
     snapshots = []
-    paired_sweep([base, fast], runner, steps=1, rounds=2, lever="first", sweeps=sweeps,
-                 log=lambda m: snapshots.append(sweeps.results()))
+    paired_sweep([base, fast], runner, steps=1, rounds=2, lever="first",
+                 observers=search.Observers(sweeps=sweeps, log=lambda m: snapshots.append(sweeps.results())))
     # B f, then f B: after the 1st run only the baseline has a figure, after the 2nd both
     assert [r.name for r in snapshots[0]] == ["base"] and snapshots[0][0].metrics["rounds"] == 1
     assert {r.name for r in snapshots[1]} == {"base", "fast"}
@@ -122,8 +123,8 @@ def test_sweeps_keep_what_a_stopped_sweep_has_finished(tmp_path):
     assert len(done) == 2 and not any(r.metrics.get("partial") for r in done)
     assert all(r.metrics["suite"] == "test" and r.metrics["rounds"] for r in done)
     # a second sweep: the first one's results stay whole beside the running one's
-    search.sweep([base, fast], Runner("fake_worker"), steps=1, rounds=1, lever="second", sweeps=sweeps,
-                log=lambda m: snapshots.append(sweeps.results()))
+    search.sweep([base, fast], Runner("fake_worker"), steps=1, rounds=1, lever="second",
+                 observers=search.Observers(sweeps=sweeps, log=lambda m: snapshots.append(sweeps.results())))
     mid = snapshots[-1]
     assert [r.metrics["lever"] for r in mid[:2]] == ["first", "first"] and not mid[0].metrics.get("partial")
     assert all(r.metrics["partial"] for r in mid[2:]) and len(mid) == 4
@@ -153,13 +154,13 @@ def test_candidate_command_line_has_env_and_flags():
 def test_count_runs():
     # hybridize: none/hybrid/static, each round runs the 3 once, x 2 rounds x 2 batch sizes,
     # and the confirmation of the winning settings against the defaults, 2 runs a round
-    assert count_runs("mlp", ["cpu0"], [8, 16], 2, ["device"], only=["hybridize"], runner=STEPRATE) == 12 + 8
+    assert count_runs(Space(("cpu0",), (8, 16), ("device",), only=("hybridize",)), STEPRATE, 2) == 12 + 8
     # contexts with two kvstores: cpu0 (baseline), cpu0,cpu1+device, cpu0,cpu1+local, and the last
     # with MXNet's own CPU workspace pool: 4 runs
-    assert count_runs("mlp", ["cpu0", "cpu1"], [8], 1, ["device", "local"], only=["contexts"], runner=TRAIN) == 4 + 2
+    assert count_runs(Space(("cpu0", "cpu1"), (8,), ("device", "local"), only=("contexts",)), TRAIN, 1) == 4 + 2
     # rounds chosen by the verdicts: at most the plan's last round
-    assert count_runs("mlp", ["cpu0"], [8], Rounds(), ["device"], only=["engine"],
-                      runner=STEPRATE) == (2 + 2) * Rounds().maximum
+    assert count_runs(Space(("cpu0",), (8,), ("device",), only=("engine",)), STEPRATE,
+                      Rounds()) == (2 + 2) * Rounds().maximum
 
 
 def stage(name, contexts=("cpu0",), runner=TRAIN):
@@ -229,7 +230,7 @@ def test_baseline_is_named_for_what_it_runs(monkeypatch):
     monkeypatch.setattr(search, "paired_sweep", first_only)
     monkeypatch.setattr(search, "sweep", first_only)
     for runner in (TRAIN, STEPRATE):
-        best = model_tune.tune("mlp", ["cpu"], [8], runner=runner, only=["hybridize"])[-1].metrics
+        best = model_tune.tune("mlp", Space(("cpu",), (8,), only=("hybridize",)), runner)[-1].metrics
         assert best["verdict"] == "defaults"  # the fake measured nothing: nothing kept, nothing to confirm
     # gluonperf.train sets its own thread default, so its baseline is not the book's environment
     assert seen == ["imperative, train's thread default", "book defaults"]
@@ -289,7 +290,7 @@ def test_the_winners_warnings_know_that_train_sets_its_own_threads(monkeypatch):
     monkeypatch.setattr(search, "sweep", baseline_wins)
     best = {}
     for runner in (TRAIN, STEPRATE):
-        out = model_tune.tune("mlp", ["cpu"], [8], runner=runner, only=["hybridize"])
+        out = model_tune.tune("mlp", Space(("cpu",), (8,), only=("hybridize",)), runner)
         best[runner.module] = out[-1].metrics["warnings"]
     assert best["gluonperf.train"] == []  # no "OMP_NUM_THREADS unset" for a command that sets it
     if physical_cores() > 1:  # the steprate worker runs with the environment it is given
@@ -312,7 +313,7 @@ def test_dtype_lever_only_where_bfloat16_can_pay_and_its_winner_is_flagged(monke
         return [Result("tune", cands[-1].name, {"ratio": 1.9, "ratio_ci_low": 1.5, "verdict": "faster"})]
     monkeypatch.setattr(search, "paired_sweep", challenger_wins)
     monkeypatch.setattr(search, "sweep", challenger_wins)
-    best = model_tune.tune("mlp", ["cpu"], [8], runner=TRAIN, only=["dtype"])[-1].metrics
+    best = model_tune.tune("mlp", Space(("cpu",), (8,), only=("dtype",)), TRAIN)[-1].metrics
     assert "--dtype bfloat16" in best["command"] and any("changes the arithmetic" in w for w in best["warnings"])
 
 
@@ -326,9 +327,10 @@ def test_levers_with_nothing_to_try_here_are_named_and_alone_refused(monkeypatch
     with pytest.raises(UserError, match=r"nothing to try here: contexts \(needs several contexts in --ctx\); "
                                         r"dtype \(needs"):
         parse_args(["--levers", "contexts,dtype", "--ctx", "cpu0", "--runner", "train"])
-    args = parse_args(["--levers", "dtype,bulk", "--runner", "train"])
-    assert args.idle_levers == ["dtype (needs %s)" % model_levers.LEVER_NEEDS["dtype"]] and args.only == ["dtype", "bulk"]
-    assert parse_args(["--levers", "bulk"]).idle_levers == []
+    _, checked = parse_args(["--levers", "dtype,bulk", "--runner", "train"])
+    assert checked.idle == ("dtype (needs %s)" % model_levers.LEVER_NEEDS["dtype"],)
+    assert checked.space.only == ("dtype", "bulk")
+    assert parse_args(["--levers", "bulk"])[1].idle == ()
 
 
 def test_every_lever_that_can_be_empty_says_what_it_needs(monkeypatch):
@@ -375,9 +377,10 @@ def test_a_stopped_throughput_suite_keeps_its_runs(monkeypatch):
     cands = [Candidate("book loop", (), (("batch_size", "8"),), Runner("book")),
              Candidate("pytorch eager", (), (("batch_size", "8"),), Runner("torch"))]
 
-    def stopped_sweep(candidates, runner, steps, rounds, sweeps, **kwargs):  # one book-loop run, then a signal
+    def stopped_sweep(candidates, runner, steps, rounds, observers, **kwargs):  # one book-loop run, then a signal
         from gluonperf.tuning.schedule import Table
-        sweeps.start(Table(candidates, rounds, "t", figures={"book loop": [50.0], "pytorch eager": []}, start={}))
+        observers.sweeps.start(Table(candidates, rounds, "t", figures={"book loop": [50.0], "pytorch eager": []},
+                                     start={}))
         raise KeyboardInterrupt
     monkeypatch.setattr(train_throughput, "candidates", lambda *a, **k: cands)
     monkeypatch.setattr(train_throughput, "sweep", stopped_sweep)
@@ -398,7 +401,8 @@ def fake_tune(tmp_path, monkeypatch, gain, noise, rounds, seed="1", **kw):
                  ("FAKE_STARTS", tmp_path / "starts")):
         monkeypatch.setenv(k, str(v))
     runner = Runner("fake_worker", serves=True)
-    return model_tune.tune("mlp", ["cpu"], [8], steps=1, rounds=rounds, runner=runner, only=["engine"], **kw)
+    return model_tune.tune("mlp", Space(("cpu",), (8,), only=("engine",)), runner, search.Settings(rounds, steps=1),
+                           **kw)
 
 
 def test_a_clear_gain_is_kept_and_confirmed_with_its_interval(tmp_path, monkeypatch):
@@ -508,10 +512,10 @@ def test_optimizer_is_trained_in_every_candidate_and_its_lever_knows_it(monkeypa
         return []
     monkeypatch.setattr(search, "sweep", record)
     monkeypatch.setattr(search, "paired_sweep", record)
-    best = model_tune.tune("mlp", ["cpu"], [8], runner=TRAIN, only=["hybridize", "optimizer"], optimizer="adamw")[-1]
+    best = model_tune.tune("mlp", Space(("cpu",), (8,), only=("hybridize", "optimizer"), optimizer="adamw"), TRAIN)[-1]
     assert seen and set(seen) == {"adamw"} and "--optimizer adamw" in best.metrics["command"]
     with pytest.raises(ValueError, match="train runner"):
-        model_tune.tune("mlp", ["cpu"], [8], runner=STEPRATE, optimizer="adam")
+        model_tune.tune("mlp", Space(("cpu",), (8,), optimizer="adam"), STEPRATE)
     with pytest.raises(UserError, match="nothing to try here.*--optimizer sgd or adamw"):
         parse_args(["--model", "mlp", "--optimizer", "adam", "--levers", "optimizer"])
 

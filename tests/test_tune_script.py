@@ -228,6 +228,12 @@ class _Imperative(__import__("mxnet").gluon.Block):
         return x * 2
 
 
+def _searched(results, kept):
+    """A search's outcome (tuning.search.Search) that kept `kept`, with no confirmation."""
+    from gluonperf.tuning.search import Search
+    return Search(results, None, kept, None, {}, {}, {})
+
+
 def test_the_recipe_keeps_only_faster_and_names_what_was_tried():
     from gluonperf.records import Result
     from gluonperf.script import advice as script_advice, text as script_text
@@ -243,7 +249,7 @@ def test_the_recipe_keeps_only_faster_and_names_what_was_tried():
                tried("data", "num_workers=1", 1.1, 0.9, 1.3, "inconclusive",
                      flags={"hybridize": "static", "num_workers": "1"})]
     found = {"model": {"kind": "sequential", "file": "/x/train.py", "line": 7}, "loaders": []}
-    out = script_advice.recipe(results, None, ["hybridize"], found, [], "/x", "")
+    out = script_advice.recipe(_searched(results, ["hybridize"]), found, [], "/x", "")
     assert [r.metrics["lever"] for r in out] == ["hybridize"]
     m = out[0].metrics
     assert m["where"] == "train.py:7" and m["ratio"] == 1.5 and m["hooks"] == {"hybridize": "static"}
@@ -251,7 +257,7 @@ def test_the_recipe_keeps_only_faster_and_names_what_was_tried():
     # even where another faster one has the higher lower end
     steady = tried("hybridize", "hybridize=hybrid", 1.4, 1.35, 1.45, "faster", flags={"hybridize": "hybrid"})
     noisy = tried("hybridize", "hybridize=static", 1.45, 1.05, 2.0, "faster", flags={"hybridize": "static"})
-    out = script_advice.recipe([steady, noisy], None, ["hybridize"], found, [], "/x", "")
+    out = script_advice.recipe(_searched([steady, noisy], ["hybridize"]), found, [], "/x", "")
     assert out[0].metrics["hooks"] == {"hybridize": "static"} and out[0].metrics["ratio"] == 1.45
     assert "HybridSequential()" in m["change"] and "static_alloc=True" in m["change"]
     text = script_text.tried_text(results, {"dtype": "no bfloat16 here"})
@@ -261,7 +267,7 @@ def test_the_recipe_keeps_only_faster_and_names_what_was_tried():
     shared = Result("tune", "num_workers=2", {"lever": "data", "error": "exit 1: MXNetError: ... data is on "
                                                                          "cpu_shared(0) while dense0_weight is on cpu(0)"})
     assert "as_in_context" in script_text.failure_notes(results + [shared])[0]
-    nothing = script_advice.recipe(results[:2], None, [], found, [], "/x", text)
+    nothing = script_advice.recipe(_searched(results[:2], []), found, [], "/x", text)
     assert [r.metrics["lever"] for r in nothing] == ["none"]
     assert nothing[0].metrics["change"] == "no change pays here: " + text
 

@@ -96,7 +96,7 @@ def test_kept_changes_the_budget_could_not_confirm_together_are_said_so():
     found = simulate.tune(stages, runner, budget=200)
     assert found.kept == ["hybridize", "threads"] and found.confirm is None, (found.kept, runner.clock.now)
     assert runner.clock.now <= 200
-    lines = text.recipe_lines(advice.recipe(found.results, found.confirm, found.kept, {}, [], "/", ""))
+    lines = text.recipe_lines(advice.recipe(found, {}, [], "/", ""))
     assert any(line.startswith("together: not confirmed: the budget ended") for line in lines), lines
     best = _best(found, runner, 64, 20).metrics
     assert best["verdict"] == "not confirmed" and best["speedup"] is None and best["kept_levers"] == found.kept
@@ -125,7 +125,7 @@ def test_a_lever_left_unsettled_is_said_with_the_line_that_settles_it():
         took = {"run_s": runner.run_seconds, "budget_s": budget, "unsettled": found.unsettled, "runs": runner.runs,
                 "wall_s": runner.clock.now,
                 "unreached": found.unreached}
-        records = advice.recipe(found.results, found.confirm, found.kept, {}, [], "/", "", took=took,
+        records = advice.recipe(found, {}, [], "/", "", took=took,
                                 command="python train.py")
         lines = "\n".join(text.recipe_lines(records))
         assert "not settled: %s %.2fx" % (best.name, m["ratio"]) in lines, lines

@@ -69,11 +69,11 @@ def _devices(ctxs):
 
 
 def measure(args):
-    """Check the flags, run the rounds: (records, the devices)."""
+    """Check the flags, run the rounds: (records, the devices, the model's ModelSpec)."""
     from .. import UserError
     from ..scaling.engines import ENGINES, Training, compare_engines, engine_records
     from ..runtime.horovod_launcher import INSTALL, available, require
-    cli.resolve_model(args)
+    spec = cli.resolve_model(args)
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     devices = _devices(ctxs)
@@ -96,23 +96,23 @@ def measure(args):
     if len(engines) < 2:
         cli.note("note: only %s to run: nothing to compare it with" % engines[0])
     steps_of = {}  # each engine's step per finished run: what a stopped bench keeps
-    training = Training(args.spec, devices, args.batch_size, args.steps, args.epochs)
+    training = Training(spec, devices, args.batch_size, args.steps, args.epochs)
     kept = lambda: engine_records(steps_of, training, args.threshold, partial=True)  # noqa: E731
     with cli.progress_bar(args.rounds * len(engines), "engines") as bar, \
-            cli.keep_on_stop(kept, args, "%s on %s: the runs that finished" % (args.spec.label, ",".join(devices)),
+            cli.keep_on_stop(kept, args, "%s on %s: the runs that finished" % (spec.label, ",".join(devices)),
                              COLUMNS, devices):
         records = compare_engines(training, engines, rounds=args.rounds, threshold=args.threshold,
                                   timeout=args.timeout, progress=bar.update, steps_of=steps_of)
-    return records, devices
+    return records, devices, spec
 
 
-def show(args, records, devices):
+def show(args, records, devices, spec):
     """The terminal's table and its reading."""
     first = records[0].metrics
     cli.emit(records, args, devices, columns=COLUMNS,
              title="%s on %s, %d images per device (global batch %d), %d rounds of %d epochs x %d steps "
                    "(first epoch untimed); vs_baseline: speed against %s (> 1: faster)"
-             % (args.spec.label, ",".join(devices), first["per_device_batch"], first["global_batch"],
+             % (spec.label, ",".join(devices), first["per_device_batch"], first["global_batch"],
                 first["rounds"], first["epochs"], first["steps"], first["baseline"]))
     for r in records[1:]:
         print("%s against %s: %s" % (r.name, first["baseline"], r.metrics["verdict_text"]))

@@ -80,36 +80,38 @@ def add_parser(sub, common):
 
 
 def measure(args):
-    """Check the flags, run every configuration in fresh processes: (records, the contexts)."""
+    """Check the flags, run every configuration in fresh processes: (records, the contexts, the
+    model's ModelSpec)."""
     from ..experiments.footprint import StepSettings, check_dtype, effective_configs, footprint, rows_of, why_not_cut
-    cli.resolve_model(args)  # bad models fail here, before any work
+    spec = cli.resolve_model(args)  # bad models fail here, before any work
     ctxs = cli.contexts(args)
     cli.check_outputs(args)
     cli.check_output_path(args.plot, "--plot")
     budgets = sorted(set(args.budget or []))
     check_dtype(args.dtype, ctxs, args.checkpoint)  # before any note about it
-    if 0 in args.checkpoint and any(args.checkpoint):
-        why = why_not_cut(args.spec, max(args.checkpoint))
+    checkpoint = args.checkpoint
+    if 0 in checkpoint and any(checkpoint):
+        why = why_not_cut(spec, max(checkpoint))
         if why:  # the plain step is still worth measuring
-            args.checkpoint = [0]
+            checkpoint = [0]
             cli.note("note: --checkpoint: %s; measuring without checkpointing" % why)
-    configs = effective_configs(args.hybridize, args.checkpoint)
-    if "static" in args.hybridize and any(args.checkpoint):
+    configs = effective_configs(args.hybridize, checkpoint)
+    if "static" in args.hybridize and any(checkpoint):
         cli.note("note: with checkpointing, static runs as hybrid (segments are never statically allocated)")
     if getattr(args, "dtype_note", None) and args.dtype == "bfloat16":
         cli.note("note: " + args.dtype_note)
     runs = {}  # what a stopped run keeps: the runs it finished
     with cli.progress_bar(len(configs) * (len(args.batch_sizes) + len(budgets)) * args.repeat, "footprint") as bar, \
             cli.keep_on_stop(lambda: rows_of(dict(runs), configs), args, "%s training step on %s: the runs that "
-                             "finished" % (args.spec.label, ",".join(map(str, ctxs))), COLUMNS, ctxs):
-        settings = StepSettings(args.spec, ctxs, steps=args.steps, warmup=args.warmup, seed=args.seed,
+                             "finished" % (spec.label, ",".join(map(str, ctxs))), COLUMNS, ctxs):
+        settings = StepSettings(spec, ctxs, steps=args.steps, warmup=args.warmup, seed=args.seed,
                                 dtype=args.dtype, optimizer=args.optimizer)
         rows = footprint(settings, args.batch_sizes, configs, budgets=budgets, repeat=args.repeat,
                          progress=bar.update, runs=runs)
-    return rows, ctxs
+    return rows, ctxs, spec
 
 
-def show(args, rows, ctxs):
+def show(args, rows, ctxs, spec):
     """The terminal's tables (the runs; the budgets) and the plot."""
     from ..render.plots import plot_footprint
     from ..runtime.precision import precision_label
@@ -124,7 +126,7 @@ def show(args, rows, ctxs):
     sections = [("%s training step on %s (%s%s): %s, %d warm-up + %d timed steps; "
                  "model = parameters + gradients + optimizer states; peak above = peak %s during the steps above "
                  "the model%s; needs = model + peak above"
-                 % (args.spec.label, ",".join(map(str, ctxs)),
+                 % (spec.label, ",".join(map(str, ctxs)),
                     "sgd, momentum" if args.optimizer == "sgd" else args.optimizer, precision_label(args.dtype),
                     "one fresh process per run" if args.repeat == 1 else "%d fresh processes per run" % args.repeat,
                     args.warmup, args.steps, memory, " (median over the processes)" if args.repeat > 1 else ""),

@@ -46,18 +46,18 @@ def check(args):
 
 
 def measure(args):
-    """Check the flags, run the experiment: (records, the contexts they ran on)."""
+    """Check the flags, run the experiment: (records, the contexts they ran on, the model's ModelSpec)."""
     from ..experiments.hybridize import compare_modes
     from ..measure.timing import Timing
     cli.check_outputs(args)
     check(args)
-    cli.resolve_model(args, 2 if args.model == "mlp" else 10)  # bad models fail here, before any work
+    spec = cli.resolve_model(args, 2 if args.model == "mlp" else 10)  # bad models fail here, before any work
     ctxs = cli.contexts(args)
     with cli.progress_bar(3 * args.repeat, "hybridize") as bar:
         timing = Timing(repeat=args.repeat, warmup=args.warmup, number=_number(args), progress=bar.update)
-        results = compare_modes(model=args.spec, batch_size=args.batch_size, ctx=ctxs[0], timing=timing,
+        results = compare_modes(model=spec, batch_size=args.batch_size, ctx=ctxs[0], timing=timing,
                                 train=args.train, export_dir=args.export, threshold=args.threshold)
-    return results, ctxs[:1]
+    return results, ctxs[:1], spec
 
 
 def heading(model, train, batch_size, ctx):
@@ -65,12 +65,12 @@ def heading(model, train, batch_size, ctx):
     return "%s %s, batch %s on %s" % (label(model), "train steps" if train else "forward calls", batch_size, ctx)
 
 
-def show(args, results, ctxs):
+def show(args, results, ctxs, spec):
     """The terminal's table, the verdicts and the export."""
     timed = [r for r in results if r.name != "export"]
     cli.emit(timed, args, ctxs,
              title="%s: per-call time over %d repeats of %d calls"
-                   % (heading(args.spec, args.train, args.batch_size, ctxs[0]), args.repeat, _number(args)),
+                   % (heading(spec, args.train, args.batch_size, ctxs[0]), args.repeat, _number(args)),
              columns=COLUMNS)
     for r in timed:
         if r.metrics.get("verdict_text"):

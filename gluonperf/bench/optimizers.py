@@ -35,7 +35,8 @@ def add_parser(sub, common):
 
 
 def measure(args):
-    """Check the flags, time the updates interleaved: (records: the step's first, the context)."""
+    """Check the flags, time the updates interleaved: (records: the step's first, the context, the
+    model's ModelSpec)."""
     from .. import UserError
     from ..experiments.optimizer_cost import OPTIMIZERS, optimizer_cost
     ctxs = cli.contexts(args)
@@ -43,22 +44,22 @@ def measure(args):
     unknown = [n for n in names if n not in OPTIMIZERS]
     if unknown or not names:
         raise UserError("--optimizers %r: choose from %s, comma-separated" % (args.optimizers, ",".join(OPTIMIZERS)))
-    cli.resolve_model(args)  # a bad model fails here, in one line
+    spec = cli.resolve_model(args)  # a bad model fails here, in one line
     cli.check_outputs(args)
     ways = sum(3 if n in ("sgd", "adam") else 2 for n in names) + 1
     with cli.progress_bar(args.repeat * ways, "optimizers") as bar:
-        results = optimizer_cost(args.spec, ctxs[0], args.batch_size, names, args.repeat, args.steps,
+        results = optimizer_cost(spec, ctxs[0], args.batch_size, names, args.repeat, args.steps,
                                  progress=bar.update)
-    return results, ctxs[:1]
+    return results, ctxs[:1], spec
 
 
-def show(args, results, ctxs):
+def show(args, results, ctxs, spec):
     """The terminal's table of the updates (the step's time in its title)."""
     step = results[0].metrics
     cli.emit(results[1:], args, ctxs, columns=COLUMNS, records=results,
              title="optimizer updates on %s's %d parameters (%d bytes) on %s: median of %d interleaved repeats "
                    "of %d steps; forward-backward at batch %d: %.4g s; speedup over the from-scratch update "
-                   "(95%% CI, n repeats)" % (args.spec.label, step["parameters"], step["param_bytes"], ctxs[0],
+                   "(95%% CI, n repeats)" % (spec.label, step["parameters"], step["param_bytes"], ctxs[0],
                                               args.repeat, args.steps, args.batch_size, step["median_s"]))
     shared.warn_noisy(results)
 

@@ -34,11 +34,9 @@ def namespace(add_parser, **flags):
             if action.dest not in flags:
                 raise TypeError("run_with() needs %s= (%s)" % (action.dest, action.option_strings[0]))
             action.required = False
-    args = parser.parse_args([])
-    for dest, value in flags.items():
-        kind = actions[dest].type
-        setattr(args, dest, kind(value) if isinstance(value, str) and kind is not None else value)
-    return args
+    given = {dest: actions[dest].type(value) if isinstance(value, str) and actions[dest].type is not None else value
+             for dest, value in flags.items()}
+    return argparse.Namespace(**dict(vars(parser.parse_args([])), **given))
 
 
 def warn_unstable(results):

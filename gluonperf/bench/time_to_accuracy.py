@@ -37,7 +37,7 @@ def _optimizers(args):
 
 
 def measure(args):
-    """Check the flags, train per optimizer and seed: (records, the contexts)."""
+    """Check the flags, train per optimizer and seed: (records, the contexts, the model's ModelSpec)."""
     from .. import UserError
     from ..config import OPTIMIZERS, TrainConfig
     from ..training.data import check_available, classes
@@ -46,25 +46,25 @@ def measure(args):
     names = _optimizers(args)
     if not names or any(n not in OPTIMIZERS for n in names):
         raise UserError("--optimizers %r: choose from %s, comma-separated" % (args.optimizers, ",".join(OPTIMIZERS)))
-    cli.resolve_model(args, classes(args.dataset))  # a bad model fails here; args.spec, parsed once
+    spec = cli.resolve_model(args, classes(args.dataset))  # a bad model fails here; the spec, parsed once
     if args.batch_size < len(ctxs):
         raise UserError("--batch-size %d is smaller than the number of contexts (%d)" % (args.batch_size, len(ctxs)))
     check_available(args.dataset, args.data_dir)
     cli.check_outputs(args)
-    flags = dict({f: getattr(args, f) for f in TTA_FLAGS}, model=args.spec)  # the ModelSpec, passed on
+    flags = dict({f: getattr(args, f) for f in TTA_FLAGS}, model=spec)  # the ModelSpec, passed on
     config = TrainConfig(**flags, target_top1=args.target_top1, workers=0,
                          log_interval=0, kvstore="flat" if len(ctxs) > 1 else "device")
     with cli.progress_bar(len(names) * args.seeds, "time to accuracy") as bar:
         results = time_to_accuracy(config, ctxs, names, list(range(args.seeds)), progress=bar.update)
-    return results, ctxs
+    return results, ctxs, spec
 
 
-def show(args, results, ctxs):
+def show(args, results, ctxs, spec):
     """The terminal's table: one row per optimizer (each run goes to --json)."""
     summary = [r for r in results if r.bench == "time-to-accuracy"]
     cli.emit(summary, args, ctxs, columns=COLUMNS, records=results,
              title="time to test top-1 %g: %s on %s, batch %d on %s, up to %d epochs, %d seed(s) per optimizer at "
                    "its default learning rate; speedup: %s's time / this one's (95%% CI over the seeds)"
-                   % (args.target_top1, args.model, args.dataset, args.batch_size, ",".join(map(str, ctxs)),
+                   % (args.target_top1, spec.text, args.dataset, args.batch_size, ",".join(map(str, ctxs)),
                       args.epochs, args.seeds, _optimizers(args)[0]))
 

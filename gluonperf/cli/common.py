@@ -66,13 +66,13 @@ def print_models():
 def resolve_model(args, classes=10):
     """Check the model the flags describe, before any work (its factory imports and returns a
     Block, its first forward takes the input, the loss takes its output), and return its
-    ModelSpec, also put in args.spec: the object every later step in this process takes.
-    args.model becomes its text, for records and the command lines of child processes. Notes
-    go to stderr. Bad input: UserError, one line."""
+    ModelSpec: the object every later step in this process takes (its `text` goes into records
+    and the command lines of child processes; `args` stays as parsed). Notes go to stderr. Bad
+    input: UserError, one line."""
     from ..training.model_spec import parse_model_args, parse_shape
     from ..training.models import resolve_spec
     try:
-        args.spec, notes = resolve_spec(args.model, parse_model_args(getattr(args, "model_args", None)),
+        spec, notes = resolve_spec(args.model, parse_model_args(getattr(args, "model_args", None)),
                                         [parse_shape(s) for s in args.input_shape] if getattr(args, "input_shape", None)
                                         else None,
                                         getattr(args, "input_dtype", "float32"), getattr(args, "vocab_size", None),
@@ -81,10 +81,9 @@ def resolve_model(args, classes=10):
         raise
     except ValueError as e:
         raise UserError(str(e))
-    args.model = args.spec.text
     for line in notes:
         note_later("note: " + line)
-    return args.spec
+    return spec
 
 
 def contexts(args):

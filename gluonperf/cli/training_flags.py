@@ -148,16 +148,20 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
     return p
 
 
-def config_from(args, ctxs):
-    """The TrainConfig of the parsed flags, its model the ModelSpec `cli.resolve_model` put in args.spec."""
+def config_from(args, ctxs, spec=None, kvstore=None):
+    """The TrainConfig of the parsed flags, its model `spec` (the ModelSpec `cli.resolve_model`
+    returned: passed on, not parsed again) and its kvstore `kvstore` (the one `check_kvstore`
+    chose), each when given."""
     from ..config import config_fields
     values = {name: getattr(args, name) for name in config_fields() if hasattr(args, name)}
     if values.get("momentum", 0) is None:  # --momentum not given: TrainConfig's (which checkpoints compare)
         del values["momentum"]
     if values["workers"] is None:
         values["workers"] = 0 if all(c.device_type == "cpu" for c in ctxs) else TrainConfig.workers
-    if getattr(args, "spec", None) is not None:  # the ModelSpec cli.resolve_model made: passed on, not parsed again
-        values["model"] = args.spec
+    if spec is not None:
+        values["model"] = spec
+    if kvstore is not None:
+        values["kvstore"] = kvstore
     return TrainConfig(**values)
 
 
@@ -167,17 +171,19 @@ KVSTORE_NOTE = ("note: --kvstore unset, so gluonperf sums the gradients of the %
 
 
 def check_kvstore(args, ctxs):
-    """--kvstore left unset: flat on several CPU contexts (gluonperf.training.flat, measured faster
-    there), device otherwise, said on stderr once the command's work starts; nccl refused
-    off GPUs. For train and profile."""
-    if args.kvstore is None:
+    """The kvstore the run uses: --kvstore, or when it is left unset flat on several CPU contexts
+    (gluonperf.training.flat, measured faster there), device otherwise, said on stderr once the
+    command's work starts; nccl refused off GPUs. For train and profile."""
+    kvstore = args.kvstore
+    if kvstore is None:
         from ..training.trainers import default_kvstore
-        args.kvstore = default_kvstore(ctxs)
-        if args.kvstore == "flat":
+        kvstore = default_kvstore(ctxs)
+        if kvstore == "flat":
             cli.note_later(KVSTORE_NOTE % len(ctxs))
-    if args.kvstore == "nccl" and any(c.device_type != "gpu" for c in ctxs):
+    if kvstore == "nccl" and any(c.device_type != "gpu" for c in ctxs):
         raise UserError("--kvstore nccl sums gradients between GPUs only; with --ctx %s use flat, device or local"
                         % args.ctx)
+    return kvstore
 
 
 def check_optimizer_flags(args):

@@ -83,7 +83,8 @@ def parse_levers(text):
 
 
 def parse_args(argv):
-    """(args, the user's command), checked: UserError for what cannot run."""
+    """(args, the user's command, (the levers of --levers or None: all, whether their bounds apply)),
+    checked: UserError for what cannot run."""
     ours, command = split_argv(argv)
     args = build_parser().parse_args(ours)
     if not command:
@@ -92,9 +93,9 @@ def parse_args(argv):
         raise UserError("cannot run %r: no such program" % command[0])
     if args.warmup < 2:
         raise UserError("--warmup %d: at least 2 steps (a change to the model is made in the second)" % args.warmup)
-    args.only, args.bounds = parse_levers(args.levers)
+    levers = parse_levers(args.levers)
     cli.check_outputs(args)
-    return args, command
+    return args, command, levers
 
 
 def probe(args, command, what):
@@ -118,7 +119,7 @@ def main(argv):
     """`tune -- COMMAND`: the levers tried on the user's script, and the recipe."""
     from ..runtime.threads import physical_cores
     began = time.monotonic()
-    args, command = parse_args(argv)
+    args, command, (only, bounds) = parse_args(argv)
     what = text.shown(command)
     cli.guard_command(args, PROG, stall_timeout=args.timeout + 120)
     cli.note("tune: a first run of `%s` as it is (a probe: its Trainer, model, DataLoaders, waits and operators)"
@@ -132,7 +133,7 @@ def main(argv):
     if described.get("error"):
         cli.note("note: the probe could not describe the script (%s)" % described["error"])
     cores = physical_cores()
-    stages, idle = runner.levers(cores, args.only, threshold=args.threshold, bounds=args.bounds)
+    stages, idle = runner.levers(cores, only, threshold=args.threshold, bounds=bounds)
     cli.note("tune: %s" % text.found_text(described, found["rate"], os.getcwd()))
     left = text.left_alone(described)
     if left:
@@ -146,15 +147,16 @@ def main(argv):
             text.duration(run_s), BUDGET_RULE)
         cli.note("tune: a budget of %s for the whole tune%s" % (text.duration(rounds.budget.seconds), why))
     heading = title(what, runner, args, cores, search.family_size(stages, Candidate(runner.baseline)))
-    said = set(idle)
-    done, runs = run_levers(args, runner, stages, idle, heading, rounds)
-    for lever in set(idle) - said:  # found with nothing to try once the levers before it were kept
-        cli.note("note: not tried: %s: %s" % (lever, idle[lever]))
+    done, runs = run_levers(args, runner, stages, heading, rounds)
+    for lever, why in done.idle.items():  # found with nothing to try once the levers before it were kept
+        if lever not in idle:
+            cli.note("note: not tried: %s: %s" % (lever, why))
+    idle = dict(idle, **done.idle)
     for lever, why in done.unreached.items():
         cli.note("note: not reached: %s: %s" % (lever, why))
     wall = time.monotonic() - began
     advice = script_advice.recipe(
-        done.results, done.confirm, done.kept, described, runner.runs.get(runner.baseline, []) + [found["rate"]],
+        done, described, runner.runs.get(runner.baseline, []) + [found["rate"]],
         os.getcwd(), text.tried_text(done.results, dict(idle, **done.unreached)),
         took=dict(wall_s=wall, runs=runs + 1, levers=[s[0] for s in stages], idle=idle, unreached=done.unreached,
                   unsettled=done.unsettled,
@@ -192,7 +194,7 @@ def title(what, runner, args, cores, family):
             % (what, cpu_model(), cores, runner.steps, args.warmup, how))
 
 
-def run_levers(args, runner, stages, idle, heading, rounds):
+def run_levers(args, runner, stages, heading, rounds):
     """The one coordinate search (tuning/search.py) on the script's runner, under a progress bar and a
     stop guard: (its Search, runs made)."""
     base = Candidate(runner.baseline)
@@ -205,8 +207,9 @@ def run_levers(args, runner, stages, idle, heading, rounds):
     watch = _Remaining(bar, rounds.budget)
     try:
         with cli.keep_on_stop(sweeps.results, args, heading, COLUMNS):
-            done = search.coordinate(runner, base, stages, rounds, runner.steps, watch.ran, args.timeout, sweeps,
-                                     args.threshold, left=watch.left, idle=idle)
+            done = search.coordinate(runner, base, stages,
+                                     search.Settings(rounds, runner.steps, args.timeout, args.threshold),
+                                     search.Observers(progress=watch.ran, left=watch.left, sweeps=sweeps))
     finally:
         bar.close()
     return done, bar.done

@@ -8,6 +8,8 @@ imports MXNet.
 import json
 import os
 import statistics
+from dataclasses import dataclass
+from typing import Optional
 
 from .. import UserError
 from . import stats
@@ -185,8 +187,18 @@ def against_yardstick(records, m):
     return runs, samples
 
 
-def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR, pairs=None, level=stats.LEVEL,
-          held=None, yardstick_floor=None):
+@dataclass(frozen=True)
+class Bar:
+    """What `judge` holds a change to: the `threshold` its estimate must pass, the interval's
+    `level`, the run-to-run `noise_floor` that widens one run per side, `yardstick_floor` in its
+    place when the evidence is held against the yardstick."""
+    threshold: float = stats.THRESHOLD
+    noise_floor: float = stats.NOISE_FLOOR
+    level: float = stats.LEVEL
+    yardstick_floor: Optional[float] = None
+
+
+def judge(old, new, m, bar=Bar(), pairs=None, held=None):
     """The ratio of NEW to OLD on metric `m` as a change for the better (> 1: better), with its
     interval, how it was made, and a verdict. `old`/`new`: the records of each side (several
     when a file holds several runs). The evidence, best first:
@@ -194,13 +206,14 @@ def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR,
     - `pairs`: runs made in alternation (compare --ab): per pair, a ratio; a t interval;
     - several runs per side: Welch's t on the runs' values, which see the drift between runs,
       with `stats.SESSION_FLOOR` for the drift that the runs of one file share;
-    - one run per side: its raw samples (or its one value) with the `noise_floor`, the
+    - one run per side: its raw samples (or its one value) with `bar.noise_floor`, the
       run-to-run drift that samples from within one run cannot show.
 
     With `held` (each side's evidence held against the yardstick its runs timed beside the
     benchmark, `against_yardstick`, given when both runs were made with the same settings), that
     evidence is judged instead: the host's speed moving between the runs then cancels, and one
-    run per side is widened by `yardstick_floor` instead of `noise_floor`."""
+    run per side is widened by `bar.yardstick_floor` instead of `bar.noise_floor`."""
+    threshold, noise_floor, level = bar.threshold, bar.noise_floor, bar.level
     higher = higher_is_better(m)
     words = ("faster", "slower") if m.endswith(("_per_s", "_s")) or m in ("speedup", "ratio") else \
         ("better", "worse")
@@ -214,7 +227,7 @@ def judge(old, new, m, threshold=stats.THRESHOLD, noise_floor=stats.NOISE_FLOOR,
         speed = statistics.median(float(r.metrics["yardstick_s"]) for r in old) / \
             statistics.median(float(r.metrics["yardstick_s"]) for r in new)
         ruled = " against the yardstick each run timed (the machine ran it at %.2fx OLD's speed in NEW)" % speed
-        noise_floor = yardstick_floor
+        noise_floor = bar.yardstick_floor
     else:
         old_runs, old_samples = _values(old, m)
         new_runs, new_samples = _values(new, m)
@@ -292,7 +305,8 @@ def compare(old_records, new_records, fail_above=None, metric=None, threshold=st
         held = None if paired else (against_yardstick(olds, m), against_yardstick(news, m))
         held = held if held and None not in held else None  # both sides timed a yardstick
         ruled = held is not None and same_settings
-        interval, how, v = judge(olds, news, m, threshold, floor, paired, here, held if ruled else None, ruler_floor)
+        interval, how, v = judge(olds, news, m, Bar(threshold, floor, here, ruler_floor), paired,
+                                 held if ruled else None)
         if held is not None and not same_settings:
             how += "; not against the yardstick: the runs' settings differ"
         floor_fields = {"noise_floor": ruler_floor if ruled else floor, "call_s": call, "yardstick": ruled} \

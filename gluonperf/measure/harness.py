@@ -204,13 +204,14 @@ class Measurement:
         return row
 
 
-def measure(fn, label="", warmup=1, repeat=5, number=1, memory=False, contexts=(), progress=None, yardstick=False):
+def measure(fn, label="", warmup=1, repeat=5, number=1, progress=None, yardstick=False):
     """Run `fn` `warmup` times, then `repeat` timed repeats of `number` calls each.
 
     Each repeat is one `Benchmark` region (so it ends in a sync); the sample is the
-    region's time divided by `number`. `yardstick`: as in `measure_interleaved`.
+    region's time divided by `number`. `progress`, `yardstick`: as in `measure_interleaved`,
+    which also samples memory (`memory`, `contexts`): `measure_interleaved({label: fn}, ...)[label]`.
     """
-    return measure_interleaved({label: fn}, warmup, repeat, number, memory, contexts, progress, yardstick)[label]
+    return measure_interleaved({label: fn}, warmup, repeat, number, progress=progress, yardstick=yardstick)[label]
 
 
 def measure_interleaved(fns, warmup=1, repeat=5, number=1, memory=False, contexts=(), progress=None,

@@ -33,6 +33,8 @@ import shutil
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 import mxnet as mx
 
@@ -50,15 +52,26 @@ def _count(name, value):
     return value
 
 
+@dataclass(frozen=True)
+class Listener:
+    """Who follows a StepProfiler from outside the loop (`profile --`'s driver): `on_step(record)`
+    after each kept step, `on_block(block, args)` for each outermost Block call in the kept steps,
+    `on_ready(profiler)` once the profiled steps are done (or at `close()` if they never were);
+    `trainer_steps`: a `Trainer.step` (of the first Trainer that steps) ends a step, instead of
+    `step()`."""
+    on_step: Optional[Callable] = None
+    on_block: Optional[Callable] = None
+    on_ready: Optional[Callable] = None
+    trainer_steps: bool = False
+
+
 class StepProfiler:
     """Measure the steps of a loop (see the module's docstring).
 
     `wait`, `warmup`, `active`, `profiled`: steps in each phase. `trace_path`: keep the
-    profiled steps' Chrome trace there. `trainer_steps`: a `Trainer.step` (of the first
-    Trainer that steps) ends a step, instead of `step()`. Callbacks: `on_step(record)` after
-    each kept step, `on_block(block, args)` for each outermost Block call in the kept steps,
-    `on_ready(profiler)` once the profiled steps are done (or at `close()` if they never
-    were). `hooks`: put the hooks in at `start()` (False: the caller has; `profile --` does).
+    profiled steps' Chrome trace there. `listener`: a `Listener`, its callbacks and whether
+    `Trainer.step` ends a step. `hooks`: put the hooks in at `start()` (False: the caller has;
+    `profile --` does).
 
     After the run: `steps` (a dict per kept step: index, phase, step_s, wait_s, update_s,
     batch_size, batches), `operators` (MXNet's aggregate statistics of the profiled steps),
@@ -67,8 +80,8 @@ class StepProfiler:
     ((what, file, line) -> [calls, seconds] of the loop's own waits for the engine in the active
     steps, when the hooks report them)."""
 
-    def __init__(self, wait=0, warmup=3, active=20, profiled=5, trace_path=None, trainer_steps=False, on_step=None,
-                 on_block=None, on_ready=None, memory=True, hooks=True):
+    def __init__(self, wait=0, warmup=3, active=20, profiled=5, trace_path=None, memory=True, hooks=True,
+                 listener=Listener()):
         self.bounds = []
         total = 0
         for name, value in (("wait", wait), ("warmup", warmup), ("active", active), ("profiled", profiled)):
@@ -76,8 +89,8 @@ class StepProfiler:
             self.bounds.append(total)
         if active < 1:
             raise ValueError("active must be at least 1 step; got %r" % active)
-        self.trace_path, self.trainer_steps, self.hooks = trace_path, trainer_steps, hooks
-        self.on_step, self.on_block, self.on_ready = on_step, on_block, on_ready
+        self.trace_path, self.trainer_steps, self.hooks = trace_path, listener.trainer_steps, hooks
+        self.on_step, self.on_block, self.on_ready = listener.on_step, listener.on_block, listener.on_ready
         self.sample_memory = memory
         self.index = 0                 # the step running now, counted from 0
         self.steps, self.operators, self.trace, self.memory = [], None, None, None

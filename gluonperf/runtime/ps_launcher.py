@@ -207,29 +207,40 @@ def local_thread_defaults(num_workers, environ=None, taken=0):
     return thread_settings(num_workers, taken)
 
 
-def plan(command, num_workers, num_servers=1, hosts=None, root_uri=None, port=None,
-         python=sys.executable, cwd=None, forward=(), taken=0):
+@dataclass(frozen=True)
+class Remote:
+    """Where a job's servers and workers run over ssh: server i / worker i on hosts[i % len(hosts)],
+    in `cwd` (default: this folder), with the variables FORWARD_PREFIXES and FORWARD_NAMES pick out
+    and those named in `forward`; the scheduler runs here, at `root_uri` (default: this machine's
+    address as the hosts see it, `scheduler_address`)."""
+    hosts: tuple = ()
+    root_uri: str = None
+    cwd: str = None
+    forward: tuple = ()
+
+
+def plan(command, num_workers, num_servers=1, remote=None, port=None, python=sys.executable, taken=0):
     """The nodes of a job: 1 scheduler, `num_servers` servers, `num_workers` workers.
 
-    Without hosts everything runs here on the loopback address, and the workers share the
-    cores other processes do not hold (`taken` of them do). With hosts the scheduler runs
-    here at `root_uri` and server i / worker i run on hosts[i % len(hosts)] over ssh, in `cwd`.
+    Without `remote` hosts everything runs here on the loopback address, and the workers share
+    the cores other processes do not hold (`taken` of them do). With them, as `Remote` says.
     """
+    remote = remote or Remote()
     if not command:
         raise UserError("no command to run: put it after --, e.g. -- python train.py")
     if num_workers < 1 or num_servers < 1:
         raise UserError("need at least 1 worker and 1 server (got -n %d -s %d)" % (num_workers, num_servers))
-    hosts = list(hosts or [])
-    root_uri = root_uri or scheduler_address(hosts)
+    hosts = list(remote.hosts or [])
+    root_uri = remote.root_uri or scheduler_address(hosts)
     port = port or free_port("127.0.0.1" if is_loopback(root_uri) else "")
-    cwd = cwd or os.getcwd()
+    cwd = remote.cwd or os.getcwd()
     common = {"DMLC_PS_ROOT_URI": root_uri, "DMLC_PS_ROOT_PORT": str(port),
               "DMLC_NUM_SERVER": str(num_servers), "DMLC_NUM_WORKER": str(num_workers),
               "PYTHONUNBUFFERED": "1"}  # lines arrive as they are printed
     guarded_path = os.pathsep.join(p for p in (EXIT_GUARD, os.environ.get("PYTHONPATH")) if p)
     server_command = (python, "-c", SERVER_CODE)
     nodes = [Node("scheduler", 0, server_command, dict(common, DMLC_ROLE="scheduler"))]
-    extra = forwarded_environment(forward) if hosts else {}
+    extra = forwarded_environment(remote.forward) if hosts else {}
     for role, count, cmd in (("server", num_servers, server_command),
                              ("worker", num_workers, tuple(command))):
         for i in range(count):

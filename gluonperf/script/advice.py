@@ -169,8 +169,10 @@ def change_of(lever, env, flags, found, cwd):
     return "run with %s in the environment" % " ".join("%s=%s" % kv for kv in sorted(env.items())), "the environment"
 
 
-def recipe(results, confirm, kept, found, rates, cwd, tried, took=None, command=None):
-    """The advice records: one per kept change (its lever's measured ratio, interval and
+def recipe(search, found, rates, cwd, tried, took=None, command=None):
+    """The advice records of what the `search` found (a tuning.search.Search: every candidate's
+    Result, the confirmation's, the kept levers; `found`: what the probe found in the script): one
+    per kept change (its lever's measured ratio, interval and
     verdict), one per costly wait for the engine (its measured cost, from `rates`: the `rate`
     records of the runs of the script as it is), the combination's confirmed speedup, or "no
     change pays here" with what was tried (or, when the budget ended a lever's rounds before its
@@ -179,6 +181,7 @@ def recipe(results, confirm, kept, found, rates, cwd, tried, took=None, command=
     levers not reached ('unreached'), each with the `tune` line (of `command`) that settles it. With
     `took` ({wall_s, runs, levers, idle, unreached, unsettled, budget_s, run_s}), first a record of
     what the tune cost (lever 'run')."""
+    results, confirm, kept = search.results, search.confirm, search.kept
     out = []
     took = dict(took or {})
     open_ = took.pop("unsettled", None) or {}

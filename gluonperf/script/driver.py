@@ -33,7 +33,7 @@ class Driver:
     """The StepProfiler of a script, and what is written for the command."""
 
     def __init__(self, writer, settings):
-        from ..measure.steps import StepProfiler
+        from ..measure.steps import Listener, StepProfiler
         from ..runtime import script_hooks
         self.settings = settings
         self.write = writer.write
@@ -42,8 +42,7 @@ class Driver:
         self.described = False
         self.prof = StepProfiler(warmup=settings.get("warmup", 3), active=settings.get("steps", 20),
                                  profiled=settings.get("operator_steps", 5), trace_path=settings.get("trace"),
-                                 trainer_steps=True, on_step=self.step, on_block=self.block, on_ready=self.ready,
-                                 hooks=False)
+                                 hooks=False, listener=Listener(self.step, self.block, self.ready, trainer_steps=True))
         from .memory import Follower
         self.follower = Follower(self.prof, self.write)  # memory at every step, to the script's end
         script_hooks.install(self.follower, waits=True)  # the script's own waits for the engine too

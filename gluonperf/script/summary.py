@@ -113,7 +113,7 @@ def summarise(run, command=None, threshold=stats.THRESHOLD, peak_flops=None, cei
               "contexts": process.get("contexts"), "steps": len(steps), "rounds": len(groups),
               "partial": bool((run.get("end") or {"partial": True}).get("partial"))}
     rows, step_s, wait = step_rows(steps, groups, per_step, model.get("flops"), peak_flops, ceiling_devices, common)
-    verdict = input_verdict(groups, wait[3], wait[0], wait[1], wait[2], threshold, run, batch, common)
+    verdict = input_verdict(groups, wait, threshold, run, common)
     notes = []
     if batch and model.get("images_per_step") and abs(model["images_per_step"] - batch) > 0.5:
         notes.append("note: Trainer.step was given batch_size=%d while the model took %.4g samples a step: images/s "
@@ -181,10 +181,12 @@ def step_rows(steps, groups, per_step, flops, peak_flops, ceiling_devices, commo
     return rows, step_iv.estimate, wait
 
 
-def input_verdict(groups, slowdown, share, low, high, threshold, run, batch, common):
+def input_verdict(groups, wait, threshold, run, common):
     """Is the step waiting for its data? `stats.verdict` on the slowdown the waits cause
     (t(step) / t(step without the waits), per round): input-bound when its interval excludes 1
-    and it is past the threshold, not input-bound when the whole interval lies within it."""
+    and it is past the threshold, not input-bound when the whole interval lies within it. `wait`:
+    the waits' share of the step, its interval's ends and the slowdown's Interval (`share_interval`)."""
+    share, low, high, slowdown = wait
     judged = stats.verdict(slowdown, threshold, words=("input-bound", "not input-bound"), what="rounds",
                            settle="more steps (--steps) would settle it")
     word = {"same": "not input-bound"}.get(judged.word, judged.word)

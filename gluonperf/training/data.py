@@ -9,6 +9,7 @@ import gzip
 import os
 import socket
 import struct
+from dataclasses import dataclass
 from urllib.parse import urlparse
 
 import mxnet as mx
@@ -268,9 +269,16 @@ def sample_shape(name, model):
 
 # --- loading in batches ------------------------------------------------------
 
-def loader(dataset, batch_size, shuffle, workers=0, num_parts=1, part_index=0,
-           last_batch="keep", seed=0, thread_pool=True):
-    """A DataLoader over part `part_index` of `num_parts` of `dataset`.
+@dataclass(frozen=True)
+class Part:
+    """The part of a data set one worker reads: part `index` of `count` equal parts (a dist
+    worker's: its rank among the workers)."""
+    index: int = 0
+    count: int = 1
+
+
+def loader(dataset, batch_size, shuffle, workers=0, part=Part(), last_batch="keep", seed=0, thread_pool=True):
+    """A DataLoader over `part` (a `Part`) of `dataset`.
 
     Every part yields the same number of batches. With `shuffle` the order is
     reshuffled per epoch: call `loader.sampler.set_epoch(epoch)` first (the
@@ -278,8 +286,8 @@ def loader(dataset, batch_size, shuffle, workers=0, num_parts=1, part_index=0,
     in a pool (threads by default, processes with thread_pool=False).
     """
     if hasattr(dataset, "make_loader"):  # image data: worker processes, or MXNet's ImageRecordIter
-        return dataset.make_loader(batch_size, shuffle, workers, num_parts, part_index, last_batch, seed)
-    sampler = PartSampler(len(dataset), num_parts, part_index, shuffle, seed)
+        return dataset.make_loader(batch_size, shuffle, workers, part.count, part.index, last_batch, seed)
+    sampler = PartSampler(len(dataset), part.count, part.index, shuffle, seed)
     batches = gluon.data.BatchSampler(sampler, batch_size, last_batch)
     if workers and not thread_pool:
         share_with_workers()  # the workers leave no pymp-* folder behind (runtime.worker_temp)

@@ -12,7 +12,8 @@ communication (t2). Neither parses arguments nor prints: they return Results.
 import math
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
+from typing import Callable, Optional
 
 import mxnet as mx
 import numpy as np
@@ -22,7 +23,7 @@ from ..measure.harness import sync
 # TrainConfig lives in gluonperf.config (no MXNet: the CLIs parse with it); callers of fit/scaling take it here too
 from ..config import HYBRIDIZE, TrainConfig  # noqa: F401
 from ..runtime.contexts import describe
-from .data import CLASSES, load_for, loader  # noqa: F401 (CLASSES: callers import it from here)
+from .data import CLASSES, Part, load_for, loader  # noqa: F401 (CLASSES: callers import it from here)
 from .models import loss_of
 from . import optimizers
 from .horovod import Job
@@ -40,6 +41,72 @@ class Diverged(UserError):
 
 def _epoch_seed(seed, epoch):
     return seed * 100003 + epoch + 1
+
+
+@dataclass(frozen=True)
+class _Worker:
+    """Where this process trains: its contexts, its kvstore (a name, a kvstore or a Horovod Job),
+    its rank among `num_workers`."""
+    contexts: list
+    kvstore: object
+    rank: int
+    num_workers: int
+
+    @property
+    def job(self):
+        """The Horovod Job this process is a rank of, or None."""
+        return self.kvstore if isinstance(self.kvstore, Job) else None
+
+
+@dataclass(frozen=True)
+class _Hooks:
+    """What `fit` calls back (see its docstring): `progress`, `log`, `epoch_done`, `trained`, and
+    `memory`, the StepMemory sampled at every step."""
+    progress: Optional[Callable] = None
+    log: Optional[Callable] = None
+    epoch_done: Optional[Callable] = None
+    trained: Optional[Callable] = None
+    memory: object = None
+
+
+@dataclass(frozen=True)
+class _Saved:
+    """The checkpoints of a run: the one it resumes from (`checkpoint`, its `meta`; None: a fresh
+    start), the folder it saves into (`save_dir`) and, on rank 0, its CheckpointDir (`saver`)."""
+    checkpoint: Optional[str]
+    meta: Optional[dict]
+    save_dir: Optional[str]
+    saver: object
+
+
+@dataclass(frozen=True)
+class _Training:
+    """What the epochs train: the network, its Trainer, the loss, the step (forward and backward,
+    recomputed or not), the data, and the learning rate's plan (`lr`, `schedule` over `batches`
+    batches an epoch)."""
+    net: object
+    trainer: object
+    loss_fn: object
+    step: Callable
+    train_data: object
+    test_data: object
+    lr: float
+    schedule: object
+
+    @property
+    def batches(self):
+        return len(self.train_data)
+
+
+@dataclass(frozen=True)
+class _Timed:
+    """A trained epoch's times: its EpochStats, when it started (time.time), its start
+    (perf_counter), its training seconds and CPU seconds."""
+    stats: EpochStats
+    started_at: float
+    start: float
+    train_s: float
+    train_cpu_s: float
 
 
 # --- the training loop -----------------------------------------------------------
@@ -75,18 +142,18 @@ def fit(config, contexts, progress=None, log=None, epoch_done=None, trained=None
     saver = (CheckpointDir(save_dir, resuming=os.path.abspath(save_dir) == os.path.abspath(config.resume or ""))
              if save_dir and rank == 0 else None)
     try:
-        return _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_dir, saver,
-                    progress, log, epoch_done, trained, memory)
+        return _fit(config, _Worker(contexts, kvstore, rank, num_workers), _Saved(checkpoint, meta, save_dir, saver),
+                    _Hooks(progress, log, epoch_done, trained, memory))
     finally:
         if saver:
             saver.close()
 
 
-def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_dir, saver, progress, log,
-         epoch_done=None, trained=None, memory=None):
+def _fit(config, worker, saved, hooks):
+    contexts, rank, num_workers = worker.contexts, worker.rank, worker.num_workers
     train_set, test_set = load_for(config)
     train_data = loader(train_set, config.batch_size, shuffle=True, workers=config.workers,
-                        num_parts=num_workers, part_index=rank, last_batch="discard", seed=config.seed)
+                        part=Part(rank, num_workers), last_batch="discard", seed=config.seed)
     test_data = loader(test_set, config.batch_size, shuffle=False, workers=config.workers)
     batches = len(train_data)
     if batches == 0:
@@ -102,33 +169,33 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
         step = checkpointed(net, config.checkpoint_segments, train_set[0][0].shape, HYBRIDIZE[config.hybridize])
     lr = lr_for_devices(config, len(contexts), num_workers)
     schedule = lr_schedule(config, lr, batches)
-    trainer = make_trainer(net, config, lr, schedule, kvstore)
-    loss_fn = loss_of(config.model)
+    trainer = make_trainer(net, config, lr, schedule, worker.kvstore)
+    training = _Training(net, trainer, loss_of(config.model), step, train_data, test_data, lr, schedule)
     first, history = 0, []
-    if checkpoint:
-        first, history = _resume(config, net, trainer, contexts, checkpoint, meta, lr, batches, schedule, rank, log)
+    if saved.checkpoint:
+        first, history = _resume(config, training, worker, saved, hooks.log)
 
-    job = kvstore if isinstance(kvstore, Job) else None
-    if num_workers > 1 or not isinstance(kvstore, str):
+    job = worker.job
+    if num_workers > 1 or not isinstance(worker.kvstore, str):
         sync_initial_weights(net, trainer, contexts, train_set[0][0].shape, job)
     common = dict(model=config.model.text, dataset=config.dataset, batch_size=config.batch_size,
                   contexts=describe(contexts), devices=len(contexts), num_workers=num_workers, rank=rank,
                   hybridize=config.hybridize, kvstore=config.kvstore, workers=config.workers, dtype=config.dtype,
                   optimizer=config.optimizer)
+    memory, log = hooks.memory, hooks.log
     for epoch in range(first, config.epochs):
-        timed = _train_epoch(config, epoch, net, trainer, loss_fn, train_data, contexts, num_workers, step, batches,
-                             save_dir, rank, progress, log, memory)
+        timed = _train_epoch(config, epoch, training, worker, saved.save_dir, hooks)
         if memory is not None and epoch == first:
             memory.warmup = memory.steps  # the first epoch: graphs built, pools and caches filled
-        record = _epoch_record(epoch, net, test_data, contexts, job, trainer, num_workers, common, *timed)
+        record = _epoch_record(epoch, training, worker, common, timed)
         if hasattr(train_set, "skipped"):  # image data with --bad-images skip
             record.metrics["skipped_images"] = train_set.skipped.value
         history.append(record)
         reached = config.target_top1 is not None and record.metrics["test_top1"] >= config.target_top1
         if config.target_top1 is not None:
             record.metrics.update(time_to_target(history, config.target_top1, reached))
-        if epoch_done:  # before the epoch's line: a Ctrl-C right after it keeps the epoch it names
-            epoch_done(list(history))
+        if hooks.epoch_done:  # before the epoch's line: a Ctrl-C right after it keeps the epoch it names
+            hooks.epoch_done(list(history))
         if log:  # dist workers compare the weights' checksum: their BatchNorm statistics are their own
             log("epoch %d: loss %.4f, train top-1 %.4f, test top-1 %.4f, %.1f s, %.1f images/s, "
                 "param checksum %.10g%s" % (epoch + 1, record.metrics["loss"], record.metrics["train_top1"],
@@ -136,13 +203,13 @@ def _fit(config, contexts, kvstore, rank, num_workers, checkpoint, meta, save_di
                                             record.metrics["train_images_per_s"], record.metrics["param_checksum"],
                                             ", weights checksum %.10g" % record.metrics["weights_checksum"]
                                             if num_workers > 1 else ""))
-        if saver:
-            saver.save(epoch + 1, net, trainer, {"epoch": epoch + 1, "config": _saved(config),
-                                                 "history": [r.row() for r in history]})
+        if saved.saver:
+            saved.saver.save(epoch + 1, net, trainer, {"epoch": epoch + 1, "config": _saved(config),
+                                                       "history": [r.row() for r in history]})
         if reached:
             break
-    if trained and rank == 0:
-        trained(net)
+    if hooks.trained and rank == 0:
+        hooks.trained(net)
     return history
 
 
@@ -151,40 +218,42 @@ def _saved(config):
     return dict(asdict(config), model=text_of(config.model))
 
 
-def _resume(config, net, trainer, contexts, checkpoint, meta, lr, batches, schedule, rank, log):
-    """Load a checkpoint's weights and trainer states into `net` and `trainer`; returns (the
-    epochs it finished, its epochs' records)."""
-    net.load_parameters(os.path.join(checkpoint, "params"), ctx=contexts)
+def _resume(config, training, worker, saved, log):
+    """Load a checkpoint's weights and trainer states into the network and Trainer of `training`;
+    returns (the epochs it finished, its epochs' records)."""
+    net, trainer, checkpoint, meta = training.net, training.trainer, saved.checkpoint, saved.meta
+    net.load_parameters(os.path.join(checkpoint, "params"), ctx=worker.contexts)
     trainer.load_states(os.path.join(checkpoint, "states"))
     optimizer = optimizers.upgrade(trainer.optimizer)  # unpickled from the states: give it this run's settings
-    optimizer.lr_scheduler, optimizer.wd = schedule, config.wd
+    optimizer.lr_scheduler, optimizer.wd = training.schedule, config.wd
     first = meta["epoch"]
     history = [Result(r["bench"], r["name"], {k: v for k, v in r.items() if k not in ("bench", "name")})
                for r in meta.get("history", [])]
     if log:
         log("resumed from %s after epoch %d" % (checkpoint, first))
-        replanned = replanned_note(config, meta, config.resume, lr, batches, schedule) if rank == 0 else None
+        replanned = (replanned_note(config, meta, config.resume, training.lr, training.batches, training.schedule)
+                     if worker.rank == 0 else None)
         if replanned:
             log(replanned)
     return first, history
 
 
-def _train_epoch(config, epoch, net, trainer, loss_fn, train_data, contexts, num_workers, step, batches, save_dir,
-                 rank, progress, log, memory=None):
-    """Train one epoch, timed to a sync; returns (its EpochStats, when it started (time.time),
-    its start (perf_counter), its training seconds, its CPU seconds). Raises Diverged when a
-    batch's loss is not finite. `memory` (a StepMemory) is sampled at every step."""
+def _train_epoch(config, epoch, training, worker, save_dir, hooks):
+    """Train one epoch, timed to a sync; returns its _Timed. Raises Diverged when a batch's loss
+    is not finite. `hooks.memory` (a StepMemory) is sampled at every step."""
+    net, trainer, train_data, batches = training.net, training.trainer, training.train_data, training.batches
+    num_workers, memory, progress, log = worker.num_workers, hooks.memory, hooks.progress, hooks.log
     mx.random.seed(_epoch_seed(config.seed, epoch))
     train_data.sampler.set_epoch(epoch)
     stats = EpochStats()
     sync()
     started_at, start, cpu_start = time.time(), time.perf_counter(), time.process_time()
-    for i, n, losses, outputs, labels in train_steps(net, trainer, loss_fn, train_data, contexts,
-                                                      num_workers, step):
+    for i, n, losses, outputs, labels in train_steps(net, trainer, training.loss_fn, train_data, worker.contexts,
+                                                      num_workers, training.step):
         batch_loss = stats.add(n, losses, outputs, labels)
         if not math.isfinite(batch_loss):
             kept = (" (last good checkpoint: %s, epoch %d)" % (save_dir, epoch)
-                    if save_dir and epoch > 0 and rank == 0 else "")
+                    if save_dir and epoch > 0 and worker.rank == 0 else "")
             raise Diverged("loss became %s at epoch %d, batch %d of %d (learning rate %.4g); lower "
                            "--lr%s" % (batch_loss, epoch + 1, i + 1, batches, trainer.learning_rate, kept))
         if memory is not None:
@@ -196,24 +265,25 @@ def _train_epoch(config, epoch, net, trainer, loss_fn, train_data, contexts, num
                 % (epoch + 1, i + 1, batches, stats.loss, stats.top1,
                    stats.images * num_workers / (time.perf_counter() - start)))
     sync()
-    return stats, started_at, start, time.perf_counter() - start, time.process_time() - cpu_start
+    return _Timed(stats, started_at, start, time.perf_counter() - start, time.process_time() - cpu_start)
 
 
-def _epoch_record(epoch, net, test_data, contexts, job, trainer, num_workers, common, stats, started_at, start,
-                  train_s, train_cpu_s):
+def _epoch_record(epoch, training, worker, common, timed):
     """The record of a trained epoch (bench 'train'), after its evaluation on the test data, with
-    the weights' checksums (checked equal on every rank of a Horovod `job`)."""
-    test_top1, test_top5 = evaluate(net, test_data, contexts)
-    epoch_s = time.perf_counter() - start
+    the weights' checksums (checked equal on every rank of a Horovod job)."""
+    net, contexts, num_workers, job = training.net, worker.contexts, worker.num_workers, worker.job
+    stats, train_s = timed.stats, timed.train_s
+    test_top1, test_top5 = evaluate(net, training.test_data, contexts)
+    epoch_s = time.perf_counter() - timed.start
     every, weights = param_checksums(net, contexts[0])
     checked = {}
     if job is not None:  # fails loudly, on every rank, when the workers trained apart
         checked["weights_max_rel_diff"] = job.check_equal(net, contexts[0], "after epoch %d" % (epoch + 1))
     return result("train", "epoch %d" % (epoch + 1), epoch=epoch + 1, loss=stats.loss,
                   train_top1=stats.top1, train_top5=stats.top5,
-                  test_top1=test_top1, test_top5=test_top5, epoch_s=epoch_s, train_s=train_s, train_cpu_s=train_cpu_s,
-                  train_started_at=started_at,
-                  train_images_per_s=stats.images * num_workers / train_s, lr=trainer.learning_rate,
+                  test_top1=test_top1, test_top5=test_top5, epoch_s=epoch_s, train_s=train_s,
+                  train_cpu_s=timed.train_cpu_s, train_started_at=timed.started_at,
+                  train_images_per_s=stats.images * num_workers / train_s, lr=training.trainer.learning_rate,
                   images=stats.images * num_workers, param_checksum=every, weights_checksum=weights, **common, **checked)
 
 

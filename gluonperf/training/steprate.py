@@ -14,6 +14,8 @@ contexts, kvstore. The timed region ends in `mx.nd.waitall()`.
 import json
 import sys
 import time
+from dataclasses import dataclass, replace
+from typing import Optional
 
 import mxnet as mx
 import numpy as np
@@ -29,6 +31,22 @@ HYBRIDIZE = {
     "hybrid": {},
     "static": {"static_alloc": True, "static_shape": True},
 }
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One configuration of the book's loop, as tune's steprate worker runs it: `model` (a
+    ModelSpec or its text) on `contexts` (None: the CPU) at global `batch_size`, hybridized as
+    `hybridize` (a key of HYBRIDIZE), the Trainer on `kvstore`; `per_step_sync`: each step reads
+    its loss back before the next is queued; `loader_workers`: batches from a DataLoader with that
+    many worker processes (None: batches already in memory)."""
+    model: object = "resnet18"
+    contexts: Optional[tuple] = None
+    batch_size: int = 64
+    hybridize: str = "none"
+    kvstore: str = "device"
+    per_step_sync: bool = False
+    loader_workers: Optional[int] = None
 
 
 def synthetic_batches(model, batch_size, count, classes=10, seed=0):
@@ -75,13 +93,13 @@ def run_steps(net, trainer, loss, batches, contexts, steps, per_step_sync=False)
             sum(l.sum().asscalar() for l in ls)
 
 
-def session(model="resnet18", contexts=None, batch_size=64, hybridize="none", kvstore="device",
-            warmup=2, per_step_sync=False, loader_workers=None):
-    """Build and warm up one configuration; returns `timed(steps) -> seconds` (to a sync)."""
-    contexts, spec = contexts or [mx.cpu()], as_spec(model)
+def session(setting, warmup=2):
+    """Build and warm up one configuration (a `Setting`); returns `timed(steps) -> seconds` (to a sync)."""
+    contexts, spec = list(setting.contexts or [mx.cpu()]), as_spec(setting.model)
+    batch_size, per_step_sync, loader_workers = setting.batch_size, setting.per_step_sync, setting.loader_workers
     if batch_size < len(contexts):
         raise ValueError("batch size %d is smaller than the %d contexts" % (batch_size, len(contexts)))
-    net, trainer, loss = build(spec, contexts, hybridize, kvstore)
+    net, trainer, loss = build(spec, contexts, setting.hybridize, setting.kvstore)
     if loader_workers is None:
         batches = synthetic_batches(spec, batch_size, 4)
     else:
@@ -115,15 +133,16 @@ def serve(timed, batch_size, stdin=None, stdout=None):
                           "images": batch_size * steps}), file=stdout, flush=True)
 
 
-def step_rate(model="resnet18", contexts=None, batch_size=64, hybridize="none", kvstore="device",
-              steps=10, warmup=2, repeat=1, per_step_sync=False, loader_workers=None):
-    """Images/s of the book's loop with these settings: a dict of the figures."""
-    contexts, spec = contexts or [mx.cpu()], as_spec(model)
-    timed = session(spec, contexts, batch_size, hybridize, kvstore, warmup, per_step_sync, loader_workers)
+def step_rate(setting, steps=10, warmup=2, repeat=1):
+    """Images/s of the book's loop in this `Setting`: a dict of the figures (the median of `repeat`
+    timed runs of `steps` steps, after `warmup`)."""
+    contexts, spec = list(setting.contexts or [mx.cpu()]), as_spec(setting.model)
+    timed = session(replace(setting, model=spec, contexts=tuple(contexts)), warmup)  # the spec parsed once
     samples = [timed(steps) for _ in range(repeat)]
     seconds = float(np.median(samples))
+    batch_size = setting.batch_size
     return {"images_per_s": batch_size * steps / seconds, "step_s": seconds / steps,
             "samples_s": samples, "steps": steps, "batch_size": batch_size,
             "contexts": ",".join("%s%d" % (c.device_type, c.device_id) for c in contexts),
-            "hybridize": hybridize, "kvstore": kvstore, "model": spec.text,
-            "per_step_sync": per_step_sync, "loader_workers": loader_workers}
+            "hybridize": setting.hybridize, "kvstore": setting.kvstore, "model": spec.text,
+            "per_step_sync": setting.per_step_sync, "loader_workers": setting.loader_workers}

@@ -14,7 +14,8 @@ interleaved run. `planned_runs` counts the most runs it can make, for a progress
 Plain functions returning Results; they never parse arguments and never print. What a run is
 belongs to the runner it is given (tuning/runner.py): nothing here knows one.
 """
-from typing import NamedTuple, Optional
+from dataclasses import dataclass, replace
+from typing import Callable, NamedTuple, Optional
 
 from ..measure import sequential, stats
 from ..records import duration_text
@@ -24,23 +25,51 @@ from .candidates import Candidate, unique
 from .rounds import as_rounds
 
 
-def sweep(candidates, runner, steps, rounds=3, lever="", progress=None, timeout=900, log=None, sweeps=None,
-          threshold=stats.THRESHOLD, left=None):
+@dataclass(frozen=True)
+class Observers:
+    """Who hears of a search as it runs: `progress()` of every run, `log(message)` of every run as
+    it ends, `left(runs)` of the most runs still to come after each round; `sweeps` (a
+    `schedule.Sweeps`) keeps what has finished, for a command that is stopped."""
+    progress: Optional[Callable] = None
+    log: Optional[Callable] = None
+    left: Optional[Callable] = None
+    sweeps: Optional[schedule.Sweeps] = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a search runs and judges its candidates: `rounds`, a number or a `Rounds`; `steps` timed
+    steps a run (None: the runner's own); a run stopped after `timeout` seconds; a candidate kept
+    only when judged faster by more than `threshold`."""
+    rounds: object
+    steps: Optional[int] = None
+    timeout: float = 900
+    threshold: float = stats.THRESHOLD
+
+
+@dataclass(frozen=True)
+class Confirm:
+    """The confirmation: the kept set, named `name`, against the base in one interleaved run, once
+    `after` levers are kept."""
+    name: str = "together"
+    after: int = 2
+
+
+def sweep(candidates, runner, steps, rounds=3, lever="", timeout=900, threshold=stats.THRESHOLD, observers=None):
     """Measure candidates, each run in a fresh process, interleaved with the baseline.
 
     The first candidate is the baseline; each round runs it and every other candidate
     still in once, in an order that rotates from round to round, and a candidate's ratio
     is its images/s over the baseline's in the same round (gluonperf.tuning.schedule). `rounds`: a number, or a `Rounds` (`Rounds()`: each
     candidate until its verdict is settled). A candidate runs on its own runner when it has one
-    (`Candidate.runner`), else on `runner`. `log(message)`, if given, hears of every run as
-    it ends, `progress()` too, `left(runs)` of the most runs still to come after each round;
-    `sweeps` (a `Sweeps`) keeps what has finished for a command that is stopped.
-    Returns one Result per candidate, best first (see `schedule.summarize`)."""
-    table = _table(candidates, runner, steps, rounds, lever, sweeps, threshold)
+    (`Candidate.runner`), else on `runner`. `observers` (an `Observers`) hear of the runs and keep
+    what has finished. Returns one Result per candidate, best first (see `schedule.summarize`)."""
+    heard = observers or Observers()
+    table = _table(candidates, runner, steps, rounds, lever, heard.sweeps, threshold)
     schedule.interleave(table, lambda c: _bounded(c.runner or runner, c, steps, timeout, table.rounds.budget),
-                        progress, left, log, guard.stopping)
+                        heard.progress, heard.left, heard.log, guard.stopping)
     results = schedule.summarize(table)
-    return sweeps.finish(results) if sweeps else results
+    return heard.sweeps.finish(results) if heard.sweeps else results
 
 
 def _bounded(runner, candidate, steps, timeout, budget):
@@ -75,8 +104,8 @@ def spins_when_idle(candidate):
     return str(dict(candidate.env).get("GOMP_SPINCOUNT", "")).lower() == "infinite"
 
 
-def paired_sweep(candidates, runner, steps, rounds=5, lever="", progress=None, timeout=900, log=None,
-                 sweeps=None, threshold=stats.THRESHOLD, left=None):
+def paired_sweep(candidates, runner, steps, rounds=5, lever="", timeout=900, threshold=stats.THRESHOLD,
+                 observers=None):
     """Like `sweep` (the same rounds), but each candidate is ONE warmed-up
     process (started once, with its own environment: `runner.start`) that runs `steps` steps when
     asked while the others wait idle: rounds are short, and start-up and warm-up are paid
@@ -86,17 +115,19 @@ def paired_sweep(candidates, runner, steps, rounds=5, lever="", progress=None, t
     if spinning:
         raise ValueError("%r cannot wait warm beside the other candidates: its idle OpenMP threads spin for ever "
                          "and take the cores from them; leave it out, or measure it with sweep" % spinning[0])
-    table = _table(candidates, runner, steps, rounds, lever, sweeps, threshold)
+    heard = observers or Observers()
+    table = _table(candidates, runner, steps, rounds, lever, heard.sweeps, threshold)
     workers = {}
     try:
         for c in candidates:  # one at a time, so warm-ups do not compete
             workers[c.name] = (c.runner or runner).start(c, timeout)
-        schedule.interleave(table, lambda c: workers[c.name].run(steps), progress, left, log, guard.stopping)
+        schedule.interleave(table, lambda c: workers[c.name].run(steps), heard.progress, heard.left, heard.log,
+                            guard.stopping)
     finally:
         for w in workers.values():
             w.close()
     results = schedule.summarize(table)
-    return sweeps.finish(results) if sweeps else results
+    return heard.sweeps.finish(results) if heard.sweeps else results
 
 
 def stage_sizes(stages, base):
@@ -128,13 +159,15 @@ NOT_REACHED = ("the %s left of the tune's --budget could not hold its first %d r
 class Search(NamedTuple):
     """What `coordinate` found: every candidate's Result, the confirmation's Result (or None), the
     kept levers' names, the best candidate (the base when none was kept), the levers the budget
-    did not reach ({lever: why}) and the levers it left unsettled (`unsettled`)."""
+    did not reach ({lever: why}), the levers it left unsettled (`unsettled`) and the levers with
+    nothing to try once the levers before them were kept ({lever: why})."""
     results: list
     confirm: Optional[object]
     kept: list
     best: Candidate
     unreached: dict
     unsettled: dict
+    idle: dict = {}
 
 
 def unsettled(results, kept=()):
@@ -155,23 +188,25 @@ def unsettled(results, kept=()):
     return out
 
 
-def coordinate(runner, base, stages, rounds, steps=None, progress=None, timeout=900, sweeps=None,
-               threshold=stats.THRESHOLD, left=None, idle=None, confirm="together", confirm_after=2):
+def coordinate(runner, base, stages, settings, observers=None, confirm=Confirm()):
     """Each lever's candidates against the best so far (`base` to start with: the runner's
     baseline, `Candidate(runner.baseline)` or with the settings every candidate shares), interleaved
     with it; a lever's candidate is kept only when judged `faster`, its error rate split over every
     candidate of every lever planned here (`family_size`), so that the chance that any lever is
-    kept when none pays holds the level. Once `confirm_after` levers are kept, the kept set (named
-    `confirm`) against `base` in one interleaved run. With a budget (`rounds.budget`), the levers
+    kept when none pays holds the level. Once `confirm.after` levers are kept, the kept set (named
+    `confirm.name`) against `base` in one interleaved run. `settings`: the rounds, steps, timeout and
+    threshold (a `Settings`). With a budget (`settings.rounds.budget`), the levers
     take the time left in their order (those that pay on most scripts first), each with a plan as
     long as that time affords; one that cannot get its first look is not reached (in
     `Search.unreached`); the confirmation's first look is kept aside once enough levers are kept to call it
     (a lever is worth more than a confirmation that may not be needed). `stages`: [(lever, best ->
     [candidates], best -> why nothing to try or None)] (a stage of two is a lever with nothing to
-    say why). `progress()` hears of every run, `left(runs)` of the most runs still to come in the
-    whole search; a lever with nothing to try once the levers before it are kept goes into `idle`
-    ({lever: why}). Returns a `Search`."""
-    rounds = as_rounds(rounds)
+    say why). `observers.progress()` hears of every run, `observers.left(runs)` of the most runs still
+    to come in the whole search; a lever with nothing to try once the levers before it are kept goes
+    into `Search.idle` ({lever: why}). Returns a `Search`."""
+    rounds, steps, timeout, threshold = as_rounds(settings.rounds), settings.steps, settings.timeout, settings.threshold
+    heard = observers or Observers()
+    left, idle = heard.left, {}
     family, budget = family_size(stages, base), rounds.budget
     if budget is not None:
         budget.start()
@@ -183,20 +218,19 @@ def coordinate(runner, base, stages, rounds, steps=None, progress=None, timeout=
         reason = why(best) if why else None
         cands = [] if reason else unique(make(best))
         if len(cands) < 2:
-            if reason and idle is not None:
+            if reason:
                 idle[lever] = reason
             continue
         if budget is not None:  # the confirmation's first look is kept aside once enough levers are kept to call it
-            budget.reserve = budget.round_seconds(2 * sequential.FIRST_LOOK) if len(kept) >= confirm_after else 0.0
+            budget.reserve = budget.round_seconds(2 * sequential.FIRST_LOOK) if len(kept) >= confirm.after else 0.0
         fits = budget.open(len(cands)) if budget is not None else None
         if fits is not None and fits < sequential.FIRST_LOOK:
             unreached[lever] = NOT_REACHED % (duration_text(max(0.0, budget.left() - budget.reserve)),
                                               sequential.FIRST_LOOK, sequential.FIRST_LOOK * len(cands), lever)
             continue
         plan = rounds.for_lever(family, fits)
-        results = _measure(runner)(cands, runner, steps, plan, lever, progress, timeout, sweeps=sweeps,
-                                   threshold=threshold,
-                                   left=(lambda n, later=later: left(n + later)) if left else None)
+        results = _measure(runner)(cands, runner, steps, plan, lever, timeout, threshold,
+                                   replace(heard, left=(lambda n, later=later: left(n + later)) if left else None))
         out.extend(results)
         won = schedule.winner(results)
         if won is not None:
@@ -207,13 +241,12 @@ def coordinate(runner, base, stages, rounds, steps=None, progress=None, timeout=
     if budget is not None:
         budget.close()
     together = None
-    if len(kept) >= confirm_after and (budget is None or budget.fits(2 * sequential.FIRST_LOOK)):
-        final = Candidate(confirm, best.env, best.flags, best.runner)
-        results = _measure(runner)([base, final], runner, steps, rounds, "confirm", progress, timeout,
-                                   sweeps=sweeps, threshold=threshold, left=left)
+    if len(kept) >= confirm.after and (budget is None or budget.fits(2 * sequential.FIRST_LOOK)):
+        final = Candidate(confirm.name, best.env, best.flags, best.runner)
+        results = _measure(runner)([base, final], runner, steps, rounds, "confirm", timeout, threshold, heard)
         out.extend(results)
-        together = next(r for r in results if r.name == confirm)
-    return Search(out, together, kept, best, unreached, unsettled(out, kept))
+        together = next(r for r in results if r.name == confirm.name)
+    return Search(out, together, kept, best, unreached, unsettled(out, kept), idle)
 
 
 def _measure(runner):

@@ -102,7 +102,7 @@ def tune(stages, runner, budget=300.0):
     """One simulated `tune --` at the default plan: its Search."""
     rounds = Rounds(budget=Budget(budget, runner.run_seconds, clock=runner.clock))
     rounds.machine = QuietMachine
-    return search.coordinate(runner, Candidate(runner.baseline), stages, rounds, 20)
+    return search.coordinate(runner, Candidate(runner.baseline), stages, search.Settings(rounds, 20))
 
 
 def simulate(stages, gains, sd, tails="normal", tunes=1000, budget=300.0, run_seconds=5.0, seed=0):

@@ -10,7 +10,7 @@ import sys
 
 from ..cli.common import non_negative_int, positive_int, run
 from ..runtime.contexts import parse_contexts
-from ..training.steprate import HYBRIDIZE, serve, session, step_rate
+from ..training.steprate import HYBRIDIZE, Setting, serve, session, step_rate
 
 def build_parser():
     p = argparse.ArgumentParser(prog="python -m gluonperf.workers.steprate",
@@ -36,13 +36,12 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    ctxs = parse_contexts(args.ctx)
+    setting = Setting(args.model, tuple(parse_contexts(args.ctx)), args.batch_size, args.hybridize, args.kvstore,
+                      args.per_step_sync, args.loader_workers)
     if args.serve:
-        serve(session(args.model, ctxs, args.batch_size, args.hybridize, args.kvstore, args.warmup,
-                      args.per_step_sync, args.loader_workers), args.batch_size)
+        serve(session(setting, args.warmup), args.batch_size)
         return 0
-    figures = step_rate(args.model, ctxs, args.batch_size, args.hybridize, args.kvstore,
-                        args.steps, args.warmup, args.repeat, args.per_step_sync, args.loader_workers)
+    figures = step_rate(setting, args.steps, args.warmup, args.repeat)
     print(json.dumps(figures))
     sys.stdout.flush()
     return 0
