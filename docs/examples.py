@@ -168,6 +168,12 @@ EXAMPLES = [
                        "served from its files, each rung judged on 835 held-out digits",
      ["python -m gluonperf.train --model lenet --dataset digits --export deploy/lenet",
       "python -m gluonperf.infer --model deploy/lenet-symbol.json --calib-data digits --json served.json"]),
+    ("infer_runtimes", "where should the model run: the LeNet trained on digits, MXNet's rungs beside ONNX Runtime's "
+                       "and OpenVINO's on the same file exported, each judged on 835 held-out digits, each saying "
+                       "what ran",
+     ["python -m gluonperf.train --model lenet --dataset digits --export deploy/lenet",
+      "python -m gluonperf.infer --model deploy/lenet-symbol.json --calib-data digits --precision "
+      "static,int8,ort-fp32,ort-int8,ov-fp32,ov-int8 --layouts 1x2 --json runtimes.json"]),
     ("infer_server", "infer's server scenario: static, fused and INT8 at the highest rate within a 50 ms p99, the "
                      "close ones confirmed in interleaved rounds, and what to deploy",
      ["python -m gluonperf.infer --precision static,fused,int8 --scenario server --latency-bound 50ms "
@@ -191,7 +197,8 @@ EXAMPLES = [
 ]
 NAMES = [name for name, _, _ in EXAMPLES]
 # the examples whose records are kept (the file their command writes with --json), for the readings
-RECORDS = {"infer": "infer.json", "infer_exported": "served.json", "infer_server": "server.json",
+RECORDS = {"infer": "infer.json", "infer_exported": "served.json", "infer_runtimes": "runtimes.json",
+           "infer_server": "server.json",
            "ladder_mlp": "mlp.json"}
 READING = re.compile(r"(<!-- reading:(\w+) -->\n)(.*?)(<!-- /reading:\2 -->)", re.S)
 FILES = [os.path.join(HERE, "your_model", "mynet.py"), os.path.join(HERE, "your_script", "train_script.py"),

@@ -100,6 +100,31 @@ def infer_exported(records, caption):
     return " ".join(out)
 
 
+def infer_runtimes(records, caption):
+    """The exported LeNet on MXNet's rungs and the runtimes': each rung's accuracy against static's
+    and whether each INT8 rung is deployable, then the rung ahead of static in each scenario."""
+    rows = {r.metrics["precision"]: r.metrics for r in records if not r.metrics.get("error")}
+    static = rows.get("static")
+    if static is None or static.get("accuracy") is None:
+        return "The records hold no accuracy of the static rung."
+    parts = ["%s %s" % (name, accuracy_text(m).replace(" on %s held-out samples" % m.get("accuracy_n"), "")
+                        .replace(" against fp32 static (", " ("))
+             for name, m in rows.items() if name != "static" and m.get("accuracy_change") is not None]
+    out = ["On the %s held-out digits, fp32 static answered %.1f%% right; against it, %s." % (
+        static.get("evaluated_n"), 100 * static["accuracy"], "; ".join(parts))]
+    verdicts = [(name, gate(dict(rows[name], precision=name))[0]) for name in ("int8", "ort-int8", "ov-int8")
+                if name in rows]
+    if verdicts:
+        ok = [name for name, passed in verdicts if passed]
+        out.append("Deployable by the 99%% rule: %s." % (", ".join(ok) if ok else "none of the INT8 rungs"))
+    for scenario, figure in (("single-stream", "static's speed"), ("offline", "static's samples/s")):
+        rated = [r for r in _of(records, scenario) if r.metrics.get("ratio_n") and r.metrics["precision"] != "static"]
+        best = max(rated, key=lambda r: r.metrics["ratio_ci_low"], default=None)
+        if best is not None:
+            out.append("%s, the surest gain was %s: %s." % (scenario.capitalize(), best.name, _ratio(best, figure)))
+    return " ".join(out)
+
+
 def infer_server(records, caption):
     """The server scenario: what the deploy line says, and the best configuration without
     batching beside it."""
@@ -188,6 +213,7 @@ def ladder_measured(records, caption, more=()):
 READINGS = {
     "infer": ("infer", infer, ()),
     "infer_exported": ("infer_exported", infer_exported, ()),
+    "infer_runtimes": ("infer_runtimes", infer_runtimes, ()),
     "infer_server": ("infer_server", infer_server, ()),
     "ladder_measured": ("infer_exported", ladder_measured, ("ladder_mlp",)),
 }
