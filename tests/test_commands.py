@@ -584,9 +584,10 @@ def test_the_package_lists_its_commands_and_each_has_help(tmp_path):
     # the modules that are only a command's worker process say which command to run
     with ThreadPoolExecutor(max_workers=2) as pool:
         workers = pool.map(lambda m: (m, command(["-m", "gluonperf." + m[0], "--help"], tmp_path, timeout=120)),
-                           [("experiments.footprint", "bench footprint"), ("experiments.asynchronous", "bench memory")])
+                           [("workers.footprint", "bench footprint"), ("workers.memory", "bench memory"),
+                            ("workers.coldstart", "infer"), ("workers.primitives", "infer"), ("workers.serving", "infer")])
         for (module, runs), w in workers:
             assert w.returncode == 2 and w.stdout == "" and "Traceback" not in w.stderr, w.stderr
             assert w.stderr.strip().splitlines() == [
-                "python -m gluonperf.%s: error: this module is the worker process of python -m gluonperf.%s; "
+                "python -m gluonperf.%s: error: this module is a worker process of python -m gluonperf.%s; "
                 "run that (see its --help)" % (module, runs)]
