@@ -51,14 +51,20 @@ def summary(primitives):
     types, not computed on). ValueError for an empty list."""
     if not primitives:
         raise ValueError("no oneDNN primitive ran")
-    keys = ["%s %s%s" % (p.kind, p.impl, "".join("+" + op for op in p.post_ops)) for p in primitives]
+    return ran_text(["%s %s%s" % (p.kind, p.impl, "".join("+" + op for op in p.post_ops))
+                     for p in primitives if p.kind != "reorder"],
+                    [p.impl for p in primitives if p.kind == "reorder"], "no computing primitive")
+
+
+def ran_text(keys, reorders, nothing):
+    """'convolution jit:avx2 x2, pooling ...; 2 reorders (jit:uni)': each of `keys` (what ran, in
+    order) with its count, in the order first run, then the reorders apart; `nothing` where no key
+    is left. The one wording of what ran, for MXNet's primitives and the runtimes' kernels."""
     counts = collections.Counter(keys)
-    ran = ["%s%s" % (k, " x%d" % counts[k] if counts[k] > 1 else "") for k in dict.fromkeys(keys)
-           if not k.startswith("reorder ")]
-    reorders = [p.impl for p in primitives if p.kind == "reorder"]
+    ran = ["%s%s" % (k, " x%d" % counts[k] if counts[k] > 1 else "") for k in dict.fromkeys(keys)]
     tail = ("%d reorder%s (%s)" % (len(reorders), "" if len(reorders) == 1 else "s",
                                    ", ".join(dict.fromkeys(reorders))) if reorders else "no reorder")
-    return "%s; %s" % (", ".join(ran) or "no computing primitive", tail)
+    return "%s; %s" % (", ".join(ran) or nothing, tail)
 
 
 def read(rungs, ctx, batch_size, timeout=TIMEOUT_S):

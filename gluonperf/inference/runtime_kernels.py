@@ -4,7 +4,6 @@ size, OpenVINO's executed graph (each layer's type, the primitive that ran it, e
 profiled nodes (the operators its graph optimizations left, e.g. `QLinearConv`: the session's
 own profile). Read in this process: both runtimes report it through their public API.
 """
-import collections
 import json
 import os
 import tempfile
@@ -12,18 +11,9 @@ import tempfile
 import numpy as np
 
 from . import runtimes
+from .primitives import ran_text
 
 OV_NOT_RUN = ("Input", "Output", "Const", "Parameter", "Result")  # layers that compute nothing
-
-
-def _summary(keys, reorders):
-    """'Convolution brgconv_avx2_I8 x20, Pooling ref_any; 3 reorders (jit_uni_f32)': each key and
-    its count in the order first run, the reorders (layout or type conversions) apart."""
-    counts = collections.Counter(keys)
-    ran = ["%s%s" % (k, " x%d" % counts[k] if counts[k] > 1 else "") for k in dict.fromkeys(keys)]
-    tail = ("%d reorder%s (%s)" % (len(reorders), "" if len(reorders) == 1 else "s", ", ".join(dict.fromkeys(reorders)))
-            if reorders else "no reorder")
-    return "%s; %s" % (", ".join(ran) or "no computing layer", tail)
 
 
 def ov_summary(layers):
@@ -32,8 +22,8 @@ def ov_summary(layers):
     if not layers:
         raise ValueError("OpenVINO reported no executed layer")
     run = [(kind, impl) for kind, impl, _ in layers if kind not in OV_NOT_RUN]
-    return _summary(["%s %s" % (kind, impl) for kind, impl in run if kind != "Reorder"],
-                    [impl for kind, impl in run if kind == "Reorder"])
+    return ran_text(["%s %s" % (kind, impl) for kind, impl in run if kind != "Reorder"],
+                    [impl for kind, impl in run if kind == "Reorder"], "no computing layer")
 
 
 def ort_summary(nodes):
@@ -41,7 +31,8 @@ def ort_summary(nodes):
     Gemm; 2 reorders (ReorderInput, ReorderOutput)'. ValueError for none."""
     if not nodes:
         raise ValueError("ONNX Runtime's profile has no node")
-    return _summary([op for op in nodes if not op.startswith("Reorder")], [op for op in nodes if op.startswith("Reorder")])
+    return ran_text([op for op in nodes if not op.startswith("Reorder")],
+                    [op for op in nodes if op.startswith("Reorder")], "no computing node")
 
 
 def _batch(rung, batch_size):
@@ -66,8 +57,7 @@ def ort_nodes(rung, batch_size):
     """The operator types of the nodes ONNX Runtime ran in the second of two calls, from its profile."""
     import onnxruntime
     with tempfile.TemporaryDirectory(prefix="gluonperf-ort-profile-") as folder:
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = runtimes.threads()
+        options = runtimes.ort_session_options(runtimes.threads())  # as the rung is served
         options.enable_profiling = True
         options.profile_file_prefix = os.path.join(folder, "profile")
         session = onnxruntime.InferenceSession(rung.onnx, options, providers=runtimes.ORT_PROVIDERS)

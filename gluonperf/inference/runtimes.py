@@ -233,16 +233,22 @@ def ov_properties(name, n):
     return {"INFERENCE_NUM_THREADS": str(n), "NUM_STREAMS": "1", "INFERENCE_PRECISION_HINT": OV_HINTS[name]}
 
 
+def ort_session_options(n):
+    """onnxruntime.SessionOptions with `ort_options(n)` set: what every ONNX Runtime session of a rung runs with."""
+    import onnxruntime
+    options = onnxruntime.SessionOptions()
+    for attribute, value in ort_options(n).items():
+        if isinstance(value, str):  # an enum member's name
+            value = functools.reduce(getattr, value.split("."), onnxruntime)
+        setattr(options, attribute, value)
+    return options
+
+
 def _session(name, path, n):
     """A function numpy batch -> numpy output of rung `name` on the ONNX file `path`, `n` threads."""
     if runtime_of(name) == "ort":
         import onnxruntime
-        options = onnxruntime.SessionOptions()
-        for attribute, value in ort_options(n).items():
-            if isinstance(value, str):  # an enum member's name
-                value = functools.reduce(getattr, value.split("."), onnxruntime)
-            setattr(options, attribute, value)
-        session = onnxruntime.InferenceSession(path, options, providers=ORT_PROVIDERS)
+        session = onnxruntime.InferenceSession(path, ort_session_options(n), providers=ORT_PROVIDERS)
         input_name = session.get_inputs()[0].name
         return lambda data: session.run(None, {input_name: data})[0]
     core = _ov_core()
