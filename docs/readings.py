@@ -145,6 +145,12 @@ def infer_server(records, caption):
     if advice.confirmed is not None:
         chosen, how, judged, why = advice.confirmed
         rate = format_value("_per_s", m.get("confirm_rate_per_s"))
+        for first, dropped in advice.earlier:
+            out.append("Run again with the others at %s, a round each, interleaved, %s rounds, none held the bound "
+                       "in every round (%s), so they ran again at %s, the search's tolerance lower." % (
+                           format_value("_per_s", first), m.get("confirm_rounds"), "; ".join(
+                               "%s held it in %s of %s" % (name, f["held_rounds"], f["rounds"])
+                               for name, f in sorted(dropped.items())), rate))
         out.append({"lower": "Run again with %s at %s, a round each, interleaved, %s rounds, it held the bound in "
                              "every round with the lowest p99 beyond the noise.",
                     "tie": "Run again with %s at %s, a round each, interleaved, %s rounds, it held the bound in every "

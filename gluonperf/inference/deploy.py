@@ -85,6 +85,31 @@ def _why(chosen, tied):
     return "the highest rate its search found (as simple as the others)"
 
 
+def lower_rate(rate, tolerance):
+    """The rate a second confirmation pass runs at when no contender held the bound in every
+    round at `rate`: the search's tolerance below it (the bracket it cannot see into)."""
+    return rate / (1 + tolerance)
+
+
+def passes(confirms):
+    """The confirmation's records by pass, highest rate first: [(rate, records)]."""
+    rates = sorted({c.metrics["confirm_rate_per_s"] for c in confirms}, reverse=True)
+    return [(rate, [c for c in confirms if c.metrics["confirm_rate_per_s"] == rate]) for rate in rates]
+
+
+def decide(confirms, threshold=0.05):
+    """settle() of the pass that decides (the first whose rounds some contender held throughout,
+    else the last), with the rate it ran at and the passes before it as [(rate, dropped)]."""
+    *firsts, (rate, group) = passes(confirms)
+    earlier = []
+    for first_rate, first in firsts:
+        settled = settle(first, threshold)
+        if settled[1] != "none":
+            return settled, first_rate, earlier
+        earlier.append((first_rate, settled[2]))
+    return settle(group, threshold), rate, earlier
+
+
 def settle(confirms, threshold=0.05):
     """The confirmation's answer from its records (one a configuration, run at one rate in
     interleaved rounds: `round_valid`, `round_p99_s`): (the chosen record or None, 'lower' | 'tie'
@@ -125,8 +150,9 @@ class Recommendation:
     command: Optional[str]      # the command that measures it again
     held: Optional[Result] = None     # a faster configuration whose rung is not deployable (yet)
     measure: Optional[str] = None     # the command that measures its accuracy
-    confirmed: Optional[tuple] = None  # settle's (chosen, how, {name: p99 ratio fields}, why) of the confirmation
+    confirmed: Optional[tuple] = None  # settle's (chosen, how, {name: p99 ratio fields}, why) of the deciding pass
     code: Optional[str] = None        # the lines that serve `record` as measured (deploy_code.code)
+    earlier: tuple = ()               # decide's passes at higher rates that no contender held: ((rate, dropped), ...)
 
     def text(self):
         if not self.meets:
@@ -137,7 +163,7 @@ class Recommendation:
         out = [_deploy_text(self.record, self.command) if self.record is not None else
                "nothing deployable meets the bound: every configuration within it runs a rung below fp32"]
         if self.confirmed is not None:
-            out.append(_confirmed_text(self.record, *self.confirmed))
+            out.append(_confirmed_text(self.record, *self.confirmed, earlier=self.earlier))
         if self.held is not None:
             deployable, why = gate(self.held.metrics)
             out.append("%s would %s at %s %s: %s%s" % (
@@ -147,15 +173,27 @@ class Recommendation:
         return ". ".join(out)
 
 
-def _confirmed_text(record, chosen, how, judged, why):
-    """What the interleaved rounds at one rate say of the choice."""
+def _held(judged):
+    return "; ".join("%s held it in %s of %s" % (name, f["held_rounds"], f["rounds"])
+                     for name, f in sorted(judged.items()) if "p99_ratio" not in f)
+
+
+def _confirmed_text(record, chosen, how, judged, why, earlier=()):
+    """What the interleaved rounds at one rate say of the choice (after the passes at higher
+    rates, `earlier`, that no contender held throughout)."""
     m = record.metrics
     rate, n = _rate(m.get("confirm_rate_per_s")), m.get("confirm_rounds")
-    held = "; ".join("%s held it in %s of %s" % (name, f["held_rounds"], f["rounds"])
-                     for name, f in sorted(judged.items()) if "p99_ratio" not in f)
+    before = "".join("at %s no configuration held the bound in every one of %s interleaved rounds (%s), so they ran "
+                     "again at %s, the search's tolerance (%.0f%%) below it; " % (
+                         _rate(r), n, _held(d), rate, 100 * (r / m["confirm_rate_per_s"] - 1)) for r, d in earlier)
+    plan = "; plan for %s, not the search's %s" % (rate, _rate(m.get("rate_at_bound_per_s"))) if earlier else ""
     if how == "none":
-        return "unconfirmed: no configuration held the bound in every one of %s interleaved rounds at %s (%s): that " \
-               "rate is the edge of what they serve within the bound, so plan below it" % (n, rate, held)
+        return before + "unconfirmed: no configuration held the bound in every one of %s interleaved rounds at %s " \
+            "(%s): that rate is the edge of what they serve within the bound, so plan below it" % (n, rate, _held(judged))
+    return before + _held_text(how, judged, why, rate, n) + plan
+
+
+def _held_text(how, judged, why, rate, n):
     others = "; ".join("%s's p99 %s" % (name, _ratio_text(f)) if "p99_ratio" in f else
                        "%s held it in %s of %s rounds" % (name, f["held_rounds"], f["rounds"])
                        for name, f in sorted(judged.items()))
@@ -257,15 +295,16 @@ def recommend(records, model_flags=()):
         held = fastest if not gate(fastest.metrics)[0] else None
         unmeasured = held is not None and gate(held.metrics)[0] is None
         confirms = [r for r in records if r.bench == "inference" and r.metrics.get("scenario") == CONFIRM]
-        confirmed = settle(confirms, confirms[0].metrics.get("threshold", 0.05)) if best and confirms else None
+        decided = decide(confirms, confirms[0].metrics.get("threshold", 0.05)) if best and confirms else None
+        confirmed = decided and decided[0]
         if confirmed and confirmed[0] is not None:
             best = next(r for r in allowed if r.name == confirmed[0].name)
         if confirmed:
-            best = Result(best.bench, best.name, dict(best.metrics, confirm_rate_per_s=confirms[0].metrics[
-                "confirm_rate_per_s"], confirm_rounds=confirms[0].metrics["rounds"]))
+            best = Result(best.bench, best.name, dict(best.metrics, confirm_rate_per_s=decided[1],
+                                                      confirm_rounds=confirms[0].metrics["rounds"]))
         return Recommendation(True, best, command(model_flags, best.metrics) if best else None, held,
                               measuring(model_flags, held.metrics) if unmeasured else None, confirmed,
-                              deploy_code.code(best.metrics) if best else None)
+                              deploy_code.code(best.metrics) if best else None, tuple(decided[2]) if decided else ())
     timed = [r for r in servers if r.metrics.get("p99_s") is not None] or servers
     closest = min(timed, key=lambda r: r.metrics.get("p99_s") or float("inf"))
     return Recommendation(False, closest, command(model_flags, closest.metrics))

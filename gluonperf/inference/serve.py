@@ -8,7 +8,8 @@ rung and warm up at the batch sizes they will see; then each round runs every co
 (scenario x batch size) of every rung back to back, the rungs' order rotating, so that the
 host's drift hits every rung alike; then the server scenario's rate search runs for each rung
 and batching. Last, the server's choice is confirmed: the configurations whose bracket overlaps
-the best's run again at its rate, interleaved, at least 3 rounds (`_confirm`). The warm-up runs
+the best's run again at its rate, interleaved, at least 3 rounds, and once more a step lower
+when none held the bound in every round (`_confirm`). The warm-up runs
 every batch size a run will send (the server's batches are padded to `instances.buckets`), and
 each run records the sizes its instances served and any they had not warmed.
 `Session.records()` turns what has been measured so far into records (`rounds`), also when the
@@ -28,6 +29,7 @@ OFFLINE_RETRIES = 2     # LoadGen's offline query is sized by the expected rate:
 SERVER_TRIALS = 8       # runs a rate search may make (its bracket closes to 15% in about 5 or 6)
 SERVER_TOLERANCE = 0.15
 CONFIRM_ROUNDS = 3      # the fewest interleaved rounds that confirm the server's choice
+CONFIRM_PASSES = 2      # rates the confirmation tries: the best's, then SERVER_TOLERANCE below it
 
 
 @dataclass
@@ -282,15 +284,37 @@ class Session:
         """The contenders (deploy.contenders: the best deployable server configuration and those
         whose bracket overlaps it) run again at the best's valid rate, a round each in rotating
         order, `confirm_rounds` rounds, every one's instances started and warmed first: the
-        rounds that deploy.settle judges. An instance that fails leaves the choice unconfirmed."""
+        rounds that deploy.settle judges. When none held the bound in every round, they run again
+        at the search's tolerance below it (CONFIRM_PASSES in all), so that the deploy line names
+        a rate that held. An instance that fails leaves the choice unconfirmed."""
         contenders = deploy.contenders(self.servers)
         planned = self.plan.planned_confirmation()
         if not contenders:
             self.progress(("confirm",), planned)
             return
-        rate, bound = contenders[0].metrics["rate_at_bound_per_s"], self.plan.latency_bound_s
+        rate, pools, done = contenders[0].metrics["rate_at_bound_per_s"], {}, 0
+        try:
+            pools = self._confirm_pools(contenders)
+            for number in range(CONFIRM_PASSES):
+                found = self._confirm_at(contenders, pools, rate, number)
+                self.confirms += found
+                done += len(contenders) * self.plan.confirm_rounds()
+                if deploy.settle(found, self.plan.threshold)[1] != "none":
+                    break
+                rate = deploy.lower_rate(rate, SERVER_TOLERANCE)
+        except InstanceError as e:
+            self.failed.append(rounds.rung_record(self.plan.base, "confirmation", str(e), scenario=rounds.CONFIRM))
+            return
+        finally:
+            for pool, _, _ in pools.values():
+                pool.close()
+        self.progress(("confirm",), max(0, planned - done))
+
+    def _confirm_pools(self, contenders):
+        """{name: (Pool, layout, batch window)} of the contenders, every instance started and warmed
+        (filled in as they start, so that a failure closes those started)."""
         rungs = {r.name: r for r in self.plan.runnable()}
-        pools, runs = {}, {c.name: [] for c in contenders}
+        pools = {}
         try:
             for c in contenders:
                 m = c.metrics
@@ -301,21 +325,24 @@ class Session:
             for pool, layout, _ in pools.values():
                 pool.ready(self.plan.ready_timeout_s)
                 pool.warm(self.plan.warm_sizes(layout), timeout=self.plan.ready_timeout_s)
-            for r in range(self.plan.confirm_rounds()):
-                for c in contenders[r % len(contenders):] + contenders[:r % len(contenders)]:
-                    pool, _, window = pools[c.name]
-                    folder = os.path.join(self.plan.log_dir, "confirm", c.name.replace(" ", "-"), "round%d" % (r + 1))
-                    load = loadgen.Load("server", server_rate=rate, latency_bound_s=bound)
-                    runs[c.name].append(dict(self._loadgen(pool, load, _one_batch, folder, window), round=r))
-                    self.progress(("confirm",))
-        except InstanceError as e:
-            self.failed.append(rounds.rung_record(self.plan.base, "confirmation", str(e), scenario=rounds.CONFIRM))
-            return
-        finally:
+        except BaseException:
             for pool, _, _ in pools.values():
                 pool.close()
-        self.progress(("confirm",), planned - len(contenders) * self.plan.confirm_rounds())
-        self.confirms = [rounds.confirm_record(c, rate, runs[c.name], self.plan.threshold) for c in contenders]
+            raise
+        return pools
+
+    def _confirm_at(self, contenders, pools, rate, number):
+        """One pass of the confirmation: every contender at `rate`, interleaved round by round."""
+        runs = {c.name: [] for c in contenders}
+        for r in range(self.plan.confirm_rounds()):
+            for c in contenders[r % len(contenders):] + contenders[:r % len(contenders)]:
+                pool, _, window = pools[c.name]
+                folder = os.path.join(self.plan.log_dir, "confirm", "pass%d" % (number + 1), c.name.replace(" ", "-"),
+                                      "round%d" % (r + 1))
+                load = loadgen.Load("server", server_rate=rate, latency_bound_s=self.plan.latency_bound_s)
+                runs[c.name].append(dict(self._loadgen(pool, load, _one_batch, folder, window), round=r))
+                self.progress(("confirm",))
+        return [rounds.confirm_record(c, rate, runs[c.name], self.plan.threshold) for c in contenders]
 
 
 def _one_batch(samples):
