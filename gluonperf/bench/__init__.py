@@ -1,6 +1,21 @@
-"""python -m gluonperf.bench <experiment>: the chapter's experiments, one module per subcommand,
-named after it (`async` is gluonperf.bench.asynchronous, `time-to-accuracy` is
-gluonperf.bench.time_to_accuracy).
+"""python -m gluonperf.bench <experiment>: the chapter's experiments, one module per subcommand.
+
+=================  ===============================
+subcommand         module
+=================  ===============================
+hybridize          gluonperf.bench.hybridize
+async              gluonperf.bench.asynchronous
+memory             gluonperf.bench.memory
+parallel           gluonperf.bench.parallel
+overlap            gluonperf.bench.overlap
+allreduce          gluonperf.bench.allreduce
+scratch            gluonperf.bench.scratch
+engines            gluonperf.bench.engines
+footprint          gluonperf.bench.footprint
+optimizers         gluonperf.bench.optimizers
+input              gluonperf.bench.input
+time-to-accuracy   gluonperf.bench.time_to_accuracy
+=================  ===============================
 
 The contract. A module of this package that has a `NAME` is a subcommand: the package finds it
 (`SUBCOMMANDS`, in --help in the order of `ORDER`, then by name), and everything else about
