@@ -157,3 +157,68 @@ def test_the_writes_check_sees_every_form(tmp_path):
         "def outer(args):\n    def inner():\n        args.x = 1\n")
     assert writes_to_args(tmp_path) == {"m.py:plain": [2], "m.py:pair": [4], "m.py:augmented": [6],
                                         "m.py:by_name": [8], "m.py:outer.inner": [15]}
+
+
+# Issue 74: ModelSpec is the only model type past the command line. `args.model`, the --model text,
+# is turned into a ModelSpec by cli.resolve_model (which takes `args` whole); no other function hands
+# the text on. The places that still do, each for a reason:
+MODEL_TEXT_ALLOWED = {
+    "cli/common.py:resolve_model": "the resolution itself: resolve_spec(args.model, ...)",
+    "infer.py:check": "--model is an exported model's files (PREFIX-symbol.json + params) or a spec; the "
+                      "spec is resolved there, the files go to inference.ladder.model_source, a ModelSource",
+    "workers/steprate.py:main": "tune's steprate worker reads the spec's text its parent wrote on its "
+                                "command line (training.steprate parses it with as_spec)",
+}
+
+
+def _is_args_model(node):
+    return (isinstance(node, ast.Attribute) and node.attr == "model" and isinstance(node.value, ast.Name)
+            and node.value.id == "args")
+
+
+def model_text_handed_on(root=PACKAGE):
+    """{where: [line, ...]} of the functions that hand `args.model` on as it was parsed: as an
+    argument of a call (positional, keyword or starred), bound to a name, or returned. Reading it
+    in a comparison, a message's formatting or a command line being built is not handing it on."""
+    out = {}
+    for where, fn in functions(root):
+        todo = list(fn.body)
+        while todo:
+            n = todo.pop()
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue  # its own entry
+            values = []
+            if isinstance(n, ast.Call):
+                values = list(n.args) + [k.value for k in n.keywords]
+                values += [v.value for v in n.args if isinstance(v, ast.Starred)]
+                if isinstance(n.func, ast.Attribute) and n.func.attr == "format":
+                    values = []  # "...".format(args.model): a message
+            elif isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.Return)):
+                values = [n.value]
+            if any(_is_args_model(v) for v in values if v is not None):
+                out.setdefault(where, []).append(n.lineno)
+            todo.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def test_the_model_text_goes_only_to_its_resolution():
+    found = model_text_handed_on()
+    new = {where: lines for where, lines in found.items() if where not in MODEL_TEXT_ALLOWED}
+    assert not new, ("args.model handed on as text: pass `args` to cli.resolve_model and the ModelSpec it returns "
+                     "on: %s" % ", ".join("%s (line %s)" % (w, ",".join(map(str, l))) for w, l in sorted(new.items())))
+    stale = sorted(set(MODEL_TEXT_ALLOWED) - set(found))
+    assert not stale, "args.model no longer handed on there: take them out of MODEL_TEXT_ALLOWED: %s" % ", ".join(stale)
+
+
+def test_the_model_text_check_sees_every_hand_over(tmp_path):
+    (tmp_path / "m.py").write_text(
+        "def positional(args):\n    build(args.model)\n"
+        "def keyword(args):\n    build(model=args.model)\n"
+        "def bound(args):\n    name = args.model\n"
+        "def returned(args):\n    return args.model\n"
+        "def read(args):\n    if args.model == 'mlp':\n        pass\n"
+        "    print('%s at %d' % (args.model, 3), '{}'.format(args.model))\n"
+        "    flags = ['--model', args.model]\n    spec = resolve_model(args)\n"
+        "def other(opts):\n    build(opts.model)\n")
+    assert model_text_handed_on(tmp_path) == {"m.py:positional": [2], "m.py:keyword": [4], "m.py:bound": [6],
+                                              "m.py:returned": [8]}

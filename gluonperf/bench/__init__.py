@@ -17,7 +17,7 @@ input              gluonperf.bench.input
 time-to-accuracy   gluonperf.bench.time_to_accuracy
 =================  ===============================
 
-A module of this package that has a `NAME` is a subcommand: the package finds it
+The contract. A module of this package that has a `NAME` is a subcommand: the package finds it
 (`SUBCOMMANDS`, in --help in the order of `ORDER`, then by name), and everything else about
 it is in it:
 
@@ -30,23 +30,21 @@ it is in it:
 - `COLUMNS` (and its other tables' columns): what the terminal prints, and the report shows
   too (gluonperf.render.kinds.report_columns: an interval in one cell);
 - `RECORDS`: the `bench` of its records; `TITLE` and `section(records)`: the report's section
-  and its block, tables and reading (gluonperf.report draws every subcommand with a
-  `section`; the others' records go to its generic table);
+  and its block, tables and reading (a subcommand without `section` goes to the report's
+  generic table);
 - `QUICK`: flags for a run of seconds (the tests run every subcommand with them; None when
   it needs data on disk);
-- optional: `check(args)`: the checks of its flags that need no MXNet (an output directory, ...),
-  run before MXNet loads, so that bad input there is refused at once (--json and --csv, every
-  subcommand's, are checked then too);
+- optional: `check(args)`: the checks of its flags that need no MXNet, run before MXNet loads
+  (--json and --csv, every subcommand's, are checked then too);
 - optional: `AT_LEAST_CONTEXTS` (CPU contexts it runs at once whatever --ctx says; default 1)
   or `contexts_at_once(argv)` (the same, read from the command line), `STAND_IN` (its CPU
   contexts stand in for devices, so glibc keeps freed memory: runtime.allocator), and
-  `RUNS_COMMANDS` (its work runs in gluonperf commands it starts, which choose their own
-  threads: none are set for it).
+  `RUNS_COMMANDS` (its work runs in gluonperf commands it starts: no threads are set for it).
 
-bench/__main__.py, run as `python -m gluonperf.bench`, sets the thread count, the allocator and
-oneDNN's instruction set from these before MXNet loads; importing this package loads no
-MXNet. What several subcommands share is in gluonperf.bench.shared. Nothing is computed
-here: the experiments are in gluonperf.experiments.
+The one thing to know: importing this package loads no MXNet; bench/__main__.py sets the
+threads, the allocator and oneDNN's instruction set from these before MXNet loads. Shared
+code: gluonperf.bench.shared; the experiments: gluonperf.experiments. The subcommands:
+docs/commands/bench.md.
 """
 import argparse
 import importlib

@@ -64,14 +64,13 @@ def measure(args):
     """Check the flags, time each loader, each stage and the training step: (records, the context)."""
     from .. import UserError
     from ..training.data import check_available
-    from ..training.model_spec import as_spec
     from ..experiments.input_pipeline import SOURCES, Loaders, bench_input, sources_of
     from ..training.image_data import is_path
     if not is_path(args.dataset):
         raise UserError("--dataset %s is held in memory, with no loader to measure; give the PATH of a folder of class "
                         "subfolders or of a .rec (python -m gluonperf.dataset make DIR --rec makes both)" % args.dataset)
     ctxs = cli.contexts(args)
-    spec = as_spec(args.model)  # --model parsed once, here, and passed on as the object
+    spec = cli.resolve_model(args)  # --model checked and parsed once, here, and passed on as the object
     check_available(args.dataset, None, spec)  # one line for bad data, before any work
     sources = sources_of(args.dataset)
     if args.sources:

@@ -1,31 +1,18 @@
 """The memory of a training step: where it goes, what each setting costs, how large a batch fits.
 
-For a model, a set of batch sizes and a set of configurations (hybridize none / hybrid /
-static, gradient checkpointing with N segments or not), `footprint` runs each
-(configuration, batch size) in a fresh Python process (`run_step_footprint`), so the
-allocator state and cached graphs of one run cannot carry over into the next. The worker
-(`step_footprint`) builds the model, its gradients and the optimizer, takes the process's
-memory as the baseline, runs warm-up steps, then timed training steps (forward,
-backward, Trainer.step, each to a sync) while a background thread samples RSS (on GPU
-contexts: device memory). It reports
+`footprint` runs each (configuration, batch size) of a model (hybridize none / hybrid / static,
+gradient checkpointing with N segments or not) in a fresh Python process
+(`run_step_footprint`); the worker (`step_footprint`) takes the process's memory as the
+baseline after building the model, its gradients and the optimizer, and samples RSS (device
+memory on GPU contexts) during timed training steps. It reports the model's own bytes,
+`peak_above_bytes` (what the step needs beyond the model), `needs_bytes` (the two together)
+and the step time. With a `budget`, `largest_batch` predicts the largest batch whose needs fit
+from a line through the measured points and confirms it by runs (at most MAX_CONFIRM_RUNS).
 
-- the model's own bytes: parameters (with BatchNorm's running statistics), gradients
-  and optimizer states, counted from the arrays themselves;
-- `peak_above_bytes`: the peak during the timed steps above the baseline and the
-  optimizer states, i.e. what the step itself needs beyond the model (activations,
-  gradients of activations, workspace, cached graphs' buffers), and per sample;
-- `needs_bytes` = model bytes + peak above: what the training step needs in all;
-- the step time (median of the timed steps) and images/s.
-
-With a `budget`, `largest_batch` draws `needs_bytes` against the batch size per
-configuration as a straight line through the measured points nearest the budget (one
-point: through it and the model's bytes at batch 0), predicts the largest batch whose
-needs stay within the budget and confirms it by a run; each run joins the points and
-the prediction is drawn again (at most MAX_CONFIRM_RUNS runs). The answer is the
-largest batch a run confirmed.
-
-Times come from separate processes run one after the other, so they are not
-interleaved: on a shared machine memory figures are robust to load, times are not.
+The one thing to know: one process per run, so that no allocator state or cached graph
+carries over; the runs are not interleaved, so memory figures are robust to load and times are
+not. What each figure holds and how the budget search goes: docs/commands/bench.md,
+"python -m gluonperf.bench footprint".
 """
 import gc
 import math

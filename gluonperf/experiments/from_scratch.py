@@ -1,32 +1,18 @@
 """Data parallelism from scratch, as in the chapter's multi-GPU section.
 
-Every context keeps a full copy of the parameters (`get_params`); a minibatch is
-split over the contexts (`split_and_load`); each computes the gradient of its shard;
-the gradients are summed across contexts and the sum left on every one of them
-(`allreduce`); then every context applies the same update (`sgd`). `train_batch`
-is one such step for the book's NDArray LeNet (`lenet`), `train` runs epochs and
-returns one record per epoch.
+Every context keeps a full copy of the parameters (`get_params`); a minibatch is split over
+the contexts (`split_and_load`, also for batches that do not divide evenly); each computes the
+gradient of its shard; the gradients are summed and the sum left on every context
+(`allreduce`); then every context applies the same update (`sgd`). `train_batch` is one such
+step for the book's NDArray LeNet (`lenet`), `train` runs epochs and returns one record per
+epoch.
 
-Beyond the book: `split_and_load` handles batches that do not divide evenly, and
-`allreduce` has three schedules (`method=`):
-
-- ``book``: the chapter's code. Add every array into the first one, then copy
-  the sum back to the others. The first context receives (k-1) full arrays.
-- ``ring``: reduce-scatter then all-gather around a ring. The array is cut into
-  k chunks; in k-1 steps every context passes one chunk to its neighbour, which
-  adds it to its own; after that each context holds one chunk of the full sum,
-  and k-1 more steps pass the summed chunks around. Every context receives
-  2(k-1)/k arrays' worth, the least any allreduce needs, and all links work at once.
-- ``tree``: a binomial tree. Pairs add into the lower index, then pairs of pairs
-  ... (ceil(log2 k) rounds), and the sum is copied back down the same tree.
-  Fewer, larger messages than the ring: good for small arrays.
-
-Each schedule is a plain list of steps ``(kind, src, dst, lo, hi)``: copy elements
-lo:hi of the flattened array from context ``src`` to context ``dst`` and either add
-them there (``add``) or overwrite (``copy``). `received_bytes` reads the traffic off
-the same list, and `experiments.allreduce_bandwidth` measures it against the kvstore and
-against Horovod's allreduce in one process per context (`horovod_allreduce`, whose ranks run
-`experiments.allreduce_rank` in `python -m gluonperf.workers.allreduce`).
+The one thing to know: `allreduce` has three schedules (`method=`: ``book``, the chapter's
+code; ``ring``; ``tree``), each a plain list of steps ``(kind, src, dst, lo, hi)`` from which
+`received_bytes` reads the traffic. How each schedule moves the data and what it costs:
+docs/commands/bench.md, "python -m gluonperf.bench allreduce" (measured there by
+`experiments.allreduce_bandwidth`, against the kvstore and Horovod's allreduce, whose ranks
+run `experiments.allreduce_rank` in `python -m gluonperf.workers.allreduce`).
 """
 import math
 

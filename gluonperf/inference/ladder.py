@@ -1,32 +1,18 @@
 """The precision ladder: one model in the forms it can be deployed in, each built once.
 
-- `fp32`: the Block as written, run imperatively (not hybridized): what a user's script does.
-- `static`: hybridized with static_alloc and static_shape, exported; the reference rung.
-- `fused`: the static graph partitioned by oneDNN's backend (`optimize_for(x, backend='MKLDNN')`:
-  convolution, batch norm, activation and sums folded into `_sg_mkldnn_*` operators), exported.
-- `bf16`: MXNet's AMP (`mxnet.contrib.amp.convert_hybrid_block`, target bfloat16: convolutions and
-  dense layers in bfloat16, the rest and the weights float32), exported with its casts; only
-  where the CPU has AVX512-BF16 or AMX (`gluonperf.runtime.precision`), as oneDNN 2.4 emulates
-  bfloat16 elsewhere, slower than float32.
-- `int8`: MXNet's post-training quantization (`mxnet.contrib.quantization.quantize_net_v2`),
-  calibrated on the calibration samples with MXNet's `naive` mode (each layer's output range is
-  the min and max it took over them), exported. Operators MXNet has no INT8 kernel for stay
-  float32 (the rung's note names them); a model with none it can quantize cannot have the rung.
-- `ort-fp32`, `ort-int8`, `ov-fp32`, `ov-bf16`, `ov-int8`: the static graph exported to ONNX by MXNet's own
-  exporter and served by ONNX Runtime or OpenVINO (`gluonperf.inference.runtimes`).
+The rungs: `fp32` (the Block as written, imperative), `static` (hybridized with static_alloc
+and static_shape, exported: the reference), `fused` (oneDNN's graph partition), `bf16` (MXNet's
+AMP, where the CPU has AVX512-BF16 or AMX), `int8` (MXNet's post-training quantization,
+calibrated in `naive` mode), and `ort-fp32`, `ort-int8`, `ov-fp32`, `ov-bf16`, `ov-int8` (the
+static graph exported to ONNX and served by ONNX Runtime or OpenVINO:
+gluonperf.inference.runtimes). `prepare` builds the asked rungs in the parent, once, and
+writes each graph to its workdir; `load` gives a process the forward of one rung from those
+files (`Rung` crosses processes as JSON text).
 
-Every graph rung is built from the static rung's files, so an exported model
-(`--model PREFIX-symbol.json`, loaded with `SymbolBlock.imports`) has every rung but fp32 (it
-has no Python Block to run as written). A rung that cannot be built comes back with `error`,
-one line saying why; the others are built. Two traps of `quantize_net_v2` are avoided by
-feeding it an `mx.io.NDArrayIter` of the calibration samples under the graph's input name: it
-probes the network with every array a loader yields and drops one only on a TypeError, while
-a hybridized or imported block raises ValueError for a (data, label) batch; and it refuses a
-Gluon DataLoader of data alone ("Data must be list of NDArrays").
-
-`prepare` builds the asked rungs in the parent, once, and writes each graph to its workdir;
-`load` gives a process the forward of one rung from those files (`Rung` crosses processes as
-JSON text). How `python -m gluonperf.infer` uses them: docs/precision_ladder.md.
+The one thing to know: every graph rung is built from the static rung's files, so an exported
+model (`--model PREFIX-symbol.json`) has every rung but fp32; a rung that cannot be built
+comes back with `error`, one line saying why, and the others are built. What each rung is, how
+it is built and the traps avoided (quantize_net_v2's calibration input): docs/precision_ladder.md.
 """
 import contextlib
 import io

@@ -5,39 +5,15 @@ DeepSpeed's flops-profiler, for Gluon), hybridized or not. `walk`, `parameter_co
     rows = block_profile(net, [x], mx.cpu(), depth=2, loss=Loss(loss_fn, y), peak_flops=peak)
 
 One row per Block of the model's tree down to `depth` (its path, e.g. `features.3.0.conv1`,
-and its class), with its parameters, FLOPs per batch (forward and training, from
-`measure.flops.count_flops`, the counting of the whole model's), the time of its forward and
-of its backward, its share of the step, GFLOP/s and fraction of the machine's ceiling.
+and its class), with its parameters, FLOPs per batch (`measure.flops.count_flops`), the median
+time of its forward and of its backward, its share of the step, GFLOP/s and fraction of the
+machine's ceiling; the last row's check says how far the depth-1 Blocks' sum is from the step.
 
-Where the times come from. MXNet 1.9.1's profiler names a hybridized graph's events by
-operator type only (`Convolution`, `_backward_Convolution`: no node or Block names), so the
-Block of an event cannot be read from a profile. Instead each Block is timed alone on the
-inputs it receives in the model:
-
-1. one untimed forward (train mode, not recorded) with a forward pre-hook on every Block down
-   to `depth` copies the inputs each receives (hybridized Blocks are switched to imperative
-   for this call only, so that their children's hooks fire; their cached graphs are kept);
-2. each Block is then called alone, fenced by `mx.nd.waitall()`: its forward under
-   `autograd.record()` (as in a training step), and its forward + backward (a head gradient
-   of ones on each floating-point output; inputs that come from inside the model get a
-   gradient, as in the step; the model's own inputs do not). The model itself, the root of
-   the tree, is timed as the step: its forward, the loss and backward. All are measured in
-   interleaved rounds (`measure.harness.measure_interleaved`), so that a change of load hits
-   them alike; backward = (forward + backward) - forward, per round. Medians, with the order-statistic
-   interval of the median (`stats.median_interval`; min..max and its level below 6 rounds).
-3. the check: per round, the depth-1 Blocks' forward + backward (x the times each is called)
-   against the whole step's, a ratio with its 95% t interval (`stats.ratio_interval`). The
-   step also holds the loss and whatever the model computes outside its child Blocks (an
-   add in `hybrid_forward`), and a Block timed alone pays its own call overheads; the check
-   says how far the parts are from the whole.
-
-A hybridized Block timed alone runs its own graph: what MXNet fuses or bulks across Block
-boundaries in the whole graph is lost, and each call pays Python and engine overheads the
-whole graph pays once. The shares are therefore indicative; the check says by how much.
-A Block whose separate call fails (it needs state from its parent, or its graph cannot be
-built alone) gets a row with the error instead of times; a hybridized one that fails is
-tried again imperatively, with a note. Parameters are left as the forward and backward
-leave them (BatchNorm's running statistics move, gradients are written).
+The one thing to know: MXNet's profiler cannot name a hybridized graph's events by Block, so
+each Block is timed alone on the inputs it receives in the model, interleaved with the whole
+step; a Block timed alone loses the fusion across its boundaries and pays its own overheads,
+so the shares are indicative and the check says by how much. How the times are found, the
+check and the limits: docs/commands/profile.md, "The Blocks table".
 """
 import math
 import time

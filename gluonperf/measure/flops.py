@@ -4,26 +4,14 @@
     count.forward, count.training             # FLOPs per image
     count.op_flops("_backward_Convolution")   # per image, by MXNet operator name
 
-The block is called on a Symbol and MXNet infers the shape of every node of the
-graph, so every operator is seen, also those a block calls inside `hybrid_forward`
-(`F.relu`, `Y + X`), which forward hooks on child blocks would miss.
-
-Rules (1 multiply-add = 2 FLOPs):
-- Convolution: 2 x output elements x (input channels / groups) x kernel elements, plus one
-  add per output element for the bias. Deconvolution: the same counted over its input.
-- FullyConnected: 2 x rows x inputs x outputs, plus one add per output for the bias.
-- Elementwise and normalisation layers at their cost per element (ELEMENT_COST): ReLU 1,
-  an add 1, BatchNorm 5 in training (sums of x and x^2 for the statistics: 3, then x*a+b: 2),
-  pooling one per window element.
-- Backward = 2 x forward for the layers with weights (the gradient of the input and of the
-  weights each cost about a forward), 1 x forward for the others and for a bias (its
-  gradient is one sum over the outputs).
-The book's figure for its 28x28 ResNet-18, 0.912 GFLOP forward and 2.735 per training
-image, is the multiply-adds of the convolutions and the dense layer (`matmul_forward`,
-`matmul_training`); bias, BatchNorm, ReLU, adds and pooling bring `training` to 2.744.
-Operators without a rule (reshapes, copies, slices) count 0; those that are not
-known to be free are listed in `uncounted`. The loss is not part of the network and
-is not counted (for 10 classes it is a few hundred FLOPs).
+The one thing to know: the block is called on a Symbol and MXNet infers the shape of every
+node of the graph, so every operator is counted, also those a block calls inside
+`hybrid_forward` (`F.relu`, `Y + X`), which forward hooks on child blocks would miss.
+The rules (1 multiply-add = 2 FLOPs; ELEMENT_COST per element for elementwise and
+normalisation layers; backward 2x forward for layers with weights, 1x otherwise),
+`matmul_forward` / `matmul_training` (the book's count: convolutions and dense layers only),
+and `uncounted` (operators with no rule not known to be free) are explained, with the book's
+ResNet-18 figures, in docs/commands/profile.md, "How to read it" (the work table).
 """
 import json
 from dataclasses import dataclass, field

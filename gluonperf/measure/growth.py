@@ -1,47 +1,17 @@
 """Is memory growing step after step? The growth per step with its interval, and a verdict.
 
-Memory sampled once a step (resident memory, or a device's) is, over a long run, a walk that
-moves by whatever each step leaves behind (pages touched, kept or given back) plus now and
-then a jump that happens once: a cache filled, an allocator's pool grown, a graph built for a
-new shape. A leak is a drift of that walk: every stretch of steps adds about the same. A
-one-off jump adds a lot to one stretch and nothing to the others.
+`fit` takes the samples (step, bytes) after the warm-up, cuts them into about BLOCKS blocks
+(MIN_BLOCK samples at least), takes each block's level as the median of its last third, and
+returns the trimmed mean of the increments between neighbouring levels (the share TRIM dropped
+at each end, MIN_TRIM at least) with its Tukey-McLaughlin interval. The verdict, against
+FLOOR_BYTES a step (one page): `flat` when the whole interval lies below it, `grows` when its
+lower end lies above it, `inconclusive` otherwise. `records_of` makes the records (bench
+'growth', name 'memory growth') of what a `StepMemory` (gluonperf.measure.memory) sampled.
 
-`fit` follows that model, after the warm-up:
-
-1. the samples are cut into blocks of consecutive steps (at least MIN_BLOCK samples, about
-   BLOCKS of them);
-2. a block's level is the median of its last third; each block gives an increment: what the
-   level grew from the block before, over the steps between their ends, in bytes a step;
-3. the growth is the trimmed mean of these increments: the mean without the g lowest and the
-   g highest (g = TRIM of them, MIN_TRIM at least), with the Tukey-McLaughlin interval (the
-   winsorized standard deviation over (1 - 2g/n) sqrt(n), Student's t with n - 2g - 1
-   degrees of freedom; Tukey and McLaughlin 1963, as Wilcox's "Introduction to Robust
-   Estimation and Hypothesis Testing" gives it; SciPy's `scipy.stats.mstats.trimmed_mean_ci`
-   computes the same). A jump that happens once lands in one or two increments, which the
-   trimming leaves out; a leak moves every stretch of the run. The mean, not the median:
-   resident memory grows in chunks (the allocator reuses freed memory, and takes more from
-   the system a chunk at a time: 128 KiB to a few MiB), so a leak of 25 KiB a step shows as
-   no growth in most blocks and a chunk in some, whose median says nothing grows; a mean
-   counts the chunks (the trimming drops the few largest, so a leak in rare large chunks
-   reads low, and is `inconclusive` rather than `grows` until more steps are counted).
-
-What the interval assumes: that the increments are independent draws from one distribution,
-and that their trimmed mean is about normal. Independence holds for a random walk with
-drift (its increments over disjoint stretches are independent, whatever their distribution),
-and the interval is conservative (too wide) for memory that goes back to a level between
-blocks (neighbouring increments then share a level and are negatively correlated). It is too
-narrow when the growth itself comes in episodes longer than a block (positively correlated
-increments), and a leak that grows in a few blocks only looks like a one-off jump: neither is
-called `grows` from the blocks it spans alone. The samples are taken once a step, never once
-a second: a verdict counts steps, so it does not depend on how fast the machine runs them.
-
-The verdict, against a floor of growth that means nothing (FLOOR_BYTES a step, one page: the
-unit resident memory moves in): `flat` when the whole interval lies below the floor, `grows`
-when its lower end is above it, `inconclusive` otherwise (more steps would settle it).
-
-Pure functions on lists of (step, bytes): no MXNet, no psutil (the sampler, `StepMemory`, is
-in gluonperf.measure.memory). SciPy gives the t quantile (gluonperf.measure.stats). `records_of` makes the records (bench
-'growth', name 'memory growth') of what a StepMemory sampled.
+The one thing to know: a jump that happens once lands in one or two increments, which the
+trimming leaves out; a leak moves every one. The samples count steps, never seconds.
+Pure functions: no MXNet, no psutil. The model, why a trimmed mean and not a median, and what
+the interval assumes: docs/measuring.md, "Memory over time: is the job leaking?".
 """
 import math
 from dataclasses import dataclass

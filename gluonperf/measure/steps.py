@@ -10,23 +10,12 @@
             prof.step(batch_size)           # the end of a step
     print(report(prof))                     # the tables `profile -- python train.py` prints
 
-Steps go through phases, counted from the first step: `wait` steps run untouched, `warmup`
-steps run fenced and are not kept (graphs are built, memory allocated), `active` steps are
-timed, then `profiled` steps run under MXNet's profiler (its aggregate statistics per
-operator, and its trace), after which the loop runs on untouched. The profiler has steps of
-its own because it slows every operator call (by half, for a small imperative model here):
-the timed steps run without it.
-
-Every kept step is fenced: `mx.nd.waitall()` when it ends (and just before and after the
-Trainer's update, when the update is timed), so its time is what the step took, not how
-fast Python queued it. The time between the ends of two steps is the step; the time spent
-inside the data loader's `next()` within it is waiting for data (with the step before it
-synced, that is real waiting); the time of `Trainer.step` is the update. A fenced step can
-be a little slower than the loop's own (an unfenced update overlaps the end of backward).
-
-`python -m gluonperf.profile -- python train.py` uses this class from hooks the script does
-not see (gluonperf.runtime.script_hooks): there `Trainer.step` itself ends each step
-(`trainer_steps=True`). The data, update and Block hooks are the same in both uses.
+Steps go through phases, counted from the first: `wait` steps run untouched, `warmup` steps run
+fenced and are not kept, `active` steps are timed, then `profiled` steps run under MXNet's
+profiler (which slows every operator call, so the timed steps run without it). The one thing
+to know: every kept step is fenced (`mx.nd.waitall()`), so its time is what the step took, not
+how fast Python queued it. `profile -- python train.py` drives this class from its hooks
+(gluonperf.runtime.script_hooks, `trainer_steps=True`). Why: docs/your_script.md.
 """
 import os
 import shutil

@@ -1,32 +1,18 @@
 """MXNet's operator functions compiled once per machine, not once per process.
 
-Why: `import mxnet` writes the Python source of one function per operator (about 2,300 of
-them: mxnet/ndarray/register.py's `_make_ndarray_function`, mxnet/symbol/register.py's
-`_make_symbol_function`, which the numpy namespaces reuse) and compiles each with `exec`. That
-compiling is a third of every process's start (`import gluonperf, mxnet`: the figures, with
-their machine and intervals, are in docs/measurements.md), and gluonperf starts many processes:
-every command, each run of a script under `tune --`, each `gluonperf.train` worker of `launch`. The sources
-are the same in every process but for one number, the operator's handle (an address in
-libmxnet, which changes from process to process).
+`import mxnet` writes and `exec`s the Python source of about 2,300 operator functions, the
+same in every process but for each operator's handle (an address in libmxnet). An import hook
+gives mxnet/ndarray/register.py and mxnet/symbol/register.py an `exec` of their own that keeps
+the compiled code, keyed by the source with the handle replaced by a stand-in, in
+$XDG_CACHE_HOME/gluonperf (else ~/.cache/gluonperf), one file per Python bytecode version, and
+puts this process's handle back before running it. GLUONPERF_OPERATOR_CACHE=0 turns it off;
+anything unexpected (another MXNet's source, an unreadable file) falls back to MXNet's own
+compiling.
 
-What: an import hook gives those two modules an `exec` of their own (a module global, which
-their code finds before the builtin). It replaces the handle in the source by a fixed stand-in,
-looks the result up in a file of compiled code (marshal, as Python's .pyc files are), compiles
-it where it is missing, and puts this process's handle back into the code's constants before
-running it. Once `mxnet` has loaded, a process that had to compile anything writes the file
-anew (to a temporary file in the same folder, then renamed), with the code it used. The
-functions are the ones MXNet makes: the same source, names, docs and line numbers. A source of
-another shape than the one expected (another MXNet) is run by the builtin `exec`, as without
-this file.
-
-Where: $XDG_CACHE_HOME/gluonperf, else ~/.cache/gluonperf (a folder only its owner can read),
-one file per Python bytecode version. GLUONPERF_OPERATOR_CACHE=0 turns it off. A file that
-cannot be read is ignored and a folder that cannot be written is left as it is: MXNet then
-compiles as usual.
-
-Loaded by its path (gluonperf/__init__.py, and the sitecustomize of a script under `profile --`
-or `tune --`), so it imports only the standard library, and runtime/wire.py (which names the
-switch's variable) by its path too.
+The one thing to know: it is loaded by its path (gluonperf/__init__.py, and the sitecustomize
+of a script under `profile --` or `tune --`), so it imports only the standard library, and
+runtime/wire.py (which names the switch's variable) by its path too. How it works in detail:
+docs/install.md, "What gluonperf keeps on disk"; what it saves: docs/measurements.md.
 """
 import builtins
 import hashlib

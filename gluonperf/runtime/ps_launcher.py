@@ -1,29 +1,17 @@
 """MXNet's parameter-server jobs (kvstore dist_sync): plan, start, watch and stop their processes.
 
-MXNet's `dist_sync` / `dist_device_sync` kvstore is ps-lite: one scheduler, S servers and
-N workers, which find each other through `DMLC_*` environment variables. The wheel carries
-the engine but not the launcher (tools/launch.py needs the dmlc tracker, which is not
-shipped), so this module is the launcher (its command line is `python -m gluonperf.launch`):
+The wheel carries ps-lite but not its launcher (tools/launch.py needs the dmlc tracker), so
+this module is the launcher (`python -m gluonperf.launch`): one scheduler and S servers
+(`python -c "import mxnet"` with DMLC_ROLE=scheduler/server: importing mxnet runs their loop;
+gluonperf is imported first where installed, `SERVER_CODE`) and N workers running COMMAND
+(ps-lite gives each its `kv.rank` once all have connected), here or over ssh on listed hosts
+(the scheduler runs here). Every line a process prints is prefixed with its role and number.
 
-- the scheduler and servers are `python -c "import mxnet"` with DMLC_ROLE=scheduler/server:
-  importing mxnet in such a process runs the scheduler/server loop and exits when the workers
-  finish (mxnet/kvstore/kvstore_server.py, `_init_kvstore_server_module`); gluonperf is
-  imported first where it is installed (`SERVER_CODE`), which keeps scikit-learn out of that
-  import (gluonperf/__init__.py), about a second of CPU per process;
-- the workers run COMMAND with DMLC_ROLE=worker; ps-lite gives each one its rank
-  (`kv.rank`) when all have connected, so that rank need not match the launcher's numbering;
-- every line a process prints is prefixed with its role and number, e.g. `[worker 0]`;
-- a worker that fails would wait forever in the kvstore's exit barrier; the workers get an
-  exit guard (gluonperf/worker_site/sitecustomize.py, first on PYTHONPATH) so they exit
-  with their code at once;
-- any process failing stops all the others, a timeout bounds the whole job, Ctrl-C or
-  SIGTERM tears everything down; every process runs in its own process group
-  (session) and is stopped with `killpg`, so nothing is left behind.
-
-With hosts the servers and workers run on the listed machines over ssh (the scheduler runs
-here).
-
-This module does not import mxnet: it only manages processes.
+The one thing to know: nothing is left behind. A failing process stops all the others (the
+workers get an exit guard, gluonperf/worker_site, so that a failed one does not wait forever
+in the kvstore's exit barrier), a timeout bounds the job, Ctrl-C or SIGTERM tears it down, and
+every process runs in its own session, stopped with `killpg`. It does not import mxnet. Why
+and how: docs/commands/launch.md, "How it works" and "When anything fails, everything stops".
 """
 import ipaddress
 import os

@@ -1,34 +1,23 @@
 """The hooks of `python -m gluonperf.profile -- COMMAND` inside a script gluonperf never saw:
 wrappers around what every Gluon training loop calls, which report to a listener.
 
-- `gluon.Trainer.step` (and `Trainer.update`, for loops that call `allreduce_grads` and
-  `update` themselves): `listener.before_update(trainer, batch_size)` just before the real
-  call, `listener.after_update(trainer, batch_size)` just after it: step boundaries, and
-  the images of a step (its `batch_size` argument);
-- the iteration of Gluon's `DataLoader` and of MXNet's data iterators (`mx.io.DataIter`:
-  `ImageRecordIter`, `NDArrayIter`, `PrefetchingIter`, ...): `listener.data_wait(seconds,
-  loader)` for each batch taken, the wall time spent inside `next()` (an iterator inside
-  another one counts once, for the outer one);
-- `Block.__call__`, outermost calls only (not the calls of a model's children):
-  `listener.block_called(block, args)`, to find the model the Trainer updates and its input;
-- with `install(listener, waits=True)`, the script's own waits for MXNet's engine
-  (`NDArray.asnumpy`, which `asscalar`, `float()` and a metric's `update` call,
-  `NDArray.wait_to_read` and `mx.nd.waitall`): `listener.engine_wait(seconds, what, file,
-  line)` with the line of the script's own code that waited (`script_line`); the fences of
-  gluonperf's own code are not reported;
-- `watch_loaders(True)`: the construction of a `DataLoader`, `listener.loader_arguments(loader,
-  args, kwargs)` before it (which may return other (args, kwargs), e.g. more workers) and
-  `listener.loader_made(loader, file, line)` after it;
-- `watch_construction(True)`: the outermost construction of a Block,
-  `listener.block_made(block, file, line)` (where the script builds its model).
+- `gluon.Trainer.step` and `Trainer.update`: `listener.before_update(trainer, batch_size)` and
+  `listener.after_update(trainer, batch_size)` around the real call (step boundaries, images);
+- the iteration of Gluon's `DataLoader` and of `mx.io.DataIter`s: `listener.data_wait(seconds,
+  loader)`, the wall time inside `next()` per batch (an iterator inside another counts once);
+- outermost `Block.__call__`s: `listener.block_called(block, args)` (the model and its input);
+- with `install(listener, waits=True)`, the script's own waits for the engine (`asnumpy`,
+  `wait_to_read`, `waitall`): `listener.engine_wait(seconds, what, file, line)`;
+- `watch_loaders(True)`: `listener.loader_arguments(loader, args, kwargs)` before a
+  `DataLoader` is built (it may return others) and `listener.loader_made(loader, file, line)`;
+- `watch_construction(True)`: `listener.block_made(block, file, line)`, outermost only.
 
-`install(listener)` puts them in (MXNet must be imported) but the Block hook, `remove()`
-takes them out; `watch_blocks(True/False)` puts in and takes out the Block hook alone (it
-costs a Python call per Block call, and a frame in a traceback through a model's forward:
-the listener wants it for the measured steps only). Each hook adds one frame of its own to a
-traceback that passes through it. A listener that raises is dropped with one line on stderr: the script runs on, as
-if nothing had been hooked. Nothing here measures: the listener (gluonperf.measure.steps)
-does.
+`install(listener)` puts them in but the Block hook, `remove()` takes them out, and
+`watch_blocks(True/False)` the Block hook alone (a Python call per Block call: the listener
+wants it for the measured steps only). The one thing to know: a listener that raises is
+dropped with one line on stderr and the script runs on as if nothing had been hooked; nothing
+here measures (the listener, gluonperf.measure.steps, does). How a script is measured:
+docs/your_script.md.
 """
 import os
 import sys

@@ -1,37 +1,17 @@
 """`--kvstore flat`: data parallelism over one flat gradient buffer per context.
 
-`FlatTrainer` is a `gluon.Trainer` for the contexts of one machine. Every trainable
-parameter gets one owner context (largest parameters first, each to the context that
-owns the fewest elements so far). On its first step the trainer moves, on every
-context, all gradients into one flat array, laid out owner by owner, so that each
-context's share of the model is one contiguous range of it; the Parameters keep
-working, their gradients being views of the flat array. A step is then:
+`FlatTrainer` is a `gluon.Trainer` for the contexts of one machine. Every trainable parameter
+gets one owner context; on its first step the trainer moves, on every context, all gradients
+into one flat array laid out owner by owner (the Parameters' gradients become views of it). A
+step is then a reduce-scatter (`allreduce_grads`: each context adds the others' gradients of
+its share), an update of the parameters each context owns (`update`: MXNet's optimizer,
+through the Trainer's updater of that context) and an all-gather of their new weights.
 
-- reduce-scatter (`allreduce_grads`): every context copies the other contexts'
-  gradients of its share in one copy each and adds them to its own in one addition;
-- update (`update`): every context runs the optimizer (MXNet's, through the Trainer's
-  updater of that context, so its multi-tensor kernels and state) on the parameters
-  it owns only, then copies their new weights to the other contexts (the all-gather).
-
-MXNet's `device` kvstore with `update_on_kvstore=False` (the Trainer's way) copies, sums
-and copies back every parameter on every context, and then every context updates all
-the weights: on CPU contexts, which share the cores, the optimizer's work N times. Here
-each weight is updated once and the gradients move in 2(N-1) large operations per
-context. The arithmetic is MXNet's own, so the weights equal the `device` kvstore's
-(tests/test_flat.py checks it).
-
-Why only the gradients are flat: with oneDNN, an inference-mode forward reorders a
-convolution's weight array in place (`MKLDNNDataReorderAsync`), which replaces the whole
-storage the array is a view of; flat weights crashed the first evaluation.
-
-Caveats, as for any trainer that keeps state outside the Parameters:
-- after `allreduce_grads()` a context's gradients are summed only in its own share;
-- a parameter whose gradient backward did not write since the last step raises
-  UserWarning, as in Trainer (with `ignore_stale_grad=True` it is skipped);
-- dense gradients of one data type, grad_req 'write'.
-Trainer states saved with `save_states` are the `device` kvstore's format (every
-parameter's state, on the first context), so a checkpoint moves between `--kvstore
-flat` and `--kvstore device` either way.
+The one thing to know: the arithmetic is MXNet's own, so the weights equal the `device`
+kvstore's and `save_states` writes the `device` kvstore's format (tests/test_flat.py); only the
+gradients are flat, never the weights. After `allreduce_grads()` a context's gradients are
+summed in its own share only. Why it is faster on CPU contexts, why the weights stay apart,
+and its caveats: docs/commands/train.md, "Two contexts, one flat gradient array".
 """
 import mxnet as mx
 import numpy as np

@@ -1,29 +1,19 @@
 """The optimizers gluonperf trains with: MXNet's, with SGD's update made cheaper on CPU.
 
-MXNet 1.9.1's `SGD` updates every dense parameter through a multi-tensor operator
-(`multi_sgd_mom_update`; groups of MXNET_OPTIMIZER_AGGREGATION_SIZE parameters, 4 unless
-set, and a group of one when it is 1 or 0). On CPU that operator's kernel runs one loop
-over the longest array of its group and, at every index, visits each array of the group
-that is that long: the arrays are read element by element side by side rather than one
-after the other, and a short array costs as many loop steps as the longest. For
-ResNet-18 one `sgd_mom_update` per parameter was faster than that operator, and training
-with it too (docs/levers.md, "The optimizer update").
+`SGD` is MXNet's SGD, but with momentum on CPU it updates each parameter by its own
+`sgd_mom_update` instead of MXNet's multi-tensor `multi_sgd_mom_update`, whose CPU kernel was
+the slower: the same arithmetic to the bit (tests/test_optimizers.py). Everywhere else
+(no momentum, other devices, float16 with multi_precision, sparse arrays) it keeps MXNet's path.
+The others are the book's optimization chapter's: MXNet's `NAG`, `AdaGrad`, `RMSProp` and
+`Adam`, and `AdamW` (MXNet 1.9.1 has it as operators only: `contrib.adamw_update`, one per
+parameter, or `contrib.multi_adamw_update` in groups). `create` maps gluonperf's flags
+(--momentum, --beta1, --beta2, --epsilon) to each class's arguments and refuses a value
+outside its range (ValueError).
 
-`SGD` here is MXNet's SGD, updating each parameter with momentum by its own
-`sgd_mom_update` on CPU: the same arithmetic to the bit (tests/test_optimizers.py). It
-keeps MXNet's multi-tensor path without momentum (`sgd_update` rounds differently from
-`multi_sgd_update`), on other devices (a GPU launches one kernel per group), for float16
-weights with multi_precision, for sparse arrays, and whenever the user sets
-MXNET_OPTIMIZER_AGGREGATION_SIZE: that variable is the override, as OMP_NUM_THREADS is
-for the thread default.
-
-The others are the methods of the book's optimization chapter: MXNet's `NAG`, `AdaGrad`
-(NDArray arithmetic for dense arrays: MXNet 1.9.1 has no fused dense AdaGrad operator),
-`RMSProp` (`rmsprop_update`), `Adam` (`adam_update`), and `AdamW`, which MXNet 1.9.1 has
-as operators only (`contrib.adamw_update`, `contrib.multi_adamw_update`): gluonperf's class
-calls them, one per parameter, or in groups with MXNET_OPTIMIZER_AGGREGATION_SIZE set, as
-SGD does. `create` maps gluonperf's flags (--momentum, --beta1, --beta2, --epsilon) to each
-class's arguments and refuses a value outside its range (ValueError).
+The one thing to know: setting MXNET_OPTIMIZER_AGGREGATION_SIZE gives MXNet's multi-tensor
+update back (SGD and AdamW alike), as OMP_NUM_THREADS overrides the thread default. Why the
+multi-tensor kernel is slow on CPU, and what the change gave: docs/levers.md, "The optimizer
+update"; the optimizers' flags and defaults: docs/optimizers.md.
 """
 import math
 import os

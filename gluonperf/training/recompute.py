@@ -1,48 +1,19 @@
 """Gradient checkpointing for Gluon: trade compute for memory by recomputing activations.
 
-A training step normally keeps every intermediate output of the forward pass until the
-backward pass has used it; for a CNN at a large batch that is most of the step's memory.
-Here a sequential model is cut into N segments (`segments`):
+A sequential model is cut into N segments (`segments(net, n, sample_shape)`: a
+`HybridSequential`, nested ones opened up, or a GluonCV classifier's `features` then `output`;
+cut points balance the activation sizes, and the cut is checked to compute the model's own
+graph). The forward keeps only each segment's input; the backward reruns one segment at a
+time, last first, recorded, and back-propagates it. Each parameter's gradient is written once
+and BatchNorm's running statistics are updated once, as in a plain step.
+`checkpointed_forward_backward(segs, loss_fn, xs, ys)` is the step (the signature and results
+of `steps.forward_backward`); `checkpointed(net, n, sample_shape, flags)` is what
+`steps.train_steps` calls in its place.
 
-- forward: every segment but the last runs without recording (`autograd.pause` in
-  training mode, so BatchNorm uses batch statistics), and only each segment's input is
-  kept; the last segment and the loss run recorded, and their backward runs at once;
-- backward, last segment first: the segment's input is marked as a variable, the segment
-  is run again recorded from it, and its output is back-propagated with the gradient the
-  next segment handed back; the input's gradient goes on to the segment before.
-
-Each parameter belongs to one segment, so its gradient is written once, as in a plain
-step; the recorded intermediates of only one segment are alive at a time.
-
-BatchNorm. A training-mode forward updates the running statistics, so the recompute
-would update them a second time. Where the update happens depends on the kernel:
-MXNet's CPU BatchNorm (native and oneDNN) updates them in the backward, cuDNN's in the
-forward. So each segment's auxiliary states (running mean and variance) are saved
-before its unrecorded forward and put back right after it: whichever kernel runs, the
-recorded recompute and its backward update them exactly once, as a plain step does.
-Dropout would draw a different mask in the recompute, so a Dropout layer is refused in
-any segment but the last (which is never recomputed).
-
-Memory is only saved if it is given back. Two things in MXNet 1.9 keep it:
-- `static_alloc`: a cached graph allocated statically keeps its buffers between calls,
-  so every segment would hold its recompute's buffers for good (measured, ResNet-18
-  batch 64: 794 MiB with 4 static segments against 757 MiB unsegmented). Segments are
-  therefore hybridized without static_alloc / static_shape.
-- glibc's malloc, which MXNet's CPU storage uses: freed arrays stay in malloc's arenas,
-  and a segment's recompute allocates in other sizes than the last one freed, so the
-  process grows as if nothing had been freed (measured: 516 MiB against 498 MiB for the
-  plain step). After each segment's backward the step waits for it and calls
-  `malloc_trim(0)` (release='trim'), which returns the freed pages (284 MiB).
-
-`segments(net, n, sample_shape)` cuts a model: a `HybridSequential` (nested sequential
-containers are opened up), or a GluonCV classifier made of `features` then `output`.
-The cut points balance the segments' activation sizes, worked out by symbolic shape
-inference; the cut is checked to compute exactly the model's own graph.
-`checkpointed_forward_backward(segs, loss_fn, xs, ys)` is the step, with the signature
-and results of `steps.forward_backward`; `checkpointed(net, n, sample_shape, flags)`
-returns a function that `steps.train_steps` can call in its place.
-
-Memory saved is measured by `python -m gluonperf.bench footprint --checkpoint N`.
+The one thing to know: memory is saved only if it is given back, so segments are hybridized
+without static_alloc and glibc's `malloc_trim(0)` runs after each segment's backward.
+Why, and what it saves: docs/commands/bench.md, "python -m gluonperf.bench footprint", and
+docs/levers.md, "Memory levers".
 """
 import ctypes
 import json

@@ -2,27 +2,18 @@
 
 A round runs the baseline and every candidate still in once, in a rotating order; a
 candidate's ratio is its figure over the baseline's in that round (`schedule`). Three policies:
+- **sequential** (`Rounds()`, `--rounds auto`, the default): a look after every round from the
+  3rd to `maximum` (`measure.sequential.Plan`), the error rate split over every candidate the
+  tune plans (`for_lever`'s `family`); a candidate leaves once its verdict is settled
+  (`sequential.settle`). The tune's one `Budget` gives each lever a plan as long as the time
+  left affords, and a disturbed round is run again at most `reruns` times a lever;
+- **fixed** (`Rounds(fixed=N)`): N rounds each, judged once at the end;
+- **exhaustive** (`Rounds(exhaustive=True)`): tune's rule before the sequential plan, kept as
+  the reference it is checked against.
 
-- **sequential** (`Rounds()`, tune's `--rounds auto`, the default): looks after every round
-  from the 3rd to `maximum` (`measure.sequential.Plan`), the error rate split over every
-  candidate the tune plans in every lever (Bonferroni: `for_lever`'s `family`, so that a recipe
-  drawn from all of them holds the level) and spent over the looks; a candidate leaves once its
-  verdict is settled (`sequential.settle`: faster or slower beyond the noise, unable to reach the
-  smallest speed-up worth a change, or unable to be shown faster within the plan). Its
-  interval is the one of the look where it left, valid under that stopping. The whole tune has
-  one `Budget`: the levers take its time in their order, a lever's plan is as long as the time
-  left affords when it starts (so its looks are fixed before its first round), and no round
-  starts that would end past it (the intervals stay valid: they hold whenever the rounds stop).
-  A round during which the machine was busy elsewhere is run again, at most `reruns` (4) times
-  a lever, and not once a run again was disturbed too (`schedule.interleave`): the plan's few
-  rounds cannot absorb one spoiled round.
-- **fixed** (`Rounds(fixed=N)`): every candidate N rounds, judged once at the end at 95%
-  (Bonferroni over the candidates).
-- **exhaustive** (`Rounds(exhaustive=True)`, `--rounds exhaustive`): tune's rule before the
-  sequential plan: at least `minimum` rounds, then more until every candidate's fixed-n
-  interval is within +-`precision` of its estimate, at most 30 rounds, no budget. The rule
-  looks at the intervals' width only, never at whether a result looks significant; slow, kept
-  as the reference the sequential plan is checked against (benchmarks/advice.py).
+The one thing to know: a sequential interval is the one of the look where the candidate left,
+valid under that stopping (and whenever the budget stops the rounds). Why each rule, and what
+it gives: docs/verdicts.md, "Many candidates: tune" and "An unstable machine".
 """
 import copy
 import time
