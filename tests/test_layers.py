@@ -15,7 +15,7 @@ import pathlib
 import pytest
 
 PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "gluonperf"
-LAYERS = ["runtime worker_site", "records config", "measure", "training", "tuning",
+LAYERS = ["runtime", "records config", "measure", "training", "tuning",
           "experiments inference script scaling", "render", "cli"]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names.split()}
 AREAS = [name for name in RANK if RANK[name] == RANK["script"]]  # side by side: experiments, inference, ...

@@ -19,9 +19,9 @@ it and sees no change.
 Where it is applied, before anything imports MXNet:
 - gluonperf/__init__.py, for every command (`python -m gluonperf.X` imports the package
   first) and for library users who import gluonperf before mxnet;
-- gluonperf/runtime/script_site/sitecustomize.py, in the processes of a user's own script
+- gluonperf/workers/script_site/sitecustomize.py, in the processes of a user's own script
   under `profile --` and `tune --`, which import mxnet without gluonperf;
-- gluonperf/worker_site/sitecustomize.py, in `launch`'s workers (a user's command too).
+- gluonperf/workers/launch_site/sitecustomize.py, in `launch`'s workers (a user's command too).
 All three load this file by its path (the package root imports nothing of gluonperf's, and a
 user's script should not get the package), so it must stay importable on its own.
 

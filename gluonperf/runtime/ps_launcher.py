@@ -14,7 +14,7 @@ shipped), so this module is the launcher (its command line is `python -m gluonpe
   (`kv.rank`) when all have connected, so that rank need not match the launcher's numbering;
 - every line a process prints is prefixed with its role and number, e.g. `[worker 0]`;
 - a worker that fails would wait forever in the kvstore's exit barrier; the workers get an
-  exit guard (gluonperf/worker_site/sitecustomize.py, first on PYTHONPATH) so they exit
+  exit guard (gluonperf/workers/launch_site/sitecustomize.py, first on PYTHONPATH) so they exit
   with their code at once;
 - any process failing stops all the others, a timeout bounds the whole job, Ctrl-C or
   SIGTERM tears everything down; every process runs in its own process group
@@ -48,9 +48,9 @@ FORWARD_NAMES = ("PYTHONPATH", "LD_LIBRARY_PATH", "DMLC_INTERFACE")
 # gluonperf first, where the interpreter has it, so that MXNet's start-up skips scikit-learn.
 SERVER_CODE = 'import importlib.util; importlib.util.find_spec("gluonperf") and __import__("gluonperf"); import mxnet'
 
-# gluonperf/worker_site, put first on the workers' PYTHONPATH: its sitecustomize makes a failing
+# gluonperf/workers/launch_site, put first on the workers' PYTHONPATH: its sitecustomize makes a failing
 # worker exit at once instead of waiting forever in the dist kvstore's exit barrier (see the file).
-EXIT_GUARD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker_site")
+EXIT_GUARD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "workers", "launch_site")
 
 SSH_OPTIONS = ("-tt",  # a remote tty: the remote command gets SIGHUP when ssh is stopped
                "-o", "BatchMode=yes",  # never wait for a password prompt

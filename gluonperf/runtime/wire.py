@@ -31,7 +31,7 @@ Channels not on this wire, and why:
 - LoadGen runs in this process and calls back (`inference/loadgen.py`); Horovod's ranks are
   started by horovodrun (`runtime/horovod_launcher.py`): their flags and files (`--out`, a plan)
   pass through horovodrun, as the PS job's `DMLC_*` variables are ps-lite's, read in launch's
-  workers by their exit guard (`worker_site/`, put first on their PYTHONPATH).
+  workers by their exit guard (`workers/launch_site/`, put first on their PYTHONPATH).
 
 This file imports nothing of gluonperf's and only the standard library (json where used): the
 package root (`runtime/operator_code.py`) and the script's sitecustomize load it by its path.

@@ -2,7 +2,7 @@
 -- python train.py`) and tuned (`python -m gluonperf.tune -- python train.py`) from outside.
 
 Where is the code that runs inside my script? Here, in four modules that never start a
-process; they are loaded by the hooks' sitecustomize (gluonperf/runtime/script_site) once the
+process; they are loaded by the hooks' sitecustomize (gluonperf/workers/script_site) once the
 script imports MXNet, and listen to the hooks on Trainer.step, the data loaders and the Blocks
 (gluonperf/runtime/script_hooks.py):
 - `driver.py`: profile --'s driver (its StepProfiler, and what it writes once the steps are
