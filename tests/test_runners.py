@@ -95,8 +95,8 @@ def test_a_runs_figure_or_error_is_the_same_whichever_transport_carries_it(outco
     import subprocess
     from gluonperf.runtime import wire
     from gluonperf.training.runners import Worker
-    outcome = {"timeout": subprocess.TimeoutExpired(["fake"], 2),
-               "failed": wire.WorkerFailed("the fake failed: boom")}.get(outcome, outcome)
+    errors = {"timeout": subprocess.TimeoutExpired(["fake"], 2), "failed": wire.WorkerFailed("the fake failed: boom")}
+    outcome = errors[outcome] if isinstance(outcome, str) else outcome
     transport = Transport(outcome)
     worker = Worker(transport, "the fake", 2)
     assert worker.run(8) == ran and transport.asked == [{"steps": 8}]
