@@ -11,11 +11,11 @@ this is what a reader of the chapter runs.
 
     python benchmarks/book_loop.py --batch-size 64 --steps 20
 
-prints one JSON line with images/s. benchmarks/train_throughput.py runs it side
-by side with `python -m gluonperf.train`, each in a fresh process.
+prints one line with images/s (gluonperf's wire: {"wire": 1, "answer": {...}}).
+benchmarks/train_throughput.py runs it side by side with `python -m gluonperf.train`, each in a
+fresh process.
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 from mxnet import autograd, gluon, init, nd  # noqa: E402
 from mxnet.gluon import data as gdata, loss as gloss, utils as gutils  # noqa: E402
 
+from gluonperf.runtime import wire  # noqa: E402
 from gluonperf.runtime.worker_temp import share_with_workers  # noqa: E402
 from gluonperf.training.models import get_model, resnet18  # noqa: E402
 
@@ -94,9 +95,9 @@ def train(net, train_iter, ctx, batch_size, lr, warmup_steps=0):
 
 
 def serve(batch_size=64, warmup_steps=2, contexts=None, lr=0.1, workers=None, seed=0, model="resnet18"):
-    """Warm up, then answer `run N` lines on stdin with one JSON line each: the book's
-    loop body over the next N batches of an endless DataLoader, ended by nd.waitall()
-    (as gluonperf.workers.steprate --serve does, so tune can interleave them)."""
+    """Warm up, then answer each request on stdin ({"steps": N}, gluonperf's wire: `wire.serve`)
+    with one line: the book's loop body over the next N batches of an endless DataLoader, ended
+    by nd.waitall() (as gluonperf.workers.steprate --serve does, so tune can interleave them)."""
     ctx = contexts or [mx.cpu()]
     mx.random.seed(seed)
     net = book_model(model)
@@ -117,16 +118,14 @@ def serve(batch_size=64, warmup_steps=2, contexts=None, lr=0.1, workers=None, se
             train_step(net, trainer, loss, X, y, ctx, batch_size)
         nd.waitall()
     steps(warmup_steps)
-    print(json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
-        parts = line.split()
-        if not parts or parts[0] != "run":
-            break
+
+    def timed(settings):
+        n = int(settings["steps"])
         start = time.time()
-        steps(int(parts[1]))
+        steps(n)
         seconds = time.time() - start
-        print(json.dumps({"images_per_s": batch_size * int(parts[1]) / seconds, "seconds": seconds,
-                          "images": batch_size * int(parts[1])}), flush=True)
+        return {"images_per_s": batch_size * n / seconds, "seconds": seconds, "images": batch_size * n}
+    wire.serve(timed)
 
 
 def run(batch_size=64, steps=20, warmup_steps=2, contexts=None, lr=0.1, workers=None, seed=0, model="resnet18"):
@@ -142,7 +141,7 @@ def run(batch_size=64, steps=20, warmup_steps=2, contexts=None, lr=0.1, workers=
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="The book's concise ResNet-18 loop; prints one JSON line.")
+    p = argparse.ArgumentParser(description="The book's concise ResNet-18 loop; prints one line (gluonperf's wire).")
     p.add_argument("--batch-size", type=int, default=64, help="global batch size (default: %(default)s)")
     p.add_argument("--model", default="resnet18", help="a gluonperf model name (default: %(default)s, the book's)")
     p.add_argument("--steps", type=int, default=20, help="timed steps (default: %(default)s)")
@@ -151,14 +150,14 @@ def main(argv=None):
                                                       "N>0: cpu(0)..cpu(N-1) standing in for N GPUs")
     p.add_argument("--workers", type=int, default=None, help="DataLoader workers (default: the book's 4)")
     p.add_argument("--serve", action="store_true",
-                   help="after warm-up, answer 'run N' lines on stdin with one JSON line each (for tune/levers)")
+                   help="after warm-up, answer each request on stdin ({\"steps\": N}) with one line (for tune/levers)")
     args = p.parse_args(argv)
     if args.batch_size < 1 or args.steps < 1 or args.warmup < 0:
         p.error("--batch-size and --steps must be >= 1, --warmup >= 0")
     ctx = [mx.cpu(i) for i in range(args.gpus)] if args.gpus else [mx.cpu()]
     if args.serve:
         return serve(args.batch_size, args.warmup, ctx, workers=args.workers, model=args.model)
-    print(json.dumps(run(args.batch_size, args.steps, args.warmup, ctx, workers=args.workers, model=args.model)))
+    print(wire.say(run(args.batch_size, args.steps, args.warmup, ctx, workers=args.workers, model=args.model)))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 measures the ceiling `python -m gluonperf.profile` holds training against
 (`ceiling.measure_ceiling`: the fastest of oneDNN's FullyConnected, OpenBLAS's dot and two
 3x3 convolutions on cpu(0), with the OpenMP threads gluonperf's commands choose) and prints
-one JSON line: the peak over the model's training FLOPs per 1x28x28 image
+one line (gluonperf's wire, runtime/wire.py): the peak over the model's training FLOPs per 1x28x28 image
 (`models.count_model_flops`), i.e. the most images/s any training loop could reach here,
 with the peak and its kernel beside it.
 
@@ -16,12 +16,12 @@ shared machine drifts (on the 2-core Intel Xeon, model 207, of 2026-11-24, gluon
 images/s in one round and 111 in the next).
 """
 import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from gluonperf.cli import common as cli  # noqa: E402
+from gluonperf.runtime import wire  # noqa: E402
 
 PROG = "benchmarks/ceiling_probe.py"
 
@@ -52,9 +52,9 @@ def main(argv=None):
     results = measure_ceiling(ctx, args.size, args.repeat)
     peak = ceiling_flops(results)
     top = next(r for r in results if r.metrics["ceiling"])
-    print(json.dumps({"images_per_s": peak / flops.training, "gflop_per_s": peak / 1e9,
-                      "kernel": top.metrics["kernel"], "training_gflop_per_image": flops.training / 1e9,
-                      "model": args.model, "omp_threads": top.metrics["omp_threads"]}), flush=True)
+    print(wire.say({"images_per_s": peak / flops.training, "gflop_per_s": peak / 1e9,
+                    "kernel": top.metrics["kernel"], "training_gflop_per_image": flops.training / 1e9,
+                    "model": args.model, "omp_threads": top.metrics["omp_threads"]}), flush=True)
 
 
 if __name__ == "__main__":

@@ -36,11 +36,19 @@ A compiled system pads a batch smaller than a size it was warmed at (offline's l
 with copies of its first sample, so that no call compiles while LoadGen keeps the clock.
 """
 import collections
+import importlib.util
 import json
 import os
 import statistics
 import sys
 import time
+
+# gluonperf's wire (runtime/wire.py: how a process gluonperf starts answers it), loaded by its path:
+# this venv has no gluonperf, and the file needs only the standard library
+_WIRE = importlib.util.spec_from_file_location("gluonperf_wire", os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gluonperf", "runtime", "wire.py"))
+wire = importlib.util.module_from_spec(_WIRE)
+_WIRE.loader.exec_module(wire)
 
 CALIBRATION_BATCH = 32
 
@@ -268,7 +276,7 @@ def main(argument):
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--describe"]:
-        print(json.dumps(describe()))
+        print(wire.say(describe()))
         sys.exit(0)
     if len(sys.argv) != 2 or not sys.argv[1].startswith("{"):
         print("benchmarks/inference_torch.py: error: this is PyTorch's instance of benchmarks/inference.py; run that "

@@ -11,15 +11,15 @@ package imports it:
     python3 -m venv .venv-torch && .venv-torch/bin/pip install torch==2.13.0
     .venv-torch/bin/python benchmarks/torch_loop.py --batch-size 64 --steps 20
 
-prints one JSON line with images/s; `--serve` answers `run N` lines on stdin like
-benchmarks/book_loop.py, so benchmarks/train_throughput.py can interleave it.
+prints one line with images/s (gluonperf's wire, runtime/wire.py); `--serve` answers each
+request for N steps on stdin like benchmarks/book_loop.py, so benchmarks/train_throughput.py can
+interleave it.
 """
 import argparse
 import atexit
-import json
+import importlib.util
 import os
 import shutil
-import sys
 import tempfile
 import time
 
@@ -31,6 +31,13 @@ OWN_TMP = tempfile.mkdtemp(prefix="gluonperf-torch-")
 os.environ["TMPDIR"] = OWN_TMP
 tempfile.tempdir = None
 atexit.register(shutil.rmtree, OWN_TMP, True)
+
+# gluonperf's wire (runtime/wire.py: how a process gluonperf starts answers it), loaded by its path:
+# this venv has no gluonperf, and the file needs only the standard library
+_WIRE = importlib.util.spec_from_file_location("gluonperf_wire", os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gluonperf", "runtime", "wire.py"))
+wire = importlib.util.module_from_spec(_WIRE)
+_WIRE.loader.exec_module(wire)
 
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
@@ -122,7 +129,7 @@ def trainer(batch_size, seed=0, lr=0.1, dtype="float32", channels_last=False, mo
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="The book's ResNet-18 in PyTorch (CPU, eager or torch.compile); "
-                                            "prints one JSON line.")
+                                            "prints one line (gluonperf's wire).")
     p.add_argument("--model", choices=sorted(MODELS), default="resnet18", help="(default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=64, help="batch size (default: %(default)s)")
     p.add_argument("--steps", type=int, default=20, help="timed steps (default: %(default)s)")
@@ -133,7 +140,7 @@ def main(argv=None):
                    help="torch.compile the model (inductor); the warm-up steps compile it, so --warmup must be >= 1")
     p.add_argument("--channels-last", action="store_true", help="NHWC memory format for the model and batches")
     p.add_argument("--serve", action="store_true",
-                   help="after warm-up, answer 'run N' lines on stdin with one JSON line each")
+                   help="after warm-up, answer each request on stdin ({\"steps\": N}) with one line")
     args = p.parse_args(argv)
     if args.batch_size < 1 or args.steps < 1 or args.warmup < 0:
         p.error("--batch-size and --steps must be >= 1, --warmup >= 0")
@@ -143,19 +150,16 @@ def main(argv=None):
                     compile=args.compile)
     steps(args.warmup)
     if args.serve:
-        print(json.dumps({"ready": True, "threads": torch.get_num_threads(), "compiled": args.compile}), flush=True)
-        for line in sys.stdin:
-            parts = line.split()
-            if not parts or parts[0] != "run":
-                break
-            seconds = steps(int(parts[1]))
-            print(json.dumps({"images_per_s": args.batch_size * int(parts[1]) / seconds, "seconds": seconds,
-                              "images": args.batch_size * int(parts[1])}), flush=True)
+        def timed(settings):
+            n = int(settings["steps"])
+            seconds = steps(n)
+            return {"images_per_s": args.batch_size * n / seconds, "seconds": seconds, "images": args.batch_size * n}
+        wire.serve(timed, {"ready": True, "threads": torch.get_num_threads(), "compiled": args.compile})
         return
     seconds = steps(args.steps)
-    print(json.dumps({"images_per_s": args.batch_size * args.steps / seconds, "seconds": seconds,
-                      "threads": torch.get_num_threads(), "torch": torch.__version__,
-                      "model": args.model, "compiled": args.compile, "dtype": args.dtype}))
+    print(wire.say({"images_per_s": args.batch_size * args.steps / seconds, "seconds": seconds,
+                    "threads": torch.get_num_threads(), "torch": torch.__version__,
+                    "model": args.model, "compiled": args.compile, "dtype": args.dtype}))
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ import pytest
 from gluonperf.runtime import numpy_aliases
 from helpers import ROOT, clean_env
 
-SITES = {"profile's script": os.path.join(ROOT, "gluonperf", "runtime", "script_site"),
-         "launch's workers": os.path.join(ROOT, "gluonperf", "worker_site")}
+SITES = {"profile's script": os.path.join(ROOT, "gluonperf", "workers", "script_site"),
+         "launch's workers": os.path.join(ROOT, "gluonperf", "workers", "launch_site")}
 
 
 def test_restore_sets_only_what_this_numpy_lacks():

@@ -66,3 +66,46 @@ def test_every_runner_answers_the_whole_protocol():
     assert TRAIN.takes("optimizer") and not STEPRATE.takes("optimizer") and not script.takes("dataset")
     assert [s[0] for s in TRAIN.levers(["cpu0"], [8], ["device"], cores=2)][:3] == ["threads", "hybridize", "data"]
     assert "data" not in [s[0] for s in STEPRATE.levers(["cpu0"], [8], ["device"], cores=2)]
+
+
+class Transport:
+    """A transport of the wire's interface (call, close) that gives `outcome`: an answer, or an error raised."""
+
+    def __init__(self, outcome):
+        self.outcome, self.asked, self.closed = outcome, [], False
+
+    def call(self, settings):
+        self.asked.append(settings)
+        if isinstance(self.outcome, BaseException):
+            raise self.outcome
+        return self.outcome
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.mark.parametrize("outcome, ran", [
+    ({"images_per_s": 12.5, "seconds": 0.1}, (12.5, None)),
+    ("timeout", (None, "timed out after 2s")),
+    ("failed", (None, "the fake failed: boom")),
+    ({"seconds": 0.1}, (None, "no throughput figure in the answer of the fake")),
+])
+def test_a_runs_figure_or_error_is_the_same_whichever_transport_carries_it(outcome, ran):
+    """runners.Worker asks a fresh and a warm transport alike: {"steps": N} in, images_per_s or one line out."""
+    import subprocess
+    from gluonperf.runtime import wire
+    from gluonperf.training.runners import Worker
+    errors = {"timeout": subprocess.TimeoutExpired(["fake"], 2), "failed": wire.WorkerFailed("the fake failed: boom")}
+    outcome = errors[outcome] if isinstance(outcome, str) else outcome
+    transport = Transport(outcome)
+    worker = Worker(transport, "the fake", 2)
+    assert worker.run(8) == ran and transport.asked == [{"steps": 8}]
+    worker.close()
+    assert transport.closed
+
+
+def test_the_train_runner_answers_with_its_records_or_says_it_has_none(tmp_path):
+    from gluonperf.runtime import wire
+    from gluonperf.training.runners import TRAIN
+    with pytest.raises(wire.WorkerFailed, match="^no throughput figure in the records of gluonperf.train$"):
+        TRAIN.answer("", str(tmp_path / "missing.json"))

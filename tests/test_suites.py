@@ -2,7 +2,6 @@
 unwritable --json refused before the first run, and a stopped run that keeps what it measured.
 (Split from test_commands.py, whose helpers they share, so that pytest-xdist can give the two
 files, each one unit of work, to different workers.)"""
-import json
 import re
 import math
 import os
@@ -13,6 +12,7 @@ import time
 
 import pytest
 
+from gluonperf.runtime import wire
 from helpers import ROOT, clean_env
 from test_commands import PY, TIMEOUT, command, header, marked_env, processes_of, records
 
@@ -109,14 +109,14 @@ def test_throughput_suite_without_the_ceiling(tmp_path):
 
 
 def test_ceiling_probe_prints_the_ceiling_as_images_per_s(tmp_path):
-    """benchmarks/ceiling_probe.py as the suite runs it: one JSON line on stdout, the peak
-    over the model's training FLOPs per image as gluonperf.measure.flops counts them."""
+    """benchmarks/ceiling_probe.py as the suite runs it: one line on stdout (the wire's answer), the
+    peak over the model's training FLOPs per image as gluonperf.measure.flops counts them."""
     from gluonperf.training.models import count_model_flops
     from gluonperf.experiments.step_time import SAMPLE_SHAPE
     p = command(["benchmarks/ceiling_probe.py", "--model", "resnet18", "--size", "quick", "--repeat", "1"],
                 tmp_path, OMP_NUM_THREADS="1")
     assert p.returncode == 0, p.stderr
-    row = json.loads(p.stdout.strip().splitlines()[-1])
+    row = wire.answer(p.stdout, "benchmarks/ceiling_probe.py")
     assert len(p.stdout.strip().splitlines()) == 1
     gflop = count_model_flops("resnet18", SAMPLE_SHAPE).training / 1e9
     assert row["training_gflop_per_image"] == pytest.approx(gflop, rel=1e-3)  # gluonperf.profile: 2.744
@@ -291,7 +291,7 @@ def test_torch_compile_runner_trains_and_says_it_compiled(tmp_path):
                            "--steps", "2", "--warmup", "1", "--compile"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=TIMEOUT)
     assert done.returncode == 0, done.stderr
-    row = json.loads(done.stdout.strip().splitlines()[-1])
+    row = wire.answer(done.stdout, "benchmarks/torch_loop.py")  # gluonperf's wire, loaded by its path there
     assert row["compiled"] is True and row["model"] == "lenet" and row["images_per_s"] > 0
     bad = subprocess.run([TORCH_PYTHON, "benchmarks/torch_loop.py", "--compile", "--warmup", "0"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=120)

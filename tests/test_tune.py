@@ -17,7 +17,8 @@ from gluonperf.tuning.schedule import Sweeps, winner
 from gluonperf.tuning.search import paired_sweep
 
 FAKE = textwrap.dedent("""
-    import json, os, random, sys
+    import os, random, sys
+    from gluonperf.runtime import wire  # tune puts this gluonperf first on the candidate's path
     if os.environ.get("FAKE_FAIL"):
         sys.exit("fake worker: told to fail")
     rate = float(os.environ.get("FAKE_RATE", "10"))
@@ -29,13 +30,16 @@ FAKE = textwrap.dedent("""
     if "--serve" in sys.argv:
         with open(os.environ["FAKE_STARTS"], "a") as f:
             print("start", file=f)
-        print(json.dumps({"ready": True}), flush=True)
-        for n, line in enumerate(sys.stdin):
-            if os.environ.get("FAKE_DIE_AFTER") and n >= int(os.environ["FAKE_DIE_AFTER"]):
+        asked = []
+
+        def run(settings):
+            asked.append(settings["steps"])
+            if os.environ.get("FAKE_DIE_AFTER") and len(asked) > int(os.environ["FAKE_DIE_AFTER"]):
                 sys.exit("fake worker: died")
-            print(json.dumps({"images_per_s": jitter()}), flush=True)
+            return {"images_per_s": jitter()}
+        wire.serve(run)
     else:
-        print(json.dumps({"images_per_s": jitter(), "argv": sys.argv[1:]}))
+        print(wire.say({"images_per_s": jitter(), "argv": sys.argv[1:]}))
 """)
 
 

@@ -1,11 +1,14 @@
 """The wires between gluonperf and the processes it starts.
 
-gluonperf/runtime/wire.py: every GLUONPERF_ variable named once, one reader of a child's answer,
-one worker entry; the checks below (AST, no MXNet, nothing run) fail on a second wire: a
-GLUONPERF_ name spelled elsewhere, a child's stdout parsed as JSON elsewhere, a process started
-outside the launchers the wire names. gluonperf/script/wire.py, the user's script's: one
+gluonperf/runtime/wire.py: every GLUONPERF_ variable named once, one reader of a child's answer
+(schema-versioned), one worker entry, one warm child's loop; the checks below (AST, no MXNet,
+nothing run) fail on a second wire: a GLUONPERF_ name spelled elsewhere, a child's stdout parsed as
+JSON elsewhere, a process started outside the launchers the wire names. The two transports behind
+one interface (runtime/guard.py: Fresh, Warm) run fake children written in tmp_path (no gluonperf
+in them): answering, stalled (a short timeout; killed with their process group), exiting early,
+speaking another version of the wire. gluonperf/script/wire.py, the user's script's: one
 environment for profile -- and tune --, one writer in the child, one reader in the parent. No
-script is run."""
+user script is run."""
 import ast
 import json
 import os
@@ -136,12 +139,34 @@ def test_the_checks_leave_the_rest_alone(source, check):
 
 
 def test_the_wire_reads_an_answer_or_says_why_there_is_none():
-    assert runtime_wire.answer('loading\n{"images_per_s": 3.5}\n\n', "w") == {"images_per_s": 3.5}
+    said = runtime_wire.say({"images_per_s": 3.5})
+    assert json.loads(said) == {"wire": runtime_wire.VERSION, "answer": {"images_per_s": 3.5}}
+    assert runtime_wire.answer("loading\n%s\n\n" % said, "w") == {"images_per_s": 3.5}
+    assert runtime_wire.hear(runtime_wire.say(None), "w") is None  # any JSON value, null too
     with pytest.raises(runtime_wire.WorkerFailed, match="the worker printed no answer"):
         runtime_wire.answer(" \n", "the worker")
-    with pytest.raises(runtime_wire.WorkerFailed, match="its last line is not JSON"):
-        runtime_wire.answer('{"a": 1}\nTraceback (most recent call last):', "the worker")
+    with pytest.raises(runtime_wire.WorkerFailed, match="the worker gave no answer \\(not JSON"):
+        runtime_wire.answer(said + "\nTraceback (most recent call last):", "the worker")
+    for line, speaks in (('{"images_per_s": 3.5}', "no wire version"), ('[1, 2]', "no wire version"),
+                         ('{"wire": 2, "answer": {}}', "wire version 2"), ('{"wire": 1}', "no wire version")):
+        with pytest.raises(runtime_wire.WorkerFailed) as e:
+            runtime_wire.answer(line, "the worker")
+        assert str(e.value).startswith("the worker speaks %s, this gluonperf wire version 1" % speaks), line
+        assert "\n" not in str(e.value)
     assert runtime_wire.command("gluonperf.workers.x", {"a": [1]})[1:] == ["-m", "gluonperf.workers.x", '{"a": [1]}']
+    assert json.loads(runtime_wire.request({"steps": 3})) == {"steps": 3} and runtime_wire.request({}).endswith("\n")
+
+
+def test_a_warm_child_says_it_is_ready_then_answers_each_request_until_its_input_ends():
+    import io
+    out = io.StringIO()
+    runtime_wire.serve(lambda s: {"twice": 2 * s["n"]}, stdin=io.StringIO('{"n": 1}\n{"n": 4}\n'), stdout=out)
+    assert [runtime_wire.hear(l, "w") for l in out.getvalue().splitlines()] == [
+        runtime_wire.READY, {"twice": 2}, {"twice": 8}]
+    out = io.StringIO()
+    ready = {"ready": True, "threads": 2}
+    runtime_wire.serve(lambda s: 0, ready, io.StringIO('\n{"n": 1}\n'), out)  # a blank line ends it
+    assert out.getvalue() == runtime_wire.say(ready) + "\n"
 
 
 @pytest.mark.parametrize("argv, code", [([], 2), (["--help"], 2), (['{"fail": true}'], 1), (['{"n": 2}'], 0)])
@@ -158,7 +183,7 @@ def test_a_worker_takes_its_settings_and_answers_in_one_line(argv, code, capsys)
     out, err = capsys.readouterr()
     assert got == code
     if code == 0:
-        assert json.loads(out) == {"twice": 4} and err == ""
+        assert runtime_wire.hear(out, "w") == {"twice": 4} and out.count("\n") == 1 and err == ""
     else:
         assert out == "" and len(err.strip().splitlines()) == 1
         assert ("python -m gluonperf.infer" in err) if code == 2 else err.startswith("ValueError: no such rung")
@@ -208,3 +233,113 @@ def test_what_the_child_writes_the_parent_reads(tmp_path):
     assert next(r for r in runs if r["pid"] == 7)["exit"] == {"steps_seen": 0}
     assert wire.split_argv(["--steps", "3", "--", "python", "train.py", "--", "x"]) == (
         ["--steps", "3"], ["python", "train.py", "--", "x"])
+
+
+# --- the two transports behind one interface (runtime/guard.py: Fresh, Warm) ----------------------
+
+WIRE_FILE = str(ROOT / WIRE)
+# A child as the benchmarks' PyTorch loops are (no gluonperf: the wire loaded by its path). argv: the wire's
+# file, how it behaves, then --serve (warm) or the settings (fresh). `stalls` starts a grandchild and then
+# waits for ever; `exits` leaves at the first request; `speaks 99` answers on another version of the wire.
+CHILD = '''
+import importlib.util, subprocess, sys, threading
+spec = importlib.util.spec_from_file_location("wire", sys.argv[1])
+wire = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(wire)
+how = sys.argv[2]
+if how == "speaks 99":
+    wire.VERSION = 99
+
+def work(settings):
+    if how == "stalls":
+        grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        with open(settings["pid_file"], "w") as f:
+            f.write(str(grandchild.pid))
+        threading.Event().wait()
+    if how == "exits":
+        sys.exit("fake: gave up on %d steps" % settings["steps"])
+    return {"twice": 2 * settings["steps"]}
+
+if sys.argv[3] == "--serve":
+    wire.serve(work)
+else:
+    wire.worker_main(work, "fake", "the test", sys.argv[3:])
+'''
+STALL_S = 2  # the transports' timeout when a child stalls
+
+
+def transport(kind, tmp_path, how, timeout=60):
+    """A guard.Fresh or guard.Warm (`kind`) of the fake child that behaves as `how`."""
+    from gluonperf.runtime import guard
+    child = tmp_path / "child.py"
+    child.write_text(CHILD)
+    head = [sys.executable, str(child), WIRE_FILE, how]
+    if kind == "fresh":
+        return guard.Fresh(lambda s: head + [json.dumps(s)], "the fake", timeout)
+    return guard.Warm(head + ["--serve"], "the fake", timeout)
+
+
+def alive(pid):
+    """Whether process `pid` runs (a zombie waiting to be reaped does not)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("kind", ["fresh", "warm"])
+def test_each_transport_answers_a_call_with_the_childs_answer(kind, tmp_path):
+    child = transport(kind, tmp_path, "answers")
+    try:
+        assert child.call({"steps": 3}) == {"twice": 6}
+        assert child.call({"steps": 1}) == {"twice": 2}  # fresh: a second process; warm: the same one, asked again
+    finally:
+        child.close()
+    if kind == "warm":
+        assert child.ready == runtime_wire.READY and child.proc.returncode == 0  # its input closed: it ended
+
+
+@pytest.mark.parametrize("kind", ["fresh", "warm"])
+def test_a_stalled_child_is_killed_with_its_group_after_the_timeout(kind, tmp_path):
+    child = transport(kind, tmp_path, "stalls", timeout=STALL_S)
+    pid_file = tmp_path / "grandchild"
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            child.call({"steps": 3, "pid_file": str(pid_file)})
+        if kind == "warm":
+            assert child.proc.poll() is not None
+            with pytest.raises(subprocess.TimeoutExpired):  # not asked again
+                child.call({"steps": 1})
+    finally:
+        child.close()
+    assert not alive(int(pid_file.read_text()))  # the grandchild went with the child's process group
+
+
+@pytest.mark.parametrize("kind", ["fresh", "warm"])
+def test_a_child_that_exits_early_is_one_line_naming_it(kind, tmp_path):
+    child = transport(kind, tmp_path, "exits")
+    try:
+        with pytest.raises(runtime_wire.WorkerFailed) as e:
+            child.call({"steps": 3})
+        assert str(e.value) == "the fake failed: fake: gave up on 3 steps"
+        if kind == "warm":
+            assert child.ready == runtime_wire.READY  # it had warmed up
+            with pytest.raises(runtime_wire.WorkerFailed, match="gave up on 3 steps"):  # the same failure again
+                child.call({"steps": 1})
+    finally:
+        child.close()
+
+
+@pytest.mark.parametrize("kind", ["fresh", "warm"])
+def test_a_child_on_another_version_of_the_wire_is_one_line(kind, tmp_path):
+    child = transport(kind, tmp_path, "speaks 99")
+    try:
+        with pytest.raises(runtime_wire.WorkerFailed) as e:
+            child.call({"steps": 3})
+    finally:
+        child.close()
+    assert str(e.value).startswith("the fake speaks wire version 99, this gluonperf wire version 1")
+    assert "\n" not in str(e.value)
+    if kind == "warm":
+        assert child.ready is None and child.proc.returncode is not None  # refused at its first line, and stopped

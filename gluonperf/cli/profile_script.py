@@ -3,7 +3,7 @@ training script gluonperf has never seen, profiled from outside, unmodified.
 
 The command runs as a child, in its own session (process group), with this terminal's
 input and output: its output and its exit status are the script's. gluonperf's hooks go in
-at the child's start (gluonperf/runtime/script_site, first on its PYTHONPATH; a
+at the child's start (gluonperf/workers/script_site, first on its PYTHONPATH; a
 sitecustomize or PYTHONPATH of the user's own still works) and write what they measure into
 a temporary folder through the wire (gluonperf/script/wire.py; what runs inside the script
 is gluonperf/script/driver.py); once the child has ended, this command measures the

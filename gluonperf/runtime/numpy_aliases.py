@@ -6,8 +6,8 @@ removed them: the one place gluonperf does that (Python 3.12 only, in practice).
 of numpy changes. `restore_before_mxnet()` does it at the moment something first imports
 `mxnet`, so a process that never loads MXNet imports no numpy for it. Applied before anything
 imports MXNet by gluonperf/__init__.py (every command, and library users who import gluonperf
-first), gluonperf/runtime/script_site/sitecustomize.py (a script under `profile --` and
-`tune --`) and gluonperf/worker_site/sitecustomize.py (`launch`'s workers).
+first), gluonperf/workers/script_site/sitecustomize.py (a script under `profile --` and
+`tune --`) and gluonperf/workers/launch_site/sitecustomize.py (`launch`'s workers).
 
 The one thing to know: all three load this file by its path, so it must stay importable on its
 own (the standard library only, and numpy once MXNet is imported). Why MXNet needs it, and

@@ -8,7 +8,7 @@ gluonperf is imported first where installed, `SERVER_CODE`) and N workers runnin
 (the scheduler runs here). Every line a process prints is prefixed with its role and number.
 
 The one thing to know: nothing is left behind. A failing process stops all the others (the
-workers get an exit guard, gluonperf/worker_site, so that a failed one does not wait forever
+workers get an exit guard, gluonperf/workers/launch_site, so that a failed one does not wait forever
 in the kvstore's exit barrier), a timeout bounds the job, Ctrl-C or SIGTERM tears it down, and
 every process runs in its own session, stopped with `killpg`. It does not import mxnet. Why
 and how: docs/commands/launch.md, "How it works" and "When anything fails, everything stops".
@@ -36,9 +36,9 @@ FORWARD_NAMES = ("PYTHONPATH", "LD_LIBRARY_PATH", "DMLC_INTERFACE")
 # gluonperf first, where the interpreter has it, so that MXNet's start-up skips scikit-learn.
 SERVER_CODE = 'import importlib.util; importlib.util.find_spec("gluonperf") and __import__("gluonperf"); import mxnet'
 
-# gluonperf/worker_site, put first on the workers' PYTHONPATH: its sitecustomize makes a failing
+# gluonperf/workers/launch_site, put first on the workers' PYTHONPATH: its sitecustomize makes a failing
 # worker exit at once instead of waiting forever in the dist kvstore's exit barrier (see the file).
-EXIT_GUARD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "worker_site")
+EXIT_GUARD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "workers", "launch_site")
 
 SSH_OPTIONS = ("-tt",  # a remote tty: the remote command gets SIGHUP when ssh is stopped
                "-o", "BatchMode=yes",  # never wait for a password prompt

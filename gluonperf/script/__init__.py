@@ -1,7 +1,7 @@
 """A user's training script, which gluonperf has never seen, profiled (`python -m gluonperf.profile
 -- python train.py`) and tuned (`python -m gluonperf.tune -- python train.py`) from outside.
 
-Inside the script (loaded by the hooks' sitecustomize, gluonperf/runtime/script_site, once the
+Inside the script (loaded by the hooks' sitecustomize, gluonperf/workers/script_site, once the
 script imports MXNet; they never start a process): `driver.py` (profile --'s StepProfiler and
 what it writes), `listener.py` (tune --'s listener in each run), `probe.py` (the model probe
 both use) and `memory.py` (memory over the whole run). Between the two processes: `wire.py`

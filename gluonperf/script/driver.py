@@ -1,7 +1,7 @@
 """profile --'s driver: what runs inside the user's script (`python -m gluonperf.profile --
 python train.py`); it never spawns a process.
 
-`install`, called by gluonperf/runtime/script_site/sitecustomize.py once the script has
+`install`, called by gluonperf/workers/script_site/sitecustomize.py once the script has
 imported MXNet (wire.PROFILE), with the settings the command put in the environment: a
 `measure.steps.StepProfiler` listens to the hooks of `runtime.script_hooks` (`Trainer.step`
 ends a step and gives its images, the data loaders' `next()` is waiting for data, outermost

@@ -4,7 +4,7 @@ the environment variables and the entry points, builds the child's environment (
 child leaves.
 
 The parent starts the user's command with `environment(out_dir, entry, settings)`: this
-environment, gluonperf's hooks first on PYTHONPATH (gluonperf/runtime/script_site, whose
+environment, gluonperf's hooks first on PYTHONPATH (gluonperf/workers/script_site, whose
 sitecustomize reads ENV_HOOKS, ENV_ROOT and ENV_OUT, named in gluonperf/runtime/wire.py as every
 variable that crosses a process boundary is) and the settings as JSON in ENV_SETTINGS. Once the script has imported MXNet,
 the sitecustomize calls `entry` (PROFILE: script/driver.py, TUNE: script/listener.py), which
@@ -21,7 +21,8 @@ from ..runtime.wire import SCRIPT_HOOKS as ENV_HOOKS, SCRIPT_OUT as ENV_OUT, SCR
 from ..runtime.wire import SCRIPT_SETTINGS as ENV_SETTINGS
 PROFILE = "gluonperf.script.driver:install"    # profile --'s driver
 TUNE = "gluonperf.script.listener:install"     # tune --'s listener
-SITE = os.path.join(os.path.dirname(os.path.abspath(guard.__file__)), "script_site")  # the hooks' sitecustomize
+SITE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(guard.__file__))), "workers",
+                    "script_site")  # the hooks' sitecustomize
 
 
 def split_argv(argv):

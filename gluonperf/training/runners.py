@@ -2,9 +2,10 @@
 runner (the protocol: gluonperf/tuning/runner.py).
 
 - `CommandRunner`: `python -m <module>` (or `python <script>.py`) with the candidate's flags,
-  `--steps N`; its figure is images_per_s in the last JSON line it prints. With `serves`, it
-  also runs warm: started once with `--serve`, it answers `run N` on stdin with a JSON line
-  (`Worker`; gluonperf.workers.steprate, the benchmarks' book and PyTorch loops).
+  `--steps N`; its figure is images_per_s in the answer it prints (runtime/wire.py). With
+  `serves`, it also runs warm: started once with `--serve`, it answers each request for N steps
+  (`wire.serve`; gluonperf.workers.steprate, the benchmarks' book and PyTorch loops). Either way
+  a `Worker` asks it through the wire's interface (`guard.Fresh` or `guard.Warm`).
   STEPRATE is gluonperf.workers.steprate (plain SGD on a model, no data).
 - `TrainRunner`: gluonperf.train --dataset synthetic --epochs 2, a run bounded by --limit
   (batch x steps images), its figure the last epoch's train_images_per_s in its --json
@@ -19,12 +20,10 @@ Every run is a fresh process, started from the package root with this gluonperf 
 path and MXNet's and OpenMP's variables of this shell left out (the candidate says them all).
 """
 import importlib.util
-import json
 import os
 import shlex
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 
@@ -54,7 +53,7 @@ class CommandRunner:
     module: str
     fixed: Tuple[str, ...] = ()
     steps_flag: Optional[str] = "--steps"
-    serves: bool = False  # answers `run N` on stdin after `--serve` (see steprate.serve)
+    serves: bool = False  # after `--serve`, answers the wire's requests on stdin (`wire.serve`)
     python: Optional[str] = None  # the interpreter (default: this one), e.g. another venv's
     description: Optional[str] = None  # how errors name it (None: its module)
     spec: Optional[object] = field(default=None, compare=False)  # the model's ModelSpec (`for_model`)
@@ -92,29 +91,27 @@ class CommandRunner:
             args += ["--" + k.replace("_", "-")] + ([v] if v != "" else [])
         return args + self.bound(candidate, steps, json_path, serve)
 
-    def figure(self, stdout, json_path):
-        return float(wire.answer(stdout, self.module)["images_per_s"])
+    def answer(self, stdout, json_path):
+        """A fresh run's answer: the wire's, its last line of stdout (`wire.answer`)."""
+        return wire.answer(stdout, self.name)
 
     def measure(self, candidate, steps, timeout=900):
-        """Run one candidate in a fresh process: (images_per_s, None) or (None, one-line error)."""
+        """Run one candidate in a fresh process (the wire's fresh transport, `guard.Fresh`):
+        (images_per_s, None) or (None, one-line error)."""
         with guard.temp_dir(prefix="gluonperf-tune-") as tmp:
             json_path = os.path.join(tmp, "out.json")
-            try:
-                p = guard.run(self.argv(candidate, steps, json_path), env=candidate_env(candidate),
-                              cwd=guard.PACKAGE_ROOT, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                return None, "timed out after %ds" % timeout
-            if p.returncode != 0:
-                return None, "exit %d: %s" % (p.returncode, guard.last_line(p.stderr, "no message"))
-            try:
-                return self.figure(p.stdout, json_path), None
-            except (OSError, ValueError, KeyError, IndexError, wire.WorkerFailed):
-                return None, "no throughput figure in the output of %s" % self.module
+            fresh = guard.Fresh(lambda s: self.argv(candidate, s["steps"], json_path), self.name, timeout,
+                                candidate_env(candidate), guard.PACKAGE_ROOT, lambda out: self.answer(out, json_path))
+            return Worker(fresh, self.name, timeout).run(steps)
 
     def start(self, candidate, timeout):
+        """A warm worker of `candidate` (the wire's warm transport, `guard.Warm`): started once with
+        --serve, then asked for each run."""
         if not self.serves:
             raise ValueError("%s does not run warm (serves=False)" % self.module)
-        return Worker(self, candidate, timeout)
+        warm = guard.Warm(self.argv(candidate, 0, serve=True), self.name, timeout, candidate_env(candidate),
+                          guard.PACKAGE_ROOT)
+        return Worker(warm, self.name, timeout)
 
     def command_line(self, candidate, steps):
         env = " ".join("%s=%s" % (k, shlex.quote(v)) for k, v in candidate.env)
@@ -152,11 +149,15 @@ class TrainRunner(CommandRunner):
         batch = int(candidate.flag("batch_size", 64))
         return ["--limit", str(batch * steps), "--json", json_path]
 
-    def figure(self, stdout, json_path):
-        """The last epoch's train_images_per_s in the run's --json records, read as every records file
-        is (`records.files.read_jsonl`: its schema checked)."""
-        rows = [r.metrics for r, _ in read_jsonl(json_path) if r.metrics.get("train_images_per_s")]
-        return float(rows[-1]["train_images_per_s"])
+    def answer(self, stdout, json_path):
+        """gluonperf.train answers with its --json records, read as every records file is
+        (`records.files.read_jsonl`: its schema checked): the last epoch's train_images_per_s.
+        wire.WorkerFailed when they hold none."""
+        try:
+            rows = [r.metrics for r, _ in read_jsonl(json_path) if r.metrics.get("train_images_per_s")]
+            return {"images_per_s": rows[-1]["train_images_per_s"]}
+        except (OSError, ValueError, IndexError):
+            raise wire.WorkerFailed("no throughput figure in the records of %s" % self.name)
 
     def on_dataset(self, dataset):
         """This runner training on `dataset` (tune --dataset: a named set, an image folder or a .rec)."""
@@ -192,57 +193,24 @@ def default_runner():
 
 
 class Worker:
-    """A warmed-up candidate process that runs N steps when asked (`--serve`)."""
+    """A candidate's process behind the wire's interface (runtime/wire.py: a fresh or a warm
+    transport, chosen by `measure` and `start`): `run(steps)` -> (images_per_s, None) or (None,
+    one-line error); `close()`."""
 
-    def __init__(self, runner, candidate, timeout):
-        self.candidate, self.timeout = candidate, timeout
-        self.err = tempfile.TemporaryFile(mode="w+")
-        self.proc = guard.popen(runner.argv(candidate, 0, serve=True), env=candidate_env(candidate),
-                                cwd=guard.PACKAGE_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=self.err, text=True, bufsize=1)
-        self.error = None
-        self._read()  # {"ready": true} after warm-up
-
-    def _read(self):
-        """The worker's next line as JSON; None with `error` set when it exited, or when no
-        line came within --timeout (the worker is then killed)."""
-        import select
-        line = ""
-        if self.error is None:
-            if select.select([self.proc.stdout], [], [], self.timeout)[0]:
-                line = self.proc.stdout.readline()
-            else:
-                guard.kill_group(self.proc)
-                self.error = "timed out after %ds" % self.timeout
-        if not line:
-            self.proc.wait()
-            self.err.seek(0)
-            self.error = self.error or "exit %s: %s" % (self.proc.returncode,
-                                                        guard.last_line(self.err.read(), "no message"))
-            return None
-        try:
-            return json.loads(line)
-        except ValueError:
-            self.error = "unexpected output: %s" % line.strip()[:200]
-            return None
+    def __init__(self, transport, name, timeout):
+        self.transport, self.name, self.timeout = transport, name, timeout
 
     def run(self, steps):
-        """(images_per_s, None) or (None, error)."""
-        if self.error:
-            return None, self.error
         try:
-            self.proc.stdin.write("run %d\n" % steps)
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass
-        row = self._read()
-        return (float(row["images_per_s"]), None) if row else (None, self.error)
+            found = self.transport.call({"steps": steps})
+        except subprocess.TimeoutExpired:
+            return None, "timed out after %ds" % self.timeout
+        except wire.WorkerFailed as e:
+            return None, str(e)
+        try:
+            return float(found["images_per_s"]), None
+        except (KeyError, TypeError, ValueError):
+            return None, "no throughput figure in the answer of %s" % self.name
 
     def close(self):
-        try:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        guard.kill_group(self.proc)  # also reaps it, and anything it started
-        self.err.close()
+        self.transport.close()

@@ -3,16 +3,14 @@
 `tune` measures each candidate setting in a fresh process (environment variables
 such as OMP_NUM_THREADS or MXNET_ENGINE_TYPE are read once, when MXNet starts):
 `python -m gluonperf.workers.steprate --model resnet18 --batch-size 64 --hybridize static`
-(the command over this module) trains on synthetic in-memory batches and prints one JSON
-line with images/s.
+(the command over this module) trains on synthetic in-memory batches and answers with images/s
+in one line (the wire's: runtime/wire.py).
 
 The loop is the book's concise multi-device loop (split_and_load, autograd,
 backward, Trainer.step, no per-step sync), each step gluonperf.train's own
 (`steps.train_step`), with the levers tune sweeps: hybridize mode, batch size,
 contexts, kvstore. The timed region ends in `mx.nd.waitall()`.
 """
-import json
-import sys
 import time
 from dataclasses import dataclass, replace
 from typing import Optional
@@ -21,6 +19,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import gluon
 
+from ..runtime import wire
 from ..runtime.worker_temp import share_with_workers
 from .steps import train_step
 from .model_spec import as_spec
@@ -116,21 +115,17 @@ def session(setting, warmup=2):
 
 
 def serve(timed, batch_size, stdin=None, stdout=None):
-    """Answer `run N` lines on stdin with one JSON line {images_per_s, seconds, images} each.
+    """Answer each request on stdin ({"steps": N}, the wire's warm transport: runtime/wire.py) with
+    {images_per_s, seconds, images}, after saying it is ready; stops at EOF.
 
     A warmed-up worker that waits (idle) between requests lets a coordinator
     interleave several configurations step-block by step-block, each in its own
-    process with its own environment. Prints {"ready": true} first; stops at EOF."""
-    stdin, stdout = stdin or sys.stdin, stdout or sys.stdout
-    print(json.dumps({"ready": True}), file=stdout, flush=True)
-    for line in stdin:
-        parts = line.split()
-        if not parts or parts[0] != "run":
-            break
-        steps = int(parts[1])
+    process with its own environment."""
+    def run(settings):
+        steps = int(settings["steps"])
         seconds = timed(steps)
-        print(json.dumps({"images_per_s": batch_size * steps / seconds, "seconds": seconds,
-                          "images": batch_size * steps}), file=stdout, flush=True)
+        return {"images_per_s": batch_size * steps / seconds, "seconds": seconds, "images": batch_size * steps}
+    wire.serve(run, stdin=stdin, stdout=stdout)
 
 
 def step_rate(setting, steps=10, warmup=2, repeat=1):

@@ -1,20 +1,21 @@
-"""python -m gluonperf.workers.steprate: the training images/s of one configuration, as one JSON line.
+"""python -m gluonperf.workers.steprate: the training images/s of one configuration, answered in one line.
 
 tune's steprate worker (`--runner steprate`): each candidate setting runs in a fresh process,
 since MXNet reads OMP_NUM_THREADS and MXNET_ENGINE_TYPE once, at start. The measuring is
-`gluonperf.training.steprate`'s; this module parses the flags and prints.
+`gluonperf.training.steprate`'s; this module parses the flags and answers over the wire
+(runtime/wire.py: `say`, and `serve` with --serve).
 """
 import argparse
-import json
 import sys
 
 from ..cli.common import non_negative_int, positive_int, run
+from ..runtime import wire
 from ..runtime.contexts import parse_contexts
 from ..training.steprate import HYBRIDIZE, Setting, serve, session, step_rate
 
 def build_parser():
     p = argparse.ArgumentParser(prog="python -m gluonperf.workers.steprate",
-                                description="Print one JSON line: training images/s of one configuration "
+                                description="Print one line, the wire's answer: training images/s of one configuration "
                                             "(synthetic in-memory data, the book's loop).")
     p.add_argument("--model", default="resnet18", help="model name (default: %(default)s)")
     p.add_argument("--ctx", default="cpu", help="contexts, e.g. cpu or cpu0,cpu1 (default: %(default)s)")
@@ -29,7 +30,7 @@ def build_parser():
                    help="feed batches from a shuffled DataLoader with this many worker processes "
                         "(default: batches already in memory)")
     p.add_argument("--serve", action="store_true",
-                   help="after warm-up, answer 'run N' lines on stdin with one JSON line each (used by tune)")
+                   help="after warm-up, answer each request on stdin ({\"steps\": N}) with one line (used by tune)")
     p.add_argument("--repeat", type=positive_int, default=1, help="timed repeats; median reported (default: %(default)s)")
     return p
 
@@ -42,7 +43,7 @@ def main(argv=None):
         serve(session(setting, args.warmup), args.batch_size)
         return 0
     figures = step_rate(setting, args.steps, args.warmup, args.repeat)
-    print(json.dumps(figures))
+    print(wire.say(figures))
     sys.stdout.flush()
     return 0
 

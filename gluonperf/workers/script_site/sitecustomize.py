@@ -106,9 +106,9 @@ def _install():
 
 
 def _runtime_file(name):
-    """gluonperf/runtime/NAME.py, from the file beside this folder (not through the gluonperf
+    """gluonperf/runtime/NAME.py, from this gluonperf's folder (not through the gluonperf
     package, whose import would change more of the process)."""
-    path = os.path.join(os.path.dirname(_HERE), name + ".py")
+    path = os.path.join(os.path.dirname(os.path.dirname(_HERE)), "runtime", name + ".py")
     spec = importlib.util.spec_from_file_location("_gluonperf_" + name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -47,7 +47,8 @@ def _leave_without_barrier():
 
 
 def _restore_numpy_aliases_before_mxnet():
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime", "numpy_aliases.py")
+    here = os.path.dirname(os.path.abspath(__file__))  # gluonperf/workers/launch_site
+    path = os.path.join(os.path.dirname(os.path.dirname(here)), "runtime", "numpy_aliases.py")
     spec = importlib.util.spec_from_file_location("_gluonperf_numpy_aliases", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
