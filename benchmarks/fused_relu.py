@@ -61,31 +61,36 @@ def time_rounds(rungs, batch, calls, rounds):
 
 def verbose_calls(rungs, batch, calls):
     """{variant: [(kind, impl, post_ops, median ms)]} of a warm call's primitives (DNNL_VERBOSE=1
-    is set by the parent): each call's verbose lines caught in a file, `calls` calls."""
+    is set by the parent): each call's verbose lines caught in a file, `calls` calls; and the
+    same for fused on an input of zeros ('fused, zeros': every ReLU input the same sign)."""
     import mxnet as mx
-    from gluonperf.inference import ladder, primitives
+    from gluonperf.inference import ladder
     x = mx.nd.array(__import__("numpy").random.RandomState(0).rand(batch, 1, 28, 28).astype("float32"))
-    out = {}
-    for name, text in rungs.items():
-        net = ladder.load(ladder.Rung.from_text(text), mx.cpu())
-        for _ in range(3):
-            net(x).wait_to_read()
-        per_call = []
-        for _ in range(calls):
-            with tempfile.TemporaryFile(mode="w+") as f:
-                sys.stdout.flush()
-                saved = os.dup(1)
-                os.dup2(f.fileno(), 1)
-                try:
-                    net(x).wait_to_read()
-                finally:
-                    os.dup2(saved, 1)
-                    os.close(saved)
-                f.seek(0)
-                per_call.append(primitives.executed(f.read().splitlines()))
-        out[name] = [(p.kind, p.impl, list(p.post_ops), statistics.median(c[i].ms for c in per_call))
-                     for i, p in enumerate(per_call[0])]
+    out = {name: _verbose(ladder.load(ladder.Rung.from_text(text), mx.cpu()), x, calls) for name, text in rungs.items()}
+    out["fused, zeros"] = _verbose(ladder.load(ladder.Rung.from_text(rungs["fused"]), mx.cpu()), x * 0, calls)
     return out
+
+
+def _verbose(net, x, calls):
+    """[(kind, impl, post_ops, median ms)] of `net`'s primitives over `calls` warm calls on `x`."""
+    from gluonperf.inference import primitives
+    for _ in range(3):
+        net(x).wait_to_read()
+    per_call = []
+    for _ in range(calls):
+        with tempfile.TemporaryFile(mode="w+") as f:
+            sys.stdout.flush()
+            saved = os.dup(1)
+            os.dup2(f.fileno(), 1)
+            try:
+                net(x).wait_to_read()
+            finally:
+                os.dup2(saved, 1)
+                os.close(saved)
+            f.seek(0)
+            per_call.append(primitives.executed(f.read().splitlines()))
+    return [(p.kind, p.impl, list(p.post_ops), statistics.median(c[i].ms for c in per_call))
+            for i, p in enumerate(per_call[0])]
 
 
 def child(argv, env, what):
@@ -151,6 +156,10 @@ def measure(args):
                 medians = json.load(f)
             with open(verbose) as f:
                 prims = json.load(f)
+            records.append({"variant": "fused, zeros", "threads": threads, "batch": args.batch,
+                            "primitives_ms": prims["fused, zeros"]})
+            print("%d thread%s  fused, on an input of zeros: %s" % (threads, "s" if threads > 1 else " ", ", ".join(
+                "%s %.3f ms" % (kind, ms) for kind, _, _, ms in prims["fused, zeros"])), flush=True)
             for name in VARIANTS:
                 ratio = stats.ratio_interval([s / b for s, b in zip(medians["static"], medians[name])])
                 records.append({"variant": name, "threads": threads, "batch": args.batch, "rounds": args.rounds,
