@@ -152,7 +152,8 @@ def infer_server(records, caption):
                                "%s held it in %s of %s" % (name, f["held_rounds"], f["rounds"])
                                for name, f in sorted(dropped.items())), rate))
         out.append({"lower": "Run again with %s at %s, a round each, interleaved, %s rounds, it held the bound in "
-                             "every round with the lowest p99 beyond the noise.",
+                             "every round " + ("with the lowest p99 beyond the noise." if any(
+                                 "p99_ratio" in f for f in judged.values()) else "and was the only one that did."),
                     "tie": "Run again with %s at %s, a round each, interleaved, %s rounds, it held the bound in every "
                            "round and tied within the noise: it is named for " + why + ".",
                     "none": "Run again with %s at %s, a round each, interleaved, %s rounds, no configuration held the "
