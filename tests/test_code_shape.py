@@ -112,16 +112,24 @@ def _targets(node):
         yield node
 
 
+def own_nodes(fn):
+    """Every node of a function's body, without those of the functions and classes defined in it
+    (each is an entry of its own)."""
+    todo = list(fn.body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        yield n
+        todo.extend(ast.iter_child_nodes(n))
+
+
 def writes_to_args(root=PACKAGE):
     """{where: [line, ...]} of the functions that assign to an attribute of `args` (`args.x = ...`,
     `args.x += ...`, `setattr(args, ...)`, `delattr(args, ...)`)."""
     out = {}
     for where, fn in functions(root):
-        todo = list(fn.body)
-        while todo:
-            n = todo.pop()
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue  # its own entry
+        for n in own_nodes(fn):
             targets = []
             if isinstance(n, ast.Assign):
                 targets = [t for target in n.targets for t in _targets(target)]
@@ -133,7 +141,6 @@ def writes_to_args(root=PACKAGE):
             if any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "args"
                    for t in targets):
                 out.setdefault(where, []).append(n.lineno)
-            todo.extend(ast.iter_child_nodes(n))
     return out
 
 
@@ -182,11 +189,7 @@ def model_text_handed_on(root=PACKAGE):
     in a comparison, a message's formatting or a command line being built is not handing it on."""
     out = {}
     for where, fn in functions(root):
-        todo = list(fn.body)
-        while todo:
-            n = todo.pop()
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue  # its own entry
+        for n in own_nodes(fn):
             values = []
             if isinstance(n, ast.Call):
                 values = list(n.args) + [k.value for k in n.keywords]
@@ -197,7 +200,6 @@ def model_text_handed_on(root=PACKAGE):
                 values = [n.value]
             if any(_is_args_model(v) for v in values if v is not None):
                 out.setdefault(where, []).append(n.lineno)
-            todo.extend(ast.iter_child_nodes(n))
     return out
 
 
