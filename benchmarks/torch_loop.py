@@ -23,6 +23,35 @@ import shutil
 import tempfile
 import time
 
+MODEL_NAMES = ("lenet", "resnet18")  # MODELS' keys (checked below), for the parser, which runs before torch loads
+
+
+def parse_args(argv=None):
+    """The command line, checked before torch is imported: a bad flag or --help answers at once,
+    not after the 3 s torch takes to load."""
+    p = argparse.ArgumentParser(description="The book's ResNet-18 in PyTorch (CPU, eager or torch.compile); "
+                                            "prints one line (gluonperf's wire).")
+    p.add_argument("--model", choices=MODEL_NAMES, default="resnet18", help="(default: %(default)s)")
+    p.add_argument("--batch-size", type=int, default=64, help="batch size (default: %(default)s)")
+    p.add_argument("--steps", type=int, default=20, help="timed steps (default: %(default)s)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: %(default)s)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="bfloat16: mixed precision with torch.autocast (default: %(default)s)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (inductor); the warm-up steps compile it, so --warmup must be >= 1")
+    p.add_argument("--channels-last", action="store_true", help="NHWC memory format for the model and batches")
+    p.add_argument("--serve", action="store_true",
+                   help="after warm-up, answer each request on stdin ({\"steps\": N}) with one line")
+    args = p.parse_args(argv)
+    if args.batch_size < 1 or args.steps < 1 or args.warmup < 0:
+        p.error("--batch-size and --steps must be >= 1, --warmup >= 0")
+    if args.compile and args.warmup < 1:
+        p.error("--compile needs --warmup 1 or more: the first step compiles the model")
+    return args
+
+
+ARGS = parse_args() if __name__ == "__main__" else None
+
 # PyTorch writes under $TMPDIR even for an eager run (TorchInductor's cache, and with --compile
 # its precompiled headers: torchinductor_<user>), and nothing of a run may stay in the temporary
 # directory: this process works in a folder of its own there, removed at its exit (one killed
@@ -86,6 +115,7 @@ def lenet(num_classes=10):
 
 
 MODELS = {"resnet18": resnet18, "lenet": lenet}
+assert tuple(sorted(MODELS)) == MODEL_NAMES
 
 
 def batches(batch_size, count, seed=0):
@@ -127,25 +157,9 @@ def trainer(batch_size, seed=0, lr=0.1, dtype="float32", channels_last=False, mo
     return steps
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description="The book's ResNet-18 in PyTorch (CPU, eager or torch.compile); "
-                                            "prints one line (gluonperf's wire).")
-    p.add_argument("--model", choices=sorted(MODELS), default="resnet18", help="(default: %(default)s)")
-    p.add_argument("--batch-size", type=int, default=64, help="batch size (default: %(default)s)")
-    p.add_argument("--steps", type=int, default=20, help="timed steps (default: %(default)s)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed steps first (default: %(default)s)")
-    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
-                   help="bfloat16: mixed precision with torch.autocast (default: %(default)s)")
-    p.add_argument("--compile", action="store_true",
-                   help="torch.compile the model (inductor); the warm-up steps compile it, so --warmup must be >= 1")
-    p.add_argument("--channels-last", action="store_true", help="NHWC memory format for the model and batches")
-    p.add_argument("--serve", action="store_true",
-                   help="after warm-up, answer each request on stdin ({\"steps\": N}) with one line")
-    args = p.parse_args(argv)
-    if args.batch_size < 1 or args.steps < 1 or args.warmup < 0:
-        p.error("--batch-size and --steps must be >= 1, --warmup >= 0")
-    if args.compile and args.warmup < 1:
-        p.error("--compile needs --warmup 1 or more: the first step compiles the model")
+def main(args=None):
+    """Run with `args` (parse_args'), by default the command line's."""
+    args = args or parse_args()
     steps = trainer(args.batch_size, dtype=args.dtype, channels_last=args.channels_last, model=args.model,
                     compile=args.compile)
     steps(args.warmup)
@@ -163,4 +177,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    main(ARGS)

@@ -2,6 +2,7 @@
 unwritable --json refused before the first run, and a stopped run that keeps what it measured.
 (Split from test_commands.py, whose helpers they share, so that pytest-xdist can give the two
 files, each one unit of work, to different workers.)"""
+import functools
 import re
 import math
 import os
@@ -21,17 +22,24 @@ CEILING = "ceiling (peak FLOP/s over FLOPs per image)"
 TORCH_PYTHON = os.path.join(ROOT, ".venv-torch", "bin", "python")  # where train_throughput looks first
 
 
-def _no_torch():
+@functools.lru_cache(maxsize=None)
+def no_torch():
     """Why the PyTorch yardstick cannot run here (None when it can): the tests' venv has no
-    torch; the benchmarks' own venv (.venv-torch, the README's benchmarks/ paragraph) may."""
+    torch; the benchmarks' own venv (.venv-torch, the README's benchmarks/ paragraph) may.
+    Asked once, by the first test that needs the answer, not when pytest collects this file:
+    importing torch takes 3 s of CPU, which every xdist worker and the `-m alone` run spent
+    at collection, running this file's tests or not."""
     if not os.path.exists(TORCH_PYTHON):
         return "no %s (python3 -m venv .venv-torch && .venv-torch/bin/pip install torch==2.13.0)" % TORCH_PYTHON
     p = subprocess.run([TORCH_PYTHON, "-c", "import torch"], capture_output=True, text=True, timeout=120)
     return None if p.returncode == 0 else "torch does not import in %s" % TORCH_PYTHON
 
 
-NO_TORCH = _no_torch()
-needs_torch = pytest.mark.skipif(NO_TORCH is not None, reason="no PyTorch yardstick: %s" % NO_TORCH)
+@pytest.fixture
+def needs_torch():
+    """The test skips, saying why, when the PyTorch yardstick cannot run here (no_torch)."""
+    if no_torch() is not None:
+        pytest.skip("no PyTorch yardstick: %s" % no_torch())
 
 
 def _no_bf16():
@@ -75,7 +83,7 @@ def test_throughput_suite_tiny(tmp_path):
     assert not [k for r in rows.values() for k in r if k.endswith(("ratio_min", "ratio_max", "ceiling_min",
                                                                     "ceiling_max", "pytorch_min", "pytorch_max"))]
     assert "gluonperf.train vs book loop: inconclusive" in p.stdout
-    if NO_TORCH is None:  # the eager yardstick ran (LeNet is in torch_loop too); --no-compile left compile out
+    if no_torch() is None:  # the eager yardstick ran (LeNet is in torch_loop too); --no-compile left compile out
         assert "pytorch eager" in rows and not any(n.startswith("pytorch torch.compile") for n in rows)
         assert ours["vs_pytorch_n"] == 1 and ours["vs_pytorch_verdict"] == "inconclusive"
         assert "gluonperf.train vs pytorch eager: inconclusive" in p.stdout
@@ -282,8 +290,7 @@ def test_throughput_suite_runs_pytorch_eager_and_compiled_and_bfloat16_beside_fl
     assert "--compile" in argv and argv[0] == "/torch/python"
 
 
-@needs_torch
-def test_torch_compile_runner_trains_and_says_it_compiled(tmp_path):
+def test_torch_compile_runner_trains_and_says_it_compiled(tmp_path, needs_torch):
     """benchmarks/torch_loop.py --compile as the suite runs it (in .venv-torch, tiny LeNet):
     inductor compiles during warm-up (gcc builds its C++ kernels), then the timed steps run."""
     env = clean_env()
