@@ -111,14 +111,26 @@ def test_compare_and_report_read_two_runs_of_a_script(slow_and_memory, tmp_path)
     assert done.returncode == 0 and "input verdict" in html.read_text(), done.stderr
 
 
-def test_two_contexts_and_the_module_form(tmp_path):
-    out = tmp_path / "two.json"
-    done = profile(*QUICK, "--depth", "0", "--json", str(out),
-                   command=[PY, "-m", "tests.user_scripts.train_script", "--ctx", "cpu0,cpu1", "--steps", "16",
-                            "--hybridize"])
+@pytest.fixture(scope="module")
+def bulk_and_split(tmp_path_factory):
+    """One hybridized script on two contexts, in the module form, profiled as it runs (bulk execution
+    on) and with --split-bulk: {split?: (CompletedProcess, records)}. The bulk run is also the two
+    contexts' and the module form's (one run where each had its own)."""
+    tmp = tmp_path_factory.mktemp("bulk")
+    runs = {}
+    for flags in ([], ["--split-bulk"]):
+        out = tmp / ("split.json" if flags else "bulk.json")
+        done = profile(*QUICK, *flags, "--depth", "0", "--json", str(out),
+                       command=[PY, "-m", "tests.user_scripts.train_script", "--ctx", "cpu0,cpu1", "--hybridize",
+                                "--hidden", "256", "--steps", "24"])
+        runs[bool(flags)] = (done, records(out) if out.exists() else [])
+    return runs
+
+
+def test_two_contexts_and_the_module_form(bulk_and_split):
+    done, rows = bulk_and_split[False]
     assert done.returncode == 0, done.stderr
     assert "training finished" in done.stdout
-    rows = records(out)
     assert named(rows, "script", "step")["contexts"] == "cpu0,cpu1"
     ops = {r["op"] for r in rows if r["bench"] == "script-operators"}
     assert {"cpu0 waiting (other contexts working)", "cpu1 waiting (other contexts working)"} & ops, ops
@@ -289,16 +301,13 @@ def test_the_dataloaders_worker_processes_count_in_the_memory(tmp_path):
     assert memory["rss_peak_bytes"] > 0
 
 
-def test_split_bulk_gives_a_hybridized_models_operators_their_flops(tmp_path):
+def test_split_bulk_gives_a_hybridized_models_operators_their_flops(bulk_and_split):
     """A hybridized graph runs in bulk segments, named by the operators they join (no FLOPs);
     --split-bulk runs the script with bulk execution off: one row per operator, with GFLOP/s."""
     runs = {}
-    for flags in ([], ["--split-bulk"]):
-        out = tmp_path / ("split.json" if flags else "bulk.json")
-        done = profile(*QUICK, *flags, "--depth", "0", "--json", str(out),
-                       command=[PY, SCRIPT, "--hybridize", "--hidden", "256", "--steps", "24"])
+    for split, (done, rows) in bulk_and_split.items():
         assert done.returncode == 0, done.stderr
-        runs[bool(flags)] = (done, [r for r in records(out) if r["bench"] == "script-operators"])
+        runs[split] = (done, [r for r in rows if r["bench"] == "script-operators"])
     done, ops = runs[False]
     assert any("," in r["op"] for r in ops) and "--split-bulk" in done.stderr
     assert not any(r.get("gflop_per_s") for r in ops)
