@@ -185,8 +185,20 @@ def test_a_bad_flag_is_one_line():
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--steps" in done.stderr, done.stderr
 
 
-def test_stop_ends_the_script_after_its_measured_steps():
-    done = profile(*QUICK, "--stop", "--depth", "0", command=[PY, SCRIPT, "--steps", "1000"])
+@pytest.fixture(scope="module")
+def stopped_with_workers(tmp_path_factory):
+    """A script of 1000 steps whose DataLoader has 2 worker processes, stopped by --stop once its
+    steps are measured: (CompletedProcess, records). One run for the stop's test and the workers'
+    memory (each had its own); stopped, its workers must still leave nothing (run_leaving_nothing,
+    and conftest's check of the temporary directory)."""
+    out = tmp_path_factory.mktemp("stop") / "workers.json"
+    done = profile(*QUICK, "--stop", "--depth", "0", "--json", str(out),
+                   command=[PY, SCRIPT, "--workers", "2", "--steps", "1000"])
+    return done, records(out) if out.exists() else []
+
+
+def test_stop_ends_the_script_after_its_measured_steps(stopped_with_workers):
+    done, _ = stopped_with_workers
     assert done.returncode == 0, done.stderr
     assert "training finished" not in done.stdout and "steps measured" in done.stdout
     assert "stopped the script after its measured steps" in done.stderr
@@ -291,12 +303,10 @@ def test_mxnets_image_record_iter_is_the_loader_found(tmp_path):
     assert verdict["loader"] == "MXDataIter" and "prefetching" in verdict["finding"], verdict["finding"]
 
 
-def test_the_dataloaders_worker_processes_count_in_the_memory(tmp_path):
-    out = tmp_path / "workers.json"
-    done = profile("--steps", "8", "--warmup", "2", "--operator-steps", "0", "--depth", "0", "--ceiling", "off",
-                   "--json", str(out), command=[PY, SCRIPT, "--workers", "2", "--steps", "16"])
+def test_the_dataloaders_worker_processes_count_in_the_memory(stopped_with_workers):
+    done, rows = stopped_with_workers
     assert done.returncode == 0, done.stderr
-    memory = named(records(out), "script", "memory")
+    memory = named(rows, "script", "memory")
     assert memory["child_processes"] == 2 and memory["children_peak_bytes"] > 0
     assert memory["rss_peak_bytes"] > 0
 
