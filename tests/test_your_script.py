@@ -111,14 +111,26 @@ def test_compare_and_report_read_two_runs_of_a_script(slow_and_memory, tmp_path)
     assert done.returncode == 0 and "input verdict" in html.read_text(), done.stderr
 
 
-def test_two_contexts_and_the_module_form(tmp_path):
-    out = tmp_path / "two.json"
-    done = profile(*QUICK, "--depth", "0", "--json", str(out),
-                   command=[PY, "-m", "tests.user_scripts.train_script", "--ctx", "cpu0,cpu1", "--steps", "16",
-                            "--hybridize"])
+@pytest.fixture(scope="module")
+def bulk_and_split(tmp_path_factory):
+    """One hybridized script on two contexts, in the module form, profiled as it runs (bulk execution
+    on) and with --split-bulk: {split?: (CompletedProcess, records)}. The bulk run is also the two
+    contexts' and the module form's (one run where each had its own)."""
+    tmp = tmp_path_factory.mktemp("bulk")
+    runs = {}
+    for flags in ([], ["--split-bulk"]):
+        out = tmp / ("split.json" if flags else "bulk.json")
+        done = profile(*QUICK, *flags, "--depth", "0", "--json", str(out),
+                       command=[PY, "-m", "tests.user_scripts.train_script", "--ctx", "cpu0,cpu1", "--hybridize",
+                                "--hidden", "256", "--steps", "24"])
+        runs[bool(flags)] = (done, records(out) if out.exists() else [])
+    return runs
+
+
+def test_two_contexts_and_the_module_form(bulk_and_split):
+    done, rows = bulk_and_split[False]
     assert done.returncode == 0, done.stderr
     assert "training finished" in done.stdout
-    rows = records(out)
     assert named(rows, "script", "step")["contexts"] == "cpu0,cpu1"
     ops = {r["op"] for r in rows if r["bench"] == "script-operators"}
     assert {"cpu0 waiting (other contexts working)", "cpu1 waiting (other contexts working)"} & ops, ops
@@ -173,8 +185,20 @@ def test_a_bad_flag_is_one_line():
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "--steps" in done.stderr, done.stderr
 
 
-def test_stop_ends_the_script_after_its_measured_steps():
-    done = profile(*QUICK, "--stop", "--depth", "0", command=[PY, SCRIPT, "--steps", "1000"])
+@pytest.fixture(scope="module")
+def stopped_with_workers(tmp_path_factory):
+    """A script of 1000 steps whose DataLoader has 2 worker processes, stopped by --stop once its
+    steps are measured: (CompletedProcess, records). One run for the stop's test and the workers'
+    memory (each had its own); stopped, its workers must still leave nothing (run_leaving_nothing,
+    and conftest's check of the temporary directory)."""
+    out = tmp_path_factory.mktemp("stop") / "workers.json"
+    done = profile(*QUICK, "--stop", "--depth", "0", "--json", str(out),
+                   command=[PY, SCRIPT, "--workers", "2", "--steps", "1000"])
+    return done, records(out) if out.exists() else []
+
+
+def test_stop_ends_the_script_after_its_measured_steps(stopped_with_workers):
+    done, _ = stopped_with_workers
     assert done.returncode == 0, done.stderr
     assert "training finished" not in done.stdout and "steps measured" in done.stdout
     assert "stopped the script after its measured steps" in done.stderr
@@ -261,10 +285,12 @@ def test_each_worker_of_a_dist_sync_job_is_profiled_and_rank_0_reports():
 
 def test_mxnets_image_record_iter_is_the_loader_found(tmp_path):
     """ImageRecordIter (MXNet's C++ pipeline, an MXDataIter) on a .rec made offline: its batches
-    are the waits, and it prefetches in its own threads."""
-    made = run_leaving_nothing(["-m", "gluonperf.dataset", "make", str(tmp_path / "imgs"), "--rec", "--size", "40",
-                                "--images-per-class", "16"])
-    assert made.returncode == 0, made.stderr
+    are the waits, and it prefetches in its own threads. The .rec is made in this process by the
+    library (the command that makes it, `gluonperf.dataset make --rec`, is tested in test_image_data)."""
+    from gluonperf.training.image_data import make_folder, pack_rec
+    folder = str(tmp_path / "imgs")
+    make_folder(folder, images_per_class=16, size=40)
+    pack_rec(folder, folder)
     out = tmp_path / "rec.json"
     done = profile("--steps", "10", "--warmup", "2", "--operator-steps", "0", "--depth", "0", "--ceiling", "off",
                    "--json", str(out), command=[PY, os.path.join("tests", "user_scripts", "rec_script.py"),
@@ -277,26 +303,21 @@ def test_mxnets_image_record_iter_is_the_loader_found(tmp_path):
     assert verdict["loader"] == "MXDataIter" and "prefetching" in verdict["finding"], verdict["finding"]
 
 
-def test_the_dataloaders_worker_processes_count_in_the_memory(tmp_path):
-    out = tmp_path / "workers.json"
-    done = profile("--steps", "8", "--warmup", "2", "--operator-steps", "0", "--depth", "0", "--ceiling", "off",
-                   "--json", str(out), command=[PY, SCRIPT, "--workers", "2", "--steps", "16"])
+def test_the_dataloaders_worker_processes_count_in_the_memory(stopped_with_workers):
+    done, rows = stopped_with_workers
     assert done.returncode == 0, done.stderr
-    memory = named(records(out), "script", "memory")
+    memory = named(rows, "script", "memory")
     assert memory["child_processes"] == 2 and memory["children_peak_bytes"] > 0
     assert memory["rss_peak_bytes"] > 0
 
 
-def test_split_bulk_gives_a_hybridized_models_operators_their_flops(tmp_path):
+def test_split_bulk_gives_a_hybridized_models_operators_their_flops(bulk_and_split):
     """A hybridized graph runs in bulk segments, named by the operators they join (no FLOPs);
     --split-bulk runs the script with bulk execution off: one row per operator, with GFLOP/s."""
     runs = {}
-    for flags in ([], ["--split-bulk"]):
-        out = tmp_path / ("split.json" if flags else "bulk.json")
-        done = profile(*QUICK, *flags, "--depth", "0", "--json", str(out),
-                       command=[PY, SCRIPT, "--hybridize", "--hidden", "256", "--steps", "24"])
+    for split, (done, rows) in bulk_and_split.items():
         assert done.returncode == 0, done.stderr
-        runs[bool(flags)] = (done, [r for r in records(out) if r["bench"] == "script-operators"])
+        runs[split] = (done, [r for r in rows if r["bench"] == "script-operators"])
     done, ops = runs[False]
     assert any("," in r["op"] for r in ops) and "--split-bulk" in done.stderr
     assert not any(r.get("gflop_per_s") for r in ops)
