@@ -243,8 +243,14 @@ def test_the_server_search_says_what_to_deploy(tmp_path):
     from gluonperf.inference.deploy import contenders
     from gluonperf.records import Result
     expected = [c.name for c in contenders([Result("inference", r["name"], r) for r in rows])]
-    assert [c["name"] for c in confirms] == expected
-    assert all(c["rounds"] == 3 and len(c["round_p99_s"]) == 3 for c in confirms)
+    rates = sorted({c["confirm_rate_per_s"] for c in confirms}, reverse=True)
+    for rate in rates:  # a pass at the best's rate, and a second 15% lower only when none held every round
+        assert [c["name"] for c in confirms if c["confirm_rate_per_s"] == rate] == expected
+    if len(rates) == 2:
+        from gluonperf.inference.serve import SERVER_TOLERANCE
+        assert not any(all(c["round_valid"]) for c in confirms if c["confirm_rate_per_s"] == rates[0])
+        assert rates[1] == pytest.approx(rates[0] / (1 + SERVER_TOLERANCE))
+    assert len(rates) <= 2 and all(c["rounds"] == 3 and len(c["round_p99_s"]) == 3 for c in confirms)
     for r in rows:
         assert r["scenario"] == "server" and r["latency_bound_s"] == 0.05 and r["primary_metric"] == \
             "rate_at_bound_per_s"

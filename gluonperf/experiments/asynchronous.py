@@ -38,7 +38,7 @@ from mxnet.gluon import nn
 from ..measure.harness import Benchmark, Measurement, measure_interleaved, sync
 from ..measure.memory import MemorySampler
 from ..measure.trace import Trace, merge_traces
-from ..runtime import guard
+from ..runtime import guard, transport
 from ..measure import stats
 from ..records import result
 from ..measure.timing import Timing
@@ -441,7 +441,7 @@ def run_memory_variant(params, timeout=None):
     decide the result. `params` holds JSON-able values: 'ctx', a string like 'cpu0', the
     fields of a `TrainLoop`, and 'trace', a path, when the loop is traced.
     """
-    return guard.run_worker("gluonperf.workers.memory", params,
+    return transport.run_worker("gluonperf.workers.memory", params,
                             "memory worker (%s)" % _variant_name(params.get("every")), timeout=timeout)
 
 

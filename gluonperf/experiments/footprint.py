@@ -25,8 +25,7 @@ import numpy as np
 
 from .. import UserError
 from .. import config
-from ..runtime import guard
-from ..runtime import precision
+from ..runtime import precision, transport
 from ..measure.harness import Benchmark, Measurement, ndarrays_in
 from ..measure.memory import MemorySampler, device_memory_used, rss
 from ..records import result
@@ -204,7 +203,7 @@ def run_step_footprint(params, timeout=None):
     string), `batch_size`, `hybridize` and `checkpoint`; returns its dict, or raises
     RuntimeError with the worker's last line of error output."""
     what = "%s at batch %d" % (config_name(params["hybridize"], params.get("checkpoint", 0)), params["batch_size"])
-    return guard.run_worker("gluonperf.workers.footprint", params, what, timeout=timeout)
+    return transport.run_worker("gluonperf.workers.footprint", params, what, timeout=timeout)
 
 
 # --- the sweep ----------------------------------------------------------------------------

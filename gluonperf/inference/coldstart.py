@@ -2,7 +2,7 @@
 new batch size pays it.
 
 `measure` starts a fresh Python process (`python -m gluonperf.workers.coldstart`, through
-`runtime.guard.run_worker`: its own process group, killed whole on a timeout or when the command
+`runtime.transport.run_worker`: its own process group, killed whole on a timeout or when the command
 stops) that loads one precision rung and answers.
 Its parts, each timed to a sync point (`wait_to_read`):
 
@@ -37,7 +37,7 @@ def measure(rung, ctx, batch_sizes=(1, 64), timeout=300, steady_calls=STEADY_CAL
     process fails or gives no answer within `timeout` seconds (it is killed, with anything it
     started)."""
     import subprocess
-    from ..runtime import guard
+    from ..runtime import transport
     if rung.error:
         raise ValueError("%s: %s" % (rung.name, rung.error))
     sizes = [int(n) for n in batch_sizes]
@@ -49,6 +49,6 @@ def measure(rung, ctx, batch_sizes=(1, 64), timeout=300, steady_calls=STEADY_CAL
     settings = {"rung": rung.to_text(), "device_type": ctx.device_type, "device_id": ctx.device_id,
                 "batch_sizes": sizes, "launched": time.time(), "steady_calls": int(steady_calls)}
     try:
-        return guard.run_worker(MODULE, settings, "cold start of the %s rung" % rung.name, timeout=timeout)
+        return transport.run_worker(MODULE, settings, "cold start of the %s rung" % rung.name, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise RuntimeError("cold start of the %s rung gave no answer in %g s; it was stopped" % (rung.name, timeout))

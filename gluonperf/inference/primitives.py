@@ -74,7 +74,7 @@ def read(rungs, ctx, batch_size, timeout=TIMEOUT_S):
     'what ran: not read (why)'. ValueError for a batch size below 1."""
     import subprocess
     from .. import error_line
-    from ..runtime import guard, wire
+    from ..runtime import transport, wire
     if int(batch_size) < 1:
         raise ValueError("batch_size %r: give a positive batch size" % (batch_size,))
     graphs = [r for r in rungs if r.name in GRAPH_RUNGS and r.kind == "symbol" and not r.error]
@@ -83,7 +83,7 @@ def read(rungs, ctx, batch_size, timeout=TIMEOUT_S):
     settings = {"rungs": [r.to_text() for r in graphs], "device_type": ctx.device_type,
                 "device_id": ctx.device_id, "batch_size": int(batch_size)}
     try:
-        answers = guard.run_worker(MODULE, settings, "the reading process", timeout=timeout,
+        answers = transport.run_worker(MODULE, settings, "the reading process", timeout=timeout,
                                    env={"DNNL_VERBOSE": "1"})
     except subprocess.TimeoutExpired:
         return {r.name: "what ran: not read (no answer in %g s)" % timeout for r in graphs}

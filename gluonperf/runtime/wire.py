@@ -4,16 +4,16 @@ the boundary, named once; the answer a child gives, one line under the wire's sc
 another version is a one-line WorkerFailed); and the child's side of two transports behind one
 interface, `call(settings)` -> the answer, and `close()`:
 
-- fresh (`guard.Fresh`; `guard.run_worker` for a worker): a new process per call, the settings in
-  its argv (a worker's one JSON argument, `command`, read by `worker_main`; a tune runner's
+- fresh (`transport.Fresh`; `transport.run_worker` for a worker): a new process per call, the
+  settings in its argv (a worker's one JSON argument, `command`, read by `worker_main`; a tune runner's
   flags), its answer its last line of stdout;
-- warm (`guard.Warm`; tune's warm runners): one process, started once, that warms up, says `READY`
-  and answers each request line on stdin (`request`: the settings as JSON) with one line, until
+- warm (`transport.Warm`; tune's warm runners): one process, started once, that warms up, says
+  `READY` and answers each request line on stdin (`request`: the settings as JSON) with one line, until
   its stdin ends (`serve`).
 
 Either fails with WorkerFailed, 'WHAT failed: why' in one line, or with subprocess.TimeoutExpired
-once the child's process group is killed. The parent's side is `runtime/guard.py`'s, a launcher:
-this file starts nothing and imports only the standard library (json where used), since the package
+once the child's process group is killed. The parent's side is `runtime/transport.py`'s, whose
+processes the launcher `runtime/guard.py` starts: this file starts nothing and imports only the standard library (json where used), since the package
 root, the script's sitecustomize and the benchmarks' PyTorch processes (a venv without gluonperf)
 load it by its path.
 

@@ -5,7 +5,7 @@ runner (the protocol: gluonperf/tuning/runner.py).
   `--steps N`; its figure is images_per_s in the answer it prints (runtime/wire.py). With
   `serves`, it also runs warm: started once with `--serve`, it answers each request for N steps
   (`wire.serve`; gluonperf.workers.steprate, the benchmarks' book and PyTorch loops). Either way
-  a `Worker` asks it through the wire's interface (`guard.Fresh` or `guard.Warm`).
+  a `Worker` asks it through the wire's interface (`transport.Fresh` or `transport.Warm`).
   STEPRATE is gluonperf.workers.steprate (plain SGD on a model, no data).
 - `TrainRunner`: gluonperf.train --dataset synthetic --epochs 2, a run bounded by --limit
   (batch x steps images), its figure the last epoch's train_images_per_s in its --json
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Optional, Tuple
 
 from ..records.files import read_jsonl
-from ..runtime import guard, wire
+from ..runtime import guard, transport, wire
 from ..runtime.threads import TAKEN_VARIABLE, recommended_threads
 from . import levers as _levers
 from .model_spec import spec_flags
@@ -96,20 +96,20 @@ class CommandRunner:
         return wire.answer(stdout, self.name)
 
     def measure(self, candidate, steps, timeout=900):
-        """Run one candidate in a fresh process (the wire's fresh transport, `guard.Fresh`):
+        """Run one candidate in a fresh process (the wire's fresh transport, `transport.Fresh`):
         (images_per_s, None) or (None, one-line error)."""
         with guard.temp_dir(prefix="gluonperf-tune-") as tmp:
             json_path = os.path.join(tmp, "out.json")
-            fresh = guard.Fresh(lambda s: self.argv(candidate, s["steps"], json_path), self.name, timeout,
+            fresh = transport.Fresh(lambda s: self.argv(candidate, s["steps"], json_path), self.name, timeout,
                                 candidate_env(candidate), guard.PACKAGE_ROOT, lambda out: self.answer(out, json_path))
             return Worker(fresh, self.name, timeout).run(steps)
 
     def start(self, candidate, timeout):
-        """A warm worker of `candidate` (the wire's warm transport, `guard.Warm`): started once with
+        """A warm worker of `candidate` (the wire's warm transport, `transport.Warm`): started once with
         --serve, then asked for each run."""
         if not self.serves:
             raise ValueError("%s does not run warm (serves=False)" % self.module)
-        warm = guard.Warm(self.argv(candidate, 0, serve=True), self.name, timeout, candidate_env(candidate),
+        warm = transport.Warm(self.argv(candidate, 0, serve=True), self.name, timeout, candidate_env(candidate),
                           guard.PACKAGE_ROOT)
         return Worker(warm, self.name, timeout)
 

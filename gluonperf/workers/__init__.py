@@ -11,6 +11,6 @@ the commands, and no area imports them (a parent names the module it starts).
   in it: the user's script's hooks (`profile --`, `tune --`) and launch's workers' exit guard.
 
 `memory`, `footprint`, `coldstart` and `primitives` take their settings as one JSON argument and
-answer with one line, the wire's schema-versioned answer (`runtime/wire.py`; `guard.run_worker` in the
+answer with one line, the wire's schema-versioned answer (`runtime/wire.py`; `transport.run_worker` in the
 parent, `wire.worker_main` here); `steprate` answers the same way, in a fresh process or warm (`wire.serve`).
 """
