@@ -10,7 +10,7 @@ Markdown.
 """
 import re
 
-from gluonperf.inference.deploy import accuracy_text, gate, recommend
+from gluonperf.inference.deploy import accuracy_text, gate, held_text, recommend
 from gluonperf.records import format_value
 from gluonperf.render.kinds import verdict_of, with_interval
 
@@ -148,9 +148,7 @@ def infer_server(records, caption):
         for first, dropped in advice.earlier:
             out.append("Run again with the others at %s, a round each, interleaved, %s rounds, none held the bound "
                        "in every round (%s), so they ran again at %s, the search's tolerance lower." % (
-                           format_value("_per_s", first), m.get("confirm_rounds"), "; ".join(
-                               "%s held it in %s of %s" % (name, f["held_rounds"], f["rounds"])
-                               for name, f in sorted(dropped.items())), rate))
+                           format_value("_per_s", first), m.get("confirm_rounds"), held_text(dropped), rate))
         out.append({"lower": "Run again with %s at %s, a round each, interleaved, %s rounds, it held the bound in "
                              "every round " + ("with the lowest p99 beyond the noise." if any(
                                  "p99_ratio" in f for f in judged.values()) else "and was the only one that did."),

@@ -173,7 +173,8 @@ class Recommendation:
         return ". ".join(out)
 
 
-def _held(judged):
+def held_text(judged):
+    """'A held it in 2 of 3; B held it in 0 of 3': the contenders that missed rounds (no p99 ratio)."""
     return "; ".join("%s held it in %s of %s" % (name, f["held_rounds"], f["rounds"])
                      for name, f in sorted(judged.items()) if "p99_ratio" not in f)
 
@@ -185,15 +186,15 @@ def _confirmed_text(record, chosen, how, judged, why, earlier=()):
     rate, n = _rate(m.get("confirm_rate_per_s")), m.get("confirm_rounds")
     before = "".join("at %s no configuration held the bound in every one of %s interleaved rounds (%s), so they ran "
                      "again at %s, the search's tolerance (%.0f%%) below it; " % (
-                         _rate(r), n, _held(d), rate, 100 * (r / m["confirm_rate_per_s"] - 1)) for r, d in earlier)
+                         _rate(r), n, held_text(d), rate, 100 * (r / m["confirm_rate_per_s"] - 1)) for r, d in earlier)
     plan = "; plan for %s, not the search's %s" % (rate, _rate(m.get("rate_at_bound_per_s"))) if earlier else ""
     if how == "none":
         return before + "unconfirmed: no configuration held the bound in every one of %s interleaved rounds at %s " \
-            "(%s): that rate is the edge of what they serve within the bound, so plan below it" % (n, rate, _held(judged))
-    return before + _held_text(how, judged, why, rate, n) + plan
+            "(%s): that rate is the edge of what they serve within the bound, so plan below it" % (n, rate, held_text(judged))
+    return before + _settled_text(how, judged, why, rate, n) + plan
 
 
-def _held_text(how, judged, why, rate, n):
+def _settled_text(how, judged, why, rate, n):
     others = "; ".join("%s's p99 %s" % (name, _ratio_text(f)) if "p99_ratio" in f else
                        "%s held it in %s of %s rounds" % (name, f["held_rounds"], f["rounds"])
                        for name, f in sorted(judged.items()))

@@ -126,14 +126,14 @@ def confirmation(records):
     if not confirms:
         return None
     threshold = confirms[0].metrics.get("threshold", 0.05)
-    rows = []
-    for _, group in passes(confirms):
+    rows, by_pass = [], passes(confirms)
+    for _, group in by_pass:
         chosen, how, judged, _ = settle(group, threshold)
         rows += [Result(c.bench, c.name, dict(c.metrics, **judged.get(c.name, {}),
                                               **({"p99_verdict": "chosen (%s)" % how} if c is chosen else {})))
                  for c in group]
     m = confirms[0].metrics
-    rates = " then ".join(format_value("_per_s", rate) for rate, _ in passes(confirms))
+    rates = " then ".join(format_value("_per_s", rate) for rate, _ in by_pass)
     return ("server choice confirmed, %s: each contender at %s (a second rate, the search's tolerance lower, only when "
             "none held the bound in every round at the first), one LoadGen run a round, interleaved; held_rounds: "
             "rounds LoadGen called valid (p99 within %s); p99_ratio: its p99 over the chosen one's at that rate, "
