@@ -169,12 +169,16 @@ def test_without_measured_accuracy_no_rung_below_fp32_is_recommended(tmp_path):
 def test_with_measured_accuracy_a_rung_below_fp32_that_keeps_it_is_deployable(exported, tmp_path):
     """The trained LeNet, judged on labelled digits, with a target it clears by construction
     (50% of static's accuracy: INT8 of the same net keeps far more): INT8 is deployable, so the
-    line deploys the configuration with the higher rate, whichever rung it runs."""
+    line deploys the configuration with the higher rate, whichever rung it runs, unless the
+    confirmation's rounds chose the other (a lower p99, or a tie named for more bits)."""
     rows, last = server_deploy_line(tmp_path, "--model", exported + "-symbol.json", "--calib-data", "digits",
                                     "--accuracy-target", "50%")
     int8 = rows["int8"]
     assert int8["accuracy_ref"] + int8["accuracy_change_ci_low"] >= 0.5 * int8["accuracy_ref"]
-    assert last.startswith("deploy %s 1x1 b1" % ("int8" if faster(rows) else "static")) and "would" not in last
+    searched, other = ("int8", "static") if faster(rows) else ("static", "int8")
+    assert last.startswith("deploy %s 1x1 b1" % searched) or (
+        last.startswith("deploy %s 1x1 b1" % other) and "confirmed in 3 interleaved rounds" in last), last
+    assert "would" not in last
 
 
 def test_a_rung_that_cannot_be_built_is_one_line_and_the_others_run(served):

@@ -187,7 +187,7 @@ def _confirmed_text(record, chosen, how, judged, why, earlier=()):
     before = "".join("at %s no configuration held the bound in every one of %s interleaved rounds (%s), so they ran "
                      "again at %s, the search's tolerance (%.0f%%) below it; " % (
                          _rate(r), n, held_text(d), rate, 100 * (r / m["confirm_rate_per_s"] - 1)) for r, d in earlier)
-    plan = "; plan for %s, not the search's %s" % (rate, _rate(m.get("rate_at_bound_per_s"))) if earlier else ""
+    plan = "; plan for %s, not the best search's %s" % (rate, _rate(earlier[0][0])) if earlier else ""
     if how == "none":
         return before + "unconfirmed: no configuration held the bound in every one of %s interleaved rounds at %s " \
             "(%s): that rate is the edge of what they serve within the bound, so plan below it" % (n, rate, held_text(judged))
