@@ -21,6 +21,7 @@ test skips, saying how to run it).
 import os
 import pathlib
 import shutil
+import sys
 import tempfile
 
 import pytest
@@ -31,7 +32,11 @@ from helpers import run_module
 # with PYTHONDONTWRITEBYTECODE set (this workplace sets it), each of the suite's hundreds of processes
 # compiled gluonperf's modules again, 0.3-0.4 s of CPU a process (2.2 against 1.8 s to import train,
 # profile --'s driver and infer, on a 2-core AMD EPYC Zen 3). The first process writes them.
+# The suite's own processes too: pytest keeps the test modules it rewrites for their asserts only
+# where Python may write bytecode, and rewrote all 52 in each run's collection (10 s against 4 s
+# to collect, the alone run's and each xdist worker's).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 @pytest.fixture
