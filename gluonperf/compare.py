@@ -136,4 +136,4 @@ def main(argv=None):
 
 if __name__ == "__main__":
     from .cli import common as cli  # no MXNet: cli loads it only where a command needs it
-    cli.run(main, "python -m gluonperf.compare")
+    cli.run(main, "python -m gluonperf.compare", mxnet=False)

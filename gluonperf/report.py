@@ -87,4 +87,4 @@ def main(argv=None):
 
 if __name__ == "__main__":
     from .cli import common as cli
-    cli.run(main, PROG)
+    cli.run(main, PROG, mxnet=False)

@@ -1,6 +1,9 @@
+import sys
+
 import pytest
 
 from gluonperf.runtime.threads import idle_warnings, omp_threads
+from helpers import run_leaving_nothing
 
 
 def test_default_threads_leave_half_of_a_no_smt_machine_idle():
@@ -203,3 +206,37 @@ def test_busy_note_when_other_processes_take_the_cores(monkeypatch):
             p.kill()
             p.wait()
     assert note and "the machine is busy" in note, note
+
+
+def test_a_setting_mxnet_cannot_read_is_named():
+    """MXNet 1.9.1 aborts as it loads on OMP_NUM_THREADS=abc (dmlc::ParamError, exit 134) and on
+    MXNET_MKLDNN_ENABLED=yes; it takes ' 2', '+2' and an empty value, and true/false/1/0."""
+    from gluonperf.runtime.threads import unreadable_setting
+    for fine in ({}, {"OMP_NUM_THREADS": " 2"}, {"OMP_NUM_THREADS": "+2"}, {"OMP_NUM_THREADS": ""},
+                 {"MXNET_MKLDNN_ENABLED": "FALSE"}, {"MXNET_EXEC_BULK_EXEC_TRAIN": "0"}):
+        assert unreadable_setting(fine) is None, fine
+    assert unreadable_setting({"OMP_NUM_THREADS": "2,1"}).startswith("OMP_NUM_THREADS='2,1': MXNet reads it as a whole")
+    assert unreadable_setting({"MXNET_CPU_WORKER_NTHREADS": "1.5"}).startswith("MXNET_CPU_WORKER_NTHREADS='1.5'")
+    assert unreadable_setting({"MXNET_MKLDNN_ENABLED": "yes"}).startswith("MXNET_MKLDNN_ENABLED='yes': MXNet reads it as true")
+
+
+@pytest.mark.parametrize("argv, env", [
+    (["gluonperf.train", "--dataset", "digits", "--json", "OUT"], {"OMP_NUM_THREADS": "abc"}),
+    (["gluonperf.tune", "--json", "OUT", "--", sys.executable, "tests/user_scripts/newcomer_mlp.py"],
+     {"MXNET_MKLDNN_ENABLED": "yes"}),
+])
+def test_commands_refuse_what_would_abort_mxnet_in_one_line(argv, env, tmp_path):
+    """Without the check, MXNet aborted the command (or tune's every run) with a C++ message."""
+    out = tmp_path / "out.json"
+    done = run_leaving_nothing(["-m", *[str(out) if a == "OUT" else a for a in argv]], 60, **env)
+    (name, value), = env.items()
+    assert done.returncode == 2, done.stderr
+    line, = done.stderr.strip().splitlines()
+    assert line.startswith("python -m %s: error: %s=%r: MXNet reads it as " % (argv[0], name, value)), line
+    assert not out.exists()
+
+
+def test_a_command_that_never_loads_mxnet_is_not_refused(tmp_path):
+    done = run_leaving_nothing(["-m", "gluonperf.compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")], 60,
+                               OMP_NUM_THREADS="abc")
+    assert done.returncode == 2 and "OMP_NUM_THREADS" not in done.stderr and "a.json" in done.stderr, done.stderr

@@ -27,7 +27,7 @@ from .shared_flags import (MODEL_HELP, add_model_flags, add_stall_timeout, add_t
                            checked, comma_list, common_parser, momentum, non_negative_float, non_negative_int,
                            non_negative_int_list, parse_threshold, percentage, positive_float, positive_int,
                            positive_int_list, tcp_port)
-from .defaults import allocator_defaults, dtype_defaults, subcommand_in_argv, thread_defaults  # noqa: F401
+from .defaults import allocator_defaults, asks_help, dtype_defaults, subcommand_in_argv, thread_defaults  # noqa: F401
 
 # MXNet is imported where it is needed, not here: the launcher uses this module
 # without loading MXNet (importing it with a DMLC_ROLE set would start a server).
@@ -360,16 +360,24 @@ def _quiet_mxnet_shutdown(base):
     atexit.register(notify_shutdown)
 
 
-def run(main, prog, argv=None):
+def run(main, prog, argv=None, mxnet=True):
     """Run `main(argv)`, turning bad input and MXNet errors into one line and an exit code.
 
     MXNet is not imported here (compare and the launcher run without it); an MXNet
-    error can only come from a command that loaded MXNet."""
+    error can only come from a command that loaded MXNet. A command that loads it (`mxnet`),
+    or runs what does, is refused first when a variable MXNet reads would make it abort."""
     global _AS_COMMAND
     _AS_COMMAND = True
     usage_error = argparse.ArgumentParser.error
     argparse.ArgumentParser.error = _one_line_error  # every parser the command builds
     try:
+        if mxnet and not asks_help(sys.argv[1:] if argv is None else argv):
+            from ..runtime.threads import unreadable_setting
+            unreadable = unreadable_setting()
+        else:
+            unreadable = None
+        if unreadable:
+            raise UserError(unreadable)
         code = main(argv)
         flush_notes()
     except UserError as e:

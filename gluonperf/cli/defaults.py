@@ -4,7 +4,7 @@ bfloat16's instruction set (`dtype_defaults`), each read from the command line b
 and each returning the note that says what it set. `advise` (cli.common) shows the notes."""
 
 
-def _asks_help(argv):
+def asks_help(argv):
     """True for -h/--help: the command will only print its help, so nothing is set or sampled."""
     return any(a in ("-h", "--help") for a in argv)
 
@@ -15,7 +15,7 @@ def thread_defaults(argv, at_least=1):
     `at_least`, or the processes of a Horovod job on this machine), unless the user set it. MXNet reads it once, when loaded, and by
     default gives each operator only half the processors.
     Returns the note to show, or None when nothing was changed."""
-    if _asks_help(argv):
+    if asks_help(argv):
         return None
     from ..runtime.threads import apply_thread_defaults, cpu_contexts_in_argv, job_processes_here
     here = job_processes_here()
@@ -36,7 +36,7 @@ def allocator_defaults(argv, stand_in_commands):
     of `stand_in_commands` (CPU contexts standing in for devices) and --ctx names no GPU,
     keep glibc from giving freed memory back (gluonperf.runtime.allocator). Returns the note to show,
     or None when nothing was changed."""
-    if _asks_help(argv):
+    if asks_help(argv):
         return None
     from ..runtime.threads import ctx_in_argv
     if subcommand_in_argv(argv) not in stand_in_commands or "gpu" in ctx_in_argv(argv).lower():
@@ -48,7 +48,7 @@ def allocator_defaults(argv, stand_in_commands):
 def dtype_defaults(argv):
     """For a command about to load MXNet with --dtype bfloat16: what gluonperf.runtime.precision.prepare
     sets (the AMX permission, oneDNN's instruction set). Returns the note to show, or None."""
-    if _asks_help(argv):
+    if asks_help(argv):
         return None
     from ..runtime.precision import dtype_in_argv, prepare
     return prepare(dtype_in_argv(argv))

@@ -152,6 +152,33 @@ def threads_chosen(environ=None):
     return "OMP_NUM_THREADS" in environ or "MXNET_OMP_MAX_THREADS" in environ
 
 
+# Variables MXNet 1.9.1 parses when it loads or first runs (dmlc's GetEnv): anything else than a
+# whole number (spaces and a sign allowed, or empty), or true/false/1/0 for the second group,
+# aborts the process ("terminate called after throwing an instance of 'dmlc::ParamError'")
+# or raises from the first operator; checked on MXNet 1.9.1, 2026-11-29.
+MXNET_WHOLE_NUMBERS = ("OMP_NUM_THREADS", "MXNET_OMP_MAX_THREADS", "MXNET_CPU_WORKER_NTHREADS",
+                       "MXNET_CPU_PRIORITY_NTHREADS", "MXNET_CPU_TEMP_COPY")
+MXNET_SWITCHES = ("MXNET_MKLDNN_ENABLED", "MXNET_EXEC_BULK_EXEC_TRAIN")
+
+
+def unreadable_setting(environ=None):
+    """The one line that says which of those variables MXNet could not read, and what to set
+    instead; None when every one that is set reads."""
+    import re
+    environ = os.environ if environ is None else environ
+    for name in MXNET_WHOLE_NUMBERS:
+        value = environ.get(name)
+        if value is not None and value.strip() and not re.fullmatch(r"\s*[+-]?\d+\s*", value):
+            return ("%s=%r: MXNet reads it as a whole number and stops on anything else; set a number of "
+                    "threads such as %d, or unset it" % (name, value, physical_cores()))
+    for name in MXNET_SWITCHES:
+        value = environ.get(name)
+        if value is not None and value.lower() not in ("true", "false", "1", "0"):
+            return "%s=%r: MXNet reads it as true/false (or 1/0) and stops on anything else; set 1 or 0, or unset it" % (
+                name, value)
+    return None
+
+
 def thread_settings(contexts=1, taken=0, cores=None):
     """The variables of the thread default: OMP_NUM_THREADS = `recommended_threads` with
     `taken` cores left out (at most all but one: the command keeps a core), and
