@@ -374,10 +374,8 @@ def run(main, prog, argv=None, mxnet=True):
         if mxnet and not asks_help(sys.argv[1:] if argv is None else argv):
             from ..runtime.threads import unreadable_setting
             unreadable = unreadable_setting()
-        else:
-            unreadable = None
-        if unreadable:
-            raise UserError(unreadable)
+            if unreadable:
+                raise UserError(unreadable)
         code = main(argv)
         flush_notes()
     except UserError as e:

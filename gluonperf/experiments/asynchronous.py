@@ -442,7 +442,7 @@ def run_memory_variant(params, timeout=None):
     fields of a `TrainLoop`, and 'trace', a path, when the loop is traced.
     """
     return transport.run_worker("gluonperf.workers.memory", params,
-                            "memory worker (%s)" % _variant_name(params.get("every")), timeout=timeout)
+                                "memory worker (%s)" % _variant_name(params.get("every")), timeout=timeout)
 
 
 def memory_cost(ctx, num_batches=150, every=(1, 5, 25), batch_size=1024, features=512, data="host",

@@ -84,7 +84,7 @@ def read(rungs, ctx, batch_size, timeout=TIMEOUT_S):
                 "device_id": ctx.device_id, "batch_size": int(batch_size)}
     try:
         answers = transport.run_worker(MODULE, settings, "the reading process", timeout=timeout,
-                                   env={"DNNL_VERBOSE": "1"})
+                                       env={"DNNL_VERBOSE": "1"})
     except subprocess.TimeoutExpired:
         return {r.name: "what ran: not read (no answer in %g s)" % timeout for r in graphs}
     except wire.WorkerFailed as e:

@@ -9,6 +9,7 @@ ResNet-18 training runs at about half speed (see docs/levers.md).
 """
 import os
 import platform
+import re
 import time
 
 import psutil
@@ -164,7 +165,6 @@ MXNET_SWITCHES = ("MXNET_MKLDNN_ENABLED", "MXNET_EXEC_BULK_EXEC_TRAIN")
 def unreadable_setting(environ=None):
     """The one line that says which of those variables MXNet could not read, and what to set
     instead; None when every one that is set reads."""
-    import re
     environ = os.environ if environ is None else environ
     for name in MXNET_WHOLE_NUMBERS:
         value = environ.get(name)
@@ -174,8 +174,8 @@ def unreadable_setting(environ=None):
     for name in MXNET_SWITCHES:
         value = environ.get(name)
         if value is not None and value.lower() not in ("true", "false", "1", "0"):
-            return "%s=%r: MXNet reads it as true/false (or 1/0) and stops on anything else; set 1 or 0, or unset it" % (
-                name, value)
+            return ("%s=%r: MXNet reads it as true/false (or 1/0) and stops on anything else; set 1 or 0, "
+                    "or unset it" % (name, value))
     return None
 
 

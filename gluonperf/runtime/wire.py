@@ -13,9 +13,9 @@ interface, `call(settings)` -> the answer, and `close()`:
 
 Either fails with WorkerFailed, 'WHAT failed: why' in one line, or with subprocess.TimeoutExpired
 once the child's process group is killed. The parent's side is `runtime/transport.py`'s, whose
-processes the launcher `runtime/guard.py` starts: this file starts nothing and imports only the standard library (json where used), since the package
-root, the script's sitecustomize and the benchmarks' PyTorch processes (a venv without gluonperf)
-load it by its path.
+processes the launcher `runtime/guard.py` starts: this file starts nothing and imports only the
+standard library (json where used), since the package root, the script's sitecustomize and the
+benchmarks' PyTorch processes (a venv without gluonperf) load it by its path.
 
 gluonperf's own commands run as children (`--processes N`, profile's run, compare's sides,
 predict --validate's and tune's training runs) take their flags and answer with their `--json`

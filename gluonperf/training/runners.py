@@ -101,7 +101,8 @@ class CommandRunner:
         with guard.temp_dir(prefix="gluonperf-tune-") as tmp:
             json_path = os.path.join(tmp, "out.json")
             fresh = transport.Fresh(lambda s: self.argv(candidate, s["steps"], json_path), self.name, timeout,
-                                candidate_env(candidate), guard.PACKAGE_ROOT, lambda out: self.answer(out, json_path))
+                                    candidate_env(candidate), guard.PACKAGE_ROOT,
+                                    lambda out: self.answer(out, json_path))
             return Worker(fresh, self.name, timeout).run(steps)
 
     def start(self, candidate, timeout):
@@ -110,7 +111,7 @@ class CommandRunner:
         if not self.serves:
             raise ValueError("%s does not run warm (serves=False)" % self.module)
         warm = transport.Warm(self.argv(candidate, 0, serve=True), self.name, timeout, candidate_env(candidate),
-                          guard.PACKAGE_ROOT)
+                              guard.PACKAGE_ROOT)
         return Worker(warm, self.name, timeout)
 
     def command_line(self, candidate, steps):
