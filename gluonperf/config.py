@@ -22,7 +22,7 @@ from typing import Optional
 
 DATASETS = {
     "fashion-mnist": "Zalando's Fashion-MNIST (60000 + 10000 28x28 images), read from --data-dir",
-    "digits": "scikit-learn's handwritten digits (1797 8x8 images) resized to 28x28; offline",
+    "digits": "the UCI handwritten digits (1797 8x8 images) resized to 28x28; offline",
     "synthetic": "random images whose label is learnable, for throughput",
 }
 # hybridize mode -> arguments of Block.hybridize (None: imperative)

@@ -1,7 +1,7 @@
 """python -m gluonperf.dataset make DIR: make a small image data set offline, to try gluonperf's
 image-data commands (train, profile and bench input with --dataset PATH) without downloading one.
 
-Writes DIR/CLASS/NNNN.jpg (scikit-learn's digits or synthetic patterns, upscaled to --size) and,
+Writes DIR/CLASS/NNNN.jpg (the UCI handwritten digits or synthetic patterns, upscaled to --size) and,
 with --rec, packs them into DIR.rec and DIR.idx beside the folder, as MXNet's im2rec does
 (gluonperf.training.image_data.make_folder, pack_rec). Nothing is computed here.
 """
@@ -24,7 +24,7 @@ def build_parser():
     sub.required = True
     make = sub.add_parser("make", help="write DIR/CLASS/NNNN.jpg, and DIR.rec + DIR.idx with --rec",
                           description="Write --classes x --images-per-class JPEGs of --size x --size into "
-                                      "DIR/CLASS/ (DIR must be new or empty), from scikit-learn's handwritten "
+                                      "DIR/CLASS/ (DIR must be new or empty), from the UCI handwritten "
                                       "digits (10 classes, offline) or synthetic coloured stripes, upscaled; with "
                                       "--rec also pack them into DIR.rec and DIR.idx (and DIR.lst) beside DIR.")
     make.add_argument("directory", metavar="DIR", help="the folder to write (new or empty)")
@@ -33,7 +33,7 @@ def build_parser():
     make.add_argument("--size", type=_size, default=224, help="side of the square images in pixels "
                                                               "(default: %(default)s, ResNet's input)")
     make.add_argument("--source", choices=("digits", "synthetic"), default="digits",
-                      help="digits: scikit-learn's 8x8 handwritten digits (at most 10 classes); synthetic: a colour "
+                      help="digits: the UCI 8x8 handwritten digits (at most 10 classes); synthetic: a colour "
                            "and a stripe frequency per class, with noise (default: %(default)s)")
     make.add_argument("--rec", action="store_true", help="also pack the images into DIR.rec and DIR.idx")
     make.add_argument("--quality", type=_quality, default=90, help="JPEG quality, 1-100 (default: %(default)s)")

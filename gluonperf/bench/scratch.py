@@ -28,7 +28,7 @@ def add_parser(sub, common):
                    help="std of the normal initial weights (default: %(default)s; the book's 0.01 needs "
                         "hundreds of steps to leave chance level, more than the default data gives)")
     p.add_argument("--dataset", choices=list(DATASETS), default="synthetic",
-                   help="synthetic (6000 train / 1000 test images), digits (scikit-learn's, offline) or "
+                   help="synthetic (6000 train / 1000 test images), digits (UCI's, shipped, offline) or "
                         "fashion-mnist (IDX files in --data-dir) (default: %(default)s)")
     p.add_argument("--data-dir", metavar="DIR", help="where the Fashion-MNIST .gz files are")
     p.add_argument("--limit", type=cli.positive_int, metavar="N",

@@ -50,7 +50,7 @@ def add_training_flags(p, names=TRAINING_FLAGS, defaults=None):
         "dataset": lambda: p.add_argument(
             "--dataset", type=dataset_name, default=d.dataset, metavar="{%s} or PATH" % ",".join(DATASETS),
             help="fashion-mnist: the IDX files in --data-dir (downloaded when online); digits: "
-                 "scikit-learn's handwritten digits resized to 28x28, works offline; synthetic: "
+                 "the UCI handwritten digits resized to 28x28, works offline; synthetic: "
                  "random learnable images for throughput; or PATH: real images, a folder with one "
                  "subfolder per class (or train/ and val/ folders of them) or a .rec file with its .idx, "
                  "at the model's input size with GluonCV's ImageNet transforms (docs/input.md) "

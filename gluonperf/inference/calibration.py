@@ -1,6 +1,6 @@
 """The samples a precision rung is calibrated and judged on (`--calib-data`).
 
-- `digits`: scikit-learn's handwritten digits as gluonperf's data sets read them (8x8 resized
+- `digits`: the UCI handwritten digits as gluonperf's data sets read them (8x8 resized
   to 28x28 in [0, 1], `gluonperf.training.data.digits`), the 899 of its test split only (half of
   its 1,797): the samples `train --dataset digits` never trained on, so that accuracy on them is
   held-out accuracy. Shaped to the model's input: 1x28x28 as they are, any shape of 784 values

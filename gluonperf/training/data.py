@@ -1,4 +1,4 @@
-"""Data sets for training: Fashion-MNIST, scikit-learn's digits (offline), synthetic.
+"""Data sets for training: Fashion-MNIST, the UCI handwritten digits (offline), synthetic.
 
 `load_dataset(name, ...)` returns `(train_set, test_set)`, gluon Datasets of `(x, y)` with
 x a float32 array of shape (1, 28, 28) in [0, 1] and y an integer label.
@@ -158,7 +158,7 @@ DIGITS_TEST_FRACTION = 0.5
 
 
 def digits(seed=0, test_fraction=DIGITS_TEST_FRACTION):
-    """scikit-learn's 8x8 digits (values 0..16), bilinearly resized to 28x28 in [0, 1],
+    """The UCI 8x8 handwritten digits (values 0..16), bilinearly resized to 28x28 in [0, 1],
     split into train (898) and test (899) sets once with a fixed seed (stratified)."""
     images, labels = digits_arrays()
     small = mx.nd.array(images.reshape(-1, 1, 8, 8) / 16.0)
