@@ -18,13 +18,30 @@ __version__ = "0.1.0"
 # calibrate or run those checks).
 _KEPT_OUT_OF_MXNET = {"mxnet.model": "sklearn", "mxnet.contrib.quantization": "scipy.stats",
                       "mxnet.test_utils": "scipy.stats"}
+# MXNet 1.9.1 imports distutils at start-up for LooseVersion and StrictVersion alone. In a venv,
+# setuptools' distutils shim answers that import by loading setuptools itself (with
+# pkg_resources): 0.25 s of a 1.8 s `import mxnet` on the 2-core Zen 3 (docs/libraries.md). Where
+# the standard library still has distutils (Python up to 3.11), MXNet gets that one: the same
+# two classes.
+_STDLIB_DISTUTILS_FOR = ("mxnet.numpy_op_fallback", "mxnet.numpy_dispatch_protocol")
+
+
+def _imported_by(importers):
+    """The first of `importers` on the stack of the import under way, or None."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_globals.get("__name__") in importers:
+            return frame.f_globals["__name__"]
+        frame = frame.f_back
+    return None
 
 
 class _KeepOutOfMXNet:
-    """An import hook that keeps `_KEPT_OUT_OF_MXNET` out of MXNet's start-up.
+    """An import hook that keeps `_KEPT_OUT_OF_MXNET` out of MXNet's start-up, and gives MXNet the
+    standard library's distutils.
 
-    Those two imports were half of every command's start (`python -X importtime -c "import
-    gluonperf, mxnet"`; the figures are in docs/libraries.md).
+    Those imports were more than half of every command's start (`python -X importtime -c
+    "import gluonperf, mxnet"`; the figures are in docs/libraries.md).
     The hook makes those imports fail, from those modules only, as if the package were not
     installed; every other import of them, gluonperf's digits data set's included, goes on as
     usual. It acts only when gluonperf is imported before MXNet."""
@@ -32,13 +49,13 @@ class _KeepOutOfMXNet:
     def find_spec(self, name, path=None, target=None):
         blocked = {importer for importer, module in _KEPT_OUT_OF_MXNET.items()
                    if name == module or name.startswith(module + ".")}
-        if blocked:
-            frame = sys._getframe(1)
-            while frame is not None:
-                if frame.f_globals.get("__name__") in blocked:
-                    raise ImportError("gluonperf keeps %s out of %s (see gluonperf/__init__.py)"
-                                      % (name, frame.f_globals["__name__"]))
-                frame = frame.f_back
+        importer = _imported_by(blocked) if blocked else None
+        if importer:
+            raise ImportError("gluonperf keeps %s out of %s (see gluonperf/__init__.py)" % (name, importer))
+        if name == "distutils" and sys.version_info < (3, 12) and _imported_by(_STDLIB_DISTUTILS_FOR):
+            import importlib.machinery
+            import os
+            return importlib.machinery.PathFinder.find_spec(name, [os.path.dirname(os.__file__)])
         return None
 
 

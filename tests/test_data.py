@@ -183,7 +183,8 @@ def test_the_download_host_is_checked_once_per_process(tmp_path, monkeypatch):
 
 def test_mxnet_starts_without_scikit_learn_or_scipy_stats_yet_digits_still_loads(tmp_path):
     """gluonperf keeps MXNet's start-up imports of scikit-learn and scipy.stats out (together half
-    of a command's start), and only those; the digits data set ships with gluonperf, and the
+    of a command's start), and only those, and gives MXNet the standard library's distutils
+    (setuptools' shim loads setuptools); the digits data set ships with gluonperf, and the
     intervals need no scipy.stats. gluonperf does not install scikit-learn: a stand-in on the
     path, which `import mxnet` alone does load, plays a user's own."""
     import subprocess
@@ -201,6 +202,9 @@ def test_mxnet_starts_without_scikit_learn_or_scipy_stats_yet_digits_still_loads
     code = ("import sys, gluonperf, mxnet\n"
             "assert 'sklearn' not in sys.modules, sorted(m for m in sys.modules if m.startswith('sklearn'))[:3]\n"
             "assert 'scipy.stats' not in sys.modules\n"
+            "import distutils, os\n"  # the standard library's where it has one, not setuptools' shim
+            "assert sys.version_info >= (3, 12) or (os.path.dirname(distutils.__path__[0]) == os.path.dirname(os.__file__)"
+            " and 'setuptools' not in sys.modules), (distutils.__path__, 'setuptools' in sys.modules)\n"
             "assert mxnet.model.BASE_ESTIMATOR is object and mxnet.test_utils.ss is None\n"
             "from mxnet.contrib import quantization\n"
             "assert quantization.stats is None\n"
