@@ -336,6 +336,28 @@ def test_warmup_then_cosine_schedule():
     assert [step(i) for i in (0, 19, 20, 29, 30, 39)] == pytest.approx([1, 1, 0.1, 0.1, 0.01, 0.01])
 
 
+def test_the_schedule_is_gluoncvs_without_loading_the_whole_package():
+    """In a fresh process: the schedule's classes come from GluonCV's lr_scheduler module, read
+    without GluonCV's package (model zoo, data sets); a later `import gluoncv` reuses them, and a
+    pickled schedule (what a dist kvstore sends its servers) is read back as GluonCV's."""
+    import subprocess
+    import sys
+    from helpers import ROOT, clean_env
+    code = ("import pickle, sys, gluonperf\n"
+            "from gluonperf.training.loop import TrainConfig\n"
+            "from gluonperf.training.trainers import lr_schedule\n"
+            "schedule = lr_schedule(TrainConfig(model='mlp', epochs=2, lr=0.5), 0.5, iters_per_epoch=4)\n"
+            "assert 'gluoncv' not in sys.modules and 'gluoncv.model_zoo' not in sys.modules\n"
+            "saved = pickle.dumps(schedule)\n"
+            "from gluoncv.utils import LRSequential, LRScheduler\n"
+            "assert type(schedule) is LRSequential and type(pickle.loads(saved)) is LRSequential\n"
+            "assert all(type(s) is LRScheduler for s in schedule.schedulers)\n"
+            "print('ok')\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env=clean_env())
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
+
+
 @pytest.mark.alone
 def test_scaling_reports_t1_t2_speedup_and_efficiency():
     """Besides the record's arithmetic, two facts from outside it: every timed region lies

@@ -66,10 +66,34 @@ def lr_for_devices(config, devices, num_workers=1):
     return lr * devices * num_workers if config.lr_scale == "linear" else lr
 
 
+def gluoncv_lr_scheduler():
+    """GluonCV's module of LRScheduler and LRSequential, which needs only MXNet's lr_scheduler:
+    read from its file, under its own name, where GluonCV is not loaded yet, since `import
+    gluoncv` loads its whole package (model zoo, data sets), 0.2-0.3 s of each training
+    command's start. Under its own name, a later `import gluoncv` reuses it (the same classes),
+    and a pickled schedule (a dist kvstore's optimizer) is read back as GluonCV's."""
+    import sys
+    name = "gluoncv.utils.lr_scheduler"
+    if name not in sys.modules:
+        import importlib.util
+        package = importlib.util.find_spec("gluoncv")  # finds the package without running its __init__
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(package.submodule_search_locations[0], "utils", "lr_scheduler.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
+
+
 def lr_schedule(config, lr, iters_per_epoch):
     """Linear warm-up over --warmup-epochs, then cosine / step (x0.1 at 50% and 75%) /
     constant: GluonCV's LRScheduler pieces joined by LRSequential."""
-    from gluoncv.utils import LRScheduler, LRSequential
+    gluoncv = gluoncv_lr_scheduler()
+    LRScheduler, LRSequential = gluoncv.LRScheduler, gluoncv.LRSequential
     warmup = min(config.warmup_epochs, config.epochs)
     rest = config.epochs - warmup
     parts = []
