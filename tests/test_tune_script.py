@@ -21,7 +21,7 @@ from helpers import ROOT, marked_env, processes_of, run_leaving_nothing
 
 PY = sys.executable
 SCRIPT = os.path.join("tests", "user_scripts", "newcomer_mlp.py")
-QUICK = ["--min-time", "0.2", "--warmup", "3"]
+QUICK = ["--warmup", "3"]
 
 
 def tune(*flags, command, timeout=300, **env):
@@ -42,9 +42,10 @@ def advice(rows):
 def test_hybridize_is_found_measured_and_said_where(tmp_path):
     """Under the default plan (--rounds auto): hybridized, this script's step is several times
     faster, which the plan settles at one of its first looks; the candidates leave the rounds
-    as soon as it does."""
+    as soon as it does. --min-time 1: each run times 1 s, not as long as the script's start-up
+    (the default), which made the test's runs about twice as long."""
     out = tmp_path / "tune.json"
-    done = tune("--levers", "hybridize", "--json", str(out), command=[PY, SCRIPT])
+    done = tune("--levers", "hybridize", "--min-time", "1", "--json", str(out), command=[PY, SCRIPT])
     assert done.returncode == 0, done.stderr
     assert "a Sequential of HybridBlocks, not hybridized, built at %s:" % SCRIPT in done.stderr
     rows = records(out)
@@ -69,7 +70,7 @@ def test_a_wait_for_the_engine_every_step_is_named_with_its_cost(tmp_path):
     the step's work. Nothing to try for hybridize (static already) nor data (no DataLoader): the
     probe alone runs, and no change is recommended."""
     out = tmp_path / "tune.json"
-    done = tune("--levers", "hybridize,data", "--json", str(out),
+    done = tune("--levers", "hybridize,data", "--min-time", "0.2", "--json", str(out),
                 command=[PY, SCRIPT, "--hybridize", "--read-loss", "--wide", "512", "--layers", "4"])
     assert done.returncode == 0, done.stderr
     assert "not tried: hybridize: the model is hybridized with static_alloc and static_shape" in done.stderr
@@ -301,3 +302,19 @@ def test_the_confirmed_recipe_says_its_interval_at_the_plans_level():
     line, = [l for l in script_text.recipe_lines([together]) if l.startswith("together")]
     assert line == "together, confirmed in one interleaved run: faster: 1.34x (95%% CI %.2f-%.2f, 5 rounds)" % (
         iv.low, iv.high)
+
+
+def test_a_min_time_given_is_the_probes_time_and_by_default_its_start_up_counts(monkeypatch):
+    """--min-time SEC times SEC seconds; without it, the probe times 1 s and at least as long as the
+    script took to start (the listener's "startup" window)."""
+    from gluonperf.cli import tune_script
+    asked = []
+
+    def probe(command, warmup, steps, timeout, min_seconds, window):
+        asked.append((min_seconds, window))
+        return "runner", {"rate": {}}, None, None
+    monkeypatch.setattr(tune_script.script_runner, "probe", probe)
+    for flags in ([], ["--min-time", "0.3"]):
+        args, command, _ = tune_script.parse_args([*flags, "--", PY, SCRIPT])
+        assert tune_script.probe(args, command, "x") == ("runner", {"rate": {}})
+    assert asked == [(tune_script.MIN_TIME, "startup"), (0.3, None)]

@@ -28,6 +28,7 @@ PROG = "python -m gluonperf.tune"
 USAGE = ("%(prog)s [--levers L,...|all] [--rounds auto|exhaustive|N] [--steps N] [--warmup K] [--json PATH] "
          "-- COMMAND...")
 # --budget's default, by the probe's run: (up to SEC, budget) and beyond the last, BUDGET_RUNS runs' time
+MIN_TIME = 1.0  # --min-time's floor by default (seconds), beside the script's start-up
 BUDGETS, BUDGET_RUNS = ((10, 300), (20, 600)), 30
 BUDGET_RULE = ("5 minutes for a script whose run (the probe's) takes up to 10 s, 10 minutes up to 20 s, the time of %d "
                "runs beyond" % BUDGET_RUNS)
@@ -50,10 +51,10 @@ def build_parser():
                                     % ",".join(script_levers.LEVER_NAMES))
     p.add_argument("--steps", type=cli.positive_int, default=20,
                    help="timed steps per run, after --warmup (default: %(default)s)")
-    p.add_argument("--min-time", type=cli.positive_float, default=1.0, metavar="SEC",
-                   help="the probe times at least --steps steps, SEC seconds and as long as the script took to start "
-                        "(importing MXNet, building its data), so that a run measures at least as long as it starts; "
-                        "every run after it times as many steps (default: %(default)s)")
+    p.add_argument("--min-time", type=cli.positive_float, metavar="SEC",
+                   help="the probe times at least --steps steps and SEC seconds; every run after it times as many "
+                        "steps (default: %.0f s and as long as the script took to start, importing MXNet and "
+                        "building its data, so that a run measures at least as long as it starts)" % MIN_TIME)
     p.add_argument("--warmup", type=cli.positive_int, default=5,
                    help="steps run before the timed ones in every run, at least 2: a change to the model is made "
                         "in the second (default: %(default)s)")
@@ -101,8 +102,10 @@ def parse_args(argv):
 def probe(args, command, what):
     """The probe's run of the script: (runner, its records), or the script's own exit status when it
     failed as it is; UserError when it cannot be tuned."""
+    given = args.min_time is not None  # a time the user chose is the time; by default, at least the start-up's
     runner, found, done, error = script_runner.probe(command, args.warmup, args.steps, args.timeout,
-                                                     min_seconds=args.min_time, window="startup")
+                                                     min_seconds=args.min_time if given else MIN_TIME,
+                                                     window=None if given else "startup")
     if not error:
         return runner, found
     if done is not None and done.returncode != 0 and "rate" not in found:  # the script's own failure
