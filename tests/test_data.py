@@ -181,6 +181,16 @@ def test_the_download_host_is_checked_once_per_process(tmp_path, monkeypatch):
     assert len(calls) == 3
 
 
+# `import mxnet` without gluonperf: numpy's aliases put back first where numpy lacks them (Python 3.12),
+# as a script under `profile --` gets them, so that MXNet 1.9.1 loads at all
+MXNET_ALONE = ("import importlib.util\n"
+               "spec = importlib.util.spec_from_file_location('aliases', 'gluonperf/runtime/numpy_aliases.py')\n"
+               "aliases = importlib.util.module_from_spec(spec)\n"
+               "spec.loader.exec_module(aliases)\n"
+               "aliases.restore()\n"
+               "import mxnet\n")
+
+
 def test_mxnet_starts_without_scikit_learn_or_scipy_stats_yet_digits_still_loads(tmp_path):
     """gluonperf keeps MXNet's start-up imports of scikit-learn and scipy.stats out (together half
     of a command's start), and only those, and gives MXNet the standard library's distutils
@@ -195,7 +205,7 @@ def test_mxnet_starts_without_scikit_learn_or_scipy_stats_yet_digits_still_loads
     (tmp_path / "sklearn" / "base.py").write_text("class BaseEstimator:\n    pass\n")
     env = clean_env()
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path)] + [p for p in [env.get("PYTHONPATH")] if p])
-    alone = subprocess.run([sys.executable, "-c", "import sys, mxnet\n"
+    alone = subprocess.run([sys.executable, "-c", MXNET_ALONE + "import sys\n"
                             "assert 'sklearn.base' in sys.modules and mxnet.model.BASE_ESTIMATOR is not object\n"
                             "print('ok')\n"], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert alone.returncode == 0 and alone.stdout.strip() == "ok", alone.stderr  # the stand-in is what MXNet loads
@@ -220,3 +230,39 @@ def test_mxnet_starts_without_scikit_learn_or_scipy_stats_yet_digits_still_loads
             "print('ok')\n")
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
+
+
+def test_mxnet_starts_without_scipy_sparse_and_loads_onnx_and_requests_on_first_use(tmp_path):
+    """MXNet imports scipy.sparse (to convert SciPy's sparse matrices) at start-up, and onnx and
+    requests for an export and a download: after `import gluonperf, mxnet` the first is not
+    loaded and the others not yet run; an ONNX export and requests' own functions still work, as
+    the same modules. `import mxnet` alone loads all three (the positive control)."""
+    import subprocess
+    import sys
+    from helpers import ROOT, clean_env
+    env = clean_env()
+    loaded = ("import sys\n"
+              "ran = lambda m: m in sys.modules and type(sys.modules[m]).__name__ == 'module'\n"
+              "print(sorted(m for m in ('scipy.sparse', 'onnx', 'requests') if ran(m)))\n")
+    alone = subprocess.run([sys.executable, "-c", MXNET_ALONE + loaded], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120, env=env)
+    assert alone.stdout.strip() == "['onnx', 'requests', 'scipy.sparse']", alone.stderr
+    code = ("import gluonperf, mxnet as mx\n" + loaded +
+            "assert 'urllib3' not in sys.modules and 'google.protobuf' not in sys.modules\n"
+            "import onnx, requests\n"  # a later import of either is not a use
+            "assert not ran('onnx') and not ran('requests')\n"
+            "from mxnet.gluon import nn\n"
+            "net = nn.HybridSequential()\n"
+            "net.add(nn.Dense(3))\n"
+            "net.initialize()\n"
+            "net.hybridize()\n"
+            "net(mx.nd.ones((1, 4)))\n"
+            "net.export(r'%s')\n"
+            "path = mx.onnx.export_model(r'%s-symbol.json', r'%s-0000.params', [(1, 4)], 'float32', r'%s.onnx')\n"
+            "model = onnx.load(path)\n"
+            "assert 'Gemm' in [n.op_type for n in model.graph.node], [n.op_type for n in model.graph.node]\n"
+            "assert mx.gluon.utils.requests.get is requests.get and ran('requests')\n"
+            "assert mx.nd.array([[1, 2]]).shape == (1, 2)\n"
+            "print('ok')\n") % ((str(tmp_path / "net"),) * 4)
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0 and p.stdout.split() == ["[]", "ok"], p.stdout + p.stderr
