@@ -224,8 +224,9 @@ def test_mxnet_starts_without_scikit_learn_or_scipy_stats_yet_digits_still_loads
             "from gluonperf.measure.stats import ratio_interval\n"
             "assert ratio_interval([1.0, 1.1, 0.9]).high > 1\n"
             "assert 'sklearn' not in sys.modules and 'scipy.stats' not in sys.modules\n"
-            "import scipy.stats\n"
-            "assert scipy.stats.norm.cdf(0) == 0.5\n"
+            "import scipy.stats\n"  # anyone's later import of it gives it to the MXNet modules that fell back
+            "assert scipy.stats.norm.cdf(0) == 0.5 and quantization.stats is scipy.stats\n"
+            "assert mxnet.test_utils.ss is scipy.stats\n"
             "import sklearn.base\n"  # a user's own import of it still works
             "print('ok')\n")
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
@@ -236,7 +237,8 @@ def test_mxnet_starts_without_scipy_sparse_and_loads_onnx_and_requests_on_first_
     """MXNet imports scipy.sparse (to convert SciPy's sparse matrices) at start-up, and onnx and
     requests for an export and a download: after `import gluonperf, mxnet` the first is not
     loaded and the others not yet run; an ONNX export and requests' own functions still work, as
-    the same modules. `import mxnet` alone loads all three (the positive control)."""
+    the same modules, and once a user imports scipy.sparse MXNet converts SciPy's matrices. `import
+    mxnet` alone loads all three (the positive control)."""
     import subprocess
     import sys
     from helpers import ROOT, clean_env
@@ -262,7 +264,10 @@ def test_mxnet_starts_without_scipy_sparse_and_loads_onnx_and_requests_on_first_
             "model = onnx.load(path)\n"
             "assert 'Gemm' in [n.op_type for n in model.graph.node], [n.op_type for n in model.graph.node]\n"
             "assert mx.gluon.utils.requests.get is requests.get and ran('requests')\n"
-            "assert mx.nd.array([[1, 2]]).shape == (1, 2)\n"
+            "assert mx.nd.array([[1, 2]]).shape == (1, 2) and 'scipy.sparse' not in sys.modules\n"
+            "import scipy.sparse\n"  # a user's own import of it: MXNet converts SciPy's matrices again
+            "a = mx.nd.array(scipy.sparse.csr_matrix([[0, 1.0], [2.0, 0]]))\n"
+            "assert a.stype == 'csr' and a.asscipy().toarray().tolist() == [[0, 1], [2, 0]]\n"
             "print('ok')\n") % ((str(tmp_path / "net"),) * 4)
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0 and p.stdout.split() == ["[]", "ok"], p.stdout + p.stderr

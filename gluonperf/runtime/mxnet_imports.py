@@ -23,6 +23,11 @@ import types
 _KEPT_OUT_OF_MXNET = (("mxnet.model", "sklearn"), ("mxnet.contrib.quantization", "scipy.stats"),
                       ("mxnet.test_utils", "scipy.stats"), ("mxnet.ndarray.sparse", "scipy.sparse"),
                       ("mxnet.ndarray.utils", "scipy.sparse"))
+# Imported later by anyone else (a user's script converting a SciPy matrix must import it; tune's
+# statistics import scipy.stats), a module kept out is given to the MXNet modules that fell back
+# without it, as the name each gives it: {module: ((MXNet's module, name), ...)}.
+_PUT_BACK = {"scipy.stats": (("mxnet.contrib.quantization", "stats"), ("mxnet.test_utils", "ss")),
+             "scipy.sparse": (("mxnet.ndarray.sparse", "spsp"), ("mxnet.ndarray.utils", "spsp"))}
 # What MXNet imports at start-up for one use that comes later, if at all: requests for a download,
 # onnx for an export. Imported from these modules, each is loaded on its first use
 # (`_OnFirstUse`): the same module then, and none of its cost where it is not used.
@@ -62,6 +67,16 @@ class _OnFirstUse:
         module.__class__ = _NotYetRun
 
 
+class _ThenPutBack(_OnFirstUse):
+    """A loader that runs a module's code, then gives the module to MXNet's modules (`_PUT_BACK`)."""
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        for owner, attr in _PUT_BACK[module.__name__]:
+            if getattr(sys.modules.get(owner), attr, False) is None:
+                setattr(sys.modules[owner], attr, module)
+
+
 class _NotYetRun(types.ModuleType):
     def __getattribute__(self, attr):
         if attr == "__spec__":
@@ -75,8 +90,8 @@ class _NotYetRun(types.ModuleType):
 
 class KeepOutOfMXNet:
     """The import hook: it makes the imports of `_KEPT_OUT_OF_MXNET` fail, from those modules only,
-    as if the package were not installed (every other import of them goes on as usual), loads
-    `_LOADED_ON_FIRST_USE` on first use, and gives MXNet the standard library's distutils."""
+    as if the package were not installed (any other import of them loads them and puts them back),
+    loads `_LOADED_ON_FIRST_USE` on first use, and gives MXNet the standard library's distutils."""
 
     def find_spec(self, name, path=None, target=None):
         blocked = {importer for importer, module in _KEPT_OUT_OF_MXNET  # a module, its parents, its children
@@ -84,11 +99,14 @@ class KeepOutOfMXNet:
         importer = _imported_by(blocked) if blocked else None
         if importer:
             raise ImportError("gluonperf keeps %s out of %s (see gluonperf/runtime/mxnet_imports.py)" % (name, importer))
-        if name in _LOADED_ON_FIRST_USE and _imported_by(_LOADED_ON_FIRST_USE[name]):
-            spec = importlib.machinery.PathFinder.find_spec(name, path)
-            if spec is not None and hasattr(spec.loader, "exec_module"):
-                spec.loader = _OnFirstUse(spec.loader)
-            return spec
+        later = {_OnFirstUse: name in _LOADED_ON_FIRST_USE and _imported_by(_LOADED_ON_FIRST_USE[name]),
+                 _ThenPutBack: name in _PUT_BACK}
+        for loader, applies in later.items():
+            if applies:
+                spec = importlib.machinery.PathFinder.find_spec(name, path)
+                if spec is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = loader(spec.loader)
+                return spec
         if name == "distutils" and sys.version_info < (3, 12) and _imported_by(_STDLIB_DISTUTILS_FOR):
             import os
             return importlib.machinery.PathFinder.find_spec(name, [os.path.dirname(os.__file__)])
