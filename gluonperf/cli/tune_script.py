@@ -27,8 +27,8 @@ from .tune_flags import add_rounds, rounds_policy
 PROG = "python -m gluonperf.tune"
 USAGE = ("%(prog)s [--levers L,...|all] [--rounds auto|exhaustive|N] [--steps N] [--warmup K] [--json PATH] "
          "-- COMMAND...")
-# --budget's default, by the probe's run: (up to SEC, budget) and beyond the last, BUDGET_RUNS runs' time
 MIN_TIME = 1.0  # --min-time's floor by default (seconds), beside the script's start-up
+# --budget's default, by the probe's run: (up to SEC, budget) and beyond the last, BUDGET_RUNS runs' time
 BUDGETS, BUDGET_RUNS = ((10, 300), (20, 600)), 30
 BUDGET_RULE = ("5 minutes for a script whose run (the probe's) takes up to 10 s, 10 minutes up to 20 s, the time of %d "
                "runs beyond" % BUDGET_RUNS)

@@ -11,23 +11,21 @@ import importlib.machinery
 import sys
 import types
 
-# What MXNet 1.9.1 imports when it loads that gluonperf never uses: (importing module, module).
-# mxnet.model imports scikit-learn (with SciPy's statistics and pandas) only so that its legacy
-# FeedForward can subclass BaseEstimator; mxnet.contrib.quantization imports scipy.stats only
-# for int8 calibration by KL divergence, mxnet.test_utils only for its random-distribution
-# checks; mxnet.ndarray imports scipy.sparse only to convert SciPy's sparse matrices. All fall
-# back when the import fails (`object`, None; a clear error if someone does calibrate, run those
-# checks or convert). An import counts as theirs wherever it is beneath them: OpenCV's module,
-# which mxnet.image imports and never uses, stays, since mxnet.recordio, beneath it, packs
+# What MXNet 1.9.1 imports when it loads that gluonperf never uses: (importing module, module, the
+# name it gives it, or None where it cannot be put back). mxnet.model imports scikit-learn (with
+# SciPy's statistics and pandas) only so that its legacy FeedForward can subclass BaseEstimator;
+# mxnet.contrib.quantization imports scipy.stats only for int8 calibration by KL divergence,
+# mxnet.test_utils only for its random-distribution checks; mxnet.ndarray imports scipy.sparse only
+# to convert SciPy's sparse matrices. All fall back when the import fails (`object`, None; a clear
+# error if someone does calibrate, run those checks or convert). Imported later by anyone else (a
+# script converting a SciPy matrix must import it; tune's statistics import scipy.stats), a module
+# is put back under its name. An import counts as theirs wherever it is beneath them: OpenCV's
+# module, which mxnet.image imports and never uses, stays, since mxnet.recordio, beneath it, packs
 # images with it.
-_KEPT_OUT_OF_MXNET = (("mxnet.model", "sklearn"), ("mxnet.contrib.quantization", "scipy.stats"),
-                      ("mxnet.test_utils", "scipy.stats"), ("mxnet.ndarray.sparse", "scipy.sparse"),
-                      ("mxnet.ndarray.utils", "scipy.sparse"))
-# Imported later by anyone else (a user's script converting a SciPy matrix must import it; tune's
-# statistics import scipy.stats), a module kept out is given to the MXNet modules that fell back
-# without it, as the name each gives it: {module: ((MXNet's module, name), ...)}.
-_PUT_BACK = {"scipy.stats": (("mxnet.contrib.quantization", "stats"), ("mxnet.test_utils", "ss")),
-             "scipy.sparse": (("mxnet.ndarray.sparse", "spsp"), ("mxnet.ndarray.utils", "spsp"))}
+_KEPT_OUT_OF_MXNET = (("mxnet.model", "sklearn", None), ("mxnet.contrib.quantization", "scipy.stats", "stats"),
+                      ("mxnet.test_utils", "scipy.stats", "ss"), ("mxnet.ndarray.sparse", "scipy.sparse", "spsp"),
+                      ("mxnet.ndarray.utils", "scipy.sparse", "spsp"))
+_PUT_BACK = {module for _, module, attr in _KEPT_OUT_OF_MXNET if attr}
 # What MXNet imports at start-up for one use that comes later, if at all: requests for a download,
 # onnx for an export. Imported from these modules, each is loaded on its first use
 # (`_OnFirstUse`): the same module then, and none of its cost where it is not used.
@@ -52,10 +50,8 @@ def _imported_by(importers):
     return None
 
 
-class _OnFirstUse:
-    """A loader that runs a module's code at the first use of one of its attributes. Unlike
-    importlib.util.LazyLoader, the import system's own look at `__spec__` (at every later
-    `import` of the module, on Python up to 3.12) is not a use."""
+class _Wrapping:
+    """A loader around a module's own loader."""
 
     def __init__(self, loader):
         self.loader = loader
@@ -63,17 +59,23 @@ class _OnFirstUse:
     def create_module(self, spec):
         return self.loader.create_module(spec)
 
+
+class _OnFirstUse(_Wrapping):
+    """A loader that runs a module's code at the first use of one of its attributes. Unlike
+    importlib.util.LazyLoader, the import system's own look at `__spec__` (at every later
+    `import` of the module, on Python up to 3.12) is not a use."""
+
     def exec_module(self, module):
         module.__class__ = _NotYetRun
 
 
-class _ThenPutBack(_OnFirstUse):
-    """A loader that runs a module's code, then gives the module to MXNet's modules (`_PUT_BACK`)."""
+class _ThenPutBack(_Wrapping):
+    """A loader that runs a module's code, then puts it back where MXNet fell back without it."""
 
     def exec_module(self, module):
         self.loader.exec_module(module)
-        for owner, attr in _PUT_BACK[module.__name__]:
-            if getattr(sys.modules.get(owner), attr, False) is None:
+        for owner, name, attr in _KEPT_OUT_OF_MXNET:
+            if name == module.__name__ and attr and getattr(sys.modules.get(owner), attr, False) is None:
                 setattr(sys.modules[owner], attr, module)
 
 
@@ -94,23 +96,27 @@ class KeepOutOfMXNet:
     loads `_LOADED_ON_FIRST_USE` on first use, and gives MXNet the standard library's distutils."""
 
     def find_spec(self, name, path=None, target=None):
-        blocked = {importer for importer, module in _KEPT_OUT_OF_MXNET  # a module, its parents, its children
+        blocked = {importer for importer, module, _ in _KEPT_OUT_OF_MXNET  # a module, its parents, its children
                    if name == module or name.startswith(module + ".") or module.startswith(name + ".")}
         importer = _imported_by(blocked) if blocked else None
         if importer:
             raise ImportError("gluonperf keeps %s out of %s (see gluonperf/runtime/mxnet_imports.py)" % (name, importer))
-        later = {_OnFirstUse: name in _LOADED_ON_FIRST_USE and _imported_by(_LOADED_ON_FIRST_USE[name]),
-                 _ThenPutBack: name in _PUT_BACK}
-        for loader, applies in later.items():
-            if applies:
-                spec = importlib.machinery.PathFinder.find_spec(name, path)
-                if spec is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = loader(spec.loader)
-                return spec
+        if name in _LOADED_ON_FIRST_USE and _imported_by(_LOADED_ON_FIRST_USE[name]):
+            return _wrapped_spec(name, path, _OnFirstUse)
+        if name in _PUT_BACK:
+            return _wrapped_spec(name, path, _ThenPutBack)
         if name == "distutils" and sys.version_info < (3, 12) and _imported_by(_STDLIB_DISTUTILS_FOR):
             import os
             return importlib.machinery.PathFinder.find_spec(name, [os.path.dirname(os.__file__)])
         return None
+
+
+def _wrapped_spec(name, path, wrapping):
+    """The spec the path finders give `name`, its loader inside `wrapping`."""
+    spec = importlib.machinery.PathFinder.find_spec(name, path)
+    if spec is not None and hasattr(spec.loader, "exec_module"):
+        spec.loader = wrapping(spec.loader)
+    return spec
 
 
 def install():
