@@ -1,21 +1,13 @@
 """A training run's configuration, and the names the commands' flags accept, without MXNet.
 
-The command lines build their parsers from these, so `--help` and a bad flag answer
-before MXNet loads (about 2 s on the machines gluonperf was measured on). The modules
-that do the work import them from here: `gluonperf.training.loop`, `gluonperf.training.data`,
-`gluonperf.training.optimizers`, `gluonperf.experiments.allreduce_bandwidth`.
+The command lines build their parsers from these, so `--help` and a bad flag answer before
+MXNet loads (docs/install.md, "Start-up time"); the working modules import them from here.
 
-`TrainConfig.model` is the run's model spec (issue 62: parsed once per process, text only
-across processes and in records). A command puts there the ModelSpec it resolved from its
-flags (`cli.common.resolve_model`, then `cli.training_flags.config_from`), so the training
-path never parses the spec again. Text is accepted too, as it comes from outside the process:
-the config a checkpoint saved, a library caller's `TrainConfig(model="lenet")`; the entry of
-a run (`training.trainers.with_spec`) parses it there, once, and passes the object down. Text
-goes back out where a config leaves the process: records and checkpoints keep the spec's text
-(`training.model_spec.text_of`), as they always have, so older checkpoints still resume. This
-module knows no ModelSpec (config sits below training, tests/test_layers.py), which is why it
-holds either and the training layer makes it the object: moving ModelSpec below config would
-split model_spec.py, whose spec and loaders belong together, for one field.
+`TrainConfig.model` is the run's model spec: a ModelSpec inside a process, or its text from
+outside one (a checkpoint's config, a library caller's `TrainConfig(model="lenet")`), which
+the entry of a run (`training.trainers.with_spec`) parses once. Records and checkpoints keep
+the text (`training.model_spec.text_of`). This module knows no ModelSpec: config sits below
+training (tests/test_layers.py); docs/internals.md says why it holds either.
 """
 from dataclasses import dataclass, fields
 from typing import Optional

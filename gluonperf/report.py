@@ -1,19 +1,13 @@
 """One HTML page of a results folder: `python -m gluonperf.report RESULTS... -o report.html`.
 
-RESULTS are files or folders of JSON lines written with `--json` by any gluonperf
-command or benchmark suite. The page is one self-contained file (styles inline,
-plots inline as SVG drawn by matplotlib, no script, nothing fetched): the machine
-and environment first, then one section per benchmark kind in the order a reader
-needs them, each with its table, a plot where a plot says it better, and the
-one-line reading the command printed (derived here from the records).
+RESULTS are files or folders of JSON lines written with `--json` by any gluonperf command or
+benchmark suite; the page is one self-contained file (docs/commands/report.md). Each kind of
+records is drawn by a small renderer, keyed by the records' `bench`: a bench subcommand's in
+its module (gluonperf.bench, `section`), the other commands' in gluonperf.render.kinds; `PAGE`
+orders them. Records no renderer can read go to a generic table, never dropped.
+`--compare OLD` judges the change with `gluonperf.measure.comparison`, as compare does.
 
-Each kind is drawn by a small renderer, keyed by the records' `bench`: a bench subcommand's in
-its module (gluonperf.bench, `section`, beside the table the subcommand prints), the other
-commands' in gluonperf.render.kinds; `PAGE` orders them. Records of a kind no renderer knows
-go to a generic table, never dropped, and a renderer that cannot read a run (an older record
-shape) falls back to that table.
-`--compare OLD` adds the change against older results, matched and judged by
-`gluonperf.measure.comparison`'s functions, as compare does. Nothing here imports MXNet.
+Nothing here imports MXNet.
 """
 import argparse
 

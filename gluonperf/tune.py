@@ -1,20 +1,13 @@
 """What settings make my model train fastest on this machine? What do I change in my script?
 
-`python -m gluonperf.tune --model resnet18 --ctx cpu0,cpu1 --batch-sizes 64,128`
-sweeps the levers one at a time, keeping the best of each before trying the next
-(coordinate search): threads, hybridize, the engine, oneDNN, the allocator, the contexts
-and more, every candidate in a fresh process, interleaved with its lever's baseline and
-scored by its images/s ratio to it (gluonperf.tuning: the one coordinate search; the runners
-and their levers: gluonperf.training.runners and gluonperf.training.levers).
-
-`python -m gluonperf.tune [--levers ...] -- python train.py` does the same for a training script
-gluonperf has never seen: the script, unmodified, run again and again, each run under one
-candidate change (environment variables, or changes made from outside through the hooks of
-`profile --`: hybridize the model, DataLoader workers, bfloat16 AMP), and prints a recipe:
-what to change, where in the script, and how much faster it was here, with its interval
-(the command's half: gluonperf.cli.tune_script; a user's script: gluonperf.script).
+`python -m gluonperf.tune --model resnet18 --ctx cpu0,cpu1 --batch-sizes 64,128` sweeps the
+levers one at a time, keeping the best of each (gluonperf.tuning's one coordinate search; the
+runners and their levers: gluonperf.training.runners and gluonperf.training.levers).
+`python -m gluonperf.tune [--levers ...] -- python train.py` does the same for a training
+script, unmodified, and prints a recipe (the command's half: gluonperf.cli.tune_script).
 
 This command only parses, checks, calls `tuning.model.tune` (or the script's half) and prints.
+How it works: docs/commands/tune.md and docs/faster_script.md.
 """
 import argparse
 import sys

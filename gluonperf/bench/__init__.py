@@ -1,8 +1,4 @@
-"""python -m gluonperf.bench <experiment>: the chapter's experiments, one module per subcommand.
-
-=================  ===============================
-subcommand         module
-=================  ===============================
+"""python -m gluonperf.bench <experiment>: the chapter's experiments, one module per subcommand:
 hybridize          gluonperf.bench.hybridize
 async              gluonperf.bench.asynchronous
 memory             gluonperf.bench.memory
@@ -15,37 +11,8 @@ footprint          gluonperf.bench.footprint
 optimizers         gluonperf.bench.optimizers
 input              gluonperf.bench.input
 time-to-accuracy   gluonperf.bench.time_to_accuracy
-=================  ===============================
 
-The contract. A module of this package that has a `NAME` is a subcommand: the package finds it
-(`SUBCOMMANDS`, in --help in the order of `ORDER`, then by name), and everything else about
-it is in it:
-
-- `NAME`: the subcommand; `add_parser(sub, common)`: its flags;
-- `measure(args)`: checks the flags and runs one experiment: (records, what the terminal shows
-  besides them, such as the contexts); it prints no table (a progress bar and notes, on stderr);
-- `show(args, records, ...)`: the terminal's tables, readings and notes, and the --json, --csv
-  and --plot files; the command runs `show(args, *measure(args))`, and `run_with(NAME,
-  **flags)` gives `measure`'s records to Python;
-- `COLUMNS` (and its other tables' columns): what the terminal prints, and the report shows
-  too (gluonperf.render.kinds.report_columns: an interval in one cell);
-- `RECORDS`: the `bench` of its records; `TITLE` and `section(records)`: the report's section
-  and its block, tables and reading (a subcommand without `section` goes to the report's
-  generic table);
-- `QUICK`: flags for a run of seconds (the tests run every subcommand with them; None when
-  it needs data on disk);
-- optional: `check(args)`: the checks of its flags that need no MXNet, run before MXNet loads
-  (--json and --csv, every subcommand's, are checked then too);
-- optional: `AT_LEAST_CONTEXTS` (CPU contexts it runs at once whatever --ctx says; default 1)
-  or `contexts_at_once(argv)` (the same, read from the command line), `STAND_IN` (its CPU
-  contexts stand in for devices, so glibc keeps freed memory: runtime.allocator), and
-  `RUNS_COMMANDS` (its work runs in gluonperf commands it starts: no threads are set for it).
-
-The one thing to know: importing this package loads no MXNet; bench/__main__.py sets the
-threads, the allocator and oneDNN's instruction set from these before MXNet loads. Shared
-code: gluonperf.bench.shared; the experiments: gluonperf.experiments. The subcommands:
-docs/commands/bench.md.
-"""
+Importing this package loads no MXNet. What a subcommand's module holds: docs/internals.md."""
 import argparse
 import importlib
 import pkgutil

@@ -1,21 +1,15 @@
 """`python -m gluonperf.profile [--steps N] [--warmup K] [--json PATH] -- COMMAND...`: a
 training script gluonperf has never seen, profiled from outside, unmodified.
 
-The command runs as a child, in its own session (process group), with this terminal's
-input and output: its output and its exit status are the script's. gluonperf's hooks go in
-at the child's start (gluonperf/workers/script_site, first on its PYTHONPATH; a
-sitecustomize or PYTHONPATH of the user's own still works) and write what they measure into
-a temporary folder through the wire (gluonperf/script/wire.py; what runs inside the script
-is gluonperf/script/driver.py); once the child has ended, this command measures the
-machine's ceiling (when the model's FLOPs are known), summarises (script/summary.py,
-script/advice.py) and prints the report after the script's own output (script/tables.py,
-script/text.py).
-
-Ctrl-C (SIGINT), SIGTERM and SIGHUP are passed on to the child's process group (its
-DataLoader workers too); the child gets guard.FOREGROUND_GRACE seconds to end, then SIGTERM
-and SIGKILL; the report of what was measured so far follows. Whatever the child left in its
-group is killed when it ends (runtime/guard.py: `run_foreground`). Dispatched from
-gluonperf.profile's main when its arguments hold `--`.
+The command runs as a child in its own session, with this terminal: its output and exit status
+are the script's; signals go on to its process group, which is killed when it ends
+(`runtime.guard.run_foreground`, with guard.FOREGROUND_GRACE). The hooks (workers/script_site;
+inside the script, script/driver.py) write what they measure through the wire (script/wire.py)
+into a temporary folder; once the child has ended, this command measures the machine's
+ceiling, summarises (script/summary.py, script/advice.py) and prints the report after the
+script's own output (script/tables.py, script/text.py). Dispatched from gluonperf.profile's
+main when its arguments hold `--`. What a user sees, failures and signals included:
+docs/your_script.md.
 """
 import argparse
 import os

@@ -1,22 +1,12 @@
 """Asynchronous execution: what queuing costs, which calls block, when async pays, and
 what running ahead costs in memory (the chapter's section 8.2).
 
-MXNet's Python front end only queues operators; C++ engine threads run them. The
-functions here measure that from the outside:
-
-- `queue_vs_finish`: how long `y = nd.dot(x, x).sum()` takes to return versus to be ready.
-- `blocking_calls`: which calls make the front end wait (`wait_to_read`, `waitall`,
-  `asnumpy`, `asscalar`, `print`), checked by how much work is left after each returns.
-- `sync_vs_async`: a loop that waits on every result against one that waits once, over a
-  sweep of sizes, with the chapter's model `N (t1 + t2 + t3)` vs `t1 + N t2 + t3` solved
-  for the front-end cost t1, the back-end cost t2 and the return cost t3.
-- `memory_cost`: the book's MLP trained with a sync every batch, every k batches, or
-  never, each in a fresh process (`run_memory_variant`), reporting peak RSS, time and
-  how far the data producer ran ahead of the computation.
-
-With a `Trace`, each experiment runs its measured code once more, untimed, inside the
-trace, so the profiler's overhead never reaches the timings (`memory_cost` traces its
-training loop itself: there the overhead is small beside a batch).
+MXNet's Python front end only queues operators; C++ engine threads run them. The functions
+here measure that from the outside: `queue_vs_finish` (returned against ready),
+`blocking_calls` (which calls wait), `sync_vs_async` (a wait on every result against one
+wait, the chapter's t1, t2, t3 solved) and `memory_cost` (a sync every k batches, each variant
+in a fresh process: `run_memory_variant`). A `Trace` runs the measured code once more, untimed
+(`memory_cost` traces its loops themselves): docs/commands/bench.md, "Traces".
 
 Every function returns a list of `Result`; nothing here parses arguments or prints.
 """

@@ -4,15 +4,12 @@
 gradient checkpointing with N segments or not) in a fresh Python process
 (`run_step_footprint`); the worker (`step_footprint`) takes the process's memory as the
 baseline after building the model, its gradients and the optimizer, and samples RSS (device
-memory on GPU contexts) during timed training steps. It reports the model's own bytes,
-`peak_above_bytes` (what the step needs beyond the model), `needs_bytes` (the two together)
-and the step time. With a `budget`, `largest_batch` predicts the largest batch whose needs fit
-from a line through the measured points and confirms it by runs (at most MAX_CONFIRM_RUNS).
+memory on GPU contexts) during timed training steps. With a `budget`, `largest_batch` predicts
+the largest batch that fits and confirms it by runs (at most MAX_CONFIRM_RUNS).
 
 The one thing to know: one process per run, so that no allocator state or cached graph
 carries over; the runs are not interleaved, so memory figures are robust to load and times are
-not. What each figure holds and how the budget search goes: docs/commands/bench.md,
-"python -m gluonperf.bench footprint".
+not. What each figure holds: docs/commands/bench.md, "python -m gluonperf.bench footprint".
 """
 import gc
 import math

@@ -1,18 +1,15 @@
 """Data parallelism from scratch, as in the chapter's multi-GPU section.
 
-Every context keeps a full copy of the parameters (`get_params`); a minibatch is split over
-the contexts (`split_and_load`, also for batches that do not divide evenly); each computes the
+Every context keeps a full copy of the parameters (`get_params`); a minibatch is split over the
+contexts (`split_and_load`, also for batches that do not divide evenly); each computes the
 gradient of its shard; the gradients are summed and the sum left on every context
 (`allreduce`); then every context applies the same update (`sgd`). `train_batch` is one such
-step for the book's NDArray LeNet (`lenet`), `train` runs epochs and returns one record per
-epoch.
+step for the book's NDArray LeNet (`lenet`); `train` runs epochs, one record per epoch.
 
 The one thing to know: `allreduce` has three schedules (`method=`: ``book``, the chapter's
 code; ``ring``; ``tree``), each a plain list of steps ``(kind, src, dst, lo, hi)`` from which
-`received_bytes` reads the traffic. How each schedule moves the data and what it costs:
-docs/commands/bench.md, "python -m gluonperf.bench allreduce" (measured there by
-`experiments.allreduce_bandwidth`, against the kvstore and Horovod's allreduce, whose ranks
-run `experiments.allreduce_rank` in `python -m gluonperf.workers.allreduce`).
+`received_bytes` reads the traffic; `experiments.allreduce_bandwidth` times them. How each
+moves the data and what it costs: docs/commands/bench.md, "python -m gluonperf.bench allreduce".
 """
 import math
 

@@ -1,22 +1,14 @@
 """The input pipeline: how fast images are loaded, and whether a training step waits for them.
 
-- `bench_input` (python -m gluonperf.bench input): the loader alone, by source (a folder or a
-  .rec through a DataLoader, a .rec through MXNet's ImageRecordIter) and by number of workers
-  (processes; ImageRecordIter's preprocess threads): images/s with its 95% interval over
-  repeats, the peak RSS of the process and its worker processes while it ran; per-stage cost
-  over a sample of images (read, decode, augment, batchify, copy to the context), each stage
-  timed on its own; and the training step's own consumption rate on the same batch shape
-  (one step on a batch held in memory), which the loader rates are set against.
-- `input_bound` (python -m gluonperf.profile with --dataset PATH): the loop as
-  gluonperf.train runs it, on the real loader (workers prefetching, not fenced) and on one
-  batch held in memory, in alternating rounds; the share of each step spent waiting for
-  data is 1 - t(memory) / t(real) per round, with a t interval on the mean log of
-  t(real) / t(memory) (i.e. on log(1 - share)), and the time the loop blocked in next() is
-  measured per step beside it. A verdict says input-bound or not, with the loader's rate
-  alone and the step's.
+- `bench_input` (python -m gluonperf.bench input): the loader alone, by source and number of
+  workers, each stage's cost, and the training step's own rate, which its rates are set against;
+- `input_bound` (python -m gluonperf.profile with --dataset PATH): the loop on the real loader
+  against one batch held in memory, in alternating rounds: the share of each step spent waiting
+  for data, with its interval and a verdict.
 
 On CPU contexts the loader's workers and the step's operators share the same cores: the
 loader's rate alone is then more than it delivers while training, and the records say so.
+What each figure is, and how the interval is computed: docs/input.md.
 Nothing here parses arguments or prints.
 """
 import itertools

@@ -2,26 +2,14 @@
 fused operators (`python -m gluonperf.bench optimizers`).
 
 Per optimizer (SGD with momentum, AdaGrad, RMSProp, Adam), on a model's real parameters and
-gradients (one forward and backward of a synthetic batch), up to three implementations of the
-same update:
-
-- scratch: the book's loop over the parameters, written as its optimization chapter writes it
-  (in PyTorch there; here in MXNet NDArrays), several NDArray operators per parameter;
-- fused: one MXNet operator per parameter (`sgd_mom_update`, `rmsprop_update`, `adam_update`;
-  AdaGrad has no dense operator in MXNet 1.9.1, so this is MXNet's own `AdaGrad.update`,
-  NDArray arithmetic as well);
-- multi: MXNet's multi-tensor operator over groups of parameters, where one exists:
-  `multi_sgd_mom_update`, and for Adam `contrib.multi_adamw_update` (AdamW's operator, which
-  without weight decay is Adam's update). Groups of MULTI_GROUP parameters, MXNet's default.
-
-All run without weight decay (the book's updates have none) and with one epsilon, the
-book's 1e-6. Every update and a forward-backward step of the model are timed in ONE
-interleaved run (`benchmark.measure_interleaved`), so a change of the machine's load hits all
-alike; each implementation's speed against the scratch one is the per-repeat paired ratio
-with its 95% interval (`stats`). Before timing, every implementation runs CHECK_STEPS updates
-from the same weights with the same gradients and must give the scratch one's weights to
-float32 tolerance (`check_agreement`; `Disagreement` otherwise); the largest difference is
-in the records. Nothing here parses arguments or prints.
+gradients, up to three implementations of the same update: `scratch` (the book's loop),
+`fused` (one MXNet operator per parameter; AdaGrad has none in MXNet 1.9.1, so there it is
+MXNet's own `AdaGrad.update`) and `multi` (MXNet's multi-tensor operator over groups of
+MULTI_GROUP parameters, where one exists). `optimizer_cost` times them and a forward-backward
+step in one interleaved run, after `check_agreement` has made every one give the scratch one's
+weights (`Disagreement` otherwise). What each does and how to read the table:
+docs/optimizers.md, "bench optimizers".
+Nothing here parses arguments or prints.
 """
 import math
 

@@ -3,21 +3,14 @@
 Three measurements of one training configuration (`training.TrainConfig`, the same
 model, data loader, Trainer and loop as `gluonperf.train`), each returning Results:
 
-- `breakdown`: steps fenced by a sync after each part (next batch from the loader, copy
-  to the contexts, forward, backward, gradient communication `allreduce_grads`, optimizer
-  `update`), so that the parts add up to the fenced step; interleaved with unfenced steps
-  timed as `gluonperf.train` runs them (one batch in flight, loss read one batch late).
-  The difference is what asynchronous execution already hides. No profiler runs here.
-- `operator_table`: MXNet's profiler (aggregate statistics) over steps run as
-  `gluonperf.train` runs them: each operator's calls and time per step, forward and
-  backward apart, with the FLOPs of the operators that have a count. A hybridized graph
-  runs in bulk segments that the profiler reports as one fused name, so this must run in
-  a process started with MXNET_EXEC_BULK_EXEC_TRAIN=0 (read once, when MXNet loads) whose
-  profiler has not been used yet: the command runs it in a fresh process. How much of the
-  step the operators cover comes from the trace (time at least one operator ran).
+- `breakdown`: steps fenced by a sync after each part, so that the parts add up to the
+  fenced step, interleaved with unfenced steps as `gluonperf.train` runs them; no profiler;
+- `operator_table`: MXNet's profiler over steps as `gluonperf.train` runs them; it must run in
+  a fresh process started with MXNET_EXEC_BULK_EXEC_TRAIN=0 (the command starts one);
 - `verdict`: achieved training FLOP/s against the ceiling, and the largest losses.
 
-FLOPs come from `flops.count_flops`, the ceiling from `ceiling.measure_ceiling`.
+FLOPs come from `flops.count_flops`, the ceiling from `ceiling.measure_ceiling`. What each
+table holds, and why the operators need their own process: docs/commands/profile.md.
 """
 import itertools
 import os

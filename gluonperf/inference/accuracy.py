@@ -2,20 +2,11 @@
 
 `outputs_agree`: the largest absolute difference of the outputs and how often the top-1 class
 is the same. `paired_accuracy`: each one's accuracy on the same held-out samples, and the change
-with a confidence interval for the difference of two *paired* proportions: the two models
-answer the same samples, so the change is (b - c) / n, b the samples only the rung gets right
-and c those only the reference gets right, and the interval is Newcombe's hybrid score
-interval for paired data (Newcombe, R. G. (1998), "Improved confidence intervals for the
-difference between binomial proportions based on paired data", Statistics in Medicine 17,
-2635-2650: method 10), as Fagerland, Lydersen and Laake recommend it ("Recommended tests and
-confidence intervals for paired binomial proportions", Statistics in Medicine 33 (2014),
-2850-2875). It combines the Wilson score interval of each accuracy (SciPy's
-`binomtest(...).proportion_ci(method="wilson")`) with their correlation (the phi coefficient
-of the 2x2 table, continuity-corrected as Newcombe does), so it stays within [-1, 1], is not
-degenerate when the two models disagree on no sample (an interval around 0 rather than the
-single point a Wald interval gives), and is narrower than an unpaired interval when the two
-agree on most samples, as a rung of the same model does. An unpaired interval would ignore
-that the same samples went through both and be far too wide.
+(b - c) / n, b the samples only the rung gets right and c those only the reference gets right,
+with Newcombe's hybrid score interval for *paired* proportions (`newcombe_paired`): the two
+answer the same samples, and an unpaired interval would be far too wide. `evaluate` and
+`evaluate_rungs` judge built rungs. docs/precision_ladder.md ("Accuracy beside speed") gives
+the references and why this interval.
 """
 import math
 
@@ -50,7 +41,9 @@ def wilson(successes, n, level=0.95):
 def newcombe_paired(both, only_first, only_second, neither, level=0.95):
     """(difference, low, high) of p1 - p2 for paired binary outcomes: `both` samples right for
     both, `only_first` right for the first only, `only_second` for the second only, `neither`
-    for neither. Newcombe's method 10 (the module docstring)."""
+    for neither. Newcombe's (1998) method 10: each proportion's Wilson interval combined with
+    their correlation (phi, continuity-corrected); docs/precision_ladder.md gives the
+    references."""
     a, b, c, d = (int(v) for v in (both, only_first, only_second, neither))
     n = a + b + c + d
     if n == 0:
@@ -71,7 +64,7 @@ def newcombe_paired(both, only_first, only_second, neither, level=0.95):
 
 def paired_accuracy(labels, reference_pred, pred, level=0.95):
     """Accuracy of both on the same held-out samples and the change with its paired interval
-    (Newcombe's, the module docstring says why). Predictions are class indices (n,) or outputs
+    (Newcombe's, docs/precision_ladder.md says why). Predictions are class indices (n,) or outputs
     (n, classes), whose top-1 is taken. Returns
 
         {'accuracy', 'accuracy_ref', 'accuracy_change', 'accuracy_change_ci_low',

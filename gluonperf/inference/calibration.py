@@ -1,22 +1,12 @@
 """The samples a precision rung is calibrated and judged on (`--calib-data`).
 
-- `digits`: the UCI handwritten digits as gluonperf's data sets read them (8x8 resized
-  to 28x28 in [0, 1], `gluonperf.training.data.digits`), the 899 of its test split only (half of
-  its 1,797): the samples `train --dataset digits` never trained on, so that accuracy on them is
-  held-out accuracy. Shaped to the model's input: 1x28x28 as they are, any shape of 784 values
-  (an MLP's 784 features) reshaped, CxHxW (C 1 or 3) resized bilinearly and the grey copied
-  to every channel.
-- an image folder (one subfolder per class; its `val/` when it has `train/` and `val/`), or
-  a `.rec` file with its `.idx` (MXNet's RecordIO, as im2rec writes it): colour images at
-  the model's 3xSxS input, with GluonCV's evaluation transforms (resize to S/0.875, centre
-  crop, ImageNet mean and std: `gluonperf.training.image_data.eval_transform`); labels are
-  the class folders in sorted order, or the records' labels. Accuracy on them is held-out
-  accuracy only if the model was not trained on them: give images it has not seen.
-- None: random samples of the model's input, uniform in [0, 1): calibration works, accuracy
-  is not measured (the note says so).
-
-`load` draws `count` of them in a seeded random order; `split` takes the first ones for
+`load` draws `count` of them in a seeded random order, shaped to the model's input: `digits`
+(the 899 of the digits' test split, which `train --dataset digits` never trained on), an
+image folder or a `.rec` file (GluonCV's evaluation transforms:
+`gluonperf.training.image_data.eval_transform`), or, for None, random samples of the model's
+input (calibration works, accuracy is not measured). `split` takes the first ones for
 calibration and keeps the rest held out, so the two never share a sample.
+docs/precision_ladder.md ("Calibration and held-out samples") says how each source is read.
 """
 import os
 from dataclasses import dataclass, replace

@@ -2,23 +2,11 @@
 new batch size pays it.
 
 `measure` starts a fresh Python process (`python -m gluonperf.workers.coldstart`, through
-`runtime.transport.run_worker`: its own process group, killed whole on a timeout or when the command
-stops) that loads one precision rung and answers.
-Its parts, each timed to a sync point (`wait_to_read`):
-
-- `import_s`: from the parent's launch (the wall clock, which both processes share) until the
-  child has imported Python, gluonperf, MXNet and the ladder;
-- `load_s`: `ladder.load`: building the Block or importing the graph, reading the parameters;
-- `first_call_s`: the first forward at the first batch size, in which MXNet builds the graph's
-  executor and oneDNN creates its primitives (and, for a static graph, its memory plan);
-- `new_shape_call_s`: the first forward at the second batch size: a new input shape builds them
-  again;
-- `steady_call_s`: the median of `steady_calls` later forwards at that size (`STEADY_CALLS`
-  when a user asks for cold starts, one at infer's default: a large model's batch call is
-  seconds): what a warm process pays;
-- `total_s`: process start to first answer: import_s + load_s + first_call_s.
-
-The inputs are made before each timed call, outside it.
+`runtime.transport.run_worker`: its own process group, killed whole on a timeout or when the
+command stops) that loads one precision rung and answers. Each of its `PARTS` (`import_s`,
+`load_s`, `first_call_s`, `new_shape_call_s`, `steady_call_s`, `total_s`) is timed to a sync
+point (`wait_to_read`), the inputs made before each timed call, outside it.
+docs/precision_ladder.md ("Cold start") says what each part holds.
 """
 import time
 

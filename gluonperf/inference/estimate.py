@@ -1,18 +1,11 @@
 """How long an `infer` plan will take, said before it starts: each step's seconds from the plan
-and a few forward calls of each rung timed in the parent (`call_times`), and the defaults fitted
-to a time budget (`fit_batch`), with what each flag that shortens a plan would leave (`shorter`).
+and a few forward calls of each rung timed in the parent (`call_times`, `estimate`), the
+default largest batch fitted to a time budget (`fit_batch`), and what each flag that shortens
+a plan would leave (`shorter`).
 
 A step's time is modelled from what LoadGen must reach and what a call costs, not measured:
-- a call at batch b under a layout of T threads: the parent's call at b (interpolated between
-  the sizes timed, in proportion beyond the largest: per-sample time no lower than there),
-  times the parent's threads over T (an instance of one thread of two is about half as fast);
-- a fresh process (cold start, an instance): IMPORT_S, the rung's load, BUILD_CALLS calls at
-  each new shape, then its timed or warm-up calls;
-- a LoadGen run: at least its minimum duration, and the fewest queries (loadgen.FEWEST_QUERIES)
-  one after another (single-, multi-stream), each instance's two batches (offline), the
-  server's 459 queries at SERVER_LOAD of what the instances answer; plus RUN_OVERHEAD_S.
-It is a guess of the right size, not a measurement: the progress bar corrects it as the steps
-finish (its time left is the estimate left, scaled by how long the steps so far took against it).
+a guess of the right size, which the progress bar corrects as the steps finish.
+docs/commands/infer.md ("How long it takes") says how each step is priced.
 """
 import math
 from dataclasses import dataclass, field, replace

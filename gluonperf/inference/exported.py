@@ -2,20 +2,11 @@
 
 `PREFIX-symbol.json` holds the graph, `PREFIX-NNNN.params` its weights (`arg:NAME` and
 `aux:NAME`), NNNN the epoch export() was given (0000 by default). `gluon.SymbolBlock.imports`
-loads them; what it needs besides the files, the input's name and one sample's shape, is
-read here from the files themselves:
-
-- the input is the graph's one input that the params file does not hold (`data` for every
-  model Gluon exported);
-- one sample's shape: the `__shape__` a graph declares for its input when it has one, else
-  the first of the shapes gluonperf's data sets and models take (1x28x28; 3x224x224,
-  3x299x299, 3x32x32; for a graph whose input goes straight into a dense layer, that layer's
-  input width) for which MXNet's shape inference gives every parameter the shape the
-  params file holds. A graph that global-pools takes several sizes: the first fitting one
-  is taken, so give `--input-shape` to serve it at another.
-
-`export_trained` writes a trained Block so (train --export): a hybridized copy with its
-weights, exported, the files loaded back and their outputs checked (`export_checked`).
+loads them; what it needs besides the files is read here from the files themselves: the
+input's name (`input_name`) and one sample's shape (`input_shape_of`: the one the graph
+declares, else the first of `CANDIDATE_SHAPES` that gives every parameter its saved shape).
+docs/precision_ladder.md ("What to serve") says how. `export_trained` writes a trained Block
+so (train --export), the files loaded back and their outputs checked (`export_checked`).
 """
 import contextlib
 import glob
@@ -119,8 +110,11 @@ def fits(sym, name, shape, saved):
 
 
 def input_shape_of(symbol, params, name=None, given=None):
-    """(one sample's shape, classes or None) of an exported model: `given`, or as the module
-    docstring says. ValueError in one line when no candidate fits."""
+    """(one sample's shape, classes or None) of an exported model: `given`, or the `__shape__`
+    the graph declares for its input, else the first of CANDIDATE_SHAPES and (for an input that
+    goes straight into a dense layer) that layer's input width for which MXNet's shape inference
+    gives every parameter the shape the params file holds. ValueError in one line when no
+    candidate fits."""
     sym, saved = load_symbol(symbol), saved_shapes(params)
     name = name or input_name(symbol, params)
     if given:

@@ -1,18 +1,13 @@
 """The system under test: instances x threads worker processes, each pinned to its own cores.
 
 A `Layout` (1x2: one instance of two threads; 2x1: two of one) puts each instance on cores of
-its own (`assign_cores`: whole cores, hyper-threads together) with OMP_NUM_THREADS set to its
-threads. A `Pool` runs one rung's instances (`workers/serving.py`, started through guard's process groups,
-so that a signal, an error or a timeout stops every one) and dispatches to them what LoadGen's
-process hands it: batches of sample indices, the samples sitting in shared memory
-(`samples.SampleLibrary`). The dispatching thread only writes a line to an idle instance; a
-reader thread per instance completes the batch's samples when the instance answers. A
-`Batcher` (the server scenario's batching) closes a batch `window_s` after its first query
-arrives, or at `max_batch` samples. Once warmed, a Pool pads every batch to the smallest size
-its warm-up ran (`buckets`: powers of two up to the largest, as servers with preferred batch
-sizes do), so that no query builds a graph for a new shape, and the padding is computed inside
-the measured latency, as it would be in production. Nothing here times anything: LoadGen keeps
-the clock.
+its own (`assign_cores`). A `Pool` runs one rung's instances (`workers/serving.py`, in guard's
+process groups) and dispatches to them LoadGen's batches of sample indices, the samples sitting
+in shared memory (`samples.SampleLibrary`); once warmed, it pads every batch to the smallest
+warmed size that holds it (`buckets`). A `Batcher` is the server's batching (`window_s`,
+`max_batch`). docs/commands/infer.md ("The system under test") says how.
+
+Nothing here times anything: LoadGen keeps the clock.
 """
 import collections
 import itertools

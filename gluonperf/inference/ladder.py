@@ -1,18 +1,15 @@
 """The precision ladder: one model in the forms it can be deployed in, each built once.
 
-The rungs: `fp32` (the Block as written, imperative), `static` (hybridized with static_alloc
-and static_shape, exported: the reference), `fused` (oneDNN's graph partition), `bf16` (MXNet's
-AMP, where the CPU has AVX512-BF16 or AMX), `int8` (MXNet's post-training quantization,
-calibrated in `naive` mode), and `ort-fp32`, `ort-int8`, `ov-fp32`, `ov-bf16`, `ov-int8` (the
-static graph exported to ONNX and served by ONNX Runtime or OpenVINO:
-gluonperf.inference.runtimes). `prepare` builds the asked rungs in the parent, once, and
+The rungs (`RUNGS`): `fp32`, `static` (the reference), `fused`, `bf16`, `int8`, and the
+runtimes' `ort-fp32`, `ort-int8`, `ov-fp32`, `ov-bf16`, `ov-int8`
+(gluonperf.inference.runtimes). `prepare` builds the asked rungs in the parent, once, and
 writes each graph to its workdir; `load` gives a process the forward of one rung from those
 files (`Rung` crosses processes as JSON text).
 
 The one thing to know: every graph rung is built from the static rung's files, so an exported
 model (`--model PREFIX-symbol.json`) has every rung but fp32; a rung that cannot be built
 comes back with `error`, one line saying why, and the others are built. What each rung is, how
-it is built and the traps avoided (quantize_net_v2's calibration input): docs/precision_ladder.md.
+it is built and the traps avoided: docs/precision_ladder.md.
 """
 import contextlib
 import io

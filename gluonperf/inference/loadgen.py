@@ -1,24 +1,13 @@
 """MLPerf Inference's four scenarios, through MLPerf's own load generator (`mlperf_loadgen`).
 
-LoadGen issues the queries and keeps the clock: its latency of a query runs from the moment
-it scheduled the query to the moment the system under test completes it, so a query that
-waited behind a slow one counts the wait (no coordinated omission). gluonperf supplies the
-system under test (a function that takes LoadGen's samples and completes them later, from any
-thread, with `complete`) and reads what LoadGen wrote in its log folder
-(mlperf_log_detail.txt, one `:::MLLOG {json}` line per value; mlperf_log_summary.txt is the
-same for people): percentiles, early-stopping estimates and the VALID / INVALID verdict.
-
-- single-stream: one query of one sample at a time; LoadGen reports p90 (its figure) and p99;
-- multi-stream: one query of N samples at a time; p99 of the queries' latencies;
-- server: queries of one sample at Poisson arrivals at a target rate; VALID only when the
-  p99 stays within the latency bound (and early stopping agrees), so the highest valid rate
-  is the answer (`search`);
-- offline: one query of every sample at once; samples/s.
-
-Each run lasts at least the `Minimums` in force: by default what a person waits for (a
-duration of about a second and the fewest queries with which LoadGen's early stopping can
-pass at all, FEWEST_QUERIES); with `mlperf=True`, MLPerf's own (LoadGen's built-in
-mlperf.conf for a model it does not know: 600 s, and 662 queries in multi-stream).
+LoadGen issues the queries and keeps the clock (a query that waited behind a slow one counts
+the wait). `run` supplies the system under test, a function that takes LoadGen's samples and
+completes them later, from any thread, with `complete`; `read_log` reads what LoadGen wrote in
+its log folder (mlperf_log_detail.txt, one `:::MLLOG {json}` line per value): percentiles,
+early-stopping estimates and the VALID / INVALID verdict. Each run lasts at least the
+`Minimums` in force: by default about a second and FEWEST_QUERIES, with `mlperf=True`
+MLPerf's own. docs/commands/infer.md ("How it works") says what each scenario sends and
+reports, and why these minimums.
 """
 import json
 import os

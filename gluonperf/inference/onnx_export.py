@@ -1,22 +1,13 @@
 """The static rung's graph as an ONNX file, written by MXNet's own exporter and then fixed.
 
-`mx.onnx.export_model` (MXNet 1.9.1) translates the graph with its tables for ONNX opsets 12
-and 13, but leaves three faults in the file that `export` repairs (`fix`):
-
-- it stamps the newest opset of the installed onnx (22 with onnx 1.17), which a runtime may
-  refuse or call "under development": the file says opset 13, what its translations are;
-- it stamps that onnx's IR version (11 with onnx 1.18, which ONNX Runtime 1.19 refuses): the
-  file says IR version 8, which every runtime here reads;
-- it lists every weight (initializer) as a graph input too, which tells ONNX Runtime that a
-  caller may replace it, so it cannot fold constants: the weights are taken out of the inputs.
-
-One operator is rewritten before the export: BatchNorm fused with its ReLU (oneDNN's
-`BatchNormWithReLU`, which gluonperf's resnet18 uses on a CPU: `training.models.fusable`) has no
-translation, so each is split back into BatchNorm and Activation(relu), the same function
-(`unfused`). The batch axis is dynamic, so one file serves every batch size. The file passes
-`onnx.checker.check_model` before it is written. MXNet's exporter imports `onnx.mapping`,
-removed in onnx 1.19: hence pyproject's pin. An operator it does not translate is a ValueError
-naming the operator.
+`export` runs `mx.onnx.export_model` (MXNet 1.9.1) with the batch axis dynamic, so one file
+serves every batch size, and repairs the three faults it leaves (`fix`): the file says opset 13
+(`OPSET`, what its translations are) and IR version 8 (`IR_VERSION`), not the installed onnx's
+newest, and its weights are taken out of the graph's inputs, so that ONNX Runtime can fold
+constants. BatchNorm fused with its ReLU has no translation and is split back first
+(`unfused`). The file passes `onnx.checker.check_model` before it is written; an operator the
+exporter does not translate is a ValueError naming it. docs/precision_ladder.md ("Runtimes")
+says why each fix, pyproject.toml why onnx is pinned.
 """
 import json
 import os

@@ -1,21 +1,11 @@
 """From LoadGen runs to records: one record per configuration and scenario, the ratio of each
 rung to fp32 static with its interval and verdict. Pure: the tests give it made-up runs.
 
-A configuration (rung, layout, batch size, batching) runs its scenario once a round, and a
-round runs every rung back to back, in an order that rotates from round to round. The unit of
-evidence is the run, not the query: each round's ratio sets a rung's figure against static's
-from the same round (static's p90 over the rung's for a latency, the rung's samples/s over
-static's for a rate), and the interval is Student's t on those per-round log ratios
-(`measure.stats.ratio_interval`). Queries within one run are not independent samples (a slow
-spell of the host slows many queries in a row), so an interval made of one run's per-query
-latencies would be far too narrow; runs a few seconds apart, each against its own static run,
-see that drift. LoadGen's early-stopping estimate, from the per-query latencies of each run,
-is reported beside it as what it is: LoadGen's upper bound on that run's percentile at 99%
-confidence, assuming independent queries.
-
-int8 is also set against fused in the same way, from the same rounds (`BESIDE`; its fields
-prefixed `vs_fused_`): int8's graph is fused too, so that ratio is what the 8 bits give beyond
-oneDNN's fusion.
+Each round's ratio sets a rung's figure against static's from the same round, and the interval
+is Student's t on those per-round log ratios (`measure.stats.ratio_interval`): the unit of
+evidence is the run, not the query. LoadGen's early-stopping estimate is reported beside it.
+int8 is also set against fused from the same rounds (`BESIDE`; its fields prefixed
+`vs_fused_`). docs/commands/infer.md ("Where each interval comes from") says why.
 """
 import statistics
 

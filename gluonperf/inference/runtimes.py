@@ -1,24 +1,14 @@
 """ONNX Runtime and OpenVINO as rungs of the ladder, beside MXNet's own.
 
-MXNet 1.9.1 is the last MXNet; these rungs answer "keep serving with MXNet, or export and serve
-with a runtime that is still developed?". The static rung's graph is exported once to ONNX by
-MXNet's own exporter (`onnx_export.export`: opset 13, IR 8, weights out of the inputs), then:
+The static rung's graph is exported once to ONNX (`onnx_export.export`), then served as
+`ort-fp32` (ONNX Runtime's CPU execution provider), `ort-int8` (that file quantized by ONNX
+Runtime's static QDQ quantization, U8S8, on the same calibration samples as MXNet's int8),
+`ov-fp32` and `ov-bf16` (OpenVINO's CPU plugin with that precision hint) and `ov-int8`
+(OpenVINO on ort-int8's file). `prepare` builds them; `load` gives a rung's forward as MXNet's
+rungs have it (an NDArray in, an NDArray out) on the layout's `threads`, so the same
+instances, LoadGen runs and accuracy judge it. docs/precision_ladder.md ("Runtimes") says what
+each is and why.
 
-- `ort-fp32`: ONNX Runtime's CPU execution provider, every graph optimization on;
-- `ort-int8`: that file quantized by ONNX Runtime's static QDQ quantization (`quantize_static`):
-  weights int8 per channel, activations uint8 (U8S8: with signed activations its optimizer
-  leaves many convolutions in float), each tensor's range the min and max it took over the same
-  calibration samples as MXNet's int8 (MinMax, as MXNet's `naive`);
-- `ov-fp32`: OpenVINO's CPU plugin asked for f32 (`INFERENCE_PRECISION_HINT=f32`: its default
-  on a CPU with AVX512-BF16 or AMX is bf16);
-- `ov-bf16`: the same with the hint bf16, only where the CPU has AVX512-BF16 or AMX;
-- `ov-int8`: OpenVINO on ort-int8's QDQ file (one quantization for both): its CPU plugin runs
-  each quantized pair with its own INT8 kernels.
-
-Each runtime gets the layout's threads (`threads`: OMP_NUM_THREADS, which the instances set):
-ONNX Runtime's intra-op threads (one inter-op thread, sequential), OpenVINO's
-INFERENCE_NUM_THREADS with one stream. `load` gives the rung's forward as MXNet's rungs have
-it (an NDArray in, an NDArray out), so the same instances, LoadGen runs and accuracy judge it.
 Nothing here imports a runtime until a rung is built or loaded.
 """
 import functools

@@ -1,19 +1,12 @@
 """The runs of one `infer` command: every rung's cold start, then every rung under every
 layout, its scenarios in rounds.
 
-First each rung starts cold (`coldstart.measure`: a fresh process, start to first answer),
-once a round, the rungs' order rotating, while nothing else of the command runs. Then, for
-each layout, the instances of every rung start side by side (`instances.Pool`), load their
-rung and warm up at the batch sizes they will see; then each round runs every configuration
-(scenario x batch size) of every rung back to back, the rungs' order rotating, so that the
-host's drift hits every rung alike; then the server scenario's rate search runs for each rung
-and batching. Last, the server's choice is confirmed: the configurations whose bracket overlaps
-the best's run again at its rate, interleaved, at least 3 rounds, and once more a step lower
-when none held the bound in every round (`_confirm`). The warm-up runs
-every batch size a run will send (the server's batches are padded to `instances.buckets`), and
-each run records the sizes its instances served and any they had not warmed.
-`Session.records()` turns what has been measured so far into records (`rounds`), also when the
-command is stopped part-way.
+`Session.run` starts each rung cold once a round (`coldstart.measure`), then, for each layout,
+the instances of every rung side by side (`instances.Pool`), warmed at every batch size a run
+will send; each round runs every configuration of every rung back to back, the rungs' order
+rotating; then the server's rate search, and last the server's choice confirmed (`_confirm`).
+`Session.records()` turns what has been measured so far into records (`rounds`), also when
+the command is stopped part-way. docs/commands/infer.md ("How it works") says why each step.
 """
 import math
 import os

@@ -4,16 +4,11 @@ DeepSpeed's flops-profiler, for Gluon), hybridized or not. `walk`, `parameter_co
 
     rows = block_profile(net, [x], mx.cpu(), depth=2, loss=Loss(loss_fn, y), peak_flops=peak)
 
-One row per Block of the model's tree down to `depth` (its path, e.g. `features.3.0.conv1`,
-and its class), with its parameters, FLOPs per batch (`measure.flops.count_flops`), the median
-time of its forward and of its backward, its share of the step, GFLOP/s and fraction of the
-machine's ceiling; the last row's check says how far the depth-1 Blocks' sum is from the step.
-
-The one thing to know: MXNet's profiler cannot name a hybridized graph's events by Block, so
-each Block is timed alone on the inputs it receives in the model, interleaved with the whole
-step; a Block timed alone loses the fusion across its boundaries and pays its own overheads,
-so the shares are indicative and the check says by how much. How the times are found, the
-check and the limits: docs/commands/profile.md, "The Blocks table".
+One row per Block down to `depth` (parameters, FLOPs, forward and backward times, share of the
+step); the last row checks the depth-1 Blocks' sum against the step. The one thing to know:
+MXNet's profiler cannot name a hybridized graph's events by Block, so each Block is timed alone,
+without the fusion across its boundaries: the shares are indicative, the check says by how much.
+Columns, method and limits: docs/commands/profile.md, "The Blocks table".
 """
 import math
 import time

@@ -1,25 +1,15 @@
 """The ceiling of this machine: peak float32 (or bfloat16) FLOP/s, measured with the thread
 settings in force.
 
-Four kernels, each large enough to be compute-bound:
-- a matrix product through MXNet's oneDNN path (`FullyConnected`),
-- the same product through `nd.dot` (OpenBLAS on the CPU build; run on ONE context only:
-  MXNet's bundled OpenBLAS spins forever when two contexts run it at once),
-- two 3x3 convolutions (oneDNN): 128 channels on 28x28 maps, and 256 channels on 7x7 maps
-  at batch 128, the shape of ResNet's deep layers, where oneDNN's kernels run fastest: without
-  it, ResNet-18's own forward convolutions ran above the ceiling (docs/levers.md, "The
-  convolutions, and the distance to the ceiling").
-Each is timed like every figure here (warm-up, a sync before the clock stops, repeats);
-its peak is the FLOPs over the FASTEST repeat, since a ceiling is what the machine can do
-when nothing disturbs it (the median is reported beside it). The highest is the ceiling.
-On a machine shared with other work one pass can fall into a busy spell: `best_of`
-combines passes measured at different times (e.g. before and after an experiment).
-
-`physical_bound()` is a generous upper limit for a sanity check: cores x 64 float32
-FLOP/cycle (two AVX-512 FMA units) x 5 GHz; for bfloat16, cores x 2048 FLOP/cycle (an AMX
-unit's 1024 bfloat16 multiply-adds) x 5 GHz.
-In bfloat16 (`dtype`, as `--dtype bfloat16` trains: inputs cast with `amp_cast`) the
-`nd.dot` kernel is left out: OpenBLAS has no bfloat16.
+`kernels`: four compute-bound kernels, a matrix product through oneDNN (`FullyConnected`) and
+through `nd.dot` (OpenBLAS: run it on ONE context only, it spins forever on two at once; left
+out in bfloat16, which OpenBLAS lacks), and two 3x3 oneDNN convolutions, the deep one of ResNet's
+last layers. `measure_ceiling`: each kernel's peak is its FLOPs over its FASTEST repeat (a
+ceiling is what the machine does undisturbed), the median beside it; the highest is the
+ceiling. `best_of` combines passes made at different times (a busy spell on a shared machine);
+`physical_bound` is a generous upper limit for sanity checks. Why these kernels:
+docs/commands/profile.md ("ceiling"), docs/levers.md ("The convolutions, and the distance to
+the ceiling").
 """
 import math
 
@@ -36,7 +26,8 @@ REGION_S = 0.05  # each timed repeat runs the kernel at least this long
 
 
 def physical_bound(cores=None, dtype="float32"):
-    """cores x 64 float32 (2048 bfloat16) FLOP/cycle x 5 GHz: no CPU of today exceeds it."""
+    """cores x 64 float32 FLOP/cycle (two AVX-512 FMA units) or 2048 bfloat16 (an AMX unit's 1024
+    multiply-adds) x 5 GHz: no CPU of today exceeds it."""
     return (cores or physical_cores()) * (2048 if dtype == "bfloat16" else 64) * 5e9
 
 

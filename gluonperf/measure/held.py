@@ -1,18 +1,14 @@
 """Where memory that grows comes from, seen from inside a script over a window of its steps.
 
 - `HeldArrays`: the NDArrays the script still holds that were made during the window, by the
-  line of the script's own code that made them, as tracemalloc tells it for Python objects:
-  tracing is on for the window only (it slows every allocation of Python's), then every live
-  NDArray is found through the garbage collector (`gc.get_objects()`) and
-  `tracemalloc.get_object_traceback` gives where it was made; the innermost frame of the
-  script's own code (`runtime.script_hooks.is_script`) names the line, weighted by the
-  array's bytes (its shape times its item size). A line whose arrays from at least half the
-  window's steps are still alive holds them from step to step: a step's own arrays (its
-  output, its loss) are one or two a line.
-- `InputShapes`: the shapes of the arrays a model is called with, step by step: a new shape
-  at most steps makes a hybridized model build (and keep) a graph for each, oneDNN a kernel.
+  line of the script's own code that made them (`tracemalloc.get_object_traceback`), weighted
+  by their bytes; a line whose arrays from at least half the window's steps are alive holds
+  them from step to step.
+- `InputShapes`: the shapes a model is called with, step by step: a new shape at most steps
+  makes a hybridized model build (and keep) a graph for each.
 
-Only the window pays for these: the script runs as it was written before and after it.
+Only the window pays for these (tracing slows every allocation of Python's): the script runs
+as it was written before and after it. docs/measuring.md, "Memory over time", explains them.
 """
 import gc
 import tracemalloc

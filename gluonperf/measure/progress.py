@@ -1,25 +1,15 @@
 """Which step has MXNet's engine finished? Known without waiting for it, so that memory is
-counted against finished work in a script that never syncs.
+counted against finished work in a script that never syncs (and so runs ahead of the engine).
 
-MXNet is asynchronous: `trainer.step` returns once the step's work is queued, and a loop with
-nothing that waits for the engine runs ahead of it, by as many steps as Python is faster
-(on the 2-core Zen 4, a 2-layer MLP's Python ran 130 steps ahead after 300). Memory read at
-Python's step k is the memory of the engine's step k minus the queue; a verdict that counts
-it against k reads a leak low (the memory of fewer steps spread over more) and a queue that
-fills as growth.
+- `EngineMarker`: after each step, a marker queued behind the step's last write (two tiny
+  operators that write the step's number into a one-element CPU array), read from memory
+  without waiting (an aligned 8-byte read). No callback into Python runs on the engine's
+  threads: one waiting for the GIL while Python forks a DataLoader's workers would hang.
+- `FinishedMemory`: a thread that polls the marker (every POLL_S) and samples memory at each
+  newly finished step; at each of Python's steps (`queued`), how far Python is ahead and what
+  the queue holds: its own finding (`queue_record`), never growth.
 
-- `EngineMarker`: after each step, one marker is queued behind the step's last write (the
-  update of the Trainer's last parameter): two tiny operators, which write the step's number
-  into a one-element array on the CPU once that update is done. The array is read from its
-  memory, without waiting (an 8-byte aligned read): the last step the engine finished. No
-  callback into Python runs on the engine's threads (a callback waiting for the GIL while
-  Python forks a DataLoader's workers, whose fork handler waits for the engine, would hang).
-- `FinishedMemory`: a thread that polls the marker (every POLL_S) and, each time the engine
-  has finished more steps, samples memory (a measure.memory.StepMemory) at the finished step;
-  and, at each of Python's steps (`queued`), how far Python is ahead (its step minus the
-  finished one) and the memory the queue holds: the resident memory now minus what it was
-  when the engine finished the step it is still at. The queue is its own finding
-  (`queue_record`), never growth.
+Why, and what it costs: docs/measuring.md, "Memory over time: is the job leaking?".
 """
 import ctypes
 import threading

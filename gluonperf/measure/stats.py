@@ -1,24 +1,15 @@
 """Intervals and verdicts: is a change real, or noise?
 
-The unit of evidence is what gluonperf measures well: a ratio per round, where each round
-sets a variant against a baseline measured next to it (interleaved repeats, or tune's rounds
-of fresh processes in rotating order). Per-round ratios cancel the machine's slow drift;
-their spread is the noise that is left.
+The unit of evidence is a ratio per round, each round setting a variant against a baseline
+measured next to it: per-round ratios cancel the machine's slow drift.
 
-- `ratio_interval`: a Student t interval on the mean of the log ratios, turned back into a
-  ratio (a geometric mean with its 95% interval). It exists from 2 rounds on and is the
-  default: benchmarks/verdicts.py checks its coverage on this kind of machine.
-- `median_interval`: the distribution-free interval of the median from order statistics
-  (binomial), for readers who distrust the t's normality; it needs 6 rounds for 95%.
-- `two_sample_interval`: for two runs that were not interleaved (two saved files): a Welch
-  t interval on the difference of mean log samples, widened by a noise floor, the run-to-run
-  drift that no within-run sample can show (`noise_floor`: by how long one call takes).
-- `verdict`: faster / slower only when the interval excludes 1 and the estimate is past the
-  threshold; "same within +-m" only when the whole interval lies inside +-m; otherwise
-  inconclusive, with an estimate of how many rounds would settle it.
+- `ratio_interval`: the default, a Student t interval on the mean log ratio (from 2 rounds).
+- `median_interval`: the distribution-free interval of the median (6 rounds for 95%).
+- `two_sample_interval`: two runs not interleaved (two saved files), widened by a noise floor.
+- `verdict`: faster / slower, same within +-m, or inconclusive with the rounds to settle it.
 
-SciPy's `special` gives the t quantiles (the functions `scipy.stats` calls); it is imported
-inside the function that needs it, so that a command's start-up does not pay for it.
+SciPy is imported inside the functions that need it, so that a command's start-up does not pay
+for it. The rules, and why: docs/verdicts.md.
 """
 import functools
 import math

@@ -1,21 +1,14 @@
 """The steps of a training loop, measured from inside it: torch.profiler's shape, for Gluon.
 
-    from gluonperf.measure.steps import StepProfiler
-    from gluonperf.script.tables import report
-
-    with StepProfiler(warmup=3, active=20, profiled=5) as prof:
-        for x, y in train_data:             # the DataLoader's next() is timed: waiting for data
-            ...                             # forward, backward
-            trainer.step(batch_size)        # the update is timed
-            prof.step(batch_size)           # the end of a step
-    print(report(prof))                     # the tables `profile -- python train.py` prints
-
-Steps go through phases, counted from the first: `wait` steps run untouched, `warmup` steps run
-fenced and are not kept, `active` steps are timed, then `profiled` steps run under MXNet's
-profiler (which slows every operator call, so the timed steps run without it). The one thing
-to know: every kept step is fenced (`mx.nd.waitall()`), so its time is what the step took, not
-how fast Python queued it. `profile -- python train.py` drives this class from its hooks
-(gluonperf.runtime.script_hooks, `trainer_steps=True`). Why: docs/your_script.md.
+`StepProfiler`: `prof.step(batch_size)` ends each step; `report(prof)` (gluonperf.script.tables)
+prints the tables `profile -- python train.py` prints. Steps go through phases, counted from the
+first: `wait` steps run untouched, `warmup` steps run fenced and are not kept, `active` steps are
+timed (the DataLoader's next() as waiting for data, the update alone), then `profiled` steps run
+under MXNet's profiler (which slows every operator call, so the timed steps run without it).
+The one thing to know: every kept step is fenced (`mx.nd.waitall()`), so its time is what the
+step took, not how fast Python queued it. `profile -- python train.py` drives this class from
+its hooks (gluonperf.runtime.script_hooks, `trainer_steps=True`). Why, and an example:
+docs/your_script.md.
 """
 import os
 import shutil

@@ -5,11 +5,8 @@
 - `tables`: the terminal table (`format_table`), fitted to the terminal;
 - `files`: JSON lines, CSV and PNG figures, written as every output is.
 
-Units: fields ending in `_s` are seconds, `_bytes` bytes, `_per_s` a rate, `share` a
-fraction; the files keep the raw numbers. The table says a column's unit once, in its header
-(`images/s`, `median (us)`, `rss_peak (MiB)`), and its cells are plain numbers (22,410,
-660.3, 12.3); a ratio keeps its 'x' (3.43x) and a share its '%' (12.5%). --wide prints the
-records' own column names, so there each cell carries its unit (22,410/s, 660.3 us, 12.3 MiB).
+A field's name gives its unit (`_s` seconds, `_bytes` bytes, `_per_s` a rate, `share` a
+fraction); the files keep raw numbers, the table a unit per column: docs/records.md.
 
 The names are imported from here (`from gluonperf.records import result, format_table`). The
 package imports only runtime (its output writer): it sits below everything but runtime.

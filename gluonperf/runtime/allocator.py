@@ -1,18 +1,13 @@
-"""glibc's malloc under MXNet's CPU arrays, for experiments where CPU contexts stand in for devices.
+"""glibc's malloc under MXNet's CPU arrays, in experiments where CPU contexts stand in for devices.
 
-MXNet 1.9.1 takes every CPU array straight from `malloc` and gives it back with `free`
-(no pool; `MXNET_CPU_MEM_POOL_TYPE` is not read on this build). glibc returns freed memory
-to the system: it unmaps large blocks, trims its heaps, and deletes a thread arena's heap
-once it is empty. The next arrays then fault their pages in again, one 4 KiB page at a
-time. On `bench overlap`'s CPU stand-ins the pipelined variant took about 8,000 minor page
-faults per repeat (32 MiB) and ran 2-3x slower than compute and copy apart, with nothing
-to do with overlap (docs/levers.md, "The pipelined overlap run and glibc").
-A GPU does not pay this: MXNet's GPU memory pool keeps what it freed for the next array.
-
-`keep_freed_memory()` makes glibc keep it too, with `mallopt`: one arena (the main heap,
-which only shrinks by trimming), no `mmap` for large blocks, and no trimming. The process
-keeps its high-water mark of memory, so experiments that measure memory (`bench memory`,
-`bench footprint`) must not use it.
+MXNet 1.9.1 takes every CPU array straight from `malloc` (no pool: `MXNET_CPU_MEM_POOL_TYPE` is
+not read on this build), and glibc gives freed memory back to the system, so the next arrays
+fault their pages in again (a GPU's memory pool keeps what it freed). `keep_freed_memory()` makes
+glibc keep it, with `mallopt`: one arena (the main heap, which only shrinks by trimming), no
+`mmap` for large blocks, no trimming. The one thing to know: the process keeps its high-water
+mark of memory, so experiments that measure memory (`bench memory`, `bench footprint`) must not
+use it. Why and what it changed: docs/commands/bench.md ("The allocator"), docs/levers.md
+("glibc and the stand-in experiments").
 """
 import ctypes
 import ctypes.util

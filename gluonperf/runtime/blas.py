@@ -1,18 +1,12 @@
-"""Matrix products that cannot hang on CPU contexts.
+"""Matrix products that cannot hang on CPU contexts: `dense` and `matmul`.
 
-MXNet 1.9.1's pip wheels bundle OpenBLAS 0.3.13 built with OpenMP. `nd.dot` and
-`nd.batch_dot` call its sgemm; when two engine threads call a multi-threaded sgemm at
-the same time (two CPU contexts working at once, or MXNET_CPU_WORKER_NTHREADS above 1)
-one of them spins for ever in OpenBLAS's `exec_blas`, and `nd.waitall()` never returns.
-Measured (docs/levers.md, "OpenBLAS hang"): with OMP_NUM_THREADS=2, products of
-1000x1000, 256x256 and LeNet's 128x800 by 800x128 on cpu(0) and cpu(1) at once hang
-every time; 64x64 (which OpenBLAS runs on one thread) and OMP_NUM_THREADS=1 do not;
-OPENBLAS_NUM_THREADS does not help (the OpenMP build follows MXNet's per-operator
-OpenMP setting).
-
-`FullyConnected` runs on oneDNN on CPU (and cuBLAS on GPU) and is safe, and on CPU it is
-also several times faster than the bundled OpenBLAS, so gluonperf's experiments that
-run products on several contexts at once use `dense` / `matmul` from here.
+MXNet 1.9.1's bundled OpenBLAS (0.3.13, built with OpenMP) spins for ever in `exec_blas` when two
+engine threads run a multi-threaded sgemm at once (`nd.dot`, `nd.batch_dot` on two CPU contexts,
+or MXNET_CPU_WORKER_NTHREADS above 1), and `nd.waitall()` never returns.
+`FullyConnected` runs on oneDNN on CPU (cuBLAS on GPU): safe, and on CPU several times faster,
+so experiments that multiply on several contexts at once use `dense` / `matmul` from here.
+Which sizes and settings hang: docs/measuring.md, "Common to every command", and docs/levers.md,
+"OpenBLAS hangs when two CPU contexts multiply at once".
 """
 import os
 

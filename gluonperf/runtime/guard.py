@@ -1,24 +1,16 @@
 """What keeps a gluonperf command from hanging silently or leaving things behind.
 
-- `StallGuard`: a watchdog thread. Commands report progress (`beat`, called by every
-  `cli.progress_bar` update); when nothing is reported for `timeout` seconds, the
-  command stops with one line naming what it was waiting on (the progress label and
-  where the main thread is blocked) and the thread settings in force, exit code 3.
-  A thread is needed because a hung MXNet call (`nd.waitall()`) never returns to Python.
-- `popen` / `run` / `run_all`: child processes in their own session (process group), registered, so
-  that `cleanup` can stop them and their children (the wire's two transports start theirs
-  through them: runtime/transport.py).
+- `StallGuard`: a watchdog thread (a hung MXNet call never returns to Python); commands `beat`
+  (every `cli.progress_bar` update), and after `timeout` seconds without one the command stops
+  with one line naming what it waited on, exit code 3.
+- `popen` / `run` / `run_all`: children in their own session (process group), registered so that
+  `cleanup` stops them and theirs (the wire's transports, runtime/transport.py, use them).
 - `temp_dir` / `temp_path`: temporary paths registered for removal.
-- `install_signal_handlers`: SIGINT, SIGTERM and SIGHUP are handled by a thread woken
-  through `signal.set_wakeup_fd`, so they work even while the main thread is blocked
-  inside MXNet: it stops every child, removes the temporary paths and exits 128 + signal.
-- `on_stop`: what a long command still does when a signal or a stall stops it (write
-  the results it has finished), before the children are stopped.
-- `run_foreground`: a child that owns the terminal (a user's script under `profile --`): in
-  its own session, with this terminal's input and output; SIGINT, SIGTERM and SIGHUP are
-  passed on to its process group, escalated to SIGTERM and SIGKILL when it does not end.
+- `install_signal_handlers`: SIGINT, SIGTERM, SIGHUP handled by a thread (`signal.set_wakeup_fd`),
+  so they work while MXNet blocks; `on_stop`: what a command still writes when it is stopped.
+- `run_foreground`: a child that owns the terminal (`profile --`'s script), signals passed on.
 
-Nothing here imports MXNet.
+Nothing here imports MXNet. What a user sees: docs/measuring.md, "Common to every command".
 """
 import contextlib
 import os

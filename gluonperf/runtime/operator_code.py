@@ -1,18 +1,13 @@
 """MXNet's operator functions compiled once per machine, not once per process.
 
-`import mxnet` writes and `exec`s the Python source of about 2,300 operator functions, the
-same in every process but for each operator's handle (an address in libmxnet). An import hook
-gives mxnet/ndarray/register.py and mxnet/symbol/register.py an `exec` of their own that keeps
-the compiled code, keyed by the source with the handle replaced by a stand-in, in
-$XDG_CACHE_HOME/gluonperf (else ~/.cache/gluonperf), one file per Python bytecode version, and
-puts this process's handle back before running it. GLUONPERF_OPERATOR_CACHE=0 turns it off;
-anything unexpected (another MXNet's source, an unreadable file) falls back to MXNet's own
-compiling.
-
-The one thing to know: it is loaded by its path (gluonperf/__init__.py, and the sitecustomize
-of a script under `profile --` or `tune --`), so it imports only the standard library, and
-runtime/wire.py (which names the switch's variable) by its path too. How it works in detail:
-docs/install.md, "What gluonperf keeps on disk"; what it saves: docs/measurements.md.
+An import hook gives mxnet/ndarray/register.py and mxnet/symbol/register.py an `exec` of their
+own that keeps the compiled code of MXNet's ~2,300 operator functions, keyed by the source with
+the handle replaced by a stand-in, in $XDG_CACHE_HOME/gluonperf (one file per bytecode version),
+and puts this process's handle back before running it. GLUONPERF_OPERATOR_CACHE=0 turns it off;
+anything unexpected falls back to MXNet's own compiling. The one thing to know: it is loaded by
+its path (gluonperf/__init__.py, and the sitecustomize of a script under `profile --` or
+`tune --`), so it imports only the standard library, and runtime/wire.py by its path too. How it
+works: docs/install.md, "What gluonperf keeps on disk"; what it saves: docs/measurements.md.
 """
 import builtins
 import hashlib

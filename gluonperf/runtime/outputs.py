@@ -1,21 +1,12 @@
 """Writing an output file (--json, --csv, --plot, --trace, -o) so that nothing is lost and
 nothing that is not gluonperf's is replaced.
 
-- A regular file, or a path that does not exist yet, is written atomically: to a temporary
-  file in its directory (made if missing), renamed over it once complete, so a failure
-  never leaves half a file. The file gets the user's umask.
-- A symlink is followed: the temporary file goes into its target's directory and is
-  renamed onto the target; the link stays.
-- Anything else is written straight through: a pipe or FIFO, a device (/dev/null,
-  /dev/full, a terminal), /dev/stdout, /dev/fd/N (`--json >(jq .)`). Renaming over those
-  would replace the node and deliver nothing. A path that names one of this process's
-  own descriptors (/dev/stdout, /dev/fd/N, /proc/self/fd/N) is written to that descriptor,
-  after what Python buffered for it, so it lands where the shell pointed it.
-
-    problem = output_problem(path)      # None, or why `path` cannot be written (checks before work)
-    write_output(path, data)            # bytes
-    tmp = staging_file(path, ".json")   # a file another writer (MXNet's profiler) fills ...
-    move_into_place(tmp, path)          # ... then put where `path` says
+A regular file or a new path is written atomically (a temporary file in its directory, made if
+missing, renamed over it; the user's umask), a symlink onto its target (the link stays); anything
+else (a pipe, a FIFO, a device, /dev/stdout, /dev/fd/N) straight through, never replaced, and one
+of this process's own descriptors after what Python buffered for it. `output_problem(path)`
+checks before work; `write_output(path, data)` writes bytes; `staging_file` / `move_into_place`
+give another writer (MXNet's profiler) a file, then put it where `path` says.
 
 Every write error is an `OutputError` (an OSError) naming `path`, for `cli.run` to make one line.
 Nothing here imports MXNet.

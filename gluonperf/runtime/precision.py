@@ -1,21 +1,13 @@
 """Training in bfloat16 on CPUs: MXNet's automatic mixed precision (AMP), and what the
 CPU needs for it to pay.
 
-`--dtype bfloat16` runs convolutions and dense layers in bfloat16 (`amp.init`: MXNet
-casts their inputs; weights, gradients, BatchNorm, the loss and the optimizer stay
-float32, so checkpoints are the same as float32 runs'). It pays most on CPUs with
-Intel AMX: MXNet 1.9.1's oneDNN 2.4 uses AMX only when told to
-(DNNL_MAX_CPU_ISA=AVX512_CORE_AMX) and only in a process Linux allowed to use the AMX
-tile registers (arch_prctl(ARCH_REQ_XCOMP_PERM), Linux 5.16+); without that permission
-the first AMX instruction kills the process (SIGILL). Without AMX, oneDNN runs
-bfloat16 on AVX512-BF16, where it depends on the CPU: slower than float32 on some, much
-faster on others (docs/levers.md, "bfloat16 mixed precision"); `gluonperf.tune --levers
-hybridize,dtype` measures it. oneDNN 2.4 has no bfloat16 kernels below AVX-512 (on an AVX2
-CPU, creating a bfloat16 convolution or dense layer fails): there `check` refuses bfloat16
-before anything runs.
-
-`prepare(dtype)` does the environment part and must run before MXNet is loaded;
-`enable(dtype, contexts)` switches AMP on and must run before the model is built.
+`prepare(dtype)` does the environment part and must run before MXNet is loaded: on a CPU with
+AMX it asks Linux for the tile registers (`request_amx`; without that permission the first AMX
+instruction kills the process) and tells oneDNN 2.4 to use them (DNNL_MAX_CPU_ISA).
+`enable(dtype, contexts)` switches AMP on and must run before the model is built: convolutions
+and dense layers in bfloat16, the rest float32. `check` refuses bfloat16 below AVX-512, where
+oneDNN 2.4 has no bfloat16 kernels. What `--dtype bfloat16` does: docs/commands/train.md,
+"Precision"; where it pays: docs/levers.md, "bfloat16 mixed precision".
 """
 import ctypes
 import os

@@ -1,23 +1,16 @@
 """The hooks of `python -m gluonperf.profile -- COMMAND` inside a script gluonperf never saw:
 wrappers around what every Gluon training loop calls, which report to a listener.
 
-- `gluon.Trainer.step` and `Trainer.update`: `listener.before_update(trainer, batch_size)` and
-  `listener.after_update(trainer, batch_size)` around the real call (step boundaries, images);
-- the iteration of Gluon's `DataLoader` and of `mx.io.DataIter`s: `listener.data_wait(seconds,
-  loader)`, the wall time inside `next()` per batch (an iterator inside another counts once);
-- outermost `Block.__call__`s: `listener.block_called(block, args)` (the model and its input);
-- with `install(listener, waits=True)`, the script's own waits for the engine (`asnumpy`,
-  `wait_to_read`, `waitall`): `listener.engine_wait(seconds, what, file, line)`;
-- `watch_loaders(True)`: `listener.loader_arguments(loader, args, kwargs)` before a
-  `DataLoader` is built (it may return others) and `listener.loader_made(loader, file, line)`;
-- `watch_construction(True)`: `listener.block_made(block, file, line)`, outermost only.
+- `Trainer.step` / `update`: `listener.before_update(trainer, batch_size)`, `after_update(...)`;
+- `DataLoader`, `mx.io.DataIter`: `data_wait(seconds, loader)`, time in `next()` (nested: once);
+- `install(listener, waits=True)`: `engine_wait(seconds, what, file, line)`, the script's waits;
+- outermost Blocks: `block_called(block, args)` per call (costly: `watch_blocks(True)` alone) and,
+  with `watch_construction(True)`, `block_made(block, file, line)`;
+- `watch_loaders(True)`: `loader_arguments(loader, args, kwargs)` (it may return others) and
+  `loader_made(loader, file, line)`.
 
-`install(listener)` puts them in but the Block hook, `remove()` takes them out, and
-`watch_blocks(True/False)` the Block hook alone (a Python call per Block call: the listener
-wants it for the measured steps only). The one thing to know: a listener that raises is
-dropped with one line on stderr and the script runs on as if nothing had been hooked; nothing
-here measures (the listener, gluonperf.measure.steps, does). How a script is measured:
-docs/your_script.md.
+`install(listener)` puts in all but the Block hook; `remove()` takes them out. A listener that
+raises is dropped (one line on stderr) and the script runs on unhooked. Nothing here measures.
 """
 import os
 import sys

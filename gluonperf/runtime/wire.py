@@ -1,44 +1,17 @@
-"""The wire between gluonperf and the processes it starts: the environment variables that cross
-the boundary, named once; the answer a child gives, one line under the wire's schema version
-(`say`: {"wire": VERSION, "answer": ...}; `hear` and `answer` read it, and a child that speaks
-another version is a one-line WorkerFailed); and the child's side of two transports behind one
-interface, `call(settings)` -> the answer, and `close()`:
+"""The wire between gluonperf and the processes it starts: every GLUONPERF_ variable, named once;
+a child's one-line answer under VERSION (`say`; `hear`, `answer` read it); the child's side of the
+transports (`worker_main`, `serve`). Loaded by its path: starts nothing, imports only the stdlib.
+Only `LAUNCHERS` start processes: runtime/guard.py (each child in its own process group) and
+runtime/ps_launcher.py (launch's job). Not on this wire, and why (docs/internals.md, "The wire"):
 
-- fresh (`transport.Fresh`; `transport.run_worker` for a worker): a new process per call, the
-  settings in its argv (a worker's one JSON argument, `command`, read by `worker_main`; a tune runner's
-  flags), its answer its last line of stdout;
-- warm (`transport.Warm`; tune's warm runners): one process, started once, that warms up, says
-  `READY` and answers each request line on stdin (`request`: the settings as JSON) with one line, until
-  its stdin ends (`serve`).
-
-Either fails with WorkerFailed, 'WHAT failed: why' in one line, or with subprocess.TimeoutExpired
-once the child's process group is killed. The parent's side is `runtime/transport.py`'s, whose
-processes the launcher `runtime/guard.py` starts: this file starts nothing and imports only the
-standard library (json where used), since the package root, the script's sitecustomize and the
-benchmarks' PyTorch processes (a venv without gluonperf) load it by its path.
-
-gluonperf's own commands run as children (`--processes N`, profile's run, compare's sides,
-predict --validate's and tune's training runs) take their flags and answer with their `--json`
-records, the one schema-versioned form, read with `records.files.read_jsonl`.
-
-Only the launchers start processes: `runtime/guard.py` (every child of a command, each in its own
-process group, registered so that a signal or a stall stops it) and `runtime/ps_launcher.py`
-(launch's parameter-server job, whose processes it supervises itself); `LAUNCHERS` names them.
-multiprocessing appears elsewhere only for a temporary folder (`worker_temp`), a shared counter
-(`training/image_data.py`) and shared memory (`inference/samples.py`); MXNet's DataLoader starts
-its own workers.
-
-Channels not on this wire, and why:
-
-- the user's script (`profile --`, `tune --`): the names are here, the records files and the
-  environment are `script/wire.py`'s, since a script prints what it likes on its stdout;
-- infer's instances (`inference/instances.py`, `workers/serving.py`): a byte-line protocol
-  (`ready`, `w`/`t`, `c`/`d`, `s`, `q`), since each query's answer is on LoadGen's clock;
-- infer's samples: shared memory (`inference/samples.py`), mapped by every instance, never copied;
-- LoadGen runs in this process and calls back (`inference/loadgen.py`); Horovod's ranks are
-  started by horovodrun (`runtime/horovod_launcher.py`): their flags and files (`--out`, a plan)
-  pass through horovodrun, as the PS job's `DMLC_*` variables are ps-lite's, read in launch's
-  workers by their exit guard (`workers/launch_site/`, put first on their PYTHONPATH).
+- the user's script (`profile --`, `tune --`): script/wire.py, as it prints what it likes;
+- gluonperf's commands run as children: flags in, `--json` records out, already versioned;
+- infer's instances: a byte-line protocol (inference/instances.py), each answer on LoadGen's clock;
+- infer's samples: shared memory (inference/samples.py), mapped by every instance, never copied;
+- LoadGen: runs in this process and calls back (inference/loadgen.py);
+- Horovod's ranks: started by horovodrun, which passes their flags and files (`--out`, a plan);
+- the PS job's `DMLC_*` variables: ps-lite's, read by the workers' exit guard (launch_site/);
+- DataLoader workers: MXNet starts them (a shared counter: training/image_data.py; worker_temp).
 """
 import sys
 

@@ -1,22 +1,13 @@
 """DataLoader worker processes leave nothing in the temporary directory.
 
-MXNet's DataLoader with worker processes (num_workers > 0, not thread_pool) sends each batch
-back from a worker as shared memory whose file descriptor goes through Python's
-multiprocessing resource sharer: the worker listens on a Unix socket in multiprocessing's
-temporary directory, a `pymp-*` folder it makes the first time it needs one and removes, by a
-finalizer, when it exits normally. The pool ends its workers with SIGTERM (when the loader is
-deleted, or the process exits): a worker killed while it prepares the next batch never runs
-that finalizer, and its folder and socket stay behind. `tune --` left one for each run of a
-script it ended with DataLoader workers (21 from one tune of a newcomer's MLP script),
-`train --workers` on image data one a run.
-
-`share_with_workers()`, called in the process that makes the loader before its workers are
-forked (`share_before_pools()`: before any process pool of this process starts its workers, for
-a script gluonperf's hooks are in), makes that directory there: the workers inherit it (multiprocessing's
-`current_process()._config['tempdir']`, copied into every process it starts) and make none of
-their own; this process's multiprocessing removes it, with the workers' sockets in it, when it
-exits (its finalizer, at exit, after the pools are terminated). `remove_now()` removes it at
-once, for an exit that runs no finalizer (`os._exit` after a signal or a stall: runtime.guard).
+A DataLoader worker (num_workers > 0, not thread_pool) sends each batch's shared memory through
+multiprocessing's resource sharer, a Unix socket in a `pymp-*` folder it makes and removes, by a
+finalizer, when it exits normally; one that its pool's SIGTERM ends while it works leaves both.
+`share_with_workers()` (`share_before_pools()`: before any process pool of a script gluonperf's
+hooks are in) makes that folder in the process that forks the workers: they inherit it
+(`current_process()._config['tempdir']`) and make none, and this process's finalizer removes it
+at exit, sockets and all. `remove_now()` removes it at once, for an exit that runs no finalizer
+(`os._exit` after a signal or a stall: runtime.guard).
 """
 import os
 import shutil

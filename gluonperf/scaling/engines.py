@@ -1,22 +1,12 @@
-"""Which engine for this model? One process with N contexts, N processes on Horovod, and N
-processes on MXNet's parameter server (dist_sync), training the same model on the same
-global batch, interleaved.
+"""Which engine for this model (`python -m gluonperf.bench engines`)? One process with N
+contexts, N processes on Horovod, and N processes on MXNet's parameter server (dist_sync),
+training the same model on the same global batch, interleaved.
 
-MXNet's version of seed 003's question (PyTorch's DataParallel against
-DistributedDataParallel): in one process the contexts' gradients are summed by a kvstore
-inside MXNet's engine (`flat` on CPU contexts, `device` on GPUs); with Horovod each device has
-its own process and the gradients are summed by ring allreduce (Gloo on CPUs, NCCL on GPUs);
-with dist_sync each worker process pushes its gradients to a server process and pulls the
-sum back. Each engine runs as a user runs it: `gluonperf.train` (through `gluonperf.launch`
-for the two multi-process engines), with the commands' own thread defaults (the N
-contexts, or N processes, share the cores).
-
-A round runs every engine once, in an order that rotates from round to round (no engine
-always runs first, after an idle or a busy spell); each run trains `epochs` epochs of `steps`
-steps, and its step time is the geometric mean over every epoch but the first (graph
-building, first allocations, rendezvous). Each engine's speed against the first engine (the
-single process, by default) is a paired ratio per round, reported with its interval and a
-verdict (`stats.verdict`).
+Each engine runs as a user runs it: `gluonperf.train`, through `gluonperf.launch` for the two
+multi-process engines. `compare_engines` runs the rounds (the engines' order rotating), and
+`engine_records` makes a record per engine: its step (every epoch but the first timed) and its
+speed against the first engine, a paired ratio per round with its interval and verdict.
+docs/engines.md explains the engines and how they are compared.
 
 Nothing here parses arguments or prints.
 """

@@ -2,21 +2,12 @@
 cannot pay is named with its bound and not run (it could only be judged "not faster" after
 minutes of runs).
 
-- `data`: DataLoader workers move the script's own wait for its batches (the time spent inside
-  the loader's `next()` in a run's timed steps) off the training thread, and nothing else: at
-  best the step loses all of it, t / (t - wait). The bound is taken on the runs of the best
-  settings kept so far (the levers before it change the step: after hybridize it is shorter
-  and its wait a larger share), one ratio a run, and its upper end is that of their 95% t
-  interval, so that it covers the spread between runs: a lever whose true best case is the
-  smallest speed-up worth a change is skipped on one side of the interval, 2.5% of the time for
-  a spread that is normal in the log, 3.2% of 3,996 simulated trials with a skewed spread (the
-  wait's share lognormal, SD a quarter of itself; tests/test_lever_bounds.py holds it under 5%).
-  Fewer than MIN_RUNS runs of the best: no bound, the lever runs.
-
-bfloat16 has no bound here any more: the one it had was a point from 5 profiled steps of the
-script as it is, with no interval across runs, and its chance of skipping a change that pays was
-never measured; the sequential plan's futility ends a dtype lever that cannot pay in its first
-rounds.
+`data_bound`: DataLoader workers can at most take the script's own wait for its batches off the
+training thread, t / (t - wait), one ratio per run of the best settings kept so far; the bound
+is the upper end of their 95% t interval (`cannot_pay` holds it against 1 + threshold), and
+with fewer than MIN_RUNS runs there is none: the lever runs. bfloat16 has no bound: the
+sequential plan's futility ends a dtype lever that cannot pay in its first rounds. Why, and how
+often a lever that pays is skipped: docs/faster_script.md, tests/test_lever_bounds.py.
 """
 import math
 

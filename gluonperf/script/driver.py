@@ -2,18 +2,13 @@
 python train.py`); it never spawns a process.
 
 `install`, called by gluonperf/workers/script_site/sitecustomize.py once the script has
-imported MXNet (wire.PROFILE), with the settings the command put in the environment: a
-`measure.steps.StepProfiler` listens to the hooks of `runtime.script_hooks` (`Trainer.step`
-ends a step and gives its images, the data loaders' `next()` is waiting for data, outermost
-Block calls show the model). After --warmup steps it times --steps fenced steps, then runs
---operator-steps under MXNet's profiler; then, once: the model (the Block called in the
-measured steps whose parameters the Trainer updates), its FLOPs, its Blocks timed alone and the
-model alone as the script runs it against hybridized static (script/probe.py); the script's own
-waits for the engine in the measured steps, by line. Everything goes through the wire
-(`wire.Writer`: `$GLUONPERF_SCRIPT_OUT/<pid>.jsonl`). The script then runs on as it would
-have (or stops, with `stop`), its memory followed to its end (script/memory.py).
-
-`run_of(prof)`: the same records for a StepProfiler of one's own loop, in this process.
+imported MXNet (wire.PROFILE), hooks a `measure.steps.StepProfiler` to `runtime.script_hooks`
+with the settings the command put in the environment: --warmup steps, --steps fenced steps,
+--operator-steps under MXNet's profiler, then once the model (script/probe.py) and the
+script's own waits for the engine, by line; the script then runs on (or stops, with `stop`),
+its memory followed to its end (script/memory.py). Everything goes through the wire
+(`wire.Writer`: `$GLUONPERF_SCRIPT_OUT/<pid>.jsonl`). `run_of(prof)`: the same records for a
+StepProfiler of one's own loop, in this process. How it measures: docs/your_script.md.
 """
 import atexit
 import os

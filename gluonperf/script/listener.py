@@ -2,20 +2,14 @@
 -- python train.py`); it never spawns a process.
 
 `install`, called by the hooks' sitecustomize once the script has imported MXNet (wire.TUNE),
-with the settings the command put in the environment: the candidate's changes that can be made
-from outside are made (`hybridize` the model the Trainer updates, a `Sequential` of
-HybridBlocks turned into a `HybridSequential` first; a `DataLoader`'s `num_workers` and
-`thread_pool`; bfloat16 AMP before the model is built), then --warmup steps (`Trainer.step`
-calls) run untouched, the next --steps are timed as the script runs them, with no fence between
-them (`mx.nd.waitall()` before the first and after the last only: a script that lets Python run
-ahead keeps that gain), and the process stops (exit status 0). The script's own waits for the
-engine in the timed steps (`asnumpy`, `asscalar`, `wait_to_read`, `waitall`, a metric's
-`update`) are counted by the line of the script that waited, with the time Python was blocked
-there. A probe run (the first run of the baseline) also describes the script: its Trainer, the
-model (what it is, where it is built; script/probe.py), its DataLoaders (where, with how many
-workers), and runs PROFILED_STEPS more steps under MXNet's profiler. Everything goes through the
-wire (`wire.Writer`): a `rate` record (images/s, the data wait by runs of steps, the waits by
-line), `probe`, `operators`, `applied`, `exit`.
+makes the candidate's changes that can be made from outside (hybridize, a DataLoader's workers,
+bfloat16 AMP), lets --warmup `Trainer.step` calls run untouched, times the next --steps as the
+script runs them (no fence between them: `mx.nd.waitall()` before the first and after the last
+only), counts the script's own waits for the engine by line, and stops the process (exit
+status 0). A probe run also describes the script (script/probe.py) and runs PROFILED_STEPS more
+steps under MXNet's profiler. Everything goes through the wire (`wire.Writer`): a `rate` record
+(images/s, the data wait by runs of steps, the waits by line), `probe`, `operators`, `applied`,
+`exit`. What a run changes and how it is timed: docs/faster_script.md.
 """
 import os
 import sys

@@ -2,25 +2,14 @@
 is what runs inside the script; it never spawns a process.
 
 `Follower`, the listener of runtime.script_hooks that profile's driver installs
-(script/driver.py): every `Trainer.step` of the script's first Trainer, to the script's end,
-queues a marker behind the step (measure.progress.EngineMarker), and a thread samples memory
-each time the engine has finished another step (measure.progress.FinishedMemory: resident
-memory, each GPU context's, and the child processes', a DataLoader's workers): memory is
-counted against the steps the engine finished, not the steps Python queued. Every FENCE_EVERY
-steps gluonperf waits for the engine (`mx.nd.waitall()`), after noting how far Python had run
-ahead and what its queue held: the queue then never holds more than FENCE_EVERY steps, so its
-memory is a level, not growth, and is reported apart. While profile measures, the other hooks
-go to its StepProfiler; once it is done (`follow`), only the Trainer's hooks stay in. Then,
-once: after UNFENCED_STEPS steps, for WINDOW_STEPS steps tracemalloc traces Python's
-allocations and the model's input shapes are noted (measure.held); at the window's end, the
-NDArrays made in it that are still alive, by the script's line that made them. At exit, the
-samples go to the command (one line of `$GLUONPERF_SCRIPT_OUT/<pid>.jsonl`); the steps up to
-the window's end are warm-up.
-
-In the command: `parts.growth_rows` (measure.growth's verdict on the samples, as records, with
-where the memory comes from when the window could tell, and the queue's record) and
-`advice.growth_advice` (when memory grows, a finding for profile's "what to change", with the
-line to look at).
+(script/driver.py): from the first `Trainer.step` of the script's first Trainer to its end, it
+samples memory against the steps the engine has finished, not those Python queued
+(measure.progress), waiting for the engine every FENCE_EVERY steps; once, after UNFENCED_STEPS
+steps, it traces WINDOW_STEPS steps for the lines that make the NDArrays still held
+(measure.held). At exit the samples go to the command (one line of
+`$GLUONPERF_SCRIPT_OUT/<pid>.jsonl`), where `parts.growth_rows` judges them and
+`advice.growth_advice` makes the finding. How and why: docs/your_script.md and
+docs/measuring.md, "Memory over time".
 """
 UNFENCED_STEPS = 10    # steps after profile's before the window
 WINDOW_STEPS = 20      # steps traced for where held arrays are made

@@ -1,24 +1,13 @@
 """Real image data: a folder of JPEGs with one subfolder per class, or a RecordIO file.
 
-`--dataset PATH` (beside the named sets of `gluonperf.training.data`) is either
-- a folder `DIR/CLASS/IMAGE.jpg` (`gluon.data.vision.ImageFolderDataset`'s layout), or one with
-  `train/` and `val/` folders of that layout (ImageNet's), or
-- a `.rec` file with its `.idx` beside it (what MXNet's `im2rec` writes), read through a
-  DataLoader (`--loader dataloader`) or MXNet's threaded `mx.io.ImageRecordIter`
-  (`--loader recorditer`, its `preprocess_threads` set by --workers).
-
-Images get GluonCV's ImageNet transforms at the model's input size: training RandomResizedCrop,
-flip, ToTensor, normalise; evaluation resize to size/0.875 (256 for 224) and centre crop.
-A data set without a `val/` folder (or a `val.rec` beside `train.rec`) holds out every tenth
-image for evaluation.
-
-Bad data is a UserError naming the file: an empty folder, a folder without class subfolders,
-a `.rec` without its `.idx`, a corrupt image (bad_images='stop'; with 'skip' the next good
-image takes its place and the skips are counted). Plain functions; nothing prints.
-
-`make_folder` and `pack_rec` make such a data set offline (gluonperf.dataset is the command).
-For tests, GLUONPERF_LOADER_DELAY_S (seconds, per image) makes the loader slow on purpose,
-as a slow disk would: the input verdict of `profile` must then say input-bound.
+What `--dataset PATH` names (`source`): a folder `DIR/CLASS/IMAGE.jpg`, one with `train/` and
+`val/` of that layout, or a `.rec` with its `.idx`. `load_images` gives its (train, test)
+`ImageSet`s, with GluonCV's ImageNet transforms at the model's input size, read through a
+DataLoader or MXNet's `ImageRecordIter` (`RecordIterLoader`); `check` refuses what it cannot
+load before a command's work; `make_folder` and `pack_rec` make such a set offline
+(`python -m gluonperf.dataset`). Bad data is a UserError naming the file.
+Plain functions; nothing prints. The layouts, transforms, held-out tenth, bad data and the slow
+loader for tests (GLUONPERF_LOADER_DELAY_S): docs/input.md.
 """
 import multiprocessing
 import os

@@ -1,23 +1,13 @@
 """A model as a spec: what to build and what it takes, one object inside a process, text outside.
 
-A spec names a model (a built-in name, a GluonCV zoo name, `package.module:factory` or
-`path/to/file.py:factory`) and, where the model's own default does not fit, what it takes:
-keyword arguments for the factory, one sample's shape, the input's dtype (int32 token ids
-with a vocabulary size) and a loss (`module:factory`). Commands resolve it once
-(`models.resolve_spec`) and pass the ModelSpec on wherever a model name went before: to
-`get_model`, to `input_shape`, to the experiments. Text stands for it only where it leaves
-the process: in records (`spec.text`, the `model` field) and on the command lines of the
-processes a command starts (`spec.flags`), which read it back with `parse_spec`. A spec of a
-name and nothing else is that name, so records and commands of the built-in models read as
-they always have. The functions that take a model accept its text too (`as_spec`).
-
-    spec, notes = models.resolve_spec("mynet.py:build", args={"width": 64}, shape=(3, 32, 32))
-    net = models.get_model(spec, classes=10)     # mynet.build(width=64, classes=10)
-
-A model that takes several inputs (`--input-shape` once per input) is fed one flat batch,
-each sample its inputs flattened one after the other, which a thin HybridBlock before it
-(`models.SeveralInputs`) slices and reshapes into the model's inputs: every command, its
-data and its FLOP count then see one input, and the model's own Blocks sit one level down.
+A `ModelSpec` names a model (a built-in name, a GluonCV zoo name, `package.module:factory` or
+`path/to/file.py:factory`) and, where the model's own default does not fit, what it takes: the
+factory's keyword arguments, one sample's shape (one per input), the input's dtype and a loss.
+Commands resolve it once (`models.resolve_spec`) and pass the object on; text stands for it
+only where it leaves the process: in records (`spec.text`, the `model` field) and on the
+command lines of the processes a command starts (`spec.flags`), read back with `parse_spec`.
+The functions that take a model accept its text too (`as_spec`). A model of several inputs is
+fed one flat batch that `models.SeveralInputs` slices: docs/your_model.md, "Several inputs".
 """
 import importlib
 import importlib.util

@@ -1,19 +1,14 @@
 """The optimizers gluonperf trains with: MXNet's, with SGD's update made cheaper on CPU.
 
 `SGD` is MXNet's SGD, but with momentum on CPU it updates each parameter by its own
-`sgd_mom_update` instead of MXNet's multi-tensor `multi_sgd_mom_update`, whose CPU kernel was
-the slower: the same arithmetic to the bit (tests/test_optimizers.py). Everywhere else
-(no momentum, other devices, float16 with multi_precision, sparse arrays) it keeps MXNet's path.
-The others are the book's optimization chapter's: MXNet's `NAG`, `AdaGrad`, `RMSProp` and
-`Adam`, and `AdamW` (MXNet 1.9.1 has it as operators only: `contrib.adamw_update`, one per
-parameter, or `contrib.multi_adamw_update` in groups). `create` maps gluonperf's flags
-(--momentum, --beta1, --beta2, --epsilon) to each class's arguments and refuses a value
-outside its range (ValueError).
+`sgd_mom_update` instead of MXNet's multi-tensor `multi_sgd_mom_update`: the same weights to
+the bit (tests/test_optimizers.py). `AdamW` runs MXNet's `contrib.adamw_update` operators;
+NAG, AdaGrad, RMSProp and Adam are MXNet's own. `create` maps gluonperf's flags to each
+class's arguments and refuses a value outside its range (ValueError).
 
 The one thing to know: setting MXNET_OPTIMIZER_AGGREGATION_SIZE gives MXNet's multi-tensor
-update back (SGD and AdamW alike), as OMP_NUM_THREADS overrides the thread default. Why the
-multi-tensor kernel is slow on CPU, and what the change gave: docs/levers.md, "The optimizer
-update"; the optimizers' flags and defaults: docs/optimizers.md.
+update back (SGD and AdamW alike). Why the multi-tensor kernel is slow on CPU, and where MXNet's
+path is kept: docs/levers.md, "The optimizer update"; flags and defaults: docs/optimizers.md.
 """
 import math
 import os

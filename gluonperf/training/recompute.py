@@ -1,19 +1,16 @@
 """Gradient checkpointing for Gluon: trade compute for memory by recomputing activations.
 
-A sequential model is cut into N segments (`segments(net, n, sample_shape)`: a
-`HybridSequential`, nested ones opened up, or a GluonCV classifier's `features` then `output`;
-cut points balance the activation sizes, and the cut is checked to compute the model's own
-graph). The forward keeps only each segment's input; the backward reruns one segment at a
-time, last first, recorded, and back-propagates it. Each parameter's gradient is written once
-and BatchNorm's running statistics are updated once, as in a plain step.
-`checkpointed_forward_backward(segs, loss_fn, xs, ys)` is the step (the signature and results
-of `steps.forward_backward`); `checkpointed(net, n, sample_shape, flags)` is what
+`segments(net, n, sample_shape)` cuts a sequential model (a `HybridSequential`, nested ones
+opened up, or a GluonCV classifier's `features` then `output`) into n segments of balanced
+activation sizes; `checkpointed_forward_backward(segs, loss_fn, xs, ys)` is the step (the
+signature and results of `steps.forward_backward`), keeping only each segment's input and
+recomputing the segments last first; `checkpointed(net, n, sample_shape, hybridize)` is what
 `steps.train_steps` calls in its place.
 
 The one thing to know: memory is saved only if it is given back, so segments are hybridized
 without static_alloc and glibc's `malloc_trim(0)` runs after each segment's backward.
-Why, and what it saves: docs/commands/bench.md, "python -m gluonperf.bench footprint", and
-docs/levers.md, "Memory levers".
+How the step runs: docs/commands/bench.md, "python -m gluonperf.bench footprint"; what it
+saves: docs/levers.md, "Memory levers".
 """
 import ctypes
 import json

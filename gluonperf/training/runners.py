@@ -2,22 +2,14 @@
 runner (the protocol: gluonperf/tuning/runner.py).
 
 - `CommandRunner`: `python -m <module>` (or `python <script>.py`) with the candidate's flags,
-  `--steps N`; its figure is images_per_s in the answer it prints (runtime/wire.py). With
-  `serves`, it also runs warm: started once with `--serve`, it answers each request for N steps
-  (`wire.serve`; gluonperf.workers.steprate, the benchmarks' book and PyTorch loops). Either way
-  a `Worker` asks it through the wire's interface (`transport.Fresh` or `transport.Warm`).
-  STEPRATE is gluonperf.workers.steprate (plain SGD on a model, no data).
-- `TrainRunner`: gluonperf.train --dataset synthetic --epochs 2, a run bounded by --limit
-  (batch x steps images), its figure the last epoch's train_images_per_s in its --json
-  records (the first epoch pays for graph building and first allocations); a model of one's
-  own passed as the flags a user types. TRAIN is the default one.
+  its figure images_per_s in the answer it prints (runtime/wire.py), run fresh or, with
+  `serves`, warm. STEPRATE is gluonperf.workers.steprate (plain SGD on a model, no data).
+- `TrainRunner`: gluonperf.train --dataset synthetic --epochs 2, its figure the last epoch's
+  train_images_per_s in its --json records. TRAIN is the default one.
 
-The command gives a runner its model's ModelSpec (`for_model`): a candidate carries the spec's
-text (its records and command line show it), and the runner writes the flags of the object it
-holds rather than parsing that text again for every run.
-
-Every run is a fresh process, started from the package root with this gluonperf first on its
-path and MXNet's and OpenMP's variables of this shell left out (the candidate says them all).
+Every run is a fresh process (or a warm worker), started from the package root with this
+gluonperf first on its path and MXNet's and OpenMP's variables of this shell left out: the
+candidate says them all (`candidate_env`).
 """
 import importlib.util
 import os
@@ -49,7 +41,10 @@ def candidate_env(candidate):
 
 @dataclass(frozen=True)
 class CommandRunner:
-    """A command run for a candidate (see the module's docstring)."""
+    """A command run for a candidate, `--steps N` to end it: `measure` runs it in a fresh process;
+    with `serves` (gluonperf.workers.steprate, the benchmarks' book and PyTorch loops) `start` runs
+    it warm: started once with `--serve`, it answers each request for N steps (`wire.serve`).
+    Either way a `Worker` asks it through the wire's interface (`transport.Fresh` or `.Warm`)."""
     module: str
     fixed: Tuple[str, ...] = ()
     steps_flag: Optional[str] = "--steps"
@@ -132,7 +127,10 @@ class CommandRunner:
 
 @dataclass(frozen=True)
 class TrainRunner(CommandRunner):
-    """gluonperf.train on a candidate (see the module's docstring)."""
+    """gluonperf.train on a candidate: a run bounded by --limit (batch x steps images), its figure
+    the last epoch's train_images_per_s (the first epoch pays for graph building and first
+    allocations); a model of one's own passed as the flags a user types, those of the ModelSpec
+    the command gave it (`for_model`) rather than its text parsed again for every run."""
     module: str = "gluonperf.train"
     fixed: Tuple[str, ...] = ("--dataset", "synthetic", "--epochs", "2")
     steps_flag: Optional[str] = None

@@ -1,15 +1,11 @@
-"""How many rounds each candidate gets, and when it leaves them.
+"""How many rounds each candidate gets, and when it leaves them: `Rounds` and the tune's `Budget`.
 
-A round runs the baseline and every candidate still in once, in a rotating order; a
-candidate's ratio is its figure over the baseline's in that round (`schedule`). Three policies:
-- **sequential** (`Rounds()`, `--rounds auto`, the default): a look after every round from the
-  3rd to `maximum` (`measure.sequential.Plan`), the error rate split over every candidate the
-  tune plans (`for_lever`'s `family`); a candidate leaves once its verdict is settled
-  (`sequential.settle`). The tune's one `Budget` gives each lever a plan as long as the time
-  left affords, and a disturbed round is run again at most `reruns` times a lever;
-- **fixed** (`Rounds(fixed=N)`): N rounds each, judged once at the end;
-- **exhaustive** (`Rounds(exhaustive=True)`): tune's rule before the sequential plan, kept as
-  the reference it is checked against.
+Three policies: **sequential** (`Rounds()`, `--rounds auto`, the default: a look after every
+round from the 3rd to the plan's last, `measure.sequential`, the plan as long as the `Budget`
+affords, the error rate split over every candidate the tune plans, a disturbed round run again
+at most `reruns` times a lever); **fixed** (`Rounds(fixed=N)`: N rounds, judged once at the
+end); **exhaustive** (`Rounds(exhaustive=True)`: tune's rule before the sequential plan, kept
+as the reference it is checked against).
 
 The one thing to know: a sequential interval is the one of the look where the candidate left,
 valid under that stopping (and whenever the budget stops the rounds). Why each rule, and what

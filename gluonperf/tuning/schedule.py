@@ -1,24 +1,13 @@
 """The interleaved schedule: candidates run beside a run of their baseline, round after round,
 each leaving once its `Rounds` policy says its verdict is settled; and the Results they make.
 
-`interleave(table, measure, ...)` runs, each round, the baseline and every candidate still in
-once, in an order that rotates from round to round (B c1 c2, c2 B c1, c1 c2 B, ...): over a
-full turn each candidate runs as often before as after the baseline, so a machine that drifts
-steadily favours none. `measure(candidate)` is the caller's (a runner's) run of one candidate:
-(figure, None) or (None, one-line error). A candidate's ratio in a round is its figure over the
-baseline's in the same round; rounds share no run, so their ratios are independent, as the
-intervals assume. A candidate whose run fails leaves at once, every candidate when the baseline
-fails. A round during which other processes or the hypervisor took the CPU
-(`measure.machine.disturbed`, decided from the machine's load beside the runs, never from their
-figures) is set aside whole and run again, at most `Rounds.reruns` times a lever (the sequential
-plan's; the other policies run exactly the rounds asked for); when the run again is disturbed
-too, the machine is busy for longer than a round: that round is kept and no other is run again
-(its warning and wider level take over). The rounds set aside stay in the records
-(`rerun_rounds`). `summarize(table)` turns the tables into Results (bench 'tune'): the figure's
-median and range, the ratio with its interval (`Rounds.interval`: under the sequential plan, the one of
-the look where it left) and verdict, `stopped` (why it left), `rank`. On an unstable machine
-(`measure.machine.judge`: other processes busy, steal) every level goes from 95% to 99%, as the
-rounds go; a baseline that moved between rounds is a warning only (the pairing cancels it).
+`interleave(table, measure, ...)` runs a lever's rounds into its `Table`; `summarize(table)`
+turns it into Results, best first; `winner` picks the candidate to keep, and `Sweeps` keeps
+what a stopped command measured. Rounds share no run, so their ratios are independent, as the
+intervals assume. Whether a round was disturbed (and is run again) is decided from the
+machine's load beside the runs (`measure.machine`), never from their figures. Why:
+docs/verdicts.md, "Stopping each candidate once its verdict is settled" and "An unstable
+machine".
 """
 import math
 import statistics
@@ -95,9 +84,17 @@ def _rotated(items, r):
 
 
 def interleave(table, measure, progress=None, left=None, log=None, stopping=lambda: False):
-    """Run the rounds of `table` (see the module's docstring). `progress()` hears of every run,
-    `left(runs)` after every round of the most runs still to come, `log(message)` of every run's
-    figure; `stopping()` true (a signal came) ends the rounds after the run under way."""
+    """Run the rounds of `table`: each round the baseline and every candidate still in, once, in
+    an order that rotates (B c1 c2, c1 c2 B, c2 B c1, ...: over a full turn each candidate runs as
+    often before as after the baseline, so a machine that drifts steadily favours none).
+    `measure(candidate)` is the caller's (a runner's) run of one candidate: (figure, None) or
+    (None, one-line error); a candidate whose run fails leaves at once, every candidate when the
+    baseline's does. A round during which other processes or the hypervisor took the CPU
+    (`machine.disturbed`) is set aside whole (`table.reruns`) and run again, at most
+    `Rounds.reruns` times a lever; when its run again is disturbed too, that round is kept and no
+    other is run again. `progress()` hears of every run, `left(runs)` after every round of the
+    most runs still to come, `log(message)` of every run's figure; `stopping()` true (a signal
+    came) ends the rounds after the run under way."""
     base, others = table.candidates[0], list(table.candidates[1:])
     rounds = table.rounds
     watch, budget = rounds.machine.Watch(), rounds.budget
@@ -201,7 +198,11 @@ def _settle_text(stop, table, interval):
 
 
 def summarize(table):
-    """Results of `table`'s rounds, best first (see the module's docstring)."""
+    """Results of `table`'s rounds (bench 'tune'), best first: each candidate's figure (median and
+    range), its ratio with the interval of its `Rounds` policy (under the sequential plan, the one
+    of the look where it left) and verdict, `stopped` (why it left), `rank`, the rounds run again
+    (`rerun_rounds`). On an unstable machine (`machine.judge`: other processes busy, steal) the
+    levels go from 95% to 99%; a baseline that moved between rounds is a warning only."""
     base = table.figures[table.candidates[0].name]
     warnings = machine.judge(table.loads, table.start, base)
     drift = machine.drift(base)

@@ -1,15 +1,11 @@
 """The sweep engine and the one coordinate search, behind `tune --model` and `tune --`.
 
 `sweep` measures candidates against the first (the baseline), each run a fresh process,
-interleaved round after round in rotating order (`schedule.interleave`), each scored by its
-figure's ratio to the baseline's in the same round: on a machine other people use, load
-changes during the sweep hit every candidate alike. `paired_sweep` is the same rounds with one
-warm process per candidate, for a runner that runs warm (`runner.warm`).
-
-`coordinate` sweeps a runner's levers one at a time, keeping the best of each before trying
-the next: a lever's candidates run against the best so far and one is kept only when judged
-`faster` (`schedule.winner`); the kept set is then confirmed against the baseline in one
-interleaved run. `planned_runs` counts the most runs it can make, for a progress bar.
+interleaved round after round (`schedule.interleave`), each scored by its figure's ratio to the
+baseline's in the same round; `paired_sweep` is the same rounds with one warm process per
+candidate (`runner.warm`). `coordinate` sweeps a runner's levers one at a time, keeping a
+lever's best only when judged `faster` (`schedule.winner`), then confirms the kept set against
+the baseline in one interleaved run; `planned_runs` counts the most runs it can make.
 
 Plain functions returning Results; they never parse arguments and never print. What a run is
 belongs to the runner it is given (tuning/runner.py): nothing here knows one.

@@ -1,20 +1,12 @@
 """Tune's search checked by simulation: the real coordinate search (`search.coordinate`: its
 sweeps, sequential plan, verdicts, budget and confirmation) on the stages it is given (those
 `tune --` builds for a newcomer's script: script/levers.py's `newcomer_stages`) and a simulated
-runner: thousands of tunes in seconds, no process.
+runner (`SimulatedRunner`) on a quiet machine: thousands of tunes in seconds, no process.
 
-A simulated run's figure is a rate of 100/s times the true gain of the candidate's settings
-(`gains`: {"KEY=VALUE": factor}; a factor applies to every candidate with that setting, so a kept
-change carries into the levers after it) times the run's noise, exp(sd * z): z standard normal,
-or Student's t with 3 degrees of freedom scaled to the same sd (`tails="t3"`, heavy tails). Each
-run moves a simulated clock by `run_seconds`, so the budget is kept as at that run time, and
-the machine is quiet, so no round runs again.
-
-`simulate` gives what a reader needs: the share of tunes whose recipe names a change (with no
-gain, the false-recipe rate; with one, the power), its binomial interval, the share where the
-gain was not kept but tune said by lever how many more rounds would settle it, and the runs and
-time a tune took. benchmarks/verdicts.py writes them to its results file;
-tests/test_tune_simulation.py holds them to issue 70's lines.
+`simulate` gives the share of tunes whose recipe names a change (with no gain, the false-recipe
+rate; with one, the power) with its binomial interval. benchmarks/verdicts.py writes it to its
+results file and tests/test_tune_simulation.py holds it to issue 70's lines; what it found:
+docs/verdicts.md, "Is the recipe right? Checked by simulation".
 """
 import collections
 import math
@@ -51,7 +43,12 @@ class QuietMachine:
 
 
 class SimulatedRunner:
-    """The runner protocol (tuning/runner.py) for a simulated script: a fresh 'process' a run."""
+    """The runner protocol (tuning/runner.py) for a simulated script: a fresh 'process' a run.
+    A run's figure is RATE (100/s) times the true gain of the candidate's settings (`gains`:
+    {"KEY=VALUE": factor}; a factor applies to every candidate with that setting, so a kept change
+    carries into the levers after it) times the run's noise, exp(sd * z): z standard normal, or
+    Student's t with 3 degrees of freedom scaled to the same sd (`tails="t3"`, heavy tails). Each
+    run moves `clock` by `run_seconds`, so the budget is kept as at that run time."""
     name = "a simulated script"
     baseline = "as it is"
     warm = False
@@ -106,8 +103,8 @@ def tune(stages, runner, budget=300.0):
 
 
 def simulate(stages, gains, sd, tails="normal", tunes=1000, budget=300.0, run_seconds=5.0, seed=0):
-    """`tunes` simulated tunes over `stages` of a script whose true gains are `gains` (see the module's
-    docstring): a record (bench 'simulation') of how often the recipe named a change (`named`: with no
+    """`tunes` simulated tunes over `stages` of a script whose true gains are `gains` (see
+    `SimulatedRunner`): a record (bench 'simulation') of how often the recipe named a change (`named`: with no
     gain, any change; with gains, the first gain's setting), its 95% binomial interval, how often the
     gain was missed but its lever was left unsettled, so that tune said how many more rounds would
     settle it (`told`), the runs and the simulated seconds a tune took (mean and max), and the levers

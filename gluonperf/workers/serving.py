@@ -2,24 +2,11 @@
 that serves one rung.
 
 Started by `inference.instances.Pool` as `python -m gluonperf.workers.serving '<json>'`, with its
-OMP_NUM_THREADS set; it pins itself to its cores (before MXNet loads, so that MXNet's OpenMP
-threads inherit them), loads the rung (`ladder.load`), maps the sample library and answers,
-one line each, on its stdout (its own prints go to stderr):
-
-    stdin                          stdout
-    (start-up)                     ready
-    w CALLS SIZE SIZE ...          t SIZE:SECONDS SIZE:SECONDS ...   warm-up: CALLS calls a size
-    c ID INDEX INDEX ...           d ID                              a batch of those samples, synced
-    s                              s SIZE:CALLS,... COLD,...         the batch sizes served since the
-                                                                     last s, and those the warm-up never ran
-    q, or end of input             (exits 0)
-
-SECONDS is the median call after the first at that size: a hint for LoadGen's expected latency
-and rate, never a result (LoadGen keeps the clock). `s` answers `-` for an empty list. A batch
-of a size the warm-up did not run builds the graph again for its shape inside a measured query
-(a static_shape graph plans anew): the parent pads its batches to warmed sizes, and `s` lets it
-record that none slipped through. An error is one line on stderr, exit 1. This module never
-starts a process.
+OMP_NUM_THREADS set; `main` pins it to its cores (before MXNet loads, so that MXNet's OpenMP
+threads inherit them), and `serve` loads the rung (`ladder.load`), maps the sample library and
+answers the parent's requests, one line each, on its stdout (its own prints go to stderr; the
+protocol: `serve`). An error is one line on stderr, exit 1. This module never starts a process.
+How infer runs its instances: docs/commands/infer.md, "How it works".
 """
 import collections
 import os
@@ -60,7 +47,21 @@ def shapes_line(served, warmed):
 
 
 def serve(config, stdin, stdout):
-    """Answer the parent's lines until `q` or the end of `stdin` (binary streams)."""
+    """Answer the parent's lines until `q` or the end of `stdin` (binary streams), one line each:
+
+        stdin                     stdout
+        (start-up)                ready
+        w CALLS SIZE SIZE ...     t SIZE:SECONDS ...          warm-up: CALLS calls a size
+        c ID INDEX INDEX ...      d ID                        a batch of those samples, synced
+        s                         s SIZE:CALLS,... COLD,...   the batch sizes served since the
+                                                              last s; those never warmed up
+        q, or end of input        (exits 0)
+
+    SECONDS is the median call after the first at that size: a hint for LoadGen's expected
+    latency and rate, never a result (LoadGen keeps the clock). `s` answers `-` for an empty
+    list. A batch of a size the warm-up did not run builds the graph again for its shape inside
+    a measured query (a static_shape graph plans anew): the parent pads its batches to warmed
+    sizes, and `s` lets it record that none slipped through."""
     import mxnet as mx
     from ..inference.ladder import Rung, load
     from ..inference.samples import SampleLibrary

@@ -1,18 +1,13 @@
 """Exit guard for workers started by `python -m gluonperf.launch` (put first on PYTHONPATH).
 
-MXNet's dist kvstore waits at interpreter exit in a barrier for all workers (the KVStoreDist
-destructor). A worker that fails while the others wait for its gradients therefore never
-exits: the job hangs. This guard notes a failure (an uncaught exception, or sys.exit with a
-non-zero code) and, after the atexit handlers have run, leaves with os._exit(code), skipping
-that barrier, so the launcher sees the failure at once and stops the job. A successful exit
-is untouched; on a failure, files the program left open and unflushed are not flushed. Limits: `raise SystemExit(n)` (not sys.exit) and a sys.exit(n) that the program
-catches and survives are not told apart; the launcher's --timeout still bounds such jobs.
-Any other sitecustomize on the path is loaded afterwards, as if this one were not here.
-
-The workers run the user's command, which may import mxnet without gluonperf: on numpy 1.24 and
-later (Python 3.12) the numpy aliases MXNet 1.9.1 needs to import are put back when it first
-imports mxnet (gluonperf/runtime/numpy_aliases.py, loaded by its path; nothing changes on numpy
-below 1.24, nor in a process that never imports mxnet).
+A dist_sync worker that fails waits at exit in the kvstore's barrier (the KVStoreDist
+destructor) for the others, which wait for its gradients: the job hangs. In a worker (DMLC_ROLE
+worker) this guard notes a failure (an uncaught exception, or sys.exit with a non-zero code)
+and, after the atexit handlers, leaves with os._exit(code), skipping that barrier; a
+successful exit is untouched. Its limits: docs/commands/launch.md. In every process it also
+puts back, on numpy 1.24 and later, the aliases MXNet 1.9.1 needs, once mxnet is first imported
+(gluonperf/runtime/numpy_aliases.py, loaded by its path; docs/install.md). Any other
+sitecustomize on the path is loaded afterwards, as if this one were not here.
 """
 import atexit
 import importlib.machinery

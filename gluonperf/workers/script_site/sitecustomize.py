@@ -1,30 +1,15 @@
 """The hooks of `python -m gluonperf.profile -- COMMAND` (and `tune -- COMMAND`), loaded at the
-start of every Python process the command runs (this folder is put first on the command's
-PYTHONPATH by gluonperf/script/wire.py; the variables read here are named in
-gluonperf/runtime/wire.py, which this file loads by its path: it runs before gluonperf can be
-imported).
+start of every Python process the command runs (first on its PYTHONPATH: script/wire.py).
+It runs before gluonperf can be imported, so it loads what it needs of gluonperf by path:
+runtime/wire.py (the variables' names), runtime/numpy_aliases.py and runtime/operator_code.py.
 
-At start-up it changes nothing the script can see: MXNet is not imported here, no module of
-the script's is shadowed (this folder holds this file alone), and the sitecustomize the
-script would have had without gluonperf (later on the path: the user's PYTHONPATH, or
-site-packages) is loaded right after this one. One exception, the least MXNet needs to import
-at all: on numpy 1.24 and later (Python 3.12), numpy's aliases that MXNet 1.9.1 still uses
-(`np.bool`...) are put back the moment the script first imports mxnet, in every process that
-does, scheduler and servers included (gluonperf/runtime/numpy_aliases.py, loaded here by its
-path; on numpy below 1.24 it changes nothing). And MXNet's operator functions, which every
-process compiles as MXNet loads, come compiled from gluonperf's cache of them, as in gluonperf's
-own processes (gluonperf/runtime/operator_code.py, loaded by its path: the same functions, made
-sooner; GLUONPERF_OPERATOR_CACHE=0 turns it off). It adds an import hook that waits for the
-script to import MXNet; once MXNet is loaded, the hook takes itself out and calls the
-function GLUONPERF_SCRIPT_HOOKS names (module:function, imported from the gluonperf folder
-GLUONPERF_SCRIPT_ROOT, which is on sys.path for that import only). That function
-(gluonperf.script.driver.install for profile, gluonperf.script.listener.install for tune)
-puts in the hooks on Trainer.step and the data loaders. It also leaves a mark, GLUONPERF_SCRIPT_OUT/<pid>.site, so that the command
-can tell a script that never imported MXNet from a command that never ran this file
-(`python -E`).
-
-The scheduler and servers of a parameter-server job (DMLC_ROLE scheduler or server) are
-left alone: only workers train. A failure here is one line on stderr, never the script's.
+It changes nothing the script can see but numpy's aliases for MXNet and MXNet's operator
+functions from gluonperf's cache (docs/your_script.md, "Your environment"). Once the script
+imports MXNet, an import hook calls the function GLUONPERF_SCRIPT_HOOKS names
+(script.driver.install or script.listener.install), imported from GLUONPERF_SCRIPT_ROOT. The
+mark GLUONPERF_SCRIPT_OUT/<pid>.site tells a script that never imported MXNet from a command
+that never ran this file (`python -E`). A parameter-server job's scheduler and servers are left
+alone; a failure here is one line on stderr, never the script's.
 """
 import importlib
 import importlib.machinery
