@@ -3,7 +3,7 @@
 `allreduce_bandwidth` measures the three schedules of `from_scratch.allreduce` (book, ring,
 tree), MXNet's kvstores (device, local) and Horovod's allreduce against a plain copyto, the
 ceiling, interleaved; `horovod_allreduce` runs Horovod's in one process per context, started
-by horovodrun (`runtime.horovod_launcher`), whose ranks run `experiments.allreduce_rank`
+by horovodrun (`runtime.horovod_launcher`), whose ranks run `workers.allreduce_rank`
 through `python -m gluonperf.workers.allreduce`, and reads what rank 0 writes. Nothing here
 parses arguments or prints.
 """
@@ -146,7 +146,7 @@ def allreduce_bandwidth(ctxs, sizes, counts=(2, 3, 4), methods=None, timing=Timi
 
 # --- Horovod's allreduce, in one process per context -----------------------------
 
-WORKER = "gluonperf.workers.allreduce"  # the command each rank runs: allreduce_rank.horovod_rank, results to a file
+WORKER = "gluonperf.workers.allreduce"  # the command each rank runs: workers.allreduce_rank.horovod_rank, results to a file
 PROGRESS = "gluonperf-allreduce: repeat done"  # rank 0's line after each timed repeat
 
 
@@ -165,9 +165,9 @@ def _job_error(lines):
 def horovod_allreduce(ctxs, sizes, timing=Timing(number=None), target_s=0.05, timeout=300.0):
     """Horovod's allreduce (`hvd.allreduce_`, sum) of one float32 tensor of each size over
     len(ctxs) processes, one per context, started by horovodrun with Gloo on this machine
-    (`horovod_launcher.plan`; each process runs `allreduce_rank.horovod_rank` through `python -m
+    (`horovod_launcher.plan`; each process runs `workers.allreduce_rank.horovod_rank` through `python -m
     gluonperf.workers.allreduce`). The repeats are timed as `allreduce_bandwidth` times the
-    in-process variants, and each repeat's time is the slowest rank's (see `allreduce_rank.horovod_rank`).
+    in-process variants, and each repeat's time is the slowest rank's (see `workers.allreduce_rank.horovod_rank`).
 
     The job runs in a process group of its own, registered with the guard (a signal or a
     stall of this process stops it); when it goes `timeout` seconds without finishing a

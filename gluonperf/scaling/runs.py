@@ -4,7 +4,7 @@ Each run is gluonperf's own training command (`train_argv`: synthetic data, a fi
 of steps and epochs, --json), alone (`single_step`), several side by side (`corun_step`),
 or a job through `gluonperf.launch` (`run_job`: dist_sync, Horovod); `horovod_exchange` runs
 Horovod's exchange of a model's gradients over `gluonperf.workers.exchange` (whose ranks run
-`scaling.horovod_rank`). Processes are started and supervised by `runtime.guard` (`run_train`:
+`workers.exchange_rank`). Processes are started and supervised by `runtime.guard` (`run_train`:
 a failure or a timeout is one line); the figures are read from the records the runs write
 (`epoch_steps`: one sample per timed epoch; `mean_step`: their geometric mean). Nothing here
 times anything itself: the runs do. `ps_link` calibrates the loopback link as ps-lite sees it
@@ -199,7 +199,7 @@ def ps_link(settings, gradients, lnk, singles, pairs=1):
 def horovod_exchange(shapes, ranks, compute_s, env, tmp, timeout, steps=20, repeats=5):
     """The exchange of a model's gradients (arrays of `shapes`) by Horovod over `ranks`
     processes of this machine, measured with a stand-in for the compute: `gluonperf.launch
-    --engine horovod` over `gluonperf.workers.exchange` (`scaling.horovod_rank`: each rank
+    --engine horovod` over `gluonperf.workers.exchange` (`workers.exchange_rank`: each rank
     computes `compute_s` of CPU time a step, handing the arrays to Horovod over its backward).
     Returns (the wait for the sums after the compute, the helpers' CPU time while the compute
     ran, all ranks', and how long the compute lasted; seconds per step), each the geometric

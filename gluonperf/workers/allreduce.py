@@ -2,9 +2,9 @@
 
 horovodrun starts one such process per context (`experiments.allreduce_bandwidth.horovod_allreduce`
 plans the job); each times Horovod's allreduce of one float32 tensor per size
-(`allreduce_rank.horovod_rank`), and rank 0 writes the timings as JSON to --out (or prints them
+(`allreduce_rank.horovod_rank`, here), and rank 0 writes the timings as JSON to --out (or prints them
 as one line). After each timed repeat rank 0 prints a progress line, which the bench reads.
-The measuring is the experiment's; this module parses the flags and writes the file.
+The measuring is `allreduce_rank`'s; this module parses the flags and writes the file.
 
     horovodrun -np 2 -H localhost:2 --gloo python -m gluonperf.workers.allreduce --sizes 4096,4194304
 """
@@ -46,7 +46,7 @@ def build_parser():
 
 def main(argv=None):
     from ..experiments.allreduce_bandwidth import PROGRESS
-    from ..experiments.allreduce_rank import horovod_rank
+    from .allreduce_rank import horovod_rank
     args = build_parser().parse_args(argv)
 
     def progress():

@@ -1,12 +1,12 @@
 """The code that runs inside a Horovod rank of `bench allreduce --methods horovod`:
 `horovod_rank`, under `python -m gluonperf.workers.allreduce` (started by
-`allreduce_bandwidth.horovod_allreduce` through horovodrun). It times Horovod's allreduce
+`experiments.allreduce_bandwidth.horovod_allreduce` through horovodrun). It times Horovod's allreduce
 from inside the rank and never starts a process.
 """
 from mxnet import nd
 
 from ..measure.harness import Benchmark, sync
-from .allreduce_bandwidth import calls_per_repeat
+from ..experiments.allreduce_bandwidth import calls_per_repeat
 
 
 def horovod_rank(contexts, sizes, repeat=5, warmup=1, number=None, target_s=0.05, progress=None):

@@ -2,9 +2,9 @@
 
 horovodrun starts one such process per rank (`scaling.runs.horovod_exchange`
 plans the job in a JSON file); each computes and then sums a model's gradient arrays with
-Horovod, step after step (`scaling.horovod_rank.horovod_exchange_rank`), and rank 0 writes the
+Horovod, step after step (`exchange_rank.horovod_exchange_rank`), and rank 0 writes the
 exchange's time and the background threads' CPU time per step as JSON to --out. The measuring
-is the experiment's; this module reads the plan and writes the file.
+is `exchange_rank`'s; this module reads the plan and writes the file.
 
     horovodrun -np 2 -H localhost:2 --gloo python -m gluonperf.workers.exchange --plan P --out O
 """
@@ -29,7 +29,7 @@ def build_parser():
 
 def main(argv=None):
     from .. import UserError
-    from ..scaling.horovod_rank import horovod_exchange_rank
+    from .exchange_rank import horovod_exchange_rank
     args = build_parser().parse_args(argv)
     try:
         with open(args.plan) as f:

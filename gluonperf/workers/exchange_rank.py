@@ -30,7 +30,7 @@ def horovod_exchange_rank(shapes, compute_s, steps=20, repeats=5, warmup=3):
     import mxnet as mx
 
     from ..training.horovod import load
-    from .model import BACKWARD_SHARE
+    from ..scaling.model import BACKWARD_SHARE
     hvd = load()
     hvd.init()
     try:
