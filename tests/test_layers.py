@@ -241,6 +241,8 @@ RUNNABLE_ELSEWHERE = {
                                           "Horovod engine starts through ps_launcher, which starts the ranks",
     "gluonperf.cli.profile_script": "profile -- COMMAND's half, called by gluonperf.profile in its own process; "
                                     "gluonperf starts no process of it",
+    "gluonperf.training.horovod": "the rank of `train --engine horovod`, a command users run (under launch or "
+                                  "their own horovodrun), whose training loop is in-process training's too",
 }
 
 
@@ -251,20 +253,30 @@ def commands():
     return {"gluonperf.__main__", "gluonperf.bench.__main__"} | {"gluonperf." + name for name, _ in entry.COMMANDS}
 
 
+def rank_bodies(root=PACKAGE):
+    """gluonperf's modules that start a Horovod rank's work (`hvd.init()`), as module names."""
+    def inits(tree):
+        return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "init"
+                   and isinstance(n.func.value, ast.Name) and n.func.value.id == "hvd" for n in ast.walk(tree))
+    return sorted(module_name(p) for p in root.rglob("*.py") if inits(ast.parse(p.read_text())))
+
+
 def outside_workers(root=PACKAGE, allowed=()):
     """What runs in a process of its own but lives outside workers/: a sitecustomize.py (a folder put on
-    a child's PYTHONPATH) or a module with a `__main__` block that is not in `allowed`."""
+    a child's PYTHONPATH), a module with a `__main__` block or the body of a Horovod rank (`hvd.init()`),
+    not in `allowed`."""
     sites = [p.relative_to(root.parent).as_posix() for p in sorted(root.rglob("sitecustomize.py"))
              if p.relative_to(root).parts[0] != "workers"]
-    return sites + [m for m in main_blocks(root) if m.split(".")[1:2] != ["workers"] and m not in allowed]
+    runnable = sorted(set(main_blocks(root)) | set(rank_bodies(root)))
+    return sites + [m for m in runnable if m.split(".")[1:2] != ["workers"] and m not in allowed]
 
 
 def test_processes_start_in_the_commands_or_the_workers():
-    """Issue 74: what runs in a process gluonperf starts (a worker, the user's script's sitecustomize,
-    launch's workers' exit guard) lives in workers/, not in an area's module (whose `__main__` block
+    """Issue 74: what runs in a process gluonperf starts (a worker, a Horovod rank's body, the user's
+    script's sitecustomize, launch's workers' exit guard) lives in workers/, not in an area's module (whose `__main__` block
     reached up into cli/); the commands and RUNNABLE_ELSEWHERE, each with its reason, are the rest."""
     assert outside_workers(allowed=commands() | set(RUNNABLE_ELSEWHERE)) == []
-    assert set(RUNNABLE_ELSEWHERE) <= set(main_blocks())  # no stale exception
+    assert set(RUNNABLE_ELSEWHERE) <= set(main_blocks()) | set(rank_bodies())  # no stale exception
     assert "gluonperf.workers.coldstart" in main_blocks() and layer("gluonperf.workers.coldstart") == COMMANDS
 
 
@@ -274,6 +286,9 @@ def test_processes_start_in_the_commands_or_the_workers():
     ("workers/probe.py", "if __name__ == '__main__':\n    main()\n", False),
     ("workers/launch_site/sitecustomize.py", "import os\n", False),
     ("inference/probe.py", "def main():\n    pass\n", False),
+    ("scaling/rank.py", "def rank(hvd):\n    hvd.init()\n", True),
+    ("workers/rank.py", "def rank(hvd):\n    hvd.init()\n", False),
+    ("scaling/rank.py", "def rank(hvd):\n    hvd.size()\n", False),
 ])
 def test_the_check_sees_what_runs_outside_workers(tmp_path, path, source, outside):
     """The check itself, on a made-up package."""
