@@ -117,7 +117,8 @@ class StepSettings:
 def step_footprint(settings, batch_size, hybridize="static", checkpoint=0):
     """Build the model of `settings`, run its warm-up then its training steps at `batch_size`
     (split over its contexts), hybridized as `hybridize` says and cut into `checkpoint`
-    segments (0: none), and return a flat dict of what they used (see the module's docstring).
+    segments (0: none), and return a flat dict of what they used (its fields: docs/commands/bench.md,
+    footprint's "How to read it").
     Meant to run alone in a fresh process (`run_step_footprint`)."""
     from mxnet import autograd, gluon
     from ..training.data import CLASSES
